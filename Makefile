@@ -1,0 +1,34 @@
+# tallyd — `make run` starts the server with defaults, `make test` runs every test.
+GO       ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
+FUZZTIME ?= 10s
+export GOFLAGS ?= -buildvcs=false
+
+.PHONY: all build run test vet unit race fuzz clean
+
+all: build
+
+build:
+	$(GO) build -o bin/tallyd .
+
+run: build
+	./bin/tallyd
+
+test: vet unit race fuzz
+
+vet:
+	$(GO) vet ./...
+
+unit:
+	$(GO) test -count=1 ./...
+
+race:
+	$(GO) test -count=1 -race ./store/... ./loop/...
+
+# A short pass of every fuzz target of every codec (seed corpora live in testdata/fuzz).
+fuzz:
+	GO="$(GO)" FUZZTIME="$(FUZZTIME)" ./scripts/fuzz.sh ./proto/...
+
+clean:
+	rm -rf bin
+
+-include bench/bench.mk

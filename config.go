@@ -1,0 +1,64 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// confEntry is one `key = value` line of a yrmcds.conf-style file.
+type confEntry struct {
+	Key, Value string
+	Line       int
+}
+
+// parseConf reads yrmcds.conf syntax: `key = value` lines, `#` comments, blank lines, and
+// values optionally in double quotes.
+func parseConf(r io.Reader, name string) ([]confEntry, error) {
+	var out []confEntry
+	sc := bufio.NewScanner(r)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		key, value, ok := strings.Cut(line, "=")
+		if !ok {
+			return nil, fmt.Errorf("%s:%d: expected `key = value`, got %q", name, n, line)
+		}
+		key, value = strings.TrimSpace(key), strings.TrimSpace(value)
+		if key == "" {
+			return nil, fmt.Errorf("%s:%d: empty key", name, n)
+		}
+		if len(value) >= 2 && value[0] == '"' && value[len(value)-1] == '"' {
+			value = value[1 : len(value)-1]
+		}
+		out = append(out, confEntry{Key: key, Value: value, Line: n})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return out, nil
+}
+
+// confBool parses a yrmcds boolean: true/false, yes/no, on/off, 1/0.
+func confBool(e confEntry, file string) (bool, error) {
+	switch strings.ToLower(e.Value) {
+	case "true", "yes", "on", "1":
+		return true, nil
+	case "false", "no", "off", "0":
+		return false, nil
+	}
+	return false, fmt.Errorf("%s:%d: %s: %q is not a boolean (true or false)", file, e.Line, e.Key, e.Value)
+}
+
+// confUint parses a non-negative integer no larger than limit.
+func confUint(e confEntry, file string, limit uint64) (int, error) {
+	v, err := strconv.ParseUint(e.Value, 10, 64)
+	if err != nil || v > limit {
+		return 0, fmt.Errorf("%s:%d: %s: %q is not a whole number from 0 to %d", file, e.Line, e.Key, e.Value, limit)
+	}
+	return int(v), nil
+}

@@ -1,0 +1,215 @@
+package loop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+	"golang.org/x/sys/unix"
+
+	"tallyd/store"
+)
+
+// conn is the loop's state for one client connection.
+type conn struct {
+	c      gnet.Conn
+	owner  store.Owner
+	proto  Proto
+	ln     *listenerState
+	closed bool // set in OnClose: the gnet.Conn must not be used after that
+
+	ledger *store.Ledger     // what this connection holds (counter or semaphore family)
+	dump   *store.DumpCursor // non-nil while a Dump streams; later requests wait behind it
+	dumpOp uint32            // the Dump's opaque
+}
+
+// OnBoot runs on Run's goroutine before the loop starts: it tunes each listener and records
+// the addresses actually bound.
+func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
+	s.engine = eng
+	addrs := make([]net.Addr, len(s.cfg.Listeners))
+	for i, l := range s.cfg.Listeners {
+		port, err := tuneListener(eng, l.Addr, s.cfg.Backlog)
+		if err != nil {
+			s.bootErr = fmt.Errorf("listener %s (%s): %w", l.Addr, l.Proto, err)
+			return gnet.Shutdown
+		}
+		host, _, _ := net.SplitHostPort(l.Addr)
+		addrs[i] = &net.TCPAddr{IP: net.ParseIP(host), Port: port}
+		if _, dup := s.byPort[port]; dup {
+			s.bootErr = fmt.Errorf("two listeners on port %d", port)
+			return gnet.Shutdown
+		}
+		s.byPort[port] = &listenerState{Listener: l}
+	}
+	s.addrMu.Lock()
+	s.addrs = addrs
+	s.addrMu.Unlock()
+	ev := s.log.Info().Int("open_file_cap", s.fdCap)
+	for i, l := range s.cfg.Listeners {
+		ev = ev.Str(l.Proto.String(), addrs[i].String())
+	}
+	ev.Msg("tallyd listening")
+	s.readyOnce.Do(func() { close(s.ready) })
+	return gnet.None
+}
+
+// OnOpen admits or refuses a new connection and gives it its protocol.
+func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
+	if s.el.Load() == nil {
+		s.el.Store(c.EventLoop())
+	}
+	ln := s.listenerOf(c)
+	switch {
+	case ln == nil:
+		s.log.Error().Int("fd", c.Fd()).Msg("connection from an unknown listener; closing it")
+		return nil, gnet.Close
+	case s.stopping.Load():
+		return nil, gnet.Close
+	case s.live >= s.fdCap:
+		return s.refuse(ln, "open-file cap", s.fdCap)
+	case s.cfg.MaxConnections > 0 && s.live >= s.cfg.MaxConnections:
+		return s.refuse(ln, "max-connections", s.cfg.MaxConnections)
+	case ln.MaxConnections > 0 && ln.live >= ln.MaxConnections:
+		return s.refuse(ln, ln.Proto.String()+" max-connections", ln.MaxConnections)
+	}
+	s.nextOwner++
+	cs := &conn{c: c, owner: s.nextOwner, proto: ln.Proto, ln: ln}
+	switch ln.Proto {
+	case ProtoCounter:
+		cs.ledger = s.counters.NewLedger(cs.owner)
+	case ProtoSemaphore:
+		cs.ledger = s.semaphores.NewLedger(cs.owner)
+	}
+	c.SetContext(cs)
+	s.conns[cs] = struct{}{}
+	s.live++
+	ln.live++
+	st := &s.stats[ln.Proto]
+	st.CurrConnections++
+	st.TotalConnections++
+	if e := s.log.Debug(); e.Enabled() {
+		e.Uint64("conn", uint64(cs.owner)).Stringer("proto", ln.Proto).
+			Stringer("remote", c.RemoteAddr()).Msg("connection opened")
+	}
+	return nil, gnet.None
+}
+
+// refuse closes a just-accepted connection without sending anything.
+func (s *Server) refuse(ln *listenerState, limit string, n int) ([]byte, gnet.Action) {
+	s.stats[ln.Proto].Rejected++
+	if missed, ok := s.rejectLog.allow(s.now()); ok {
+		s.log.Warn().Str("limit", limit).Int("value", n).Int("connections", s.live).
+			Uint64("refused_since_last_line", missed).Msg("connection refused: limit reached")
+	}
+	return nil, gnet.Close
+}
+
+// listenerOf finds the listener a connection arrived on from its socket's local port (the
+// listener address gnet reports does not say which port an ephemeral listener got).
+func (s *Server) listenerOf(c gnet.Conn) *listenerState {
+	sa, err := unix.Getsockname(c.Fd())
+	if err != nil {
+		return nil
+	}
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		return s.byPort[a.Port]
+	case *unix.SockaddrInet6:
+		return s.byPort[a.Port]
+	}
+	return nil
+}
+
+// OnClose releases everything the connection held. It may run inside a Write that failed,
+// so it only updates state.
+func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
+	cs, _ := c.Context().(*conn)
+	if cs == nil || cs.closed {
+		return gnet.None // refused at accept, or already handled
+	}
+	cs.closed = true
+	c.SetContext(nil)
+	now := s.now().UnixNano()
+	held := 0
+	switch cs.proto {
+	case ProtoCounter:
+		held = cs.ledger.Len()
+		s.counters.Drop(cs.ledger, now)
+	case ProtoSemaphore:
+		held = cs.ledger.Len()
+		s.semaphores.Drop(cs.ledger, now)
+	}
+	cs.dump = nil
+	delete(s.dumping, cs)
+	delete(s.conns, cs)
+	s.live--
+	cs.ln.live--
+	s.stats[cs.proto].CurrConnections--
+	if e := s.log.Debug(); e.Enabled() {
+		why := "closed by server"
+		if err != nil {
+			why = err.Error()
+			if errors.Is(err, io.EOF) {
+				why = "closed by peer"
+			}
+		}
+		e.Uint64("conn", uint64(cs.owner)).Stringer("proto", cs.proto).Int("released", held).
+			Str("why", why).Msg("connection closed")
+	}
+	return gnet.None
+}
+
+// OnTraffic serves every whole request buffered on c, in order, and writes the replies
+// with one Write.
+func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
+	cs, _ := c.Context().(*conn)
+	if cs == nil || cs.closed {
+		return gnet.Close
+	}
+	return s.serveYrmcds(cs, s.now().UnixNano())
+}
+
+// OnTick runs on gnet's ticker goroutine, not the loop: it only hands the timed work over.
+func (s *Server) OnTick() (time.Duration, gnet.Action) {
+	if el, ok := s.el.Load().(gnet.EventLoop); ok && !s.stopping.Load() {
+		_ = el.Execute(context.Background(), gnet.RunnableFunc(s.tick))
+	}
+	return s.cfg.Tick, gnet.None
+}
+
+// tick runs on the loop: garbage collection at its times, and streaming dumps resumed.
+func (s *Server) tick(context.Context) error {
+	now := s.now()
+	if s.counters.GCDue(now.UnixNano()) {
+		s.gcCounters(now)
+	}
+	if now.Sub(s.lastSemGC) >= s.cfg.SemaphoreGCInterval {
+		s.lastSemGC = now
+		start := time.Now()
+		n := s.semaphores.GC()
+		s.stats[ProtoSemaphore].GC(uint64(time.Since(start).Microseconds()))
+		if n > 0 {
+			s.log.Debug().Int("deleted", n).Msg("semaphore gc")
+		}
+	}
+	for cs := range s.dumping {
+		if !cs.closed && cs.c.OutboundBuffered() < s.cfg.MaxOutput/2 {
+			_ = cs.c.Wake(nil)
+		}
+	}
+	return nil
+}
+
+// gcCounters deletes released counters whose interval has ended, and times it.
+func (s *Server) gcCounters(now time.Time) {
+	start := time.Now()
+	n := s.counters.GC(now.UnixNano())
+	us := uint64(time.Since(start).Microseconds())
+	s.stats[ProtoCounter].GC(us)
+	s.log.Debug().Int("deleted", n).Uint64("elapsed_us", us).Int("objects", s.counters.Len()).Msg("counter gc")
+}

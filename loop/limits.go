@@ -1,0 +1,104 @@
+package loop
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
+)
+
+// fdReserve is the descriptors kept free for everything that is not a client connection
+// (epoll, eventfd, log files, the metrics server, files opened later).
+const fdReserve = 32
+
+// openFileCap says how many client connections the process can hold so that accepting
+// never fails for want of a descriptor: gnet's acceptor drains each listener's whole
+// accept queue before the loop can refuse anything, and an EMFILE there stops the engine.
+// So the cap leaves room for one full accept queue per listener; when the open-file limit
+// is small, the backlog is shrunk to keep at least half the descriptors for connections.
+func openFileCap(listeners, backlog int) (connCap, newBacklog int, err error) {
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
+		return 0, 0, fmt.Errorf("reading the open-file limit: %w", err)
+	}
+	limit := int(min(rl.Cur, 1<<30))
+	open := countOpenFiles()
+	avail := limit - open - fdReserve - 2*listeners // each listener and its dup while tuning
+	if avail < 4*listeners {
+		return 0, 0, fmt.Errorf("open-file limit %d leaves no room for connections (%d already open)", limit, open)
+	}
+	if listeners*(backlog+1) > avail/2 {
+		backlog = max(1, avail/(2*listeners)-1)
+	}
+	return avail - listeners*(backlog+1), backlog, nil
+}
+
+// countOpenFiles counts this process's descriptors (a small guess where /proc is missing).
+func countOpenFiles() int {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return 16
+	}
+	return len(entries)
+}
+
+// tuneListener sets the listen backlog of the engine's listener at addr and returns the port
+// it is bound to. listen(2) on a listening socket only updates its backlog.
+func tuneListener(eng gnet.Engine, addr string, backlog int) (int, error) {
+	fd, err := eng.DupListener("tcp", addr)
+	if err != nil {
+		return 0, fmt.Errorf("finding the listener: %w", err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Listen(fd, backlog); err != nil {
+		return 0, fmt.Errorf("setting the backlog: %w", err)
+	}
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		return 0, fmt.Errorf("reading the bound address: %w", err)
+	}
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		return a.Port, nil
+	case *unix.SockaddrInet6:
+		return a.Port, nil
+	}
+	return 0, fmt.Errorf("listener bound to a non-TCP address %v", sa)
+}
+
+// rateLog lets a repeated warning through at most once a second and counts the rest.
+type rateLog struct {
+	last   time.Time
+	missed uint64
+}
+
+func (r *rateLog) allow(now time.Time) (missed uint64, ok bool) {
+	if now.Sub(r.last) < time.Second {
+		r.missed++
+		return 0, false
+	}
+	missed, r.missed, r.last = r.missed, 0, now
+	return missed, true
+}
+
+// gnetLogger sends gnet's own log lines to zerolog; its chatty info lines become debug.
+type gnetLogger struct{ log zerolog.Logger }
+
+func (g gnetLogger) Debugf(format string, args ...any) {
+	g.log.Debug().Str("from", "gnet").Msgf(format, args...)
+}
+func (g gnetLogger) Infof(format string, args ...any) {
+	g.log.Debug().Str("from", "gnet").Msgf(format, args...)
+}
+func (g gnetLogger) Warnf(format string, args ...any) {
+	g.log.Warn().Str("from", "gnet").Msgf(format, args...)
+}
+func (g gnetLogger) Errorf(format string, args ...any) {
+	g.log.Error().Str("from", "gnet").Msgf(format, args...)
+}
+func (g gnetLogger) Fatalf(format string, args ...any) {
+	g.log.Error().Str("from", "gnet").Msgf(format, args...)
+}

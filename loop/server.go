@@ -1,0 +1,276 @@
+// Package loop runs tallyd's one gnet event loop: it accepts connections, feeds their bytes to
+// the codec of the listener they arrived on, applies requests to the store, and writes replies.
+package loop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+	"github.com/rs/zerolog"
+
+	"tallyd/proto/counter"
+	"tallyd/stats"
+	"tallyd/store"
+)
+
+// Proto names the protocol a listener speaks.
+type Proto uint8
+
+// The protocols a listener can speak.
+const (
+	ProtoCounter   Proto = iota // yrmcds counter extension
+	ProtoSemaphore              // yrmcds semaphore variant
+	numProtos
+)
+
+var protoNames = [numProtos]string{"counter", "semaphore"}
+
+func (p Proto) String() string {
+	if p < numProtos {
+		return protoNames[p]
+	}
+	return "proto(" + strconv.Itoa(int(p)) + ")"
+}
+
+// Listener is one address to listen on and the protocol spoken there.
+type Listener struct {
+	Proto Proto
+	Addr  string // host:port; port 0 picks an ephemeral port (see Server.Addr)
+	// MaxConnections caps this listener's connections (0 = unlimited).
+	MaxConnections int
+}
+
+// Config is everything the loop needs; main fills it from flags and the config file.
+type Config struct {
+	Listeners []Listener
+
+	MaxConnections int    // all listeners together; 0 = unlimited (the open-file cap still applies)
+	MaxBody        uint32 // largest yrmcds BodyLength accepted; larger closes the connection
+	MaxObjects     int    // counters (and, separately, semaphores); 0 = unlimited
+	MaxOutput      int    // unsent reply bytes per connection before it is closed
+	MaxInput       int    // unparsed request bytes per connection before it is closed
+	Backlog        int    // listen backlog of each listener
+
+	StatInterval        int64 // counter max-consumption interval, seconds (>= 10)
+	SemaphoreGCInterval time.Duration
+	CounterBuckets      int // sizing hints for the tables
+	SemaphoreBuckets    int
+
+	Tick time.Duration // how often timed work runs on the loop
+
+	Log zerolog.Logger
+	// Now returns the current time; nil means time.Now. Tests may replace it.
+	Now func() time.Time
+}
+
+// Defaults returns a Config with every limit at its default and no listeners.
+func Defaults() Config {
+	return Config{
+		MaxBody:             1 << 20,
+		MaxObjects:          10_000_000,
+		MaxOutput:           4 << 20,
+		MaxInput:            4 << 20,
+		Backlog:             511,
+		StatInterval:        86400,
+		SemaphoreGCInterval: 10 * time.Second,
+		CounterBuckets:      1_000_000,
+		SemaphoreBuckets:    1_000_000,
+		Tick:                10 * time.Millisecond,
+		Log:                 zerolog.Nop(),
+	}
+}
+
+// Server is the event loop and everything it owns. Create it with New, then call Run.
+type Server struct {
+	gnet.BuiltinEventEngine
+
+	cfg Config
+	log zerolog.Logger
+	now func() time.Time
+
+	// Owned by the loop goroutine (and by Run before the engine starts).
+	counters   *store.Counters
+	semaphores *store.Semaphores
+	stats      [numProtos]stats.Yrmcds
+	conns      map[*conn]struct{}
+	dumping    map[*conn]struct{}
+	byPort     map[int]*listenerState
+	live       int
+	nextOwner  store.Owner
+	decoders   [numProtos]counter.Decoder
+	req        counter.Request
+	out        []byte
+	statBuf    []counter.Stat
+	dumpBuf    []store.DumpEntry
+	lastSemGC  time.Time
+	fdCap      int
+	rejectLog  rateLog
+	inputLog   rateLog
+	oomLog     rateLog
+
+	// Shared with other goroutines.
+	engine    gnet.Engine
+	el        atomic.Value // gnet.EventLoop, published by the first OnOpen
+	ready     chan struct{}
+	readyOnce sync.Once
+	stopping  atomic.Bool
+	addrMu    sync.Mutex
+	addrs     []net.Addr // actual address of each listener, in Config order
+	bootErr   error
+}
+
+type listenerState struct {
+	Listener
+	live int
+}
+
+// New checks cfg and builds a server; nothing listens until Run.
+func New(cfg Config) (*Server, error) {
+	if len(cfg.Listeners) == 0 {
+		return nil, errors.New("no listener is enabled")
+	}
+	if cfg.StatInterval < 10 {
+		return nil, fmt.Errorf("stat interval %d s is below the minimum of 10 s", cfg.StatInterval)
+	}
+	if cfg.MaxBody < counter.HeaderLen {
+		return nil, fmt.Errorf("max body %d is too small", cfg.MaxBody)
+	}
+	if cfg.MaxOutput <= 0 || cfg.MaxInput <= 0 {
+		return nil, errors.New("max output and max input must be positive")
+	}
+	if cfg.Tick <= 0 {
+		cfg.Tick = 10 * time.Millisecond
+	}
+	if cfg.Backlog <= 0 {
+		cfg.Backlog = 511
+	}
+	if cfg.SemaphoreGCInterval <= 0 {
+		cfg.SemaphoreGCInterval = 10 * time.Second
+	}
+	s := &Server{
+		cfg:     cfg,
+		log:     cfg.Log,
+		now:     cfg.Now,
+		conns:   make(map[*conn]struct{}),
+		dumping: make(map[*conn]struct{}),
+		byPort:  make(map[int]*listenerState),
+		ready:   make(chan struct{}),
+		out:     make([]byte, 0, 64<<10),
+		statBuf: make([]counter.Stat, 0, 16),
+		dumpBuf: make([]store.DumpEntry, 0, 512),
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	s.cfg.Listeners = append([]Listener(nil), cfg.Listeners...) // preflight fills in ports
+	s.counters = store.NewCounters(store.CountersConfig{
+		Interval: cfg.StatInterval, MaxObjects: cfg.MaxObjects, SizeHint: sizeHint(cfg.CounterBuckets),
+	})
+	s.semaphores = store.NewSemaphores(store.SemaphoresConfig{
+		MaxObjects: cfg.MaxObjects, SizeHint: sizeHint(cfg.SemaphoreBuckets),
+	})
+	s.decoders[ProtoCounter] = counter.Decoder{Dialect: counter.Counter, MaxBody: cfg.MaxBody}
+	s.decoders[ProtoSemaphore] = counter.Decoder{Dialect: counter.Semaphore, MaxBody: cfg.MaxBody}
+	now := s.now()
+	s.lastSemGC = now
+	s.gcCounters(now) // the reference collects at start
+	fdCap, backlog, err := openFileCap(len(cfg.Listeners), cfg.Backlog)
+	if err != nil {
+		return nil, err
+	}
+	if backlog < cfg.Backlog {
+		s.log.Warn().Int("backlog", cfg.Backlog).Int("reduced_to", backlog).Int("open_file_cap", fdCap).
+			Msg("listen backlog reduced to fit the open-file limit")
+	}
+	s.fdCap, s.cfg.Backlog = fdCap, backlog
+	return s, nil
+}
+
+// sizeHint turns a yrmcds "buckets" setting into an initial table size: it is honoured up to
+// 64k entries so that an idle server stays small; tables grow as needed beyond that.
+func sizeHint(buckets int) int {
+	return min(max(buckets, 0), 1<<16)
+}
+
+// Run listens and serves until Stop is called (it then returns nil) or the engine fails (it
+// returns why). It may be called once.
+func (s *Server) Run() error {
+	if err := s.preflight(); err != nil {
+		s.readyOnce.Do(func() { close(s.ready) })
+		return err
+	}
+	addrs := make([]string, len(s.cfg.Listeners))
+	for i, l := range s.cfg.Listeners {
+		addrs[i] = "tcp://" + l.Addr
+	}
+	err := gnet.Rotate(s, addrs,
+		gnet.WithNumEventLoop(1),
+		gnet.WithReusePort(false),
+		gnet.WithReuseAddr(true),
+		gnet.WithTicker(true),
+		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+		gnet.WithTCPKeepAlive(5*time.Minute),
+		gnet.WithLogger(gnetLogger{s.log}),
+	)
+	s.readyOnce.Do(func() { close(s.ready) }) // unblock waiters if the engine never booted
+	switch {
+	case err != nil:
+		return fmt.Errorf("event loop: %w", err)
+	case s.bootErr != nil:
+		return s.bootErr
+	case !s.stopping.Load():
+		return errors.New("event loop stopped unexpectedly (see the log lines before this one)")
+	}
+	return nil
+}
+
+// Ready is closed once every listener is bound (or Run has failed).
+func (s *Server) Ready() <-chan struct{} { return s.ready }
+
+// Addr returns the bound address of the i-th configured listener, nil before Ready.
+func (s *Server) Addr(i int) net.Addr {
+	s.addrMu.Lock()
+	defer s.addrMu.Unlock()
+	if i < 0 || i >= len(s.addrs) {
+		return nil
+	}
+	return s.addrs[i]
+}
+
+// Stop closes every connection, releasing what each holds, and makes Run return nil. It is
+// safe from any goroutine except the loop's own handlers, and returns when the engine is down.
+func (s *Server) Stop(ctx context.Context) error {
+	if s.stopping.Swap(true) {
+		return nil
+	}
+	<-s.ready
+	if err := s.engine.Validate(); err != nil {
+		return nil // never started or already down
+	}
+	return s.engine.Stop(ctx)
+}
+
+// preflight binds and releases each address first, because gnet reports a busy port as an
+// unrelated setsockopt error. A listener asking for port 0 gets the port the kernel picked
+// here, so that every listener has an address of its own (gnet tells listeners apart by it).
+func (s *Server) preflight() error {
+	for i, l := range s.cfg.Listeners {
+		ln, err := net.Listen("tcp", l.Addr)
+		if err != nil {
+			return fmt.Errorf("%s listener: %w", l.Proto, err)
+		}
+		if _, port, _ := net.SplitHostPort(l.Addr); port == "0" {
+			host, _, _ := net.SplitHostPort(l.Addr)
+			s.cfg.Listeners[i].Addr = net.JoinHostPort(host, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
+		}
+		_ = ln.Close()
+	}
+	return nil
+}

@@ -1,0 +1,314 @@
+// Command tallyd is a resource-counting and locking daemon: yrmcds counters and semaphores
+// served from one event loop over one in-memory store.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/pflag"
+
+	"tallyd/loop"
+)
+
+const version = "0.1.0"
+
+// Default ports. The semaphore variant has no port of its own in yrmcds (it reused 11215);
+// tallyd gives it the next one so that both protocols can run side by side.
+const (
+	defaultCounterPort   = 11215
+	defaultSemaphorePort = 11216
+)
+
+// options is the command line and config file, before they become a loop.Config.
+type options struct {
+	bind                 string
+	counterPort          int
+	semaphorePort        int
+	configFile           string
+	maxConnections       int
+	counterMaxConns      int
+	semaphoreMaxConns    int
+	maxBody              uint32
+	maxObjects           int
+	maxOutput            int
+	maxInput             int
+	backlog              int
+	statInterval         int
+	semaphoreGCInterval  int
+	counterBuckets       int
+	semaphoreBuckets     int
+	logLevel             string
+	logFormat            string
+	showVersion          bool
+	counterEnabledByFile *bool
+	semaphoreEnabled     bool
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stderr))
+}
+
+// run is main without the exit, for tests: it returns the process exit status.
+func run(args []string, stderr io.Writer) int {
+	d := loop.Defaults()
+	o := options{}
+	fs := pflag.NewFlagSet("tallyd", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.SortFlags = false
+	fs.StringVarP(&o.bind, "bind", "l", "127.0.0.1", "IP address to listen on (all listeners)")
+	fs.IntVar(&o.counterPort, "counter-port", defaultCounterPort, "yrmcds counter protocol port; 0 turns it off")
+	fs.IntVar(&o.semaphorePort, "semaphore-port", 0, "yrmcds semaphore protocol port; 0 = off (config: semaphore.enable, default port 11216)")
+	fs.StringVar(&o.configFile, "config", "", "yrmcds.conf-style config `FILE` (key = value); flags override it")
+	fs.IntVar(&o.maxConnections, "max-connections", 0, "connections on all listeners together; 0 = unlimited (tallyd still stays below the open-file limit)")
+	fs.IntVar(&o.counterMaxConns, "counter-max-connections", 0, "connections on the counter listener; 0 = unlimited")
+	fs.IntVar(&o.semaphoreMaxConns, "semaphore-max-connections", 0, "connections on the semaphore listener; 0 = unlimited")
+	fs.Uint32Var(&o.maxBody, "max-body", d.MaxBody, "largest request BodyLength in bytes; a larger one closes the connection")
+	fs.IntVar(&o.maxObjects, "max-objects", d.MaxObjects, "counters (and semaphores) at most; beyond: status 0x82 Out of memory; 0 = unlimited")
+	fs.IntVar(&o.maxOutput, "max-output", d.MaxOutput, "unsent reply bytes per connection before it is closed")
+	fs.IntVar(&o.maxInput, "max-input", d.MaxInput, "unparsed request bytes per connection before it is closed")
+	fs.IntVar(&o.backlog, "backlog", d.Backlog, "listen backlog of each listener")
+	fs.IntVar(&o.statInterval, "stat-interval", int(d.StatInterval), "seconds per max-consumption interval (wall-clock aligned, minimum 10)")
+	fs.IntVar(&o.semaphoreGCInterval, "semaphore-gc-interval", int(d.SemaphoreGCInterval/time.Second), "seconds between garbage collections of released semaphores")
+	fs.IntVar(&o.counterBuckets, "counter-buckets", d.CounterBuckets, "expected number of counters (a sizing hint)")
+	fs.IntVar(&o.semaphoreBuckets, "semaphore-buckets", d.SemaphoreBuckets, "expected number of semaphores (a sizing hint)")
+	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&o.logFormat, "log-format", "console", "console or json")
+	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, `tallyd %s — counts and locks named resources for many clients over one in-memory store.
+
+Usage: tallyd [flags]
+
+With no flags it serves the yrmcds counter protocol on 127.0.0.1:%d. Everything a
+connection has acquired is released the moment it closes.
+
+Flags:
+%s
+Config file keys (yrmcds.conf syntax; flags win): counter.enable, counter.port,
+counter.max_connections, counter.buckets, counter.stat_interval (alias
+counter.consumption_stats.interval), semaphore.enable, semaphore.port,
+semaphore.max_connections, semaphore.buckets, semaphore.gc_interval.
+
+Signals: SIGINT or SIGTERM closes every connection and exits 0.
+`, version, defaultCounterPort, fs.FlagUsages())
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "tallyd: unexpected argument %q (see tallyd --help)\n", fs.Arg(0))
+		return 2
+	}
+	if o.showVersion {
+		fmt.Fprintf(os.Stdout, "tallyd %s\n", version)
+		return 0
+	}
+	log, err := newLogger(o.logLevel, o.logFormat, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "tallyd: %v\n", err)
+		return 2
+	}
+	if o.configFile != "" {
+		if err := applyConfigFile(&o, fs, log); err != nil {
+			log.Error().Err(err).Msg("cannot use the config file")
+			return 1
+		}
+	}
+	cfg, err := o.loopConfig(fs, d)
+	if err != nil {
+		log.Error().Err(err).Msg("bad configuration")
+		return 1
+	}
+	cfg.Log = log
+	srv, err := loop.New(cfg)
+	if err != nil {
+		log.Error().Err(err).Msg("cannot start")
+		return 1
+	}
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	done := make(chan error, 1)
+	go func() { done <- srv.Run() }()
+	select {
+	case err := <-done:
+		log.Error().Err(err).Msg("tallyd stopped")
+		return 1
+	case s := <-sig:
+		log.Info().Str("signal", s.String()).Msg("shutting down: closing every connection")
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := srv.Stop(ctx); err != nil {
+			log.Error().Err(err).Msg("shutdown did not finish")
+			return 1
+		}
+		if err := <-done; err != nil {
+			log.Error().Err(err).Msg("tallyd stopped")
+			return 1
+		}
+		log.Info().Msg("bye")
+		return 0
+	}
+}
+
+// loopConfig checks the options and turns them into the loop's configuration.
+func (o *options) loopConfig(fs *pflag.FlagSet, d loop.Config) (loop.Config, error) {
+	ip := net.ParseIP(o.bind)
+	if ip == nil && o.bind != "localhost" {
+		return d, fmt.Errorf("invalid listen address %q (-l/--bind takes an IP address such as 127.0.0.1 or ::1)", o.bind)
+	}
+	counterOn := o.counterPort != 0
+	if o.counterEnabledByFile != nil && !*o.counterEnabledByFile && !fs.Changed("counter-port") {
+		counterOn = false
+	}
+	semaphorePort := o.semaphorePort
+	if semaphorePort == 0 && o.semaphoreEnabled && !fs.Changed("semaphore-port") {
+		semaphorePort = defaultSemaphorePort
+	}
+	for name, p := range map[string]int{"counter-port": o.counterPort, "semaphore-port": semaphorePort} {
+		if p < 0 || p > 65535 {
+			return d, fmt.Errorf("--%s %d is not a port number (0 to 65535)", name, p)
+		}
+	}
+	cfg := d
+	if counterOn {
+		cfg.Listeners = append(cfg.Listeners, loop.Listener{Proto: loop.ProtoCounter,
+			Addr: net.JoinHostPort(o.bind, strconv.Itoa(o.counterPort)), MaxConnections: o.counterMaxConns})
+	}
+	if semaphorePort != 0 {
+		cfg.Listeners = append(cfg.Listeners, loop.Listener{Proto: loop.ProtoSemaphore,
+			Addr: net.JoinHostPort(o.bind, strconv.Itoa(semaphorePort)), MaxConnections: o.semaphoreMaxConns})
+	}
+	if len(cfg.Listeners) == 0 {
+		return d, errors.New("every listener is turned off: nothing to serve")
+	}
+	if len(cfg.Listeners) == 2 && o.counterPort == semaphorePort {
+		return d, fmt.Errorf("the counter and semaphore protocols both want port %d", semaphorePort)
+	}
+	switch {
+	case o.maxConnections < 0 || o.counterMaxConns < 0 || o.semaphoreMaxConns < 0:
+		return d, errors.New("connection limits cannot be negative")
+	case o.maxBody < 16:
+		return d, fmt.Errorf("--max-body %d is too small (a request needs at least 16 bytes)", o.maxBody)
+	case o.maxObjects < 0:
+		return d, errors.New("--max-objects cannot be negative")
+	case o.maxOutput < 1024:
+		return d, fmt.Errorf("--max-output %d is too small (minimum 1024)", o.maxOutput)
+	case o.maxInput < int(o.maxBody)+12:
+		return d, fmt.Errorf("--max-input %d must hold a whole request (at least --max-body + 12 = %d)", o.maxInput, int(o.maxBody)+12)
+	case o.backlog < 1:
+		return d, fmt.Errorf("--backlog %d must be at least 1", o.backlog)
+	case o.statInterval < 10:
+		return d, fmt.Errorf("--stat-interval %d is below the minimum of 10 seconds", o.statInterval)
+	case o.semaphoreGCInterval < 1:
+		return d, fmt.Errorf("--semaphore-gc-interval %d must be at least 1 second", o.semaphoreGCInterval)
+	}
+	cfg.MaxConnections = o.maxConnections
+	cfg.MaxBody = o.maxBody
+	cfg.MaxObjects = o.maxObjects
+	cfg.MaxOutput = o.maxOutput
+	cfg.MaxInput = o.maxInput
+	cfg.Backlog = o.backlog
+	cfg.StatInterval = int64(o.statInterval)
+	cfg.SemaphoreGCInterval = time.Duration(o.semaphoreGCInterval) * time.Second
+	cfg.CounterBuckets = o.counterBuckets
+	cfg.SemaphoreBuckets = o.semaphoreBuckets
+	return cfg, nil
+}
+
+// applyConfigFile reads o.configFile; a key whose flag was given on the command line is
+// left to the flag.
+func applyConfigFile(o *options, fs *pflag.FlagSet, log zerolog.Logger) error {
+	f, err := os.Open(o.configFile)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	entries, err := parseConf(f, o.configFile)
+	if err != nil {
+		return err
+	}
+	name := o.configFile
+	setInt := func(e confEntry, flag string, dst *int, limit uint64) error {
+		if fs.Changed(flag) {
+			log.Debug().Str("key", e.Key).Str("flag", flag).Msg("config key overridden by flag")
+			return nil
+		}
+		v, err := confUint(e, name, limit)
+		if err != nil {
+			return err
+		}
+		*dst = v
+		return nil
+	}
+	for _, e := range entries {
+		var err error
+		switch e.Key {
+		case "counter.enable":
+			var on bool
+			if on, err = confBool(e, name); err == nil {
+				o.counterEnabledByFile = &on
+			}
+		case "counter.port":
+			err = setInt(e, "counter-port", &o.counterPort, 65535)
+		case "counter.max_connections":
+			err = setInt(e, "counter-max-connections", &o.counterMaxConns, 1<<31-1)
+		case "counter.buckets":
+			err = setInt(e, "counter-buckets", &o.counterBuckets, 1<<31-1)
+		case "counter.stat_interval", "counter.consumption_stats.interval":
+			err = setInt(e, "stat-interval", &o.statInterval, 1<<31-1)
+		case "semaphore.enable":
+			o.semaphoreEnabled, err = confBool(e, name)
+		case "semaphore.port":
+			err = setInt(e, "semaphore-port", &o.semaphorePort, 65535)
+		case "semaphore.max_connections":
+			err = setInt(e, "semaphore-max-connections", &o.semaphoreMaxConns, 1<<31-1)
+		case "semaphore.buckets":
+			err = setInt(e, "semaphore-buckets", &o.semaphoreBuckets, 1<<31-1)
+		case "semaphore.gc_interval":
+			err = setInt(e, "semaphore-gc-interval", &o.semaphoreGCInterval, 1<<31-1)
+		default:
+			log.Warn().Str("file", name).Int("line", e.Line).Str("key", e.Key).Msg("unknown config key ignored")
+		}
+		if err != nil {
+			return err
+		}
+	}
+	// A semaphore.port in the file without semaphore.enable = true does not turn it on.
+	if !o.semaphoreEnabled && !fs.Changed("semaphore-port") {
+		o.semaphorePort = 0
+	}
+	return nil
+}
+
+// newLogger builds the process logger.
+func newLogger(level, format string, w io.Writer) (zerolog.Logger, error) {
+	lv, err := zerolog.ParseLevel(strings.ToLower(level))
+	if err != nil || level == "" {
+		return zerolog.Nop(), fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	zerolog.TimeFieldFormat = time.RFC3339Nano
+	switch format {
+	case "json":
+		return zerolog.New(w).Level(lv).With().Timestamp().Logger(), nil
+	case "console":
+		return zerolog.New(zerolog.ConsoleWriter{Out: w, TimeFormat: "2006-01-02T15:04:05.000Z07:00", NoColor: true}).
+			Level(lv).With().Timestamp().Logger(), nil
+	}
+	return zerolog.Nop(), fmt.Errorf("--log-format %q: want console or json", format)
+}
