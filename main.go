@@ -107,6 +107,7 @@ Signals: SIGINT or SIGTERM closes every connection and exits 0.
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0
 		}
+		fmt.Fprintf(stderr, "tallyd: %v (see tallyd --help)\n", err)
 		return 2
 	}
 	if fs.NArg() > 0 {
@@ -124,19 +125,19 @@ Signals: SIGINT or SIGTERM closes every connection and exits 0.
 	}
 	if o.configFile != "" {
 		if err := applyConfigFile(&o, fs, log); err != nil {
-			log.Error().Err(err).Msg("cannot use the config file")
+			fmt.Fprintf(stderr, "tallyd: config file: %v\n", err)
 			return 1
 		}
 	}
 	cfg, err := o.loopConfig(fs, d)
 	if err != nil {
-		log.Error().Err(err).Msg("bad configuration")
+		fmt.Fprintf(stderr, "tallyd: %v\n", err)
 		return 1
 	}
 	cfg.Log = log
 	srv, err := loop.New(cfg)
 	if err != nil {
-		log.Error().Err(err).Msg("cannot start")
+		fmt.Fprintf(stderr, "tallyd: cannot start: %v\n", err)
 		return 1
 	}
 
