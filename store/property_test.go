@@ -165,9 +165,7 @@ func releaseAmount(rng *rand.Rand, c *conn, name string) uint32 {
 	return uint32(rng.IntN(6))
 }
 
-var maxLenSeen int
-
-func runCounters(p propConfig) error {
+func runCounters(p propConfig, seen *outcomes) error {
 	rng := rand.New(rand.NewPCG(p.seed, 1))
 	c := store.NewCounters(store.CountersConfig{Interval: p.interval, MaxObjects: p.limit})
 	m := &counterModel{interval: p.interval, limit: p.limit, objs: map[string]*mcounter{}}
@@ -188,11 +186,11 @@ func runCounters(p propConfig) error {
 		cn := conns[ci]
 		name := ns[rng.IntN(len(ns))]
 		var what string
-		k := rng.IntN(100)
+		k, all := rng.IntN(100), false
 		if p.rareDrop && op/1500%2 == 1 && k < 35 && rng.IntN(4) != 0 {
 			// A phase of mostly releases of what the connection holds,
 			// so large ledgers shrink.
-			k = 50
+			k, all = 50, true
 			for i, off := 0, rng.IntN(len(ns)); i < len(ns); i++ {
 				if n := ns[(off+i)%len(ns)]; cn.held[n] != 0 {
 					name = n
@@ -204,15 +202,22 @@ func runCounters(p propConfig) error {
 		case k < 35:
 			r, max := amount(rng)
 			what = fmt.Sprintf("conn %d: Acquire(%q, %d, %d)", cn.id, name, r, max)
-			if got, want := c.Acquire(cn.l, []byte(name), r, max, now), m.acquire(cn, name, r, max, now); got != want {
+			got, want := c.Acquire(cn.l, []byte(name), r, max, now), m.acquire(cn, name, r, max, now)
+			if got != want {
 				return fmt.Errorf("op %d: %s = %v, model %v", op, what, got, want)
 			}
+			seen.results[got]++
 		case k < 65:
 			r := releaseAmount(rng, cn, name)
+			if all {
+				r = uint32(cn.held[name])
+			}
 			what = fmt.Sprintf("conn %d: Release(%q, %d)", cn.id, name, r)
-			if got, want := c.Release(cn.l, []byte(name), r, now), m.release(cn, name, r, now); got != want {
+			got, want := c.Release(cn.l, []byte(name), r, now), m.release(cn, name, r, now)
+			if got != want {
 				return fmt.Errorf("op %d: %s = %v, model %v", op, what, got, want)
 			}
+			seen.results[got]++
 		case k < 70 && p.rareDrop && rng.IntN(100) != 0:
 			what = "nothing"
 		case k < 70:
@@ -242,9 +247,11 @@ func runCounters(p propConfig) error {
 			if got, want := c.GCDue(now), !m.gcDone || m.boundary(now) > m.gcAt; got != want {
 				return fmt.Errorf("op %d: GCDue = %v, model %v", op, got, want)
 			}
-			if got, want := c.GC(now), m.gc(now); got != want {
+			got, want := c.GC(now), m.gc(now)
+			if got != want {
 				return fmt.Errorf("op %d: GC deleted %d, model %d", op, got, want)
 			}
+			seen.deleted += got
 		default:
 			what = fmt.Sprintf("Get(%q)", name)
 			got, ok := c.Get([]byte(name))
@@ -255,9 +262,6 @@ func runCounters(p propConfig) error {
 		}
 		if err := c.Check(); err != nil {
 			return fmt.Errorf("op %d: after %s: %v", op, what, err)
-		}
-		if cn.l.Len() > maxLenSeen {
-			maxLenSeen = cn.l.Len()
 		}
 
 		if err := compareCounters(c, m, conns, ns, now, buf[:0:1+rng.IntN(4)]); err != nil {
@@ -307,6 +311,26 @@ func compareCounters(c *store.Counters, m *counterModel, conns []*conn, ns []str
 	return nil
 }
 
+// outcomes counts what a run exercised, so a test can fail if the generator
+// stops reaching some rule.
+type outcomes struct {
+	results [store.OutOfMemory + 1]int
+	deleted int
+}
+
+func (o *outcomes) missing() []string {
+	var m []string
+	for r, n := range o.results {
+		if n == 0 {
+			m = append(m, store.Result(r).String())
+		}
+	}
+	if o.deleted == 0 {
+		m = append(m, "GC deletions")
+	}
+	return m
+}
+
 var propConfigs = []propConfig{
 	{seed: 1, ops: 5000, names: 5, conns: 3, interval: 10},
 	{seed: 2, ops: 5000, names: 6, conns: 4, interval: 10, limit: 4},
@@ -317,17 +341,21 @@ var propConfigs = []propConfig{
 }
 
 func TestCountersModel(t *testing.T) {
+	var seen outcomes
 	for _, p := range propConfigs {
-		if err := runCounters(p); err != nil {
+		if err := runCounters(p, &seen); err != nil {
 			t.Errorf("%v: %v", p, err)
 		}
+	}
+	if m := seen.missing(); len(m) != 0 {
+		t.Errorf("the runs never produced %v", m)
 	}
 }
 
 func TestCountersQuick(t *testing.T) {
 	f := func(seed uint64, names, conns, limit uint8) bool {
 		p := propConfig{seed: seed, ops: 300, names: 1 + int(names%12), conns: 1 + int(conns%4), limit: int(limit % 8), interval: 10}
-		if err := runCounters(p); err != nil {
+		if err := runCounters(p, new(outcomes)); err != nil {
 			t.Logf("%v: %v", p, err)
 			return false
 		}
@@ -395,7 +423,7 @@ func (m *semModel) gc() int {
 	return n
 }
 
-func runSemaphores(p propConfig) error {
+func runSemaphores(p propConfig, seen *outcomes) error {
 	rng := rand.New(rand.NewPCG(p.seed, 2))
 	s := store.NewSemaphores(store.SemaphoresConfig{MaxObjects: p.limit})
 	m := &semModel{limit: p.limit, objs: map[string]*msem{}}
@@ -418,15 +446,19 @@ func runSemaphores(p propConfig) error {
 		case k < 40:
 			r, initial := amount(rng)
 			what = fmt.Sprintf("conn %d: Acquire(%q, %d, %d)", cn.id, name, r, initial)
-			if got, want := s.Acquire(cn.l, []byte(name), r, initial, 0), m.acquire(cn, name, r, initial); got != want {
+			got, want := s.Acquire(cn.l, []byte(name), r, initial, 0), m.acquire(cn, name, r, initial)
+			if got != want {
 				return fmt.Errorf("op %d: %s = %v, model %v", op, what, got, want)
 			}
+			seen.results[got]++
 		case k < 75:
 			r := releaseAmount(rng, cn, name)
 			what = fmt.Sprintf("conn %d: Release(%q, %d)", cn.id, name, r)
-			if got, want := s.Release(cn.l, []byte(name), r, 0), m.release(cn, name, r); got != want {
+			got, want := s.Release(cn.l, []byte(name), r, 0), m.release(cn, name, r)
+			if got != want {
 				return fmt.Errorf("op %d: %s = %v, model %v", op, what, got, want)
 			}
+			seen.results[got]++
 		case k < 82:
 			what = fmt.Sprintf("conn %d: Drop", cn.id)
 			s.Drop(cn.l, 0)
@@ -436,9 +468,11 @@ func runSemaphores(p propConfig) error {
 			conns[ci] = newConn()
 		case k < 90:
 			what = "GC"
-			if got, want := s.GC(), m.gc(); got != want {
+			got, want := s.GC(), m.gc()
+			if got != want {
 				return fmt.Errorf("op %d: GC deleted %d, model %d", op, got, want)
 			}
+			seen.deleted += got
 		default:
 			what = fmt.Sprintf("Get(%q)", name)
 		}
@@ -465,17 +499,21 @@ func runSemaphores(p propConfig) error {
 }
 
 func TestSemaphoresModel(t *testing.T) {
+	var seen outcomes
 	for _, p := range propConfigs {
-		if err := runSemaphores(p); err != nil {
+		if err := runSemaphores(p, &seen); err != nil {
 			t.Errorf("%v: %v", p, err)
 		}
+	}
+	if m := seen.missing(); len(m) != 0 {
+		t.Errorf("the runs never produced %v", m)
 	}
 }
 
 func TestSemaphoresQuick(t *testing.T) {
 	f := func(seed uint64, names, conns, limit uint8) bool {
 		p := propConfig{seed: seed, ops: 300, names: 1 + int(names%12), conns: 1 + int(conns%4), limit: int(limit % 8)}
-		if err := runSemaphores(p); err != nil {
+		if err := runSemaphores(p, new(outcomes)); err != nil {
 			t.Logf("%v: %v", p, err)
 			return false
 		}

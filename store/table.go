@@ -108,14 +108,16 @@ func (t *table) hold(l *Ledger, o *object, n uint32) {
 	if n == 0 {
 		return
 	}
-	if o.held == 0 {
-		t.unlink(o)
+	if o.held != 0 {
+		if i := l.find(o); i >= 0 {
+			o.held += n
+			l.ents[i].n += n
+			return
+		}
+	} else {
+		t.unlink(o) // idle: no ledger has an entry for it
 	}
 	o.held += n
-	if i := l.find(o); i >= 0 {
-		l.ents[i].n += n
-		return
-	}
 	l.add(o, n)
 	if l.slot == 0 {
 		t.ledgers = append(t.ledgers, l)
