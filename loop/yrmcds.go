@@ -163,7 +163,7 @@ func (s *Server) yrmcds(cs *conn, r *counter.Request, out []byte, now int64) []b
 		} else {
 			info = s.semaphores.Info()
 		}
-		s.statBuf = st.Render(s.statBuf[:0], info, isCounter)
+		s.statBuf = st.Render(s.statBuf[:0], info.Objects, info.TotalObjects, info.UsedMemory, isCounter)
 		return counter.AppendStats(out, r.Opaque, s.statBuf)
 	case counter.OpDump: // the decoder refuses Dump in the semaphore dialect
 		cs.dump = s.counters.DumpStart()

@@ -3,7 +3,6 @@ package stats
 
 import (
 	"tallyd/proto/counter"
-	"tallyd/store"
 )
 
 // Command indexes the per-command counters of the yrmcds protocols, in STATS order.
@@ -63,16 +62,17 @@ func (y *Yrmcds) GC(elapsedMicros uint64) {
 	y.TotalGCElapsed += elapsedMicros
 }
 
-// Render appends the STATS items of a yrmcds listener to dst in the reference's order:
+// Render appends the STATS items of a yrmcds listener to dst in the reference's order, with
+// the store's object numbers:
 // objects, total_objects, used_memory, conflicts, gc_count, last_gc_elapsed,
 // total_gc_elapsed, curr_connections, total_connections, then command:* (command:dump only
 // when withDump, i.e. for the counter protocol). conflicts is always 0: the store's hash
 // table has no chains to count.
-func (y *Yrmcds) Render(dst []counter.Stat, info store.Info, withDump bool) []counter.Stat {
+func (y *Yrmcds) Render(dst []counter.Stat, objects, totalObjects, usedMemory uint64, withDump bool) []counter.Stat {
 	dst = append(dst,
-		counter.Stat{Name: "objects", Value: info.Objects},
-		counter.Stat{Name: "total_objects", Value: info.TotalObjects},
-		counter.Stat{Name: "used_memory", Value: info.UsedMemory},
+		counter.Stat{Name: "objects", Value: objects},
+		counter.Stat{Name: "total_objects", Value: totalObjects},
+		counter.Stat{Name: "used_memory", Value: usedMemory},
 		counter.Stat{Name: "conflicts", Value: 0},
 		counter.Stat{Name: "gc_count", Value: y.GCCount},
 		counter.Stat{Name: "last_gc_elapsed", Value: y.LastGCElapsed},
