@@ -1,0 +1,225 @@
+package stats
+
+import (
+	"math"
+	"strconv"
+)
+
+// Pool is the statistics of the PoolCounter listener (NOTES §3 "STATS"). Only the event
+// loop writes it. Times are seconds, accumulated in float64 (the reference keeps them in
+// float32, whose rounding shows in its output: that is not copied).
+type Pool struct {
+	TotalAcquired    uint64 // every LOCKED sent
+	TotalReleases    uint64 // every RELEASED sent
+	ConnectErrors    uint64
+	FailedSends      uint64
+	FullQueues       uint64 // QUEUE_FULL replies
+	LockMismatch     uint64 // LOCK_HELD replies
+	LockWhileWaiting uint64 // ERROR WAIT_FOR_RESPONSE replies
+	ReleaseMismatch  uint64 // NOT_LOCKED replies
+	ProcessedCount   uint64 // held locks that ended, by release or disconnect
+
+	TotalProcessingTime  float64 // hold time of every held lock that ended
+	GainedTime           float64 // a releaser's hold time, once per DONE it caused
+	WaitingTime          float64 // wait of every waiter that inherited a slot
+	WaitingTimeForMe     float64 // the part of WaitingTime spent in ACQ4ME queues
+	WaitingTimeForAnyone float64 // the part of WaitingTime spent in ACQ4ANY queues
+	WaitingTimeForGood   float64 // wait of every DONE waiter
+	WastedTimeoutTime    float64 // wait of every TIMEOUT waiter
+}
+
+// PoolGauges are the STATS numbers the store knows, read at render time.
+type PoolGauges struct {
+	HashtableEntries  uint64 // live keys
+	ProcessingWorkers uint64 // locks held
+	WaitingWorkers    uint64 // requests waiting
+}
+
+// poolCounters names the twelve counters in STATS FULL order.
+var poolCounters = [...]string{
+	"total_acquired", "total_releases", "hashtable_entries", "processing_workers",
+	"waiting_workers", "connect_errors", "failed_sends", "full_queues", "lock_mismatch",
+	"lock_while_waiting", "release_mismatch", "processed_count",
+}
+
+// counter returns the value of poolCounters[i].
+func (p *Pool) counter(i int, g *PoolGauges) uint64 {
+	switch i {
+	case 0:
+		return p.TotalAcquired
+	case 1:
+		return p.TotalReleases
+	case 2:
+		return g.HashtableEntries
+	case 3:
+		return g.ProcessingWorkers
+	case 4:
+		return g.WaitingWorkers
+	case 5:
+		return p.ConnectErrors
+	case 6:
+		return p.FailedSends
+	case 7:
+		return p.FullQueues
+	case 8:
+		return p.LockMismatch
+	case 9:
+		return p.LockWhileWaiting
+	case 10:
+		return p.ReleaseMismatch
+	}
+	return p.ProcessedCount
+}
+
+// AverageProcessingTime is TotalProcessingTime / ProcessedCount, or 0 when no lock has
+// ended yet.
+func (p *Pool) AverageProcessingTime() float64 {
+	if p.ProcessedCount == 0 {
+		return 0
+	}
+	return p.TotalProcessingTime / float64(p.ProcessedCount)
+}
+
+// AppendStats appends the reply to "STATS arg" to dst, arg being the rest of the line
+// after "STATS ", matched without regard to ASCII case (exactly: no spaces are trimmed):
+//
+//   - "UPTIME": "uptime: D days, Hh Mm Ss\n" from uptimeSeconds, H being total hours;
+//   - one of the twelve counter names: "name: value\n";
+//   - "FULL": the uptime line, eight time lines, the twelve counters and an empty line.
+//
+// For any other arg it returns dst unchanged and ok == false: the caller replies
+// ERROR WRONG_STAT.
+func (p *Pool) AppendStats(dst []byte, arg []byte, uptimeSeconds int64, g PoolGauges) (out []byte, ok bool) {
+	switch {
+	case equalFold(arg, "uptime"):
+		return appendUptime(dst, uptimeSeconds), true
+	case equalFold(arg, "full"):
+		dst = appendUptime(dst, uptimeSeconds)
+		for _, t := range [...]struct {
+			name string
+			v    float64
+		}{
+			{"total processing time: ", p.TotalProcessingTime},
+			{"average processing time: ", p.AverageProcessingTime()},
+			{"gained time: ", p.GainedTime},
+			{"waiting time: ", p.WaitingTime},
+			{"waiting time for me: ", p.WaitingTimeForMe},
+			{"waiting time for anyone: ", p.WaitingTimeForAnyone},
+			{"waiting time for good: ", p.WaitingTimeForGood},
+			{"wasted timeout time: ", p.WastedTimeoutTime},
+		} {
+			dst = append(dst, t.name...)
+			dst = AppendDuration(dst, t.v)
+			dst = append(dst, '\n')
+		}
+		for i := range poolCounters {
+			dst = p.appendCounter(dst, i, &g)
+		}
+		return append(dst, '\n'), true
+	}
+	for i, name := range poolCounters {
+		if equalFold(arg, name) {
+			return p.appendCounter(dst, i, &g), true
+		}
+	}
+	return dst, false
+}
+
+func (p *Pool) appendCounter(dst []byte, i int, g *PoolGauges) []byte {
+	dst = append(dst, poolCounters[i]...)
+	dst = append(dst, ": "...)
+	dst = strconv.AppendUint(dst, p.counter(i, g), 10)
+	return append(dst, '\n')
+}
+
+// appendUptime appends "uptime: D days, Hh Mm Ss\n"; H is total hours, as the reference
+// prints it. A negative uptime counts as 0.
+func appendUptime(dst []byte, s int64) []byte {
+	s = max(s, 0)
+	dst = append(dst, "uptime: "...)
+	dst = strconv.AppendInt(dst, s/86400, 10)
+	dst = append(dst, " days, "...)
+	dst = strconv.AppendInt(dst, s/3600, 10)
+	dst = append(dst, "h "...)
+	dst = strconv.AppendInt(dst, s/60%60, 10)
+	dst = append(dst, "m "...)
+	dst = strconv.AppendInt(dst, s%60, 10)
+	return append(dst, "s\n"...)
+}
+
+// equalFold reports whether b equals s, ignoring ASCII case only (like C's strcasecmp:
+// "ſ" is not "s", nor "K" "k").
+func equalFold(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := range len(b) {
+		x, y := b[i], s[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+// AppendDuration appends seconds as PoolCounter's STATS FULL prints a time:
+// "[[[N days ]Hh ]Mm ]S.ffffffs", with days only at 24 h or more, hours (TOTAL hours, not
+// modulo 24) at 60 min or more, minutes (modulo 60) at 60 s or more, and seconds (modulo
+// 60) always, with six decimals: "1m 4.250000s", "22h 14m 53.898438s",
+// "85809 days 2059430h 0m 24.000000s".
+//
+// The value is rounded to the microsecond first (as C's "%f" rounds, to nearest, ties to
+// even on the exact binary value) and only then split, so a carry moves up into the
+// minutes: 59.9999996 prints "1m 0.000000s", never "60.000000s". NaN and negative values
+// print as 0; values of 2^64 s or more saturate to 2^64-1 s.
+func AppendDuration(dst []byte, seconds float64) []byte {
+	whole, micros := splitSeconds(seconds)
+	if whole >= 86400 {
+		dst = strconv.AppendUint(dst, whole/86400, 10)
+		dst = append(dst, " days "...)
+	}
+	if whole >= 3600 {
+		dst = strconv.AppendUint(dst, whole/3600, 10)
+		dst = append(dst, "h "...)
+	}
+	if whole >= 60 {
+		dst = strconv.AppendUint(dst, whole/60%60, 10)
+		dst = append(dst, "m "...)
+	}
+	dst = strconv.AppendUint(dst, whole%60, 10)
+	dst = append(dst, '.')
+	for div := uint32(100000); div > 0; div /= 10 {
+		dst = append(dst, byte('0'+micros/div%10))
+	}
+	return append(dst, 's')
+}
+
+// splitSeconds rounds s to whole microseconds and returns the whole seconds and the
+// microseconds (0..999999) of the result.
+func splitSeconds(s float64) (whole uint64, micros uint32) {
+	if !(s > 0) { // negative, zero or NaN
+		return 0, 0
+	}
+	if s >= 1<<64 {
+		return math.MaxUint64, 0
+	}
+	w := math.Floor(s)
+	whole = uint64(w)
+	// s-w is exact. Format it the way C's "%f" would, correctly rounded, and
+	// read the digits back: "0.dddddd" or, rounding up, "1.000000".
+	var b [32]byte
+	f := strconv.AppendFloat(b[:0], s-w, 'f', 6, 64)
+	if f[0] == '1' { // whole < 2^53 here: larger floats have no fraction
+		return whole + 1, 0
+	}
+	for _, c := range f[2:] {
+		micros = micros*10 + uint32(c-'0')
+	}
+	return whole, micros
+}
