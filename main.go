@@ -1,5 +1,5 @@
 // Command tallyd is a resource-counting and locking daemon: yrmcds counters and semaphores
-// served from one event loop over one in-memory store.
+// and PoolCounter pools served from one event loop over one in-memory store.
 package main
 
 import (
@@ -28,6 +28,7 @@ const version = "0.1.0"
 const (
 	defaultCounterPort   = 11215
 	defaultSemaphorePort = 11216
+	defaultPoolPort      = 7531
 )
 
 // options is the command line and config file, before they become a loop.Config.
@@ -35,6 +36,9 @@ type options struct {
 	bind                 string
 	counterPort          int
 	semaphorePort        int
+	poolPort             int
+	poolMaxLine          int
+	poolMaxEntries       int
 	configFile           string
 	maxConnections       int
 	counterMaxConns      int
@@ -69,6 +73,7 @@ func run(args []string, stderr io.Writer) int {
 	fs.StringVarP(&o.bind, "bind", "l", "127.0.0.1", "IP address to listen on (all listeners)")
 	fs.IntVar(&o.counterPort, "counter-port", defaultCounterPort, "yrmcds counter protocol port; 0 turns it off")
 	fs.IntVar(&o.semaphorePort, "semaphore-port", 0, "yrmcds semaphore protocol port; 0 = off (config: semaphore.enable, default port 11216)")
+	fs.IntVar(&o.poolPort, "pool-port", defaultPoolPort, "PoolCounter protocol port; 0 turns it off")
 	fs.StringVar(&o.configFile, "config", "", "yrmcds.conf-style config `FILE` (key = value); flags override it")
 	fs.IntVar(&o.maxConnections, "max-connections", 0, "connections on all listeners together; 0 = unlimited (tallyd still stays below the open-file limit)")
 	fs.IntVar(&o.counterMaxConns, "counter-max-connections", 0, "connections on the counter listener; 0 = unlimited")
@@ -78,6 +83,8 @@ func run(args []string, stderr io.Writer) int {
 	fs.IntVar(&o.maxOutput, "max-output", d.MaxOutput, "unsent reply bytes per connection before it is closed")
 	fs.IntVar(&o.maxInput, "max-input", d.MaxInput, "unparsed request bytes per connection before it is closed")
 	fs.IntVar(&o.backlog, "backlog", d.Backlog, "listen backlog of each listener")
+	fs.IntVar(&o.poolMaxLine, "pool-max-line", d.PoolMaxLine, "longest PoolCounter line in bytes; longer: ERROR LINE_TOO_LONG and close")
+	fs.IntVar(&o.poolMaxEntries, "pool-max-locks-per-conn", d.PoolMaxEntries, "PoolCounter locks held or awaited per connection; more: LOCK_HELD")
 	fs.IntVar(&o.statInterval, "stat-interval", int(d.StatInterval), "seconds per max-consumption interval (wall-clock aligned, minimum 10)")
 	fs.IntVar(&o.semaphoreGCInterval, "semaphore-gc-interval", int(d.SemaphoreGCInterval/time.Second), "seconds between garbage collections of released semaphores")
 	fs.IntVar(&o.counterBuckets, "counter-buckets", d.CounterBuckets, "expected number of counters (a sizing hint)")
@@ -90,8 +97,8 @@ func run(args []string, stderr io.Writer) int {
 
 Usage: tallyd [flags]
 
-With no flags it serves the yrmcds counter protocol on 127.0.0.1:%d. Everything a
-connection has acquired is released the moment it closes.
+With no flags it serves the yrmcds counter protocol on 127.0.0.1:%d and PoolCounter on
+127.0.0.1:%d. Everything a connection has acquired is released the moment it closes.
 
 Flags:
 %s
@@ -101,7 +108,7 @@ counter.consumption_stats.interval), semaphore.enable, semaphore.port,
 semaphore.max_connections, semaphore.buckets, semaphore.gc_interval.
 
 Signals: SIGINT or SIGTERM closes every connection and exits 0.
-`, version, defaultCounterPort, fs.FlagUsages())
+`, version, defaultCounterPort, defaultPoolPort, fs.FlagUsages())
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
@@ -181,7 +188,7 @@ func (o *options) loopConfig(fs *pflag.FlagSet, d loop.Config) (loop.Config, err
 	if semaphorePort == 0 && o.semaphoreEnabled && !fs.Changed("semaphore-port") {
 		semaphorePort = defaultSemaphorePort
 	}
-	for name, p := range map[string]int{"counter-port": o.counterPort, "semaphore-port": semaphorePort} {
+	for name, p := range map[string]int{"counter-port": o.counterPort, "semaphore-port": semaphorePort, "pool-port": o.poolPort} {
 		if p < 0 || p > 65535 {
 			return d, fmt.Errorf("--%s %d is not a port number (0 to 65535)", name, p)
 		}
@@ -195,11 +202,19 @@ func (o *options) loopConfig(fs *pflag.FlagSet, d loop.Config) (loop.Config, err
 		cfg.Listeners = append(cfg.Listeners, loop.Listener{Proto: loop.ProtoSemaphore,
 			Addr: net.JoinHostPort(o.bind, strconv.Itoa(semaphorePort)), MaxConnections: o.semaphoreMaxConns})
 	}
+	if o.poolPort != 0 {
+		cfg.Listeners = append(cfg.Listeners, loop.Listener{Proto: loop.ProtoPool,
+			Addr: net.JoinHostPort(o.bind, strconv.Itoa(o.poolPort))})
+	}
 	if len(cfg.Listeners) == 0 {
 		return d, errors.New("every listener is turned off: nothing to serve")
 	}
-	if len(cfg.Listeners) == 2 && o.counterPort == semaphorePort {
-		return d, fmt.Errorf("the counter and semaphore protocols both want port %d", semaphorePort)
+	for i, a := range cfg.Listeners {
+		for _, b := range cfg.Listeners[:i] {
+			if a.Addr == b.Addr {
+				return d, fmt.Errorf("the %s and %s protocols both want %s", b.Proto, a.Proto, a.Addr)
+			}
+		}
 	}
 	switch {
 	case o.maxConnections < 0 || o.counterMaxConns < 0 || o.semaphoreMaxConns < 0:
@@ -214,6 +229,10 @@ func (o *options) loopConfig(fs *pflag.FlagSet, d loop.Config) (loop.Config, err
 		return d, fmt.Errorf("--max-input %d must hold a whole request (at least --max-body + 12 = %d)", o.maxInput, int(o.maxBody)+12)
 	case o.backlog < 1:
 		return d, fmt.Errorf("--backlog %d must be at least 1", o.backlog)
+	case o.poolMaxLine < 16:
+		return d, fmt.Errorf("--pool-max-line %d is too small (minimum 16)", o.poolMaxLine)
+	case o.poolMaxEntries < 1:
+		return d, fmt.Errorf("--pool-max-locks-per-conn %d must be at least 1", o.poolMaxEntries)
 	case o.statInterval < 10:
 		return d, fmt.Errorf("--stat-interval %d is below the minimum of 10 seconds", o.statInterval)
 	case o.semaphoreGCInterval < 1:
@@ -225,6 +244,8 @@ func (o *options) loopConfig(fs *pflag.FlagSet, d loop.Config) (loop.Config, err
 	cfg.MaxOutput = o.maxOutput
 	cfg.MaxInput = o.maxInput
 	cfg.Backlog = o.backlog
+	cfg.PoolMaxLine = o.poolMaxLine
+	cfg.PoolMaxEntries = o.poolMaxEntries
 	cfg.StatInterval = int64(o.statInterval)
 	cfg.SemaphoreGCInterval = time.Duration(o.semaphoreGCInterval) * time.Second
 	cfg.CounterBuckets = o.counterBuckets

@@ -68,8 +68,13 @@ type proc struct {
 }
 
 // start runs the binary (through bash when a ulimit is wanted) and kills it when the test ends.
+//
+// Tests never use the default ports: unless args name --pool-port, PoolCounter is off.
 func start(t *testing.T, ulimit int, args ...string) *proc {
 	t.Helper()
+	if !strings.Contains(strings.Join(args, " "), "--pool-port") {
+		args = append(args, "--pool-port=0")
+	}
 	var cmd *exec.Cmd
 	if ulimit > 0 {
 		cmd = exec.Command("bash", append([]string{"-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, ulimit), binPath}, args...)...)
@@ -345,5 +350,25 @@ func TestOpenFileLimitNeverStopsTheEngine(t *testing.T) {
 	case err := <-p.done:
 		t.Fatalf("server exited: %v\n%s", err, p.log.String())
 	default:
+	}
+}
+
+// PoolCounter deployment scripts run the daemon with -l and stop it with SIGTERM.
+func TestPoolCounterProcess(t *testing.T) {
+	port := freePort(t)
+	p := start(t, 0, "-l", "127.0.0.1", "--counter-port", "0", "--pool-port", strconv.Itoa(port))
+	p.waitLog(t, "tallyd listening")
+	c := dialRetry(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte("ACQ4ME page 1 5 3\nRELEASE\n")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, len("LOCKED\nRELEASED\n"))
+	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "LOCKED\nRELEASED\n" {
+		t.Fatalf("replies %q, %v", buf, err)
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	if code := p.exitCode(t); code != 0 {
+		t.Fatalf("exit %d after SIGTERM:\n%s", code, p.log.String())
 	}
 }

@@ -23,6 +23,7 @@ type conn struct {
 	closed bool // set in OnClose: the gnet.Conn must not be used after that
 
 	ledger *store.Ledger     // what this connection holds (counter or semaphore family)
+	pool   *store.PoolClient // its PoolCounter entries, held or waiting
 	dump   *store.DumpCursor // non-nil while a Dump streams; later requests wait behind it
 	dumpOp uint32            // the Dump's opaque
 }
@@ -84,9 +85,11 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		cs.ledger = s.counters.NewLedger(cs.owner)
 	case ProtoSemaphore:
 		cs.ledger = s.semaphores.NewLedger(cs.owner)
+	case ProtoPool:
+		cs.pool = s.pools.NewClient(cs.owner)
 	}
 	c.SetContext(cs)
-	s.conns[cs] = struct{}{}
+	s.conns[cs.owner] = cs
 	s.live++
 	ln.live++
 	st := &s.stats[ln.Proto]
@@ -102,6 +105,9 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 // refuse closes a just-accepted connection without sending anything.
 func (s *Server) refuse(ln *listenerState, limit string, n int) ([]byte, gnet.Action) {
 	s.stats[ln.Proto].Rejected++
+	if ln.Proto == ProtoPool {
+		s.pools.Stats().ConnectErrors++
+	}
 	if missed, ok := s.rejectLog.allow(s.now()); ok {
 		s.log.Warn().Str("limit", limit).Int("value", n).Int("connections", s.live).
 			Uint64("refused_since_last_line", missed).Msg("connection refused: limit reached")
@@ -143,13 +149,17 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 	case ProtoSemaphore:
 		held = cs.ledger.Len()
 		s.semaphores.Drop(cs.ledger, now)
+	case ProtoPool:
+		held = cs.pool.Len()
+		s.wakes = s.pools.Drop(cs.pool, now, s.wakes)
 	}
 	cs.dump = nil
 	delete(s.dumping, cs)
-	delete(s.conns, cs)
+	delete(s.conns, cs.owner)
 	s.live--
 	cs.ln.live--
 	s.stats[cs.proto].CurrConnections--
+	s.deliverWakes() // hand-overs to the dropped connection's waiters
 	if e := s.log.Debug(); e.Enabled() {
 		why := "closed by server"
 		if err != nil {
@@ -171,7 +181,11 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 	if cs == nil || cs.closed {
 		return gnet.Close
 	}
-	return s.serveYrmcds(cs, s.now().UnixNano())
+	now := s.now().UnixNano()
+	if cs.proto == ProtoPool {
+		return s.servePool(cs, now)
+	}
+	return s.serveYrmcds(cs, now)
 }
 
 // OnTick runs on gnet's ticker goroutine, not the loop: it only hands the timed work over.
@@ -185,6 +199,10 @@ func (s *Server) OnTick() (time.Duration, gnet.Action) {
 // tick runs on the loop: garbage collection at its times, and streaming dumps resumed.
 func (s *Server) tick(context.Context) error {
 	now := s.now()
+	if at, ok := s.pools.NextDeadline(); ok && at <= now.UnixNano() {
+		s.wakes = s.pools.Expire(now.UnixNano(), s.wakes)
+		s.deliverWakes()
+	}
 	if s.counters.GCDue(now.UnixNano()) {
 		s.gcCounters(now)
 	}

@@ -50,8 +50,8 @@ func (l *logBuf) waitFor(t *testing.T, substr string) {
 
 type testServer struct {
 	*Server
-	counterAddr, semaphoreAddr string
-	log                        *logBuf
+	counterAddr, semaphoreAddr, poolAddr string
+	log                                  *logBuf
 }
 
 // startServer runs a server with a counter and a semaphore listener on ephemeral ports of
@@ -87,6 +87,8 @@ func startServer(t *testing.T, mod func(*Config)) *testServer {
 			ts.counterAddr = s.Addr(i).String()
 		case ProtoSemaphore:
 			ts.semaphoreAddr = s.Addr(i).String()
+		case ProtoPool:
+			ts.poolAddr = s.Addr(i).String()
 		}
 	}
 	t.Cleanup(func() {

@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"tallyd/proto/counter"
+	"tallyd/proto/pool"
 	"tallyd/stats"
 	"tallyd/store"
 )
@@ -27,10 +28,11 @@ type Proto uint8
 const (
 	ProtoCounter   Proto = iota // yrmcds counter extension
 	ProtoSemaphore              // yrmcds semaphore variant
+	ProtoPool                   // PoolCounter line protocol
 	numProtos
 )
 
-var protoNames = [numProtos]string{"counter", "semaphore"}
+var protoNames = [numProtos]string{"counter", "semaphore", "pool"}
 
 func (p Proto) String() string {
 	if p < numProtos {
@@ -63,6 +65,9 @@ type Config struct {
 	CounterBuckets      int // sizing hints for the tables
 	SemaphoreBuckets    int
 
+	PoolMaxLine    int // longest PoolCounter line, without its newline
+	PoolMaxEntries int // PoolCounter locks held or awaited per connection
+
 	Tick time.Duration // how often timed work runs on the loop
 
 	Log zerolog.Logger
@@ -82,6 +87,8 @@ func Defaults() Config {
 		SemaphoreGCInterval: 10 * time.Second,
 		CounterBuckets:      1_000_000,
 		SemaphoreBuckets:    1_000_000,
+		PoolMaxLine:         1024,
+		PoolMaxEntries:      4,
 		Tick:                10 * time.Millisecond,
 		Log:                 zerolog.Nop(),
 	}
@@ -98,14 +105,21 @@ type Server struct {
 	// Owned by the loop goroutine (and by Run before the engine starts).
 	counters   *store.Counters
 	semaphores *store.Semaphores
+	pools      *store.Pools
 	stats      [numProtos]stats.Yrmcds
-	conns      map[*conn]struct{}
+	conns      map[store.Owner]*conn // live connections, by owner id
 	dumping    map[*conn]struct{}
 	byPort     map[int]*listenerState
 	live       int
 	nextOwner  store.Owner
 	decoders   [numProtos]counter.Decoder
 	req        counter.Request
+	poolDec    pool.Decoder
+	poolReq    pool.Request
+	wakes      []store.Wake // replies owed to waiting connections, delivered in order
+	delivering bool         // deliverWakes is draining wakes
+	serving    *conn        // the connection whose batch is in s.out
+	started    int64        // Unix ns, for uptime
 	out        []byte
 	statBuf    []counter.Stat
 	dumpBuf    []store.DumpEntry
@@ -158,7 +172,7 @@ func New(cfg Config) (*Server, error) {
 		cfg:     cfg,
 		log:     cfg.Log,
 		now:     cfg.Now,
-		conns:   make(map[*conn]struct{}),
+		conns:   make(map[store.Owner]*conn),
 		dumping: make(map[*conn]struct{}),
 		byPort:  make(map[int]*listenerState),
 		ready:   make(chan struct{}),
@@ -176,9 +190,13 @@ func New(cfg Config) (*Server, error) {
 	s.semaphores = store.NewSemaphores(store.SemaphoresConfig{
 		MaxObjects: cfg.MaxObjects, SizeHint: sizeHint(cfg.SemaphoreBuckets),
 	})
+	s.pools = store.NewPools(store.PoolsConfig{MaxEntries: cfg.PoolMaxEntries, MaxKeys: cfg.MaxObjects})
+	s.poolDec = pool.Decoder{MaxLine: cfg.PoolMaxLine}
+	s.wakes = make([]store.Wake, 0, 64)
 	s.decoders[ProtoCounter] = counter.Decoder{Dialect: counter.Counter, MaxBody: cfg.MaxBody}
 	s.decoders[ProtoSemaphore] = counter.Decoder{Dialect: counter.Semaphore, MaxBody: cfg.MaxBody}
 	now := s.now()
+	s.started = now.UnixNano()
 	s.lastSemGC = now
 	s.gcCounters(now) // the reference collects at start
 	fdCap, backlog, err := openFileCap(len(cfg.Listeners), cfg.Backlog)

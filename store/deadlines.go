@@ -1,0 +1,206 @@
+package store
+
+import (
+	"fmt"
+	"math"
+)
+
+// deadline is the handle a timed item embeds: when it is due and where it sits
+// in its deadlines heap. The zero value is "not scheduled".
+type deadline struct {
+	at int64 // Unix nanoseconds; meaningful while scheduled
+	i  int32 // 1 + index in the heap while scheduled, else 0
+}
+
+// scheduled reports whether the item is in a deadlines heap.
+func (d *deadline) scheduled() bool { return d.i != 0 }
+
+// timed is what a deadlines heap holds: a pointer to an item embedding a
+// deadline, which the heap updates as the item moves.
+type timed interface {
+	comparable
+	deadline() *deadline
+}
+
+// deadlines is the store's one structure for things that happen at a time: a
+// binary min-heap of items by deadline, earliest first, items with equal
+// deadlines in the order they were added. Each item carries its own handle
+// (an embedded deadline), so removing or moving an item is O(log n) without
+// a search, and adding and removing allocate nothing once the heap slice has
+// grown to the peak number of pending items.
+//
+// A heap beats a timing wheel here: the waits it holds are mostly cancelled
+// long before they fire, which costs a wheel as little but makes it keep slots
+// for every millisecond up to the longest timeout (2^32 s for PoolCounter) or
+// cascade between levels; the heap needs no tuning, answers "when is the
+// next one due" exactly, and stays O(log n) at any number of items.
+type deadlines[T timed] struct {
+	h   []slot[T]
+	seq uint64 // order of additions, to keep equal deadlines first in, first out
+}
+
+// slot is one heap element. The deadline is copied here so that sifting
+// compares contiguous memory and touches an item only to record its index.
+type slot[T timed] struct {
+	at  int64
+	seq uint64
+	it  T
+}
+
+// shrinkSlots is the smallest heap capacity given back when the heap falls to
+// a quarter of it.
+const shrinkSlots = 1024
+
+func (s *slot[T]) before(t *slot[T]) bool {
+	return s.at < t.at || s.at == t.at && s.seq < t.seq
+}
+
+// len returns the number of scheduled items.
+func (q *deadlines[T]) len() int { return len(q.h) }
+
+// add schedules it, which must not be scheduled, at at.
+func (q *deadlines[T]) add(it T, at int64) {
+	d := it.deadline()
+	if d.i != 0 {
+		panic("store: deadline added twice")
+	}
+	if len(q.h) == math.MaxInt32-1 {
+		panic("store: too many deadlines")
+	}
+	d.at = at
+	q.seq++
+	q.h = append(q.h, slot[T]{at: at, seq: q.seq, it: it})
+	q.up(len(q.h) - 1)
+}
+
+// remove unschedules it, reporting whether it was scheduled.
+func (q *deadlines[T]) remove(it T) bool {
+	d := it.deadline()
+	if d.i == 0 {
+		return false
+	}
+	q.cut(int(d.i) - 1)
+	return true
+}
+
+// move reschedules it, scheduled or not, at at. It counts as a new addition
+// among items with the same deadline.
+func (q *deadlines[T]) move(it T, at int64) {
+	d := it.deadline()
+	if d.i == 0 {
+		q.add(it, at)
+		return
+	}
+	i := int(d.i) - 1
+	d.at = at
+	q.seq++
+	q.h[i].at, q.h[i].seq = at, q.seq
+	if !q.up(i) {
+		q.down(i)
+	}
+}
+
+// next returns the earliest deadline, and false if nothing is scheduled.
+func (q *deadlines[T]) next() (at int64, ok bool) {
+	if len(q.h) == 0 {
+		return 0, false
+	}
+	return q.h[0].at, true
+}
+
+// pop unschedules and returns the earliest item due at now (deadline <= now),
+// and false if none is.
+func (q *deadlines[T]) pop(now int64) (it T, ok bool) {
+	if len(q.h) == 0 || q.h[0].at > now {
+		return it, false
+	}
+	it = q.h[0].it
+	q.cut(0)
+	return it, true
+}
+
+// cut removes the item at index i.
+func (q *deadlines[T]) cut(i int) {
+	q.h[i].it.deadline().i = 0
+	last := len(q.h) - 1
+	if i != last {
+		q.h[i] = q.h[last]
+		q.h[i].it.deadline().i = int32(i + 1)
+	}
+	q.h[last] = slot[T]{}
+	q.h = q.h[:last]
+	if i != last && !q.up(i) {
+		q.down(i)
+	}
+	if cap(q.h) >= shrinkSlots && len(q.h) <= cap(q.h)/4 {
+		q.h = append(make([]slot[T], 0, 2*len(q.h)), q.h...)
+	}
+}
+
+// up moves the item at i towards the root while it is due before its parent
+// and reports whether it moved.
+func (q *deadlines[T]) up(i int) bool {
+	h := q.h
+	s := h[i]
+	start := i
+	for i > 0 {
+		p := (i - 1) / 2
+		if !s.before(&h[p]) {
+			break
+		}
+		h[i] = h[p]
+		h[i].it.deadline().i = int32(i + 1)
+		i = p
+	}
+	h[i] = s
+	s.it.deadline().i = int32(i + 1)
+	return i != start
+}
+
+// down moves the item at i towards the leaves while a child is due before it.
+func (q *deadlines[T]) down(i int) {
+	h := q.h
+	n := len(h)
+	s := h[i]
+	for {
+		c := 2*i + 1
+		if c >= n {
+			break
+		}
+		if r := c + 1; r < n && h[r].before(&h[c]) {
+			c = r
+		}
+		if !h[c].before(&s) {
+			break
+		}
+		h[i] = h[c]
+		h[i].it.deadline().i = int32(i + 1)
+		i = c
+	}
+	h[i] = s
+	s.it.deadline().i = int32(i + 1)
+}
+
+// check verifies the heap: the order, each item's handle pointing back at its
+// slot with the same deadline, and no item in two slots.
+func (q *deadlines[T]) check() error {
+	seen := make(map[T]bool, len(q.h))
+	for i := range q.h {
+		s := &q.h[i]
+		d := s.it.deadline()
+		switch {
+		case seen[s.it]:
+			return fmt.Errorf("store: deadline heap: item at %d is also earlier in the heap", i)
+		case int(d.i) != i+1:
+			return fmt.Errorf("store: deadline heap: item at %d has handle %d", i, d.i)
+		case d.at != s.at:
+			return fmt.Errorf("store: deadline heap: item at %d due at %d, handle says %d", i, s.at, d.at)
+		case s.seq > q.seq:
+			return fmt.Errorf("store: deadline heap: item at %d added as %d of %d", i, s.seq, q.seq)
+		case i > 0 && s.before(&q.h[(i-1)/2]):
+			return fmt.Errorf("store: deadline heap: item at %d (due %d) before its parent (due %d)", i, s.at, q.h[(i-1)/2].at)
+		}
+		seen[s.it] = true
+	}
+	return nil
+}
