@@ -69,8 +69,11 @@ func BenchmarkPoolAcquireReleaseContended(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				c := cs[i%n]
-				_, buf = p.Release(c, t0, buf[:0])
-				p.Acquire(c, store.AcqMe, key, 1, 1000, 10, t0)
+				var o store.Outcome
+				o, buf = p.Release(c, t0, buf[:0])
+				if o != store.Released || len(buf) != 1 || p.Acquire(c, store.AcqMe, key, 1, 1000, 10, t0) != store.Waiting {
+					b.Fatalf("Release = %v, woke %v", o, buf)
+				}
 				i++
 			}
 		})
@@ -88,6 +91,9 @@ func BenchmarkPoolAcquireReleaseContended(b *testing.B) {
 			p.Acquire(me, store.AcqMe, key, 1, 10, 10, t0)
 			p.Acquire(any, store.AcqAny, key, 1, 10, 10, t0)
 			_, buf = p.Release(h, t0, buf[:0])
+			if len(buf) != 2 {
+				b.Fatalf("Release woke %v", buf)
+			}
 			i++
 		}
 	})
