@@ -3,7 +3,7 @@ GO       ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 FUZZTIME ?= 10s
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: all build run test vet unit race fuzz clean
+.PHONY: all build run test vet deps unit race fuzz clean
 
 all: build
 
@@ -13,7 +13,12 @@ build:
 run: build
 	./bin/tallyd
 
-test: vet unit race fuzz
+test: vet deps unit race fuzz
+
+# The reference servers the conformance tests compare against (installed with apt-get when
+# run as root, as CI is; elsewhere those tests skip and say how to install them).
+deps:
+	-./scripts/ensure-yrmcds.sh
 
 vet:
 	$(GO) vet ./...
