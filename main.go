@@ -29,6 +29,7 @@ const (
 	defaultCounterPort   = 11215
 	defaultSemaphorePort = 11216
 	defaultPoolPort      = 7531
+	defaultSlockPort     = 5658
 )
 
 // options is the command line and config file, before they become a loop.Config.
@@ -39,6 +40,10 @@ type options struct {
 	poolPort             int
 	poolMaxLine          int
 	poolMaxEntries       int
+	slockPort            int
+	slockMaxData         uint32
+	slockWaitersPerKey   int
+	slockWaitersPerConn  int
 	configFile           string
 	maxConnections       int
 	counterMaxConns      int
@@ -74,6 +79,7 @@ func run(args []string, stderr io.Writer) int {
 	fs.IntVar(&o.counterPort, "counter-port", defaultCounterPort, "yrmcds counter protocol port; 0 turns it off")
 	fs.IntVar(&o.semaphorePort, "semaphore-port", 0, "yrmcds semaphore protocol port; 0 = off (config: semaphore.enable, default port 11216)")
 	fs.IntVar(&o.poolPort, "pool-port", defaultPoolPort, "PoolCounter protocol port; 0 turns it off")
+	fs.IntVar(&o.slockPort, "slock-port", defaultSlockPort, "slock protocol port (binary frames and Redis text); 0 turns it off")
 	fs.StringVar(&o.configFile, "config", "", "yrmcds.conf-style config `FILE` (key = value); flags override it")
 	fs.IntVar(&o.maxConnections, "max-connections", 0, "connections on all listeners together; 0 = unlimited (tallyd still stays below the open-file limit)")
 	fs.IntVar(&o.counterMaxConns, "counter-max-connections", 0, "connections on the counter listener; 0 = unlimited")
@@ -85,6 +91,9 @@ func run(args []string, stderr io.Writer) int {
 	fs.IntVar(&o.backlog, "backlog", d.Backlog, "listen backlog of each listener")
 	fs.IntVar(&o.poolMaxLine, "pool-max-line", d.PoolMaxLine, "longest PoolCounter line in bytes; longer: ERROR LINE_TOO_LONG and close")
 	fs.IntVar(&o.poolMaxEntries, "pool-max-locks-per-conn", d.PoolMaxEntries, "PoolCounter locks held or awaited per connection; more: LOCK_HELD")
+	fs.Uint32Var(&o.slockMaxData, "slock-max-data", d.SlockMaxData, "largest slock data value or CALL body in bytes; larger closes the connection")
+	fs.IntVar(&o.slockWaitersPerKey, "slock-max-waiters-per-key", d.SlockMaxWaitersPerKey, "queued slock requests per key; beyond: TIMEOUT at once (0 = unlimited)")
+	fs.IntVar(&o.slockWaitersPerConn, "slock-max-waiters-per-conn", d.SlockMaxWaitersPerConn, "queued slock requests per connection; beyond: TIMEOUT at once (0 = unlimited)")
 	fs.IntVar(&o.statInterval, "stat-interval", int(d.StatInterval), "seconds per max-consumption interval (wall-clock aligned, minimum 10)")
 	fs.IntVar(&o.semaphoreGCInterval, "semaphore-gc-interval", int(d.SemaphoreGCInterval/time.Second), "seconds between garbage collections of released semaphores")
 	fs.IntVar(&o.counterBuckets, "counter-buckets", d.CounterBuckets, "expected number of counters (a sizing hint)")
@@ -97,8 +106,9 @@ func run(args []string, stderr io.Writer) int {
 
 Usage: tallyd [flags]
 
-With no flags it serves the yrmcds counter protocol on 127.0.0.1:%d and PoolCounter on
-127.0.0.1:%d. Everything a connection has acquired is released the moment it closes.
+With no flags it serves the yrmcds counter protocol on 127.0.0.1:%d, PoolCounter on
+127.0.0.1:%d and slock on 127.0.0.1:%d. Everything a yrmcds or PoolCounter connection has
+acquired is released the moment it closes; slock locks live until unlocked or expired.
 
 Flags:
 %s
@@ -108,7 +118,7 @@ counter.consumption_stats.interval), semaphore.enable, semaphore.port,
 semaphore.max_connections, semaphore.buckets, semaphore.gc_interval.
 
 Signals: SIGINT or SIGTERM closes every connection and exits 0.
-`, version, defaultCounterPort, defaultPoolPort, fs.FlagUsages())
+`, version, defaultCounterPort, defaultPoolPort, defaultSlockPort, fs.FlagUsages())
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
@@ -188,7 +198,7 @@ func (o *options) loopConfig(fs *pflag.FlagSet, d loop.Config) (loop.Config, err
 	if semaphorePort == 0 && o.semaphoreEnabled && !fs.Changed("semaphore-port") {
 		semaphorePort = defaultSemaphorePort
 	}
-	for name, p := range map[string]int{"counter-port": o.counterPort, "semaphore-port": semaphorePort, "pool-port": o.poolPort} {
+	for name, p := range map[string]int{"counter-port": o.counterPort, "semaphore-port": semaphorePort, "pool-port": o.poolPort, "slock-port": o.slockPort} {
 		if p < 0 || p > 65535 {
 			return d, fmt.Errorf("--%s %d is not a port number (0 to 65535)", name, p)
 		}
@@ -205,6 +215,10 @@ func (o *options) loopConfig(fs *pflag.FlagSet, d loop.Config) (loop.Config, err
 	if o.poolPort != 0 {
 		cfg.Listeners = append(cfg.Listeners, loop.Listener{Proto: loop.ProtoPool,
 			Addr: net.JoinHostPort(o.bind, strconv.Itoa(o.poolPort))})
+	}
+	if o.slockPort != 0 {
+		cfg.Listeners = append(cfg.Listeners, loop.Listener{Proto: loop.ProtoSlock,
+			Addr: net.JoinHostPort(o.bind, strconv.Itoa(o.slockPort))})
 	}
 	if len(cfg.Listeners) == 0 {
 		return d, errors.New("every listener is turned off: nothing to serve")
@@ -233,6 +247,10 @@ func (o *options) loopConfig(fs *pflag.FlagSet, d loop.Config) (loop.Config, err
 		return d, fmt.Errorf("--pool-max-line %d is too small (minimum 16)", o.poolMaxLine)
 	case o.poolMaxEntries < 1:
 		return d, fmt.Errorf("--pool-max-locks-per-conn %d must be at least 1", o.poolMaxEntries)
+	case o.slockMaxData < 2:
+		return d, fmt.Errorf("--slock-max-data %d is too small", o.slockMaxData)
+	case o.slockWaitersPerKey < 0 || o.slockWaitersPerConn < 0:
+		return d, errors.New("slock waiter limits cannot be negative")
 	case o.statInterval < 10:
 		return d, fmt.Errorf("--stat-interval %d is below the minimum of 10 seconds", o.statInterval)
 	case o.semaphoreGCInterval < 1:
@@ -246,6 +264,10 @@ func (o *options) loopConfig(fs *pflag.FlagSet, d loop.Config) (loop.Config, err
 	cfg.Backlog = o.backlog
 	cfg.PoolMaxLine = o.poolMaxLine
 	cfg.PoolMaxEntries = o.poolMaxEntries
+	cfg.SlockMaxData = o.slockMaxData
+	cfg.SlockMaxWaitersPerKey = o.slockWaitersPerKey
+	cfg.SlockMaxWaitersPerConn = o.slockWaitersPerConn
+	cfg.Version = version
 	cfg.StatInterval = int64(o.statInterval)
 	cfg.SemaphoreGCInterval = time.Duration(o.semaphoreGCInterval) * time.Second
 	cfg.CounterBuckets = o.counterBuckets

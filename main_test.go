@@ -69,11 +69,14 @@ type proc struct {
 
 // start runs the binary (through bash when a ulimit is wanted) and kills it when the test ends.
 //
-// Tests never use the default ports: unless args name --pool-port, PoolCounter is off.
+// Tests never use the default ports: unless args name --pool-port or --slock-port, those are off.
 func start(t *testing.T, ulimit int, args ...string) *proc {
 	t.Helper()
 	if !strings.Contains(strings.Join(args, " "), "--pool-port") {
 		args = append(args, "--pool-port=0")
+	}
+	if !strings.Contains(strings.Join(args, " "), "--slock-port") {
+		args = append(args, "--slock-port=0")
 	}
 	var cmd *exec.Cmd
 	if ulimit > 0 {

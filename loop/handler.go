@@ -11,6 +11,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
 
+	"tallyd/proto/slock"
 	"tallyd/store"
 )
 
@@ -24,6 +25,7 @@ type conn struct {
 
 	ledger *store.Ledger     // what this connection holds (counter or semaphore family)
 	pool   *store.PoolClient // its PoolCounter entries, held or waiting
+	slock  *slockConn        // its slock state
 	dump   *store.DumpCursor // non-nil while a Dump streams; later requests wait behind it
 	dumpOp uint32            // the Dump's opaque
 }
@@ -87,6 +89,8 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		cs.ledger = s.semaphores.NewLedger(cs.owner)
 	case ProtoPool:
 		cs.pool = s.pools.NewClient(cs.owner)
+	case ProtoSlock:
+		cs.slock = &slockConn{text: slock.Text{Timeout: 15}}
 	}
 	c.SetContext(cs)
 	s.conns[cs.owner] = cs
@@ -152,6 +156,9 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 	case ProtoPool:
 		held = cs.pool.Len()
 		s.wakes = s.pools.Drop(cs.pool, now, s.wakes)
+	case ProtoSlock:
+		held = len(cs.slock.wills)
+		s.slockClose(cs, now)
 	}
 	cs.dump = nil
 	delete(s.dumping, cs)
@@ -182,8 +189,11 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 		return gnet.Close
 	}
 	now := s.now().UnixNano()
-	if cs.proto == ProtoPool {
+	switch cs.proto {
+	case ProtoPool:
 		return s.servePool(cs, now)
+	case ProtoSlock:
+		return s.serveSlock(cs, now)
 	}
 	return s.serveYrmcds(cs, now)
 }
@@ -203,6 +213,7 @@ func (s *Server) tick(context.Context) error {
 		s.wakes = s.pools.Expire(now.UnixNano(), s.wakes)
 		s.deliverWakes()
 	}
+	s.slockExpire(now.UnixNano())
 	if s.counters.GCDue(now.UnixNano()) {
 		s.gcCounters(now)
 	}

@@ -17,6 +17,8 @@ import (
 
 	"tallyd/proto/counter"
 	"tallyd/proto/pool"
+	"tallyd/proto/resp"
+	"tallyd/proto/slock"
 	"tallyd/stats"
 	"tallyd/store"
 )
@@ -29,10 +31,11 @@ const (
 	ProtoCounter   Proto = iota // yrmcds counter extension
 	ProtoSemaphore              // yrmcds semaphore variant
 	ProtoPool                   // PoolCounter line protocol
+	ProtoSlock                  // slock: binary frames and Redis text on one port
 	numProtos
 )
 
-var protoNames = [numProtos]string{"counter", "semaphore", "pool"}
+var protoNames = [numProtos]string{"counter", "semaphore", "pool", "slock"}
 
 func (p Proto) String() string {
 	if p < numProtos {
@@ -68,7 +71,13 @@ type Config struct {
 	PoolMaxLine    int // longest PoolCounter line, without its newline
 	PoolMaxEntries int // PoolCounter locks held or awaited per connection
 
+	SlockMaxData           uint32 // largest slock data record / CALL body
+	SlockMaxWaitersPerKey  int    // queued slock requests per key (0 = unlimited)
+	SlockMaxWaitersPerConn int    // queued slock requests per connection (0 = unlimited)
+
 	Tick time.Duration // how often timed work runs on the loop
+
+	Version string // reported by INFO
 
 	Log zerolog.Logger
 	// Now returns the current time; nil means time.Now. Tests may replace it.
@@ -78,19 +87,23 @@ type Config struct {
 // Defaults returns a Config with every limit at its default and no listeners.
 func Defaults() Config {
 	return Config{
-		MaxBody:             1 << 20,
-		MaxObjects:          10_000_000,
-		MaxOutput:           4 << 20,
-		MaxInput:            4 << 20,
-		Backlog:             511,
-		StatInterval:        86400,
-		SemaphoreGCInterval: 10 * time.Second,
-		CounterBuckets:      1_000_000,
-		SemaphoreBuckets:    1_000_000,
-		PoolMaxLine:         1024,
-		PoolMaxEntries:      4,
-		Tick:                10 * time.Millisecond,
-		Log:                 zerolog.Nop(),
+		MaxBody:                1 << 20,
+		MaxObjects:             10_000_000,
+		MaxOutput:              4 << 20,
+		MaxInput:               4 << 20,
+		Backlog:                511,
+		StatInterval:           86400,
+		SemaphoreGCInterval:    10 * time.Second,
+		CounterBuckets:         1_000_000,
+		SemaphoreBuckets:       1_000_000,
+		PoolMaxLine:            1024,
+		PoolMaxEntries:         4,
+		SlockMaxData:           1 << 20,
+		SlockMaxWaitersPerKey:  100_000,
+		SlockMaxWaitersPerConn: 100_000,
+		Tick:                   5 * time.Millisecond,
+		Version:                "dev",
+		Log:                    zerolog.Nop(),
 	}
 }
 
@@ -106,6 +119,7 @@ type Server struct {
 	counters   *store.Counters
 	semaphores *store.Semaphores
 	pools      *store.Pools
+	locks      *store.Locks
 	stats      [numProtos]stats.Yrmcds
 	conns      map[store.Owner]*conn // live connections, by owner id
 	dumping    map[*conn]struct{}
@@ -120,14 +134,32 @@ type Server struct {
 	delivering bool         // deliverWakes is draining wakes
 	serving    *conn        // the connection whose batch is in s.out
 	started    int64        // Unix ns, for uptime
-	out        []byte
-	statBuf    []counter.Stat
-	dumpBuf    []store.DumpEntry
-	lastSemGC  time.Time
-	fdCap      int
-	rejectLog  rateLog
-	inputLog   rateLog
-	oomLog     rateLog
+
+	// slock
+	slockDec     slock.Decoder
+	frame        slock.Frame
+	lockCmd      store.LockCommand
+	lockReplies  []store.LockReply
+	execs        []store.Exec
+	execQueue    []ownedExec
+	willQueue    []pendingWill
+	draining     bool
+	discardOwner store.Owner
+	slockClients map[[16]byte]*conn       // live connections by INIT ClientId
+	slockClosed  map[store.Owner][16]byte // closed connections that had sent INIT
+	respDec      resp.Decoder
+	args         [][]byte
+	dataBuf      []byte
+	scratch      []byte
+	infoBuf      []byte
+	out          []byte
+	statBuf      []counter.Stat
+	dumpBuf      []store.DumpEntry
+	lastSemGC    time.Time
+	fdCap        int
+	rejectLog    rateLog
+	inputLog     rateLog
+	oomLog       rateLog
 
 	// Shared with other goroutines.
 	engine    gnet.Engine
@@ -193,6 +225,13 @@ func New(cfg Config) (*Server, error) {
 	s.pools = store.NewPools(store.PoolsConfig{MaxEntries: cfg.PoolMaxEntries, MaxKeys: cfg.MaxObjects})
 	s.poolDec = pool.Decoder{MaxLine: cfg.PoolMaxLine}
 	s.wakes = make([]store.Wake, 0, 64)
+	s.locks = store.NewLocks(store.LocksConfig{MaxWaitersPerKey: cfg.SlockMaxWaitersPerKey,
+		MaxWaitersPerOwner: cfg.SlockMaxWaitersPerConn, MaxKeys: cfg.MaxObjects, IDSeed: uint64(s.now().UnixNano())})
+	s.slockDec = slock.Decoder{MaxData: cfg.SlockMaxData, MaxCall: cfg.SlockMaxData}
+	s.slockClients = make(map[[16]byte]*conn)
+	s.slockClosed = make(map[store.Owner][16]byte)
+	s.args = make([][]byte, 0, 32)
+	s.scratch = make([]byte, 0, 4096)
 	s.decoders[ProtoCounter] = counter.Decoder{Dialect: counter.Counter, MaxBody: cfg.MaxBody}
 	s.decoders[ProtoSemaphore] = counter.Decoder{Dialect: counter.Semaphore, MaxBody: cfg.MaxBody}
 	now := s.now()

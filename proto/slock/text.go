@@ -1,0 +1,248 @@
+package slock
+
+import (
+	"encoding/binary"
+	"strconv"
+
+	"tallyd/proto/resp"
+)
+
+// Text is the state of a Redis-text connection that LOCK, UNLOCK and PUSH default to.
+type Text struct {
+	DB          uint8
+	Timeout     uint16 // default wait, seconds (15; TIMEOUT SET changes it)
+	TimeoutFlag uint16
+	LastLockID  [16]byte // the last successful LOCK's id: UNLOCK's default
+}
+
+// TextError is a text command the server answers with `-ERR Msg`.
+type TextError struct{ Msg string }
+
+func (e *TextError) Error() string { return "slock: text command: " + e.Msg }
+
+var (
+	errArgCount = &TextError{"Command Parse Args Count Error"}
+	errArg      = &TextError{"Command Parse Args Error"}
+)
+
+// ParseTextLock builds the frame of a text `LOCK key [opt val]...`, `UNLOCK key [opt
+// val]...` or `PUSH key [opt val]...` (args[0] is the command name) into f, and the data
+// record, if an option asks for one, into buf (f.Data is a view of it). newID supplies a
+// fresh LockId and RequestId. will reports `WILL 1`.
+//
+// Unlike the reference, the options after EXECUTE belong to the inner command only, and
+// FLAG keeps the data bit of data options given before it.
+func ParseTextLock(args [][]byte, t *Text, newID func() [16]byte, f *Frame, buf []byte) (will bool, out []byte, err error) {
+	if len(args) < 2 || len(args)%2 != 0 {
+		return false, buf, errArgCount
+	}
+	*f = Frame{Type: TypeLock, RequestID: newID(), DB: t.DB, Key: TextID(args[1]),
+		Timeout: t.Timeout, TimeoutFlag: t.TimeoutFlag, Expried: 120}
+	if resp.Is(args[0], "UNLOCK") {
+		f.Type = TypeUnlock
+		f.LockID = t.LastLockID
+	} else {
+		f.LockID = newID()
+	}
+	return parseTextOptions(args[2:], t, newID, f, buf)
+}
+
+// parseTextOptions applies `opt val` pairs to f; EXECUTE consumes the rest as the inner
+// command.
+func parseTextOptions(opts [][]byte, t *Text, newID func() [16]byte, f *Frame, buf []byte) (will bool, out []byte, err error) {
+	start := len(buf)
+	hasData := false
+	for i := 0; i+1 < len(opts); i += 2 {
+		name, val := opts[i], opts[i+1]
+		switch {
+		case resp.Is(name, "LOCK_ID"):
+			f.LockID = TextID(val)
+		case resp.Is(name, "FLAG"):
+			n, ok := textUint(val, 0xff)
+			if !ok {
+				return false, buf, errArg
+			}
+			f.Flag = uint8(n)
+		case resp.Is(name, "TIMEOUT"):
+			n, ok := textUint(val, 0xffffffff)
+			if !ok {
+				return false, buf, errArg
+			}
+			f.Timeout, f.TimeoutFlag = uint16(n), uint16(n>>16)
+		case resp.Is(name, "EXPRIED"):
+			n, ok := textUint(val, 0xffffffff)
+			if !ok {
+				return false, buf, errArg
+			}
+			f.Expried, f.ExpriedFlag = uint16(n), uint16(n>>16)
+		case resp.Is(name, "COUNT"):
+			n, ok := resp.ParseInt(val)
+			if !ok {
+				return false, buf, errArg
+			}
+			if n > 0 {
+				n--
+			}
+			f.Count = uint16(n)
+		case resp.Is(name, "RCOUNT"):
+			n, ok := resp.ParseInt(val)
+			if !ok {
+				return false, buf, errArg
+			}
+			if n > 0 {
+				n--
+			}
+			f.Rcount = uint8(n)
+		case resp.Is(name, "WILL"):
+			will = len(val) > 0 && val[0] != '0'
+		case resp.Is(name, "SET"), resp.Is(name, "APPEND"), resp.Is(name, "PUSH"):
+			cmd := uint8(DataSet)
+			if resp.Is(name, "APPEND") {
+				cmd = DataAppend
+			} else if resp.Is(name, "PUSH") {
+				cmd = DataPush
+			}
+			buf, hasData = AppendDataRecord(buf[:start], cmd, StageCurrent, 0, nil, val), true
+		case resp.Is(name, "UNSET"):
+			buf, hasData = AppendDataRecord(buf[:start], DataUnset, StageCurrent, 0, nil, nil), true
+		case resp.Is(name, "INCR"):
+			n, ok := resp.ParseInt(val)
+			if !ok {
+				return false, buf, errArg
+			}
+			buf, hasData = AppendDataRecord(buf[:start], DataIncr, StageCurrent, 0, nil, binary.LittleEndian.AppendUint64(nil, uint64(n))), true
+		case resp.Is(name, "SHIFT"), resp.Is(name, "POP"):
+			n, ok := textUint(val, 0xffffffff)
+			if !ok {
+				return false, buf, errArg
+			}
+			cmd := uint8(DataShift)
+			if resp.Is(name, "POP") {
+				cmd = DataPop
+			}
+			buf, hasData = AppendDataRecord(buf[:start], cmd, StageCurrent, 0, nil, binary.LittleEndian.AppendUint32(nil, uint32(n))), true
+		case resp.Is(name, "EXECUTE"):
+			// EXECUTE stage LOCK|UNLOCK key [opts]...: the rest is the inner command.
+			rest := opts[i+1:]
+			if len(rest) < 3 || len(rest)%2 != 1 {
+				return false, buf, errArgCount
+			}
+			stage := uint8(StageCurrent)
+			switch {
+			case resp.Is(rest[0], "UNLOCK"):
+				stage = StageUnlock
+			case resp.Is(rest[0], "TIMEOUT"):
+				stage = StageTimeout
+			case resp.Is(rest[0], "EXPRIED"):
+				stage = StageExpried
+			}
+			var inner Frame
+			innerStart := len(buf)
+			var innerBuf []byte
+			if _, innerBuf, err = ParseTextLock(rest[1:], t, newID, &inner, buf[innerStart:innerStart]); err != nil {
+				return false, buf, err
+			}
+			_ = innerBuf
+			frame := AppendLockRequest(nil, &inner)
+			buf, hasData = AppendDataRecord(buf[:start], DataExecute, stage, 0, nil, frame), true
+			i = len(opts) // consumed
+		default:
+			return false, buf, &TextError{"Unknown Command Option " + strconv.Quote(string(name))}
+		}
+	}
+	if hasData {
+		f.Flag |= FlagData
+		f.Data = buf[start:]
+	}
+	return will, buf, nil
+}
+
+// textUint parses a decimal argument no larger than limit.
+func textUint(b []byte, limit int64) (int64, bool) {
+	n, ok := resp.ParseInt(b)
+	if !ok || n < 0 || n > limit {
+		return 0, false
+	}
+	return n, true
+}
+
+// AppendTextLockReply writes a text LOCK/UNLOCK reply: an array of 12 bulk strings, or 14
+// with DATA when the reply carries a value (rendered by its type: NUMBER as an integer,
+// ARRAY as an array of its non-empty elements, KV as an array k1, v1, ..., else a bulk
+// string).
+func AppendTextLockReply(dst []byte, r *LockReply) []byte {
+	var data Data
+	hasData := false
+	if r.Value != nil {
+		if d, err := ParseDataRecord(r.Value); err == nil && d.Cmd != DataUnset {
+			data, hasData = d, true
+		}
+	}
+	n := 12
+	if hasData {
+		n = 14
+	}
+	dst = resp.AppendArray(dst, n)
+	dst = resp.AppendBulkInt(dst, int64(r.Result))
+	dst = resp.AppendBulkString(dst, r.Result.String())
+	dst = resp.AppendBulkString(dst, "LOCK_ID")
+	var hex [32]byte
+	dst = resp.AppendBulk(dst, AppendHexID(hex[:0], r.LockID))
+	dst = resp.AppendBulkString(dst, "LCOUNT")
+	dst = resp.AppendBulkInt(dst, int64(r.Lcount))
+	dst = resp.AppendBulkString(dst, "COUNT")
+	dst = resp.AppendBulkInt(dst, int64(uint16(r.Count+1)))
+	dst = resp.AppendBulkString(dst, "LRCOUNT")
+	dst = resp.AppendBulkInt(dst, int64(r.Lrcount))
+	dst = resp.AppendBulkString(dst, "RCOUNT")
+	dst = resp.AppendBulkInt(dst, int64(uint8(r.Rcount+1)))
+	if hasData {
+		dst = resp.AppendBulkString(dst, "DATA")
+		dst = AppendTextData(dst, &data)
+	}
+	return dst
+}
+
+// AppendTextData renders a value record's value by its type.
+func AppendTextData(dst []byte, d *Data) []byte {
+	switch {
+	case d.Flag&DataNumber != 0:
+		return resp.AppendInt(dst, Number(d.Value))
+	case d.Flag&DataArray != 0:
+		n := 0
+		for v := d.Value; ; {
+			e, rest, ok := NextElem(v)
+			if !ok {
+				break
+			}
+			if len(e) > 0 {
+				n++
+			}
+			v = rest
+		}
+		dst = resp.AppendArray(dst, n)
+		for v := d.Value; ; {
+			e, rest, ok := NextElem(v)
+			if !ok {
+				break
+			}
+			if len(e) > 0 {
+				dst = resp.AppendBulk(dst, e)
+			}
+			v = rest
+		}
+		return dst
+	case d.Flag&DataKV != 0:
+		dst = resp.AppendArray(dst, 2*KVLen(d.Value))
+		for v := d.Value; ; {
+			k, val, rest, ok := NextPair(v)
+			if !ok {
+				break
+			}
+			dst = resp.AppendBulk(resp.AppendBulk(dst, k), val)
+			v = rest
+		}
+		return dst
+	}
+	return resp.AppendBulk(dst, d.Value)
+}

@@ -1,0 +1,1128 @@
+package store
+
+import (
+	"encoding/binary"
+	"math/rand/v2"
+)
+
+// LockCommand is one Lock or Unlock as a client sent it (binary frame, or
+// built from a text command).
+type LockCommand struct {
+	Type        uint8 // 1 Lock, 2 Unlock (8 and 9, the WILL forms, are taken as 1 and 2)
+	RequestID   [16]byte
+	Flag        uint8
+	DB          uint8
+	LockID, Key [16]byte
+
+	Timeout, TimeoutFlag, Expried, ExpriedFlag, Count uint16
+	Rcount                                            uint8
+
+	// Data is the data record, whole (u32 N + N bytes, N >= 2), or nil. The
+	// store copies what it keeps.
+	Data []byte
+}
+
+// LockReply is one reply frame owed to a connection: to the command's
+// sender, or unasked (grant of a queued request, TIMEOUT, EXPRIED push,
+// cancelled wait, second replies of reverse-key and requeue, tree-unlock
+// chain).
+type LockReply struct {
+	Owner     Owner // the connection the frame is for: the owner that sent the request, or last locked the holder
+	Type      uint8 // 1 or 2
+	RequestID [16]byte
+	Result    uint8
+	DB        uint8
+
+	LockID, Key [16]byte
+
+	Lcount  uint16
+	Count   uint16
+	Lrcount uint8
+	Rcount  uint8
+
+	// Value is the key's value record to attach (u32 N + N bytes), nil for
+	// none. It is valid until the next call on the Locks.
+	Value []byte
+}
+
+// Exec is an EXECUTE inner command to run as if Owner had sent it: the
+// caller decodes Frame, a 64-byte Lock or Unlock frame possibly followed by
+// its data record, and passes it to Do. Its DbId is DB. Frame is valid until
+// the next call on the Locks.
+type Exec struct {
+	Owner Owner
+	DB    uint8
+	Frame []byte
+}
+
+// Lock and Unlock results (byte 19 of a reply).
+const (
+	LockOK             = 0
+	LockUnknownMagic   = 1
+	LockUnknownVersion = 2
+	LockUnknownDB      = 3
+	LockUnknownCommand = 4
+	LockLockedError    = 5
+	LockUnlockError    = 6
+	LockUnownError     = 7 // held by someone else
+	LockTimeout        = 8
+	LockExpried        = 9
+	LockStateError     = 10
+	LockUnknownError   = 11 // also: the key limit (MaxKeys) is reached
+	LockAckWaiting     = 12 // never sent by a standalone server
+)
+
+// Lock flags (byte 19 of a Lock).
+const (
+	lockShow   = 0x01
+	lockUpdate = 0x02
+	lockCheck  = 0x08 // concurrent check
+	lockTree   = 0x10
+)
+
+// Unlock flags (byte 19 of an Unlock).
+const (
+	unlockHead    = 0x01
+	unlockCancel  = 0x02
+	unlockRequeue = 0x08
+	unlockTree    = 0x10
+)
+
+// TimeoutFlag and ExpriedFlag bits.
+const (
+	timeData     = 0x0008 // TimeoutFlag: time out at once rather than queue when the key has a value
+	timePriority = 0x0010 // TimeoutFlag: Rcount is a priority
+	timeMinutes  = 0x0040
+	timeReverse  = 0x0080 // lock the reversed key on a queued timeout / on expiry
+	timeArrival  = 0x0100 // TimeoutFlag: the hold time counts from the arrival of the request
+	timeUnlocked = 0x0200 // TimeoutFlag: wait while the key is unlocked
+	timeMillis   = 0x0400
+	timeVersion  = 0x4000 // TimeoutFlag: less-lock-version; ExpriedFlag: never expires
+	timeKeep     = 0x8000 // keep alive while the owning connection lives
+)
+
+// MaxLockDB is the highest DbId; 255 is UNKNOWN_DB.
+const MaxLockDB = 254
+
+// LocksConfig configures a Locks.
+type LocksConfig struct {
+	MaxWaitersPerKey   int    // most queued requests on one key; beyond, a request times out at once; <= 0: no limit
+	MaxWaitersPerOwner int    // most queued requests of one connection; beyond, likewise; <= 0: no limit
+	MaxKeys            int    // most keys over all databases; a Lock that would add one gets UNKNOWN_ERROR; <= 0: no limit
+	IDSeed             uint64 // seeds the random part of server-generated RequestIds
+}
+
+// LockState is a database's STATE counters.
+type LockState struct {
+	LockCount        uint64 // grants, including probes, reentries and less-version successes
+	UnLockCount      uint64 // levels released by Unlocks, plus cancelled waits
+	LockedCount      uint32 // levels held now
+	WaitCount        uint32 // requests queued now
+	TimeoutedCount   uint32 // queued requests that timed out
+	ExpriedCount     uint32 // holders that expired
+	UnlockErrorCount uint32 // Unlocks answered UNLOCK_ERROR or UNOWN_ERROR
+	KeyCount         uint32 // keys with holders or waiters now
+}
+
+// Pieces kept for reuse so that lock/unlock pairs allocate nothing.
+const (
+	lockFreeItems = 4096
+	lockFreeKeys  = 4096
+	lockKeepBytes = 4096 // largest value or data buffer kept with a free key or item
+	lockGoneRing  = 4096 // closed connections remembered with no locks or waits left
+	lockIndexAt   = 8    // holders on a key beyond which they are indexed by LockId
+)
+
+// Locks is slock's lock namespace: databases by DbId, each a set of keys,
+// each key with its holders (oldest first), its queue of waiting requests
+// and its value record. A key exists while it has a holder or a waiter.
+//
+// Holders live until an Unlock or their expiry; a connection's close does
+// not release them. Waits and expiries are deadlines in the store's one
+// deadline heap, driven by Expire; keep-alive ones (flag 0x8000) are not
+// armed until their connection is Disconnected.
+//
+// Each call appends the replies it causes, in the order they must be sent,
+// and the EXECUTE inner commands to run next. Value and Frame slices in
+// them point into a buffer of the Locks that the next call reuses.
+type Locks struct {
+	dbs    [MaxLockDB + 1]*lockDB
+	nkeys  int
+	dl     deadlines[*lockItem]
+	owners map[Owner]*lockOwner
+	gone   []Owner // recently closed connections, a ring
+	goneAt int
+
+	cfg LocksConfig
+	rnd *rand.PCG
+	seq uint32
+
+	out   []LockReply
+	ex    []Exec
+	arena []byte // Value and Frame bytes of this call
+	tmp   []byte // records being computed
+
+	freeItems  *lockItem
+	nfreeItems int
+	freeKeys   *lockKey
+	nfreeKeys  int
+	freeOwners *lockOwner
+}
+
+// lockDB is one database.
+type lockDB struct {
+	id   uint8
+	keys map[[16]byte]*lockKey
+	st   LockState
+}
+
+// lockKey is one key of a database.
+type lockKey struct {
+	db       *lockDB
+	key      [16]byte
+	hold     itemList // holders, oldest first
+	wait     itemList // waiters in queue order: by priority, then arrival
+	levels   uint32
+	byID     map[[16]byte]*lockItem // holders by LockId, once there are many
+	value    []byte                 // the value record while has
+	has      bool
+	valueCmd uint8
+	next     *lockKey // free list
+}
+
+// lockItem is one holder or one queued request.
+type lockItem struct {
+	dl           deadline
+	k            *lockKey
+	prev, next   *lockItem // in the key's holders or waiters; next links the free list
+	oprev, onext *lockItem // in the owner's keep-alive list
+	ko           *lockOwner
+	cmd          LockCommand // the Lock (or Update) that made it, Data nil
+	owner        Owner
+	arrived      int64  // when the request that made it arrived
+	start        int64  // holder: when it was granted
+	data         []byte // waiter: its data record, applied at grant
+	execs        []byte // holder: attached EXECUTEs, each stage u8, first-or-last u8, u32 len, frame
+	levels       uint8
+	prio         uint8
+	waiting      bool
+	hasData      bool // waiter: data holds a record
+	dataFrame    bool // holder: the latest frame on it had flag 0x20
+	waitsCounted bool // counted in its owner's waiters
+}
+
+func (it *lockItem) deadline() *deadline { return &it.dl }
+
+// lockOwner is what the store knows of a connection: how many requests it
+// has queued, its keep-alive holders and waiters, and whether it closed.
+// Only connections with one of these (or closed recently) have one.
+type lockOwner struct {
+	id      Owner
+	waiters int
+	keep    itemList // linked through oprev, onext
+	gone    bool
+	inRing  bool
+	next    *lockOwner // free list
+}
+
+// itemList is a list of items, linked through prev and next (or, for an
+// owner's keep list, oprev and onext).
+type itemList struct {
+	head, tail *lockItem
+	n          int
+}
+
+func (l *itemList) pushBack(it *lockItem) {
+	it.prev, it.next = l.tail, nil
+	if l.tail != nil {
+		l.tail.next = it
+	} else {
+		l.head = it
+	}
+	l.tail = it
+	l.n++
+}
+
+// insertAfter puts it after at, or first if at is nil.
+func (l *itemList) insertAfter(at, it *lockItem) {
+	if at == nil {
+		it.prev, it.next = nil, l.head
+		if l.head != nil {
+			l.head.prev = it
+		} else {
+			l.tail = it
+		}
+		l.head = it
+		l.n++
+		return
+	}
+	it.prev, it.next = at, at.next
+	if at.next != nil {
+		at.next.prev = it
+	} else {
+		l.tail = it
+	}
+	at.next = it
+	l.n++
+}
+
+func (l *itemList) remove(it *lockItem) {
+	if it.prev != nil {
+		it.prev.next = it.next
+	} else {
+		l.head = it.next
+	}
+	if it.next != nil {
+		it.next.prev = it.prev
+	} else {
+		l.tail = it.prev
+	}
+	it.prev, it.next = nil, nil
+	l.n--
+}
+
+func (l *itemList) keepPush(it *lockItem) {
+	it.oprev, it.onext = l.tail, nil
+	if l.tail != nil {
+		l.tail.onext = it
+	} else {
+		l.head = it
+	}
+	l.tail = it
+	l.n++
+}
+
+func (l *itemList) keepRemove(it *lockItem) {
+	if it.oprev != nil {
+		it.oprev.onext = it.onext
+	} else {
+		l.head = it.onext
+	}
+	if it.onext != nil {
+		it.onext.oprev = it.oprev
+	} else {
+		l.tail = it.oprev
+	}
+	it.oprev, it.onext = nil, nil
+	l.n--
+}
+
+// NewLocks returns an empty lock namespace.
+func NewLocks(cfg LocksConfig) *Locks {
+	return &Locks{
+		owners: make(map[Owner]*lockOwner),
+		cfg:    cfg,
+		rnd:    rand.NewPCG(cfg.IDSeed, cfg.IDSeed^0x9e3779b97f4a7c15),
+	}
+}
+
+// Do runs one Lock or Unlock that owner sent at now. The replies it causes,
+// to owner and to others, are appended to replies and the EXECUTE inner
+// commands to run next to execs, each in the order they must be sent or
+// run. A command of another type is answered UNKNOWN_COMMAND.
+//
+// Do never blocks: a Lock that must wait is queued and answered later, by a
+// Do or Expire whose replies include its grant or its TIMEOUT.
+func (l *Locks) Do(owner Owner, cmd *LockCommand, now int64, replies []LockReply, execs []Exec) ([]LockReply, []Exec) {
+	l.begin(replies, execs)
+	switch cmd.Type {
+	case 1, 8:
+		c := *cmd
+		c.Type = 1
+		l.lock(owner, &c, cmd.Data, now)
+	case 2, 9:
+		c := *cmd
+		c.Type = 2
+		for l.unlock(owner, &c, now) {
+		}
+	default:
+		l.out = append(l.out, LockReply{Owner: owner, Type: cmd.Type, RequestID: cmd.RequestID, Result: LockUnknownCommand})
+	}
+	return l.end()
+}
+
+// Expire times out the queued requests and expires the holders due at now,
+// appending the replies and EXECUTEs that causes.
+//
+// Times: a value in seconds (or minutes, flag 0x0040) is due at the start
+// of the second after base + value, base being the second of the grant (or
+// of the request's arrival), so a lock lives between value and value + 1
+// seconds; a value in milliseconds (flag 0x0400) is due exactly base +
+// value. The caller should call Expire every few milliseconds, or at
+// NextDeadline.
+func (l *Locks) Expire(now int64, replies []LockReply, execs []Exec) ([]LockReply, []Exec) {
+	l.begin(replies, execs)
+	for {
+		it, ok := l.dl.pop(now)
+		if !ok {
+			break
+		}
+		if it.waiting {
+			l.timedOut(it, now)
+		} else {
+			l.expired(it, now)
+		}
+	}
+	return l.end()
+}
+
+// NextDeadline returns when the earliest wait or hold is due, and false if
+// none is.
+func (l *Locks) NextDeadline() (int64, bool) { return l.dl.next() }
+
+// Disconnected records that owner's connection closed at now. Its locks and
+// queued requests stay; those kept alive by the connection (KEEPLIVED,
+// 0x8000: in ExpriedFlag for a holder, in TimeoutFlag for a wait) start
+// counting down from now. Replies about them are still addressed to owner.
+// The caller may run the connection's WILL commands before or after.
+func (l *Locks) Disconnected(owner Owner, now int64) {
+	o := l.owner(owner)
+	if o.gone {
+		return
+	}
+	o.gone = true
+	for it := o.keep.head; it != nil; it = o.keep.head {
+		l.unkeep(it)
+		if it.waiting {
+			l.dl.add(it, dueAt(now, it.cmd.Timeout, it.cmd.TimeoutFlag))
+		} else {
+			l.dl.add(it, dueAt(now, it.cmd.Expried, it.cmd.ExpriedFlag))
+		}
+	}
+	if len(l.gone) < lockGoneRing {
+		l.gone = append(l.gone, owner)
+	} else {
+		old := l.owners[l.gone[l.goneAt]]
+		old.inRing = false
+		l.forget(old)
+		l.gone[l.goneAt] = owner
+		l.goneAt = (l.goneAt + 1) % lockGoneRing
+	}
+	o.inRing = true
+}
+
+// State returns database db's STATE counters, and false if it does not
+// exist (a Lock creates it).
+func (l *Locks) State(db uint8) (LockState, bool) {
+	if db > MaxLockDB || l.dbs[db] == nil {
+		return LockState{}, false
+	}
+	return l.dbs[db].st, true
+}
+
+// TTL returns the milliseconds until the oldest holder of key in db is due
+// to expire at now: -2 if the key has no holder, -1 if that holder never
+// expires (or is kept alive by its open connection).
+func (l *Locks) TTL(db uint8, key [16]byte, now int64) int64 {
+	k := l.key(db, key)
+	if k == nil || k.hold.head == nil {
+		return -2
+	}
+	h := k.hold.head
+	if !h.dl.scheduled() {
+		return -1
+	}
+	return max(h.dl.at-now, 0) / 1e6
+}
+
+// begin starts a call that appends to replies and execs.
+func (l *Locks) begin(replies []LockReply, execs []Exec) {
+	l.out, l.ex = replies, execs
+	l.arena = l.arena[:0]
+}
+
+// end finishes a call, returning what it appended.
+func (l *Locks) end() ([]LockReply, []Exec) {
+	r, e := l.out, l.ex
+	l.out, l.ex = nil, nil
+	return r, e
+}
+
+// key returns key in database db, or nil.
+func (l *Locks) key(db uint8, key [16]byte) *lockKey {
+	if db > MaxLockDB || l.dbs[db] == nil {
+		return nil
+	}
+	return l.dbs[db].keys[key]
+}
+
+// dueAt returns when a wait or hold of v in the unit flag gives, counted
+// from base, is due.
+func dueAt(base int64, v, flag uint16) int64 {
+	if flag&timeMillis != 0 {
+		return base + int64(v)*1e6
+	}
+	s := int64(v)
+	if flag&timeMinutes != 0 {
+		s *= 60
+	}
+	sec := base / 1e9
+	if base%1e9 < 0 {
+		sec--
+	}
+	return (sec + s + 1) * 1e9
+}
+
+// version is the less-lock-version of a LockId: its bytes 0–7, little-endian.
+func version(id *[16]byte) uint64 { return binary.LittleEndian.Uint64(id[:8]) }
+
+// reversed returns key with its bytes in reverse order.
+func reversed(key [16]byte) [16]byte {
+	for i := 0; i < 8; i++ {
+		key[i], key[15-i] = key[15-i], key[i]
+	}
+	return key
+}
+
+// requestID returns a server-generated RequestId: 6 bytes of milliseconds
+// (big-endian), 6 random bytes, a 4-byte counter.
+func (l *Locks) requestID(now int64) (id [16]byte) {
+	ms := uint64(now / 1e6)
+	binary.BigEndian.PutUint64(id[0:8], ms<<16)
+	r := l.rnd.Uint64()
+	binary.BigEndian.PutUint64(id[6:14], r)
+	l.seq++
+	binary.BigEndian.PutUint32(id[12:16], l.seq)
+	return id
+}
+
+// save copies v into this call's arena; nil stays nil.
+func (l *Locks) save(v []byte) []byte {
+	if v == nil {
+		return nil
+	}
+	i := len(l.arena)
+	l.arena = append(l.arena, v...)
+	return l.arena[i:len(l.arena):len(l.arena)]
+}
+
+// current returns k's value for a reply, copied; nil if it has none.
+func (l *Locks) current(k *lockKey) []byte {
+	if k == nil || !k.has {
+		return nil
+	}
+	return l.save(k.value)
+}
+
+// reply appends a reply to c by its sender o.
+func (l *Locks) reply(o Owner, c *LockCommand, result uint8, lockID [16]byte, levels uint32, lr uint8, value []byte) {
+	l.out = append(l.out, LockReply{
+		Owner: o, Type: c.Type, RequestID: c.RequestID, Result: result, DB: c.DB,
+		LockID: lockID, Key: c.Key, Lcount: uint16(levels), Count: c.Count, Lrcount: lr, Rcount: c.Rcount,
+		Value: value,
+	})
+}
+
+// levels returns the levels held on k, 0 for nil.
+func (k *lockKey) levelsOf() uint32 {
+	if k == nil {
+		return 0
+	}
+	return k.levels
+}
+
+// db returns database id, creating it.
+func (l *Locks) db(id uint8) *lockDB {
+	d := l.dbs[id]
+	if d == nil {
+		d = &lockDB{id: id, keys: make(map[[16]byte]*lockKey)}
+		l.dbs[id] = d
+	}
+	return d
+}
+
+// getKey returns key in d, creating it empty.
+func (l *Locks) getKey(d *lockDB, key [16]byte) *lockKey {
+	k := d.keys[key]
+	if k != nil {
+		return k
+	}
+	k = l.freeKeys
+	if k != nil {
+		l.freeKeys = k.next
+		k.next = nil
+		l.nfreeKeys--
+	} else {
+		k = new(lockKey)
+	}
+	k.db, k.key = d, key
+	d.keys[key] = k
+	d.st.KeyCount++
+	l.nkeys++
+	return k
+}
+
+// settle deletes k if it has neither holders nor waiters; its value goes
+// with it.
+func (l *Locks) settle(k *lockKey) {
+	if k.hold.n != 0 || k.wait.n != 0 {
+		return
+	}
+	d := k.db
+	delete(d.keys, k.key)
+	d.st.KeyCount--
+	l.nkeys--
+	v := k.value[:0]
+	if cap(v) > lockKeepBytes {
+		v = nil
+	}
+	*k = lockKey{value: v}
+	if l.nfreeKeys < lockFreeKeys {
+		k.next = l.freeKeys
+		l.freeKeys = k
+		l.nfreeKeys++
+	}
+}
+
+// overKeys reports whether k, about to get its first holder or waiter,
+// would exceed MaxKeys.
+func (l *Locks) overKeys(k *lockKey) bool {
+	return l.cfg.MaxKeys > 0 && k.hold.n == 0 && k.wait.n == 0 && l.nkeys > l.cfg.MaxKeys
+}
+
+// newItem returns a cleared item on k for owner o made by c.
+func (l *Locks) newItem(k *lockKey, o Owner, c *LockCommand, now int64) *lockItem {
+	it := l.freeItems
+	if it != nil {
+		l.freeItems = it.next
+		it.next = nil
+		l.nfreeItems--
+	} else {
+		it = new(lockItem)
+	}
+	it.k, it.owner, it.cmd, it.arrived = k, o, *c, now
+	it.cmd.Data = nil
+	return it
+}
+
+// freeItem clears it, no longer anywhere, and keeps it for reuse.
+func (l *Locks) freeItem(it *lockItem) {
+	data, execs := it.data[:0], it.execs[:0]
+	if cap(data) > lockKeepBytes {
+		data = nil
+	}
+	if cap(execs) > lockKeepBytes {
+		execs = nil
+	}
+	*it = lockItem{data: data, execs: execs}
+	if l.nfreeItems < lockFreeItems {
+		it.next = l.freeItems
+		l.freeItems = it
+		l.nfreeItems++
+	}
+}
+
+// owner returns o's record, creating it.
+func (l *Locks) owner(o Owner) *lockOwner {
+	r := l.owners[o]
+	if r == nil {
+		r = l.freeOwners
+		if r != nil {
+			l.freeOwners = r.next
+			r.next = nil
+		} else {
+			r = new(lockOwner)
+		}
+		r.id = o
+		l.owners[o] = r
+	}
+	return r
+}
+
+// forget drops r if nothing needs it any more.
+func (l *Locks) forget(r *lockOwner) {
+	if r.waiters != 0 || r.keep.n != 0 || r.inRing {
+		return
+	}
+	delete(l.owners, r.id)
+	*r = lockOwner{next: l.freeOwners}
+	l.freeOwners = r
+}
+
+// closed reports whether o's connection is known to have closed.
+func (l *Locks) closed(o Owner) bool {
+	r := l.owners[o]
+	return r != nil && r.gone
+}
+
+// unkeep takes it off its owner's keep-alive list, if it is on one.
+func (l *Locks) unkeep(it *lockItem) {
+	r := it.ko
+	if r == nil {
+		return
+	}
+	r.keep.keepRemove(it)
+	it.ko = nil
+	l.forget(r)
+}
+
+// keep puts it, not scheduled, on its owner's keep-alive list.
+func (l *Locks) keep(it *lockItem) {
+	r := l.owner(it.owner)
+	r.keep.keepPush(it)
+	it.ko = r
+}
+
+// armHold sets holder h's expiry from its command, counted from base: none
+// for ExpriedFlag 0x4000, none while its owner is connected for 0x8000.
+func (l *Locks) armHold(h *lockItem, base int64) {
+	l.unkeep(h)
+	l.dl.remove(h)
+	c := &h.cmd
+	switch {
+	case c.ExpriedFlag&timeVersion != 0:
+	case c.ExpriedFlag&timeKeep != 0 && !l.closed(h.owner):
+		l.keep(h)
+	default:
+		l.dl.add(h, dueAt(base, c.Expried, c.ExpriedFlag))
+	}
+}
+
+// find returns the holder of k with LockId id, or nil.
+func (k *lockKey) find(id [16]byte) *lockItem {
+	if k.byID != nil {
+		return k.byID[id]
+	}
+	for h := k.hold.head; h != nil; h = h.next {
+		if h.cmd.LockID == id {
+			return h
+		}
+	}
+	return nil
+}
+
+// addHolder makes h, not in any list, the newest holder of k with one level.
+func (l *Locks) addHolder(k *lockKey, h *lockItem) {
+	k.hold.pushBack(h)
+	h.levels = 1
+	k.levels++
+	k.db.st.LockedCount++
+	switch {
+	case k.byID != nil:
+		k.byID[h.cmd.LockID] = h
+	case k.hold.n > lockIndexAt:
+		k.byID = make(map[[16]byte]*lockItem, 2*k.hold.n)
+		for x := k.hold.head; x != nil; x = x.next {
+			k.byID[x.cmd.LockID] = x
+		}
+	}
+}
+
+// removeHolder takes holder h off its key, its deadline and keep list,
+// dropping its remaining levels.
+func (l *Locks) removeHolder(h *lockItem) {
+	k := h.k
+	k.hold.remove(h)
+	if k.byID != nil {
+		delete(k.byID, h.cmd.LockID)
+		if k.hold.n == 0 {
+			k.byID = nil
+		}
+	}
+	k.levels -= uint32(h.levels)
+	k.db.st.LockedCount -= uint32(h.levels)
+	h.levels = 0
+	l.dl.remove(h)
+	l.unkeep(h)
+}
+
+// admits reports whether the grant rule admits c to k, which is held: the
+// request's Count and the oldest holder's Count both allow the levels held,
+// and with TimeoutFlag 0x4000 the request's version is not greater than the
+// oldest holder's.
+func admits(k *lockKey, c *LockCommand) bool {
+	if k.levels == 0 {
+		return true
+	}
+	head := k.hold.head
+	if c.Count == 0 || head == nil {
+		return false
+	}
+	if c.Count != 0xFFFF && k.levels > uint32(c.Count) || head.cmd.Count != 0xFFFF && k.levels > uint32(head.cmd.Count) {
+		return false
+	}
+	return c.TimeoutFlag&timeVersion == 0 || version(&c.LockID) <= version(&head.cmd.LockID)
+}
+
+// lock runs Lock c (data: its record or nil) from o, arrived at now.
+func (l *Locks) lock(o Owner, c *LockCommand, data []byte, now int64) {
+	if c.DB > MaxLockDB {
+		l.reply(o, c, LockUnknownDB, c.LockID, 0, 0, nil)
+		return
+	}
+	d := l.db(c.DB)
+	k := d.keys[c.Key]
+	levels := k.levelsOf()
+
+	if c.Flag&lockCheck != 0 && c.Timeout == 0 {
+		if c.Count < 0xFFFF && levels > uint32(c.Count) || c.TimeoutFlag&timeUnlocked != 0 && levels == 0 {
+			l.reply(o, c, LockTimeout, c.LockID, levels, 0, l.current(k))
+			return
+		}
+	}
+	if levels > 0 {
+		var h *lockItem
+		if c.Flag&lockShow != 0 {
+			head := k.hold.head
+			if c.Flag&lockUpdate == 0 {
+				l.out = append(l.out, LockReply{
+					Owner: o, Type: 1, RequestID: c.RequestID, Result: LockUnownError, DB: c.DB,
+					LockID: head.cmd.LockID, Key: c.Key, Lcount: uint16(levels), Count: head.cmd.Count,
+					Lrcount: head.levels, Rcount: head.cmd.Rcount, Value: l.current(k),
+				})
+				return
+			}
+			h = head
+			c.LockID = head.cmd.LockID
+		} else {
+			h = k.find(c.LockID)
+		}
+		if h != nil {
+			l.relock(o, h, c, data, now)
+			return
+		}
+	}
+	if levels == 0 && c.TimeoutFlag&timeUnlocked != 0 {
+		if k != nil && k.wait.n > 0 && c.Count == 0 {
+			l.reply(o, c, LockUnownError, c.LockID, 0, 0, l.current(k))
+			return
+		}
+		l.refuse(o, d, k, c, data, now)
+		return
+	}
+	admitted := levels == 0
+	if !admitted {
+		if k.wait.n == 0 {
+			admitted = admits(k, c)
+		} else if c.TimeoutFlag&timePriority != 0 && c.Rcount > k.wait.head.prio {
+			admitted = admits(k, c)
+		}
+	}
+	if !admitted {
+		l.refuse(o, d, k, c, data, now)
+		return
+	}
+	if k == nil {
+		k = l.getKey(d, c.Key)
+	}
+	if c.Expried != 0 && l.overKeys(k) {
+		l.reply(o, c, LockUnknownError, c.LockID, 0, 0, nil)
+		l.settle(k)
+		return
+	}
+	l.grant(o, k, c, data, nil, now, now)
+	if k.wait.n > 0 && c.Expried != 0 {
+		l.wake(k, now)
+	}
+	l.settle(k)
+}
+
+// relock runs Lock c from o on a key its LockId holds as h: an Update
+// (flag 0x02) or a reentry.
+func (l *Locks) relock(o Owner, h *lockItem, c *LockCommand, data []byte, now int64) {
+	k := h.k
+	if c.Flag&lockUpdate != 0 {
+		before := l.current(k)
+		if data != nil {
+			h.execs = h.execs[:0]
+			l.applyData(k, h, o, c.DB, data, k.levels == 1)
+		}
+		// Expried 0xFFFF with 0x4000 keeps the holder's expiry as it is.
+		keep := c.ExpriedFlag&timeVersion != 0 && c.Expried == 0xFFFF
+		e, ef, was := h.cmd.Expried, h.cmd.ExpriedFlag, h.owner
+		l.setParams(h, o, c, now)
+		if !keep {
+			l.armHold(h, now)
+		} else {
+			h.cmd.Expried, h.cmd.ExpriedFlag = e, ef
+			if h.ko != nil && was != o {
+				l.armHold(h, now) // kept alive by the new owner's connection now
+			}
+		}
+		l.reply(o, c, LockLockedError, c.LockID, k.levels, h.levels, before)
+		return
+	}
+	if h.levels >= 255 || uint32(h.levels) > uint32(c.Rcount) || c.TimeoutFlag&timePriority != 0 {
+		l.reply(o, c, LockLockedError, c.LockID, k.levels, h.levels, l.current(k))
+		return
+	}
+	k.db.st.LockCount++
+	if c.Expried == 0 {
+		l.reply(o, c, LockOK, c.LockID, k.levels, h.levels, l.current(k))
+		return
+	}
+	before := l.current(k)
+	h.levels++
+	k.levels++
+	k.db.st.LockedCount++
+	l.setParams(h, o, c, now)
+	if data != nil {
+		l.applyData(k, h, o, c.DB, data, k.levels == 1)
+	}
+	l.armHold(h, now)
+	l.reply(o, c, LockOK, c.LockID, k.levels, h.levels, before)
+}
+
+// setParams replaces holder h's parameters by those of c from o.
+func (l *Locks) setParams(h *lockItem, o Owner, c *LockCommand, now int64) {
+	h.cmd = *c
+	h.cmd.Data = nil
+	h.owner = o
+	h.arrived = now
+	h.dataFrame = c.Flag&0x20 != 0
+}
+
+// grant makes the request c from o a holder of k (a probe, Expried 0,
+// holds nothing), applies its data and replies OK. w is the queued item
+// being granted, or nil for a request granted on arrival.
+func (l *Locks) grant(o Owner, k *lockKey, c *LockCommand, data []byte, w *lockItem, arrived, now int64) {
+	before := l.current(k)
+	k.db.st.LockCount++
+	if c.Expried == 0 {
+		if data != nil {
+			l.applyData(k, nil, o, c.DB, data, k.levels == 1)
+		}
+		l.reply(o, c, LockOK, c.LockID, k.levels, 0, before)
+		if w != nil {
+			l.freeItem(w)
+		}
+		return
+	}
+	h := w
+	if h == nil {
+		h = l.newItem(k, o, c, arrived)
+	}
+	h.waiting, h.hasData, h.prio = false, false, 0
+	h.start = now
+	h.dataFrame = c.Flag&0x20 != 0
+	l.addHolder(k, h)
+	if data != nil {
+		l.applyData(k, h, o, c.DB, data, k.levels == 1)
+	}
+	base := now
+	if c.TimeoutFlag&timeArrival != 0 {
+		base = arrived
+	}
+	l.armHold(h, base)
+	l.reply(o, c, LockOK, c.LockID, k.levels, 1, before)
+}
+
+// refuse handles Lock c from o that is not admitted to key k of d (nil if
+// the key does not exist): a less-version success, a queued wait, or a
+// TIMEOUT at once.
+func (l *Locks) refuse(o Owner, d *lockDB, k *lockKey, c *LockCommand, data []byte, now int64) {
+	levels := k.levelsOf()
+	if c.TimeoutFlag&timeVersion != 0 && k != nil && k.hold.head != nil && version(&c.LockID) < version(&k.hold.head.cmd.LockID) {
+		before := l.current(k)
+		d.st.LockCount++
+		if data != nil {
+			l.applyData(k, nil, o, c.DB, data, k.levels == 1)
+		}
+		l.reply(o, c, LockOK, k.hold.head.cmd.LockID, levels, 0, before)
+		return
+	}
+	if c.Timeout == 0 || c.TimeoutFlag&timeData != 0 && k != nil && k.has || l.waitersFull(k, o) {
+		l.reply(o, c, LockTimeout, c.LockID, levels, 0, l.current(k))
+		return
+	}
+	if k == nil {
+		k = l.getKey(d, c.Key)
+	}
+	if l.overKeys(k) {
+		l.reply(o, c, LockUnknownError, c.LockID, 0, 0, nil)
+		l.settle(k)
+		return
+	}
+	w := l.newItem(k, o, c, now)
+	if data != nil {
+		w.data = append(w.data[:0], data...)
+		w.hasData = true
+	}
+	l.enqueue(w)
+}
+
+// enqueue puts w, a new item with its command set, in its key's queue: after
+// every waiter of the same or a higher priority. Its wait is armed, or kept
+// alive by its connection.
+func (l *Locks) enqueue(w *lockItem) {
+	k := w.k
+	w.waiting = true
+	if w.cmd.TimeoutFlag&timePriority != 0 {
+		w.prio = w.cmd.Rcount
+	}
+	at := k.wait.tail
+	for at != nil && at.prio < w.prio {
+		at = at.prev
+	}
+	k.wait.insertAfter(at, w)
+	k.db.st.WaitCount++
+	r := l.owner(w.owner)
+	r.waiters++
+	w.waitsCounted = true
+	if w.cmd.TimeoutFlag&timeKeep != 0 && !r.gone {
+		l.keep(w)
+	} else {
+		l.dl.add(w, dueAt(w.arrived, w.cmd.Timeout, w.cmd.TimeoutFlag))
+	}
+}
+
+// unqueue takes waiter w off its queue, its deadline and keep list and its
+// owner's count.
+func (l *Locks) unqueue(w *lockItem) {
+	k := w.k
+	k.wait.remove(w)
+	k.db.st.WaitCount--
+	l.dl.remove(w)
+	l.unkeep(w)
+	if w.waitsCounted {
+		w.waitsCounted = false
+		r := l.owners[w.owner]
+		r.waiters--
+		l.forget(r)
+	}
+	w.waiting = false
+}
+
+// wake grants k's waiters, head first, while the grant rule admits them.
+func (l *Locks) wake(k *lockKey, now int64) {
+	for w := k.wait.head; w != nil; w = k.wait.head {
+		if !admits(k, &w.cmd) {
+			return
+		}
+		l.unqueue(w)
+		var data []byte
+		if w.hasData {
+			data = w.data
+		}
+		c := w.cmd
+		l.grant(w.owner, k, &c, data, w, w.arrived, now)
+	}
+}
+
+// timedOut answers waiter w, due, TIMEOUT; with TimeoutFlag 0x0080 its
+// request is then run again on the reversed key.
+func (l *Locks) timedOut(w *lockItem, now int64) {
+	k := w.k
+	l.unqueue(w)
+	k.db.st.TimeoutedCount++
+	l.reply(w.owner, &w.cmd, LockTimeout, w.cmd.LockID, k.levels, 0, l.current(k))
+	l.settle(k)
+	if w.cmd.TimeoutFlag&timeReverse != 0 {
+		c := w.cmd
+		c.Key = reversed(c.Key)
+		c.TimeoutFlag = 0
+		var data []byte
+		if w.hasData {
+			data = w.data
+		}
+		l.lock(w.owner, &c, data, now)
+	}
+	l.freeItem(w)
+}
+
+// expired ends holder h, due: the EXPRIED push, its stage-3 EXECUTEs, the
+// wake-up of waiters, and with ExpriedFlag 0x0080 its request again on the
+// reversed key.
+func (l *Locks) expired(h *lockItem, now int64) {
+	k := h.k
+	l.removeHolder(h)
+	k.db.st.ExpriedCount++
+	empty := k.hold.n == 0 && k.wait.n == 0
+	var v []byte
+	if !empty {
+		v = l.current(k)
+	}
+	l.out = append(l.out, LockReply{
+		Owner: h.owner, Type: 1, RequestID: h.cmd.RequestID, Result: LockExpried, DB: k.db.id,
+		LockID: h.cmd.LockID, Key: k.key, Lcount: uint16(k.levels), Count: h.cmd.Count, Rcount: h.cmd.Rcount,
+		Value: v,
+	})
+	l.fire(h, StageExpried, empty)
+	l.wake(k, now)
+	l.settle(k)
+	if h.cmd.ExpriedFlag&timeReverse != 0 {
+		c := h.cmd
+		c.Key = reversed(c.Key)
+		c.ExpriedFlag = 0
+		c.Expried = c.Timeout
+		l.lock(h.owner, &c, nil, now)
+	}
+	l.freeItem(h)
+}
+
+// fire appends the EXECUTEs of stage attached to holder h, which has just
+// been released fully (or expired), and drops the others. They run only if
+// the latest frame on h had flag 0x20, and those with PROCESS_FIRST_OR_LAST
+// only if the key is empty.
+func (l *Locks) fire(h *lockItem, stage uint8, empty bool) {
+	b := h.execs
+	h.execs = h.execs[:0]
+	if !h.dataFrame {
+		return
+	}
+	for len(b) >= 6 {
+		n := int(binary.LittleEndian.Uint32(b[2:]))
+		if b[0] == stage && (b[1] == 0 || empty) {
+			l.ex = append(l.ex, Exec{Owner: h.owner, DB: h.k.db.id, Frame: l.save(b[6 : 6+n])})
+		}
+		b = b[6+n:]
+	}
+}
+
+// unlock runs Unlock c from o. It reports whether a tree-unlock chain goes
+// on, with c set to the next step.
+func (l *Locks) unlock(o Owner, c *LockCommand, now int64) bool {
+	if c.DB > MaxLockDB || l.dbs[c.DB] == nil {
+		l.reply(o, c, LockUnknownDB, c.LockID, 0, 0, nil)
+		return false
+	}
+	d := l.dbs[c.DB]
+	k := d.keys[c.Key]
+	if k == nil {
+		d.st.UnlockErrorCount++
+		l.reply(o, c, LockUnlockError, c.LockID, 0, 0, nil)
+		return false
+	}
+	h := k.find(c.LockID)
+	if h == nil {
+		if c.Flag&unlockCancel != 0 {
+			if w := k.findWaiter(c.LockID); w != nil {
+				l.unqueue(w)
+				d.st.UnLockCount++
+				v := l.current(k)
+				l.reply(o, c, LockLockedError, c.LockID, k.levels, 0, v)
+				l.reply(w.owner, &w.cmd, LockUnlockError, w.cmd.LockID, k.levels, 0, v)
+				l.settle(k)
+				l.freeItem(w)
+				return false
+			}
+		}
+		switch {
+		case k.hold.head == nil:
+			d.st.UnlockErrorCount++
+			l.reply(o, c, LockUnlockError, c.LockID, 0, 0, l.current(k))
+			return false
+		case c.Flag&unlockHead == 0:
+			d.st.UnlockErrorCount++
+			l.reply(o, c, LockUnownError, c.LockID, k.levels, 0, l.current(k))
+			return false
+		}
+		h = k.hold.head
+		hc := &h.cmd
+		c.LockID = hc.LockID
+		c.Timeout, c.TimeoutFlag, c.Expried, c.ExpriedFlag = hc.Timeout, hc.TimeoutFlag, hc.Expried, hc.ExpriedFlag
+		c.Count, c.Rcount = hc.Count, hc.Rcount
+	}
+	return l.unhold(o, h, c, now)
+}
+
+
+// findWaiter returns the first waiter of k with LockId id, or nil.
+func (k *lockKey) findWaiter(id [16]byte) *lockItem {
+	for w := k.wait.head; w != nil; w = w.next {
+		if w.cmd.LockID == id {
+			return w
+		}
+	}
+	return nil
+}
