@@ -1,6 +1,10 @@
 package slock
 
-import "google.golang.org/protobuf/encoding/protowire"
+import (
+	"errors"
+
+	"google.golang.org/protobuf/encoding/protowire"
+)
 
 // CALL methods (§8.3).
 const (
@@ -65,6 +69,10 @@ func parseListRequest(body []byte, withKey bool) (r ListRequest, err error) {
 	return r, nil
 }
 
+// errFieldNumber reports a field number above protowire.MaxValidNumber,
+// which protowire.ConsumeTag lets through but proto messages reject.
+var errFieldNumber = errors.New("invalid field number")
+
 // walk calls fn for each field of the message body in order: v is the
 // value of a varint field, b the bytes of a length-delimited one (a view).
 // Fields of other wire types are checked and skipped. An error from fn
@@ -75,6 +83,9 @@ func walk(body []byte, fn func(num protowire.Number, typ protowire.Type, v uint6
 		num, typ, n := protowire.ConsumeTag(body[off:])
 		if n < 0 {
 			return &CallError{off, protowire.ParseError(n)}
+		}
+		if !num.IsValid() {
+			return &CallError{off, errFieldNumber}
 		}
 		at := off
 		off += n

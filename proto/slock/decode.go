@@ -12,7 +12,7 @@ type Frame struct {
 	RequestID [16]byte
 
 	// LOCK, UNLOCK, WILL_LOCK, WILL_UNLOCK: every field of the frame.
-	// STATE sets Flag (ignored by servers) and DB.
+	// STATE sets Flag (ignored by servers) and DB; CALL sets Flag.
 	Flag        uint8
 	DB          uint8
 	LockID, Key [16]byte

@@ -110,7 +110,9 @@ func parseTextOptions(opts [][]byte, t *Text, newID func() [16]byte, f *Frame, b
 			if !ok {
 				return false, buf, errArg
 			}
-			buf, hasData = AppendDataRecord(buf[:start], DataIncr, StageCurrent, 0, nil, binary.LittleEndian.AppendUint64(nil, uint64(n))), true
+			var v [8]byte
+			binary.LittleEndian.PutUint64(v[:], uint64(n))
+			buf, hasData = AppendDataRecord(buf[:start], DataIncr, StageCurrent, 0, nil, v[:]), true
 		case resp.Is(name, "SHIFT"), resp.Is(name, "POP"):
 			n, ok := textUint(val, 0xffffffff)
 			if !ok {
@@ -120,7 +122,9 @@ func parseTextOptions(opts [][]byte, t *Text, newID func() [16]byte, f *Frame, b
 			if resp.Is(name, "POP") {
 				cmd = DataPop
 			}
-			buf, hasData = AppendDataRecord(buf[:start], cmd, StageCurrent, 0, nil, binary.LittleEndian.AppendUint32(nil, uint32(n))), true
+			var v [4]byte
+			binary.LittleEndian.PutUint32(v[:], uint32(n))
+			buf, hasData = AppendDataRecord(buf[:start], cmd, StageCurrent, 0, nil, v[:]), true
 		case resp.Is(name, "EXECUTE"):
 			// EXECUTE stage LOCK|UNLOCK key [opts]...: the rest is the inner command.
 			rest := opts[i+1:]
@@ -137,13 +141,10 @@ func parseTextOptions(opts [][]byte, t *Text, newID func() [16]byte, f *Frame, b
 				stage = StageExpried
 			}
 			var inner Frame
-			innerStart := len(buf)
-			var innerBuf []byte
-			if _, innerBuf, err = ParseTextLock(rest[1:], t, newID, &inner, buf[innerStart:innerStart]); err != nil {
+			if _, _, err = ParseTextLock(rest[1:], t, newID, &inner, nil); err != nil {
 				return false, buf, err
 			}
-			_ = innerBuf
-			frame := AppendLockRequest(nil, &inner)
+			frame := AppendLockRequest(nil, &inner) // an EXECUTE is rare: its own buffer
 			buf, hasData = AppendDataRecord(buf[:start], DataExecute, stage, 0, nil, frame), true
 			i = len(opts) // consumed
 		default:
@@ -208,30 +209,15 @@ func AppendTextData(dst []byte, d *Data) []byte {
 	switch {
 	case d.Flag&DataNumber != 0:
 		return resp.AppendInt(dst, Number(d.Value))
-	case d.Flag&DataArray != 0:
-		n := 0
+	case d.Flag&DataArray != 0: // NextElem skips zero-length elements
+		dst = resp.AppendArray(dst, ArrayLen(d.Value))
 		for v := d.Value; ; {
 			e, rest, ok := NextElem(v)
 			if !ok {
-				break
+				return dst
 			}
-			if len(e) > 0 {
-				n++
-			}
-			v = rest
+			dst, v = resp.AppendBulk(dst, e), rest
 		}
-		dst = resp.AppendArray(dst, n)
-		for v := d.Value; ; {
-			e, rest, ok := NextElem(v)
-			if !ok {
-				break
-			}
-			if len(e) > 0 {
-				dst = resp.AppendBulk(dst, e)
-			}
-			v = rest
-		}
-		return dst
 	case d.Flag&DataKV != 0:
 		dst = resp.AppendArray(dst, 2*KVLen(d.Value))
 		for v := d.Value; ; {
