@@ -109,8 +109,13 @@ type LocksConfig struct {
 	MaxWaitersPerKey   int    // most queued requests on one key; beyond, a request times out at once; <= 0: no limit
 	MaxWaitersPerOwner int    // most queued requests of one connection; beyond, likewise; <= 0: no limit
 	MaxKeys            int    // most keys over all databases; a Lock that would add one gets UNKNOWN_ERROR; <= 0: no limit
+	MaxValue           int    // longest value record (N) a key keeps; a data command that would make a longer one changes nothing; <= 0: DefaultMaxValue
 	IDSeed             uint64 // seeds the random part of server-generated RequestIds
 }
+
+// DefaultMaxValue is the default LocksConfig.MaxValue: the longest data
+// record a client may send (slock-protocol.md §2).
+const DefaultMaxValue = 1 << 20
 
 // LockState is a database's STATE counters.
 type LockState struct {
@@ -128,10 +133,48 @@ type LockState struct {
 const (
 	lockFreeItems = 4096
 	lockFreeKeys  = 4096
-	lockKeepBytes = 4096 // largest value or data buffer kept with a free key or item
-	lockGoneRing  = 4096 // closed connections remembered with no locks or waits left
-	lockIndexAt   = 8    // holders on a key beyond which they are indexed by LockId
+	lockKeepBytes = 4096    // largest value or data buffer kept with a free key or item
+	lockGoneRing  = 4096    // closed connections remembered with no locks or waits left
+	lockIndexAt   = 8       // holders on a key beyond which they are indexed by LockId
+	lockKeepBuf   = 4 << 20 // largest reply and work buffer kept between calls
 )
+
+// Where slock-protocol.md and NOTES.md §4 leave a choice, or describe a
+// reference defect, Locks does this:
+//
+//   - KEEPLIVED (0x8000) in ExpriedFlag keeps a holder, in TimeoutFlag keeps
+//     a wait, from running out while the owning connection is open; both
+//     count down from Disconnected. A keep-alive item of a connection
+//     already closed (a WILL command, an EXECUTE) counts down at once.
+//   - A Lock that would add a key beyond MaxKeys gets UNKNOWN_ERROR (11);
+//     probes (Expried 0), which keep no key, are exempt. Queued requests
+//     beyond MaxWaitersPerKey or MaxWaitersPerOwner get TIMEOUT at once.
+//   - An INCR whose delta is not exactly 8 bytes is ignored (the command
+//     succeeds, the value is unchanged); SHIFT past the end empties the
+//     value; a data command whose result would exceed MaxValue is ignored.
+//   - Less-lock-version on a key with waiters but no holder queues or times
+//     out as usual. REQUIRE_ACKED (0x1000) is a plain grant, whatever the
+//     persistence flags: result 12 is never sent.
+//   - A queued request whose LockId has become a holder by the time the
+//     queue reaches it is taken as a reentry (or Update) of that holder.
+//   - Only a grant that adds a level wakes waiters: a probe on a free key
+//     does not release wait-while-unlocked (0x0200) waiters.
+//   - With both unit flags, milliseconds (0x0400) win over minutes (0x0040).
+//   - Unlock flags 0x01|0x02: a queued request with the LockId is cancelled
+//     if there is one, else the oldest holder is unlocked. With 0x02 alone
+//     and nothing to cancel the answer is UNLOCK_ERROR with the key's
+//     levels as Lcount.
+//   - An Update with Expried 0xFFFF and ExpriedFlag 0x4000 keeps the
+//     holder's expiry and its Expried and ExpriedFlag.
+//   - An Unlock carrying a data record counts as a frame with flag 0x20 for
+//     the holder's attached EXECUTEs.
+//   - In a PIPELINE, elements that change nothing (SHIFT 0, POP of a
+//     string, UNSET of no value, ...) do not replace an earlier element's
+//     effect.
+//   - STATE: TimeoutedCount counts queued requests that timed out, not
+//     immediate TIMEOUTs; UnLockCount counts levels released by Unlocks and
+//     cancelled waits, not expiries; UnlockErrorCount counts Unlocks
+//     answered 6 or 7 in an existing database.
 
 // Locks is slock's lock namespace: databases by DbId, each a set of keys,
 // each key with its holders (oldest first), its queue of waiting requests
@@ -207,7 +250,7 @@ type lockItem struct {
 	prio         uint8
 	waiting      bool
 	hasData      bool // waiter: data holds a record
-	dataFrame    bool // holder: the latest frame on it had flag 0x20
+	dataFrame    bool // holder: the latest frame on it carried a data record (flag 0x20)
 	waitsCounted bool // counted in its owner's waiters
 }
 
@@ -309,6 +352,9 @@ func (l *itemList) keepRemove(it *lockItem) {
 
 // NewLocks returns an empty lock namespace.
 func NewLocks(cfg LocksConfig) *Locks {
+	if cfg.MaxValue <= 0 {
+		cfg.MaxValue = DefaultMaxValue
+	}
 	return &Locks{
 		owners: make(map[Owner]*lockOwner),
 		cfg:    cfg,
@@ -381,14 +427,6 @@ func (l *Locks) Disconnected(owner Owner, now int64) {
 		return
 	}
 	o.gone = true
-	for it := o.keep.head; it != nil; it = o.keep.head {
-		l.unkeep(it)
-		if it.waiting {
-			l.dl.add(it, dueAt(now, it.cmd.Timeout, it.cmd.TimeoutFlag))
-		} else {
-			l.dl.add(it, dueAt(now, it.cmd.Expried, it.cmd.ExpriedFlag))
-		}
-	}
 	if len(l.gone) < lockGoneRing {
 		l.gone = append(l.gone, owner)
 	} else {
@@ -399,6 +437,14 @@ func (l *Locks) Disconnected(owner Owner, now int64) {
 		l.goneAt = (l.goneAt + 1) % lockGoneRing
 	}
 	o.inRing = true
+	for it := o.keep.head; it != nil; it = o.keep.head {
+		l.unkeep(it)
+		if it.waiting {
+			l.dl.add(it, dueAt(now, it.cmd.Timeout, it.cmd.TimeoutFlag))
+		} else {
+			l.dl.add(it, dueAt(now, it.cmd.Expried, it.cmd.ExpriedFlag))
+		}
+	}
 }
 
 // State returns database db's STATE counters, and false if it does not
@@ -429,6 +475,9 @@ func (l *Locks) TTL(db uint8, key [16]byte, now int64) int64 {
 func (l *Locks) begin(replies []LockReply, execs []Exec) {
 	l.out, l.ex = replies, execs
 	l.arena = l.arena[:0]
+	if cap(l.arena) > lockKeepBuf {
+		l.arena = nil
+	}
 }
 
 // end finishes a call, returning what it appended.
@@ -513,7 +562,7 @@ func (l *Locks) reply(o Owner, c *LockCommand, result uint8, lockID [16]byte, le
 	})
 }
 
-// levels returns the levels held on k, 0 for nil.
+// levelsOf returns the levels held on k, 0 for nil.
 func (k *lockKey) levelsOf() uint32 {
 	if k == nil {
 		return 0
@@ -830,13 +879,14 @@ func (l *Locks) relock(o Owner, h *lockItem, c *LockCommand, data []byte, now in
 		// Expried 0xFFFF with 0x4000 keeps the holder's expiry as it is.
 		keep := c.ExpriedFlag&timeVersion != 0 && c.Expried == 0xFFFF
 		e, ef, was := h.cmd.Expried, h.cmd.ExpriedFlag, h.owner
-		l.setParams(h, o, c, now)
+		l.setParams(h, o, c, data != nil, now)
 		if !keep {
 			l.armHold(h, now)
 		} else {
 			h.cmd.Expried, h.cmd.ExpriedFlag = e, ef
-			if h.ko != nil && was != o {
-				l.armHold(h, now) // kept alive by the new owner's connection now
+			// A keep-alive holder follows its new owner's connection.
+			if ef&timeKeep != 0 && ef&timeVersion == 0 && was != o && (h.ko != nil || !l.closed(o)) {
+				l.armHold(h, now)
 			}
 		}
 		l.reply(o, c, LockLockedError, c.LockID, k.levels, h.levels, before)
@@ -855,7 +905,7 @@ func (l *Locks) relock(o Owner, h *lockItem, c *LockCommand, data []byte, now in
 	h.levels++
 	k.levels++
 	k.db.st.LockedCount++
-	l.setParams(h, o, c, now)
+	l.setParams(h, o, c, data != nil, now)
 	if data != nil {
 		l.applyData(k, h, o, c.DB, data, k.levels == 1)
 	}
@@ -864,12 +914,13 @@ func (l *Locks) relock(o Owner, h *lockItem, c *LockCommand, data []byte, now in
 }
 
 // setParams replaces holder h's parameters by those of c from o.
-func (l *Locks) setParams(h *lockItem, o Owner, c *LockCommand, now int64) {
+// data tells whether c carried a data record.
+func (l *Locks) setParams(h *lockItem, o Owner, c *LockCommand, data bool, now int64) {
 	h.cmd = *c
 	h.cmd.Data = nil
 	h.owner = o
 	h.arrived = now
-	h.dataFrame = c.Flag&0x20 != 0
+	h.dataFrame = data
 }
 
 // grant makes the request c from o a holder of k (a probe, Expried 0,
@@ -894,7 +945,7 @@ func (l *Locks) grant(o Owner, k *lockKey, c *LockCommand, data []byte, w *lockI
 	}
 	h.waiting, h.hasData, h.prio = false, false, 0
 	h.start = now
-	h.dataFrame = c.Flag&0x20 != 0
+	h.dataFrame = data != nil
 	l.addHolder(k, h)
 	if data != nil {
 		l.applyData(k, h, o, c.DB, data, k.levels == 1)
@@ -983,7 +1034,8 @@ func (l *Locks) unqueue(w *lockItem) {
 	w.waiting = false
 }
 
-// wake grants k's waiters, head first, while the grant rule admits them.
+// wake grants k's waiters, head first, while the grant rule admits them. A
+// waiter whose LockId holds the key by then is taken as a reentry.
 func (l *Locks) wake(k *lockKey, now int64) {
 	for w := k.wait.head; w != nil; w = k.wait.head {
 		if !admits(k, &w.cmd) {
@@ -995,6 +1047,13 @@ func (l *Locks) wake(k *lockKey, now int64) {
 			data = w.data
 		}
 		c := w.cmd
+		if h := k.find(c.LockID); h != nil {
+			// Its LockId took the key meanwhile: it is a reentry (or an
+			// Update) now.
+			l.relock(w.owner, h, &c, data, now)
+			l.freeItem(w)
+			continue
+		}
 		l.grant(w.owner, k, &c, data, w, w.arrived, now)
 	}
 }
@@ -1102,6 +1161,10 @@ func (l *Locks) unlock(o Owner, c *LockCommand, now int64) bool {
 			d.st.UnlockErrorCount++
 			l.reply(o, c, LockUnlockError, c.LockID, 0, 0, l.current(k))
 			return false
+		case c.Flag&unlockHead == 0 && c.Flag&unlockCancel != 0:
+			d.st.UnlockErrorCount++
+			l.reply(o, c, LockUnlockError, c.LockID, k.levels, 0, l.current(k))
+			return false
 		case c.Flag&unlockHead == 0:
 			d.st.UnlockErrorCount++
 			l.reply(o, c, LockUnownError, c.LockID, k.levels, 0, l.current(k))
@@ -1115,7 +1178,6 @@ func (l *Locks) unlock(o Owner, c *LockCommand, now int64) bool {
 	}
 	return l.unhold(o, h, c, now)
 }
-
 
 // findWaiter returns the first waiter of k with LockId id, or nil.
 func (k *lockKey) findWaiter(id [16]byte) *lockItem {

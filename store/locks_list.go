@@ -53,7 +53,7 @@ const longTime = 60 * 1e9
 // key order, and reports whether the database exists. Data records are
 // valid until the next call on the Locks.
 func (l *Locks) ListLocks(db uint8, out []LockInfo) ([]LockInfo, bool) {
-	l.arena = l.arena[:0]
+	l.begin(nil, nil)
 	if db > MaxLockDB || l.dbs[db] == nil {
 		return out, false
 	}
@@ -70,7 +70,7 @@ func (l *Locks) ListLocks(db uint8, out []LockInfo) ([]LockInfo, bool) {
 // ListLocked returns key of database db and appends its holders, oldest
 // first, to out.
 func (l *Locks) ListLocked(db uint8, key [16]byte, out []HolderInfo) (LockInfo, []HolderInfo, ListStatus) {
-	l.arena = l.arena[:0]
+	l.begin(nil, nil)
 	k, st := l.listed(db, key)
 	if st != ListOK {
 		return LockInfo{}, out, st
@@ -94,7 +94,7 @@ func (l *Locks) ListLocked(db uint8, key [16]byte, out []HolderInfo) (LockInfo, 
 // ListWait returns key of database db and appends its queued requests, in
 // queue order, to out.
 func (l *Locks) ListWait(db uint8, key [16]byte, out []WaiterInfo) (LockInfo, []WaiterInfo, ListStatus) {
-	l.arena = l.arena[:0]
+	l.begin(nil, nil)
 	k, st := l.listed(db, key)
 	if st != ListOK {
 		return LockInfo{}, out, st

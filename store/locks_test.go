@@ -173,10 +173,11 @@ func TestLockOutcomes(t *testing.T) {
 		h.one(3, with(unlockc(3, "b", "k"), func(c *store.LockCommand) { c.Flag = 0x02; c.Count = 1; c.Rcount = 2 }),
 			rp{o: 3, t: 2, req: 3, res: 5, id: "b", key: "k", lc: 1, c: 1, rc: 2, v: setV},
 			rp{o: 2, req: 2, res: 6, id: "b", key: "k", lc: 1, v: setV})
-		// Nothing left to cancel.
+		// Nothing left to cancel: UNLOCK_ERROR (not UNOWN_ERROR as without the flag).
 		h.one(3, with(unlockc(3, "b", "k"), func(c *store.LockCommand) { c.Flag = 0x02 }),
-			rp{o: 3, t: 2, req: 3, res: 7, id: "b", key: "k", lc: 1, v: setV})
-		h.state(0, store.LockState{LockCount: 1, UnLockCount: 1, LockedCount: 1, KeyCount: 1, UnlockErrorCount: 1})
+			rp{o: 3, t: 2, req: 3, res: 6, id: "b", key: "k", lc: 1, v: setV})
+		h.one(3, unlockc(3, "b", "k"), rp{o: 3, t: 2, req: 3, res: 7, id: "b", key: "k", lc: 1, v: setV})
+		h.state(0, store.LockState{LockCount: 1, UnLockCount: 1, LockedCount: 1, KeyCount: 1, UnlockErrorCount: 2})
 	})
 }
 

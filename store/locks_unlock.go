@@ -125,6 +125,9 @@ func (l *Locks) applyData(k *lockKey, h *lockItem, o Owner, db uint8, rec []byte
 		v, _ = parseRecord(k.value)
 	}
 	l.tmp = l.tmp[:0]
+	if cap(l.tmp) > lockKeepBuf {
+		l.tmp = nil
+	}
 	var (
 		eff        effect
 		start, end int
@@ -136,12 +139,14 @@ func (l *Locks) applyData(k *lockKey, h *lockItem, o Owner, db uint8, rec []byte
 		l.tmp, eff = applyEffect(l.tmp, k.has, &v, &r)
 		end = len(l.tmp)
 	}
-	switch eff {
-	case replaced:
+	switch {
+	case eff == replaced && end-start-4 > l.cfg.MaxValue:
+		// Too long: nothing changes.
+	case eff == replaced:
 		k.value = append(k.value[:0], l.tmp[start:end]...)
 		k.has = true
 		k.valueCmd = cmd
-	case unset:
+	case eff == unset:
 		k.has = false
 	}
 }

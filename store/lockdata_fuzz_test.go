@@ -1,0 +1,60 @@
+package store_test
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"tallyd/store"
+)
+
+// FuzzLockData feeds arbitrary bytes as data records (and as the bodies of
+// PIPELINE and EXECUTE records) to Locks, Updates and Unlocks, checking the
+// invariants, that every stored value is a well-formed record (Check) and
+// that every EXECUTE handed back is a Lock or Unlock frame of the carrying
+// database with its record whole.
+func FuzzLockData(f *testing.F) {
+	f.Add([]byte{0, 'v'}, uint8(0))
+	f.Add(rec(store.DataPipeline, 0, rec(store.DataAppend, 0, []byte("a")), rec(store.DataExecute, 0, frame(lockc(1, "i", "x")))), uint8(1))
+	f.Add(rec(store.DataExecute|0x40, 0x20, frame(with(lockc(1, "i", "x"), func(c *store.LockCommand) { c.Data = setV }))), uint8(2))
+	f.Add(rec(store.DataPush, 0x12, []byte{1, 0, 9}), uint8(3))
+	f.Add(rec(store.DataPop, 0, u32(1)), uint8(4))
+	f.Fuzz(func(t *testing.T, body []byte, mode uint8) {
+		if len(body) < 2 {
+			return // the codec closes the connection on N < 2
+		}
+		h := newLkh(t, store.LocksConfig{MaxValue: 4096})
+		r := append(binary.LittleEndian.AppendUint32(nil, uint32(len(body))), body...)
+		pipe := rec(store.DataPipeline, 0, r, r)
+		l := with(lockc(1, "a", "k"), func(c *store.LockCommand) { c.Rcount = 3; c.Count = 3; c.Expried = 1 })
+		for i, c := range []store.LockCommand{
+			with(l, func(c *store.LockCommand) { c.Data = r }),
+			with(l, func(c *store.LockCommand) { c.Data = pipe }),
+			with(l, func(c *store.LockCommand) { c.Flag = 0x02; c.Data = r }),
+			with(l, func(c *store.LockCommand) { c.LockID = id16("b"); c.Data = r }),
+			with(l, func(c *store.LockCommand) { c.Type = 2; c.Rcount = 1; c.Data = r }),
+			with(l, func(c *store.LockCommand) { c.Type = 2; c.Data = pipe }),
+		} {
+			if mode&1 != 0 {
+				c.DB = 7
+			}
+			rs := h.do(1, c)
+			if len(rs) == 0 {
+				t.Fatalf("command %d: no reply", i)
+			}
+			for _, e := range h.execs {
+				if len(e.Frame) < 64 || e.Frame[2] != 1 && e.Frame[2] != 2 || e.Frame[20] != c.DB || e.DB != c.DB {
+					t.Fatalf("command %d: bad exec %x", i, e.Frame)
+				}
+				if e.Frame[19]&0x20 != 0 {
+					n := binary.LittleEndian.Uint32(e.Frame[64:])
+					if n < 2 || int(n) != len(e.Frame)-68 {
+						t.Fatalf("command %d: exec record of %d bytes in %d", i, n, len(e.Frame)-68)
+					}
+				} else if len(e.Frame) != 64 {
+					t.Fatalf("command %d: exec frame of %d bytes", i, len(e.Frame))
+				}
+			}
+		}
+		h.advance(5e9)
+	})
+}
