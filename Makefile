@@ -19,6 +19,7 @@ test: vet deps unit race fuzz
 # run as root, as CI is; elsewhere those tests skip and say how to install them).
 deps:
 	-./scripts/ensure-yrmcds.sh
+	-./scripts/ensure-redis-tools.sh
 
 vet:
 	$(GO) vet ./...

@@ -50,8 +50,8 @@ func (l *logBuf) waitFor(t *testing.T, substr string) {
 
 type testServer struct {
 	*Server
-	counterAddr, semaphoreAddr, poolAddr string
-	log                                  *logBuf
+	counterAddr, semaphoreAddr, poolAddr, slockAddr string
+	log                                             *logBuf
 }
 
 // startServer runs a server with a counter and a semaphore listener on ephemeral ports of
@@ -89,6 +89,8 @@ func startServer(t *testing.T, mod func(*Config)) *testServer {
 			ts.semaphoreAddr = s.Addr(i).String()
 		case ProtoPool:
 			ts.poolAddr = s.Addr(i).String()
+		case ProtoSlock:
+			ts.slockAddr = s.Addr(i).String()
 		}
 	}
 	t.Cleanup(func() {

@@ -91,7 +91,7 @@ func Defaults() Config {
 		MaxObjects:             10_000_000,
 		MaxOutput:              4 << 20,
 		MaxInput:               4 << 20,
-		Backlog:                511,
+		Backlog:                128,
 		StatInterval:           86400,
 		SemaphoreGCInterval:    10 * time.Second,
 		CounterBuckets:         1_000_000,

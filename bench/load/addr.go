@@ -28,8 +28,10 @@ func Source(i, n int) netip.Addr {
 
 // dialers dials from a spread of loopback source addresses.
 type dialers struct {
-	target string
-	d      []*net.Dialer
+	target  string
+	d       []*net.Dialer
+	ip      netip.AddrPort // the target, when it is an IPv4 literal (for raw dials)
+	sources int            // source addresses for raw dials (0: none)
 }
 
 // newDialers returns dialers for target. When the target is a loopback address and
@@ -40,11 +42,15 @@ func newDialers(target string, sources int, timeout time.Duration) (*dialers, er
 		return nil, fmt.Errorf("target address %q: %v", target, err)
 	}
 	ds := &dialers{target: target}
+	if ap, err := netip.ParseAddrPort(target); err == nil && ap.Addr().Is4() {
+		ds.ip = ap
+	}
 	ip, err := netip.ParseAddr(host)
 	if err != nil || !ip.Is4() || !ip.IsLoopback() || sources < 1 {
 		ds.d = []*net.Dialer{{Timeout: timeout}}
 		return ds, nil
 	}
+	ds.sources = sources
 	ds.d = make([]*net.Dialer, sources)
 	for i := range ds.d {
 		ds.d[i] = &net.Dialer{

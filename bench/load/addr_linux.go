@@ -1,6 +1,9 @@
 package load
 
-import "syscall"
+import (
+	"net"
+	"syscall"
+)
 
 // ipBindAddressNoPort is IP_BIND_ADDRESS_NO_PORT: with it a bind to a source address
 // defers the choice of port to connect, which then only needs the 4-tuple to be unique.
@@ -15,4 +18,20 @@ func bindNoPort(network, address string, c syscall.RawConn) error {
 		return err
 	}
 	return serr
+}
+
+// alive reports whether the server has not closed c, without reading from it.
+func alive(c *net.TCPConn) bool {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return false
+	}
+	ok := true
+	var b [1]byte
+	rc.Read(func(fd uintptr) bool {
+		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		ok = err == syscall.EAGAIN || (err == nil && n > 0)
+		return true
+	})
+	return ok
 }

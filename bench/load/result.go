@@ -19,16 +19,23 @@ func Merge(rs ...*Result) *Result {
 	m.hist = NewHistogram()
 	m.Outcomes = map[string]uint64{}
 	m.Errors = map[string]uint64{}
-	m.Rounds, m.Seconds, m.Requests, m.Ops = 0, 0, 0, 0
+	m.Rounds, m.Seconds, m.Requests, m.Ops, m.CPU = 0, 0, 0, 0, 0
+	m.ByRound = nil
 	if rs[0].Churn != nil {
 		m.churn = NewHistogram()
 		m.Churn = &ChurnResult{Rate: rs[0].Churn.Rate}
 	}
 	for _, r := range rs {
+		if len(r.ByRound) > 0 {
+			m.ByRound = append(m.ByRound, r.ByRound...)
+		} else {
+			m.ByRound = append(m.ByRound, r.OpsPerSec)
+		}
 		m.Rounds += r.Rounds
 		m.Seconds += r.Seconds
 		m.Requests += r.Requests
 		m.Ops += r.Ops
+		m.CPU += r.CPU
 		if r.hist != nil {
 			m.hist.Merge(r.hist)
 		}
@@ -52,6 +59,22 @@ func Merge(rs ...*Result) *Result {
 	}
 	m.finish()
 	return &m
+}
+
+// Spread returns how far apart the rounds' ops/s are, (max - min) / mean, or 0 for
+// fewer than two rounds.
+func (r *Result) Spread() float64 {
+	if len(r.ByRound) < 2 {
+		return 0
+	}
+	lo, hi, sum := r.ByRound[0], r.ByRound[0], 0.0
+	for _, v := range r.ByRound {
+		lo, hi, sum = min(lo, v), max(hi, v), sum+v
+	}
+	if sum == 0 {
+		return 0
+	}
+	return (hi - lo) / (sum / float64(len(r.ByRound)))
 }
 
 // Grouped formats v rounded to an integer with thousands separators: 1,234,567.
@@ -149,7 +172,7 @@ func (r *Result) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "%s\n", r.Describe())
 	fmt.Fprintf(w, "  %.1fs measured", r.Seconds)
 	if r.Rounds > 1 {
-		fmt.Fprintf(w, " over %d rounds", r.Rounds)
+		fmt.Fprintf(w, " over %d rounds (ops/s spread %.0f%%)", r.Rounds, 100*r.Spread())
 	}
 	fmt.Fprintf(w, ", %s ops, %s requests\n", Grouped(float64(r.Ops)), Grouped(float64(r.Requests)))
 	for _, f := range Figures {
@@ -160,6 +183,10 @@ func (r *Result) WriteText(w io.Writer) {
 	if c := r.Churn; c != nil {
 		fmt.Fprintf(w, "  churn          %s cycles (%s/s asked), %d failed, %d skipped, cycle p50 %s p99 %s\n",
 			Grouped(float64(c.Cycles)), Grouped(c.Rate), c.Failed, c.Skipped, Micros(c.Latency.P50), Micros(c.Latency.P99))
+	}
+	if r.CPUPerReq > 0 {
+		fmt.Fprintf(w, "  generator cpu  %.2fs, %.0f ns per request (%s requests/s on a core of its own)\n",
+			r.CPU, r.CPUPerReq, Grouped(1e9/r.CPUPerReq))
 	}
 	if s := r.RSS; s != nil {
 		fmt.Fprintf(w, "  server rss     start %s KiB, active %s KiB, held %s KiB, end %s KiB",
@@ -199,7 +226,8 @@ func Ratio(a, b float64) float64 {
 // WriteCompare writes each figure of a and b side by side with the ratio a/b.
 func WriteCompare(w io.Writer, a, b *Result) {
 	fmt.Fprintf(w, "A: %s\nB: %s\n", a.Describe(), b.Describe())
-	fmt.Fprintf(w, "  %.1fs measured each over %d rounds, alternating A and B\n", a.Seconds, a.Rounds)
+	fmt.Fprintf(w, "  %.1fs measured each over %d rounds, alternating A and B; ops/s spread between rounds: A %.0f%%, B %.0f%%\n",
+		a.Seconds, a.Rounds, 100*a.Spread(), 100*b.Spread())
 	fmt.Fprintf(w, "  %-14s %16s %16s %8s\n", "", "A", "B", "A/B")
 	for _, f := range Figures {
 		va, vb := f.Value(a), f.Value(b)

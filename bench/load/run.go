@@ -9,9 +9,11 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -21,7 +23,7 @@ import (
 const (
 	Pairs = "pairs" // acquire+release pairs
 	Mix   = "mix"   // gets, with a share of acquire+release pairs
-	Hot   = "hot"   // pairs on one key whose maximum is small: contention
+	Hot   = "hot"   // acquires on one key whose maximum is small, each held until the next op
 	Waits = "wait"  // waits on a held key that time out (waiting protocols)
 )
 
@@ -51,6 +53,7 @@ type Config struct {
 	PID      int           // a server process whose RSS to sample (0: none)
 	Progress io.Writer     // a line per second, or nil
 	Label    string        // names the run in progress lines
+	Spin     time.Duration // epoll driver: poll this long before sleeping (0: never)
 }
 
 // Defaults fills the zero fields of c with the tool's defaults.
@@ -144,6 +147,7 @@ type Result struct {
 	Keys      int               `json:"keys"`
 	Dist      string            `json:"dist,omitempty"`
 	Rounds    int               `json:"rounds"`
+	ByRound   []float64         `json:"ops_per_sec_by_round,omitempty"` // of merged runs
 	Seconds   float64           `json:"seconds"`
 	Requests  uint64            `json:"requests"`
 	Ops       uint64            `json:"ops"`
@@ -154,6 +158,11 @@ type Result struct {
 	Errors    map[string]uint64 `json:"errors"`
 	Churn     *ChurnResult      `json:"churn,omitempty"`
 	RSS       *RSS              `json:"server_rss,omitempty"`
+	// CPU is the processor time tallyd-bench itself used in the measured window.
+	CPU float64 `json:"client_cpu_s"`
+	// CPUPerReq is CPU per request in nanoseconds: 1e9/CPUPerReq requests per second
+	// is what the generator could send on one core of its own.
+	CPUPerReq float64 `json:"client_cpu_ns_per_request"`
 
 	hist  *hdrhistogram.Histogram
 	churn *hdrhistogram.Histogram
@@ -170,12 +179,12 @@ type ChurnResult struct {
 
 // RSS is the sampled resident set of the server process, in KiB.
 type RSS struct {
-	Start   int64   `json:"start_kib"`    // before any connection
-	Active  int64   `json:"active_kib"`   // active connections open, idle not yet
-	Held    int64   `json:"held_kib"`     // every connection open, before load
-	End     int64   `json:"end_kib"`      // at the end of the load
-	PerIdle float64 `json:"per_idle_b"`   // (Held - Active) / idle connections, bytes
-	Series  []int64 `json:"series_kib"`   // one sample per second of load
+	Start   int64   `json:"start_kib"`  // before any connection
+	Active  int64   `json:"active_kib"` // active connections open, idle not yet
+	Held    int64   `json:"held_kib"`   // every connection open, before load
+	End     int64   `json:"end_kib"`    // at the end of the load
+	PerIdle float64 `json:"per_idle_b"` // (Held - Active) / idle connections, bytes
+	Series  []int64 `json:"series_kib"` // one sample per second of load
 }
 
 // Error kinds of the transport, counted beside the error replies.
@@ -213,6 +222,7 @@ type runner struct {
 	gap     int64 // open loop: ns between ops of one connection
 	budget  *atomic.Int64
 	workers []*worker
+	epolled bool // the closed loop runs on the epoll driver
 
 	churnMu sync.Mutex
 	churnH  *hdrhistogram.Histogram
@@ -221,25 +231,166 @@ type runner struct {
 
 func (rn *runner) now() int64 { return int64(time.Since(rn.base)) }
 
-func (rn *runner) wall(ns int64) time.Time { return rn.base.Add(time.Duration(ns)) }
+// wall returns the time ns after the start as a deadline; none for math.MaxInt64.
+func (rn *runner) wall(ns int64) time.Time {
+	if ns == math.MaxInt64 {
+		return time.Time{}
+	}
+	return rn.base.Add(time.Duration(ns))
+}
 
 // claim takes up to want ops from the --requests budget.
 func (rn *runner) claim(want int) int {
 	if rn.budget == nil || want <= 0 {
 		return want
 	}
-	left := rn.budget.Add(-int64(want))
-	if left >= 0 {
-		return want
+	for {
+		left := rn.budget.Load()
+		if left <= 0 {
+			return 0
+		}
+		n := min(int64(want), left)
+		if rn.budget.CompareAndSwap(left, left-n) {
+			return int(n)
+		}
 	}
-	if got := int64(want) + left; got > 0 {
-		return int(got)
-	}
-	return 0
 }
 
 // Run carries out one run described by cfg (after Defaults) and returns its result.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
+	rn, err := newRunner(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cfg = rn.cfg
+	res := &Result{Label: cfg.Label, Addr: cfg.Addr, Proto: cfg.Proto, Workload: cfg.Workload,
+		Conns: cfg.Conns, Idle: cfg.Idle, Pipeline: cfg.Pipeline, Rate: cfg.Rate, Keys: cfg.Keys,
+		Rounds: 1}
+	if cfg.Keys > 1 {
+		res.Dist = cfg.Dist
+	}
+	if cfg.PID > 0 {
+		res.RSS = &RSS{Start: rssKiB(cfg.PID)}
+	}
+
+	// Connect: active connections first, then the idle ones.
+	rn.workers = make([]*worker, cfg.Conns)
+	for i := range rn.workers {
+		rn.workers[i] = newWorker(rn, i)
+	}
+	connect := func(i int) error { return rn.workers[i].connect() }
+	if rn.epolled {
+		connect = func(i int) error { return rn.workers[i].connectRaw() }
+	}
+	failed := parallel(cfg.Conns, connect)
+	if cfg.Conns > 0 && failed == cfg.Conns {
+		return nil, fmt.Errorf("could not connect to %s: %v", cfg.Addr, rn.workers[0].dialErr)
+	}
+	if res.RSS != nil {
+		res.RSS.Active = rssKiB(cfg.PID)
+	}
+	idle := make([]*net.TCPConn, cfg.Idle)
+	idleFailed := parallel(cfg.Idle, func(i int) error {
+		c, err := rn.dial.dial(cfg.Conns + i)
+		idle[i] = c
+		return err
+	})
+	defer func() {
+		for _, c := range idle {
+			if c != nil {
+				c.Close()
+			}
+		}
+	}()
+	if cfg.Idle > 0 {
+		time.Sleep(100 * time.Millisecond) // let the server finish accepting
+	}
+	// A server over its connection limit may accept and close at once.
+	idleClosed := countClosed(idle)
+	res.Idle = cfg.Idle - idleFailed - idleClosed
+	if res.RSS != nil {
+		res.RSS.Held = rssKiB(cfg.PID)
+		if res.Idle > 0 {
+			res.RSS.PerIdle = float64(res.RSS.Held-res.RSS.Active) * 1024 / float64(res.Idle)
+		}
+	}
+
+	// Load.
+	rn.base = time.Now()
+	rn.mStart = int64(cfg.Warmup)
+	rn.mEnd = math.MaxInt64
+	if cfg.Duration > 0 {
+		rn.mEnd = rn.mStart + int64(cfg.Duration)
+	}
+	rn.end.Store(rn.mEnd)
+	var wg sync.WaitGroup
+	wg.Add(len(rn.workers))
+	if rn.epolled {
+		// One epoll loop per processor, the connections dealt out among them.
+		loops := min(runtime.GOMAXPROCS(0), len(rn.workers))
+		for l := 0; l < loops; l++ {
+			var ws []*worker
+			for i := l; i < len(rn.workers); i += loops {
+				ws = append(ws, rn.workers[i])
+			}
+			go rn.epoll(ws, wg.Done)
+		}
+	} else {
+		for _, w := range rn.workers {
+			go func() { defer wg.Done(); w.loop() }()
+		}
+	}
+	cpuStart := make(chan float64, 1)
+	cpuTimer := time.AfterFunc(cfg.Warmup, func() { cpuStart <- cpuSeconds() })
+	defer cpuTimer.Stop()
+	churnDone := make(chan struct{})
+	if cfg.Churn > 0 {
+		go rn.churn(churnDone)
+	} else {
+		close(churnDone)
+	}
+	finished := make(chan struct{})
+	go func() { wg.Wait(); <-churnDone; close(finished) }()
+
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var lastDone int64
+loop:
+	for sec := 1; ; sec++ {
+		select {
+		case <-finished:
+			lastDone = rn.now()
+			break loop
+		case <-ctx.Done():
+			rn.stop()
+			<-finished
+			lastDone = rn.now()
+			break loop
+		case <-tick.C:
+			rn.progress(sec, res.RSS)
+		}
+	}
+	select {
+	case c0 := <-cpuStart:
+		res.CPU = cpuSeconds() - c0
+	default:
+	}
+	res.Errors = map[string]uint64{}
+	if idleFailed > 0 {
+		res.Errors["idle_connect"] = uint64(idleFailed)
+	}
+	if idleClosed > 0 {
+		res.Errors["idle_closed_at_start"] = uint64(idleClosed)
+	}
+	if n := countClosed(idle) - idleClosed; n > 0 {
+		res.Errors["idle_closed_during_run"] = uint64(n)
+	}
+	rn.result(res, lastDone)
+	return res, nil
+}
+
+// newRunner checks cfg (after Defaults) and prepares the shared state of a run.
+func newRunner(cfg Config) (*runner, error) {
 	cfg.Defaults()
 	d, err := Lookup(cfg.Proto)
 	if err != nil {
@@ -270,95 +421,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			rn.gap = 1
 		}
 	}
-	res := &Result{Label: cfg.Label, Addr: cfg.Addr, Proto: cfg.Proto, Workload: cfg.Workload,
-		Conns: cfg.Conns, Idle: cfg.Idle, Pipeline: cfg.Pipeline, Rate: cfg.Rate, Keys: cfg.Keys,
-		Rounds: 1}
-	if cfg.Keys > 1 {
-		res.Dist = cfg.Dist
-	}
-	if cfg.PID > 0 {
-		res.RSS = &RSS{Start: rssKiB(cfg.PID)}
-	}
-
-	// Connect: active connections first, then the idle ones.
-	rn.workers = make([]*worker, cfg.Conns)
-	for i := range rn.workers {
-		rn.workers[i] = newWorker(rn, i)
-	}
-	failed := parallel(cfg.Conns, func(i int) error { return rn.workers[i].connect() })
-	if cfg.Conns > 0 && failed == cfg.Conns {
-		return nil, fmt.Errorf("could not connect to %s: %v", cfg.Addr, rn.workers[0].dialErr)
-	}
-	if res.RSS != nil {
-		res.RSS.Active = rssKiB(cfg.PID)
-	}
-	idle := make([]*net.TCPConn, cfg.Idle)
-	idleFailed := parallel(cfg.Idle, func(i int) error {
-		c, err := rn.dial.dial(cfg.Conns + i)
-		idle[i] = c
-		return err
-	})
-	defer func() {
-		for _, c := range idle {
-			if c != nil {
-				c.Close()
-			}
-		}
-	}()
-	res.Idle = cfg.Idle - idleFailed
-	if res.RSS != nil {
-		time.Sleep(100 * time.Millisecond) // let the server finish accepting
-		res.RSS.Held = rssKiB(cfg.PID)
-		if res.Idle > 0 {
-			res.RSS.PerIdle = float64(res.RSS.Held-res.RSS.Active) * 1024 / float64(res.Idle)
-		}
-	}
-
-	// Load.
-	rn.base = time.Now()
-	rn.mStart = int64(cfg.Warmup)
+	rn.epolled = canEpoll && !rn.open && rn.dial.ip.IsValid() && os.Getenv("TALLYD_BENCH_NO_EPOLL") == ""
 	rn.mEnd = math.MaxInt64
-	if cfg.Duration > 0 {
-		rn.mEnd = rn.mStart + int64(cfg.Duration)
-	}
 	rn.end.Store(rn.mEnd)
-	var wg sync.WaitGroup
-	for _, w := range rn.workers {
-		wg.Add(1)
-		go func() { defer wg.Done(); w.loop() }()
-	}
-	churnDone := make(chan struct{})
-	if cfg.Churn > 0 {
-		go rn.churn(churnDone)
-	} else {
-		close(churnDone)
-	}
-	finished := make(chan struct{})
-	go func() { wg.Wait(); <-churnDone; close(finished) }()
-
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	var lastDone int64
-loop:
-	for sec := 1; ; sec++ {
-		select {
-		case <-finished:
-			lastDone = rn.now()
-			break loop
-		case <-ctx.Done():
-			rn.stop()
-			<-finished
-			lastDone = rn.now()
-			break loop
-		case <-tick.C:
-			rn.progress(sec, res.RSS)
-		}
-	}
-	if res.Idle < cfg.Idle {
-		res.Errors = map[string]uint64{"idle_connect": uint64(idleFailed)}
-	}
-	rn.result(res, lastDone)
-	return res, nil
+	return rn, nil
 }
 
 // stop makes every worker return soon.
@@ -425,9 +491,6 @@ func (rn *runner) result(res *Result, done int64) {
 	rn.rec.mu.Unlock()
 	res.Requests, res.Ops = n.reqs, n.ops
 	res.Outcomes = map[string]uint64{}
-	if res.Errors == nil {
-		res.Errors = map[string]uint64{}
-	}
 	for o, v := range n.outcomes {
 		if v == 0 {
 			continue
@@ -459,6 +522,9 @@ func (rn *runner) result(res *Result, done int64) {
 
 // finish computes the rates and the latency summary.
 func (res *Result) finish() {
+	if res.Requests > 0 {
+		res.CPUPerReq = res.CPU * 1e9 / float64(res.Requests)
+	}
 	if res.Seconds > 0 {
 		res.ReqPerSec = float64(res.Requests) / res.Seconds
 		res.OpsPerSec = float64(res.Ops) / res.Seconds
@@ -491,6 +557,26 @@ func parallel(n int, f func(int) error) int {
 	}
 	wg.Wait()
 	return int(failed.Load())
+}
+
+// countClosed returns how many of cs (nil ones aside) the server has closed.
+func countClosed(cs []*net.TCPConn) int {
+	n := 0
+	for _, c := range cs {
+		if c != nil && !alive(c) {
+			n++
+		}
+	}
+	return n
+}
+
+// cpuSeconds returns the processor time this process has used.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }
 
 // rssKiB returns the resident set of process pid in KiB, or 0 if unknown.

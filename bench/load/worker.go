@@ -34,6 +34,9 @@ type worker struct {
 	mu      sync.Mutex
 	c       *net.TCPConn
 	dialErr error
+	fd      int // the epoll driver's socket, or -1
+	sent    int // epoll driver: bytes of wbuf written
+	pend    int // epoll driver: bytes of wbuf waiting for the socket
 
 	wbuf      []byte
 	rbuf      []byte
@@ -46,13 +49,14 @@ type worker struct {
 	opaque    uint32
 	rng       rand.PCG
 	key       []byte // own key, when there are no shared keys
+	held      uint32 // Hot: resources this connection holds and has not yet released
 	next      int64  // open loop: intended start of the next op
 	t         tally
 	lastFlush int64
 }
 
 func newWorker(rn *runner, id int) *worker {
-	w := &worker{rn: rn, id: id, proto: rn.dialect.New(), rng: seed(rn.cfg.Seed, id)}
+	w := &worker{rn: rn, id: id, proto: rn.dialect.New(), rng: seed(rn.cfg.Seed, id), fd: -1}
 	ops := rn.cfg.Pipeline
 	if rn.open {
 		ops = openCap
@@ -70,6 +74,13 @@ func newWorker(rn *runner, id int) *worker {
 		w.key = rn.own[id]
 	}
 	return w
+}
+
+// connectRaw dials the worker's socket for the epoll driver.
+func (w *worker) connectRaw() error {
+	fd, err := w.rn.dial.rawDial(w.id)
+	w.fd, w.dialErr = fd, err
+	return err
 }
 
 // connect dials the worker's connection.
@@ -116,14 +127,22 @@ func (w *worker) loop() {
 		default:
 			w.count(errProtocol)
 		}
-		// The ops in flight are lost; start afresh on a new connection.
-		if w.t.measured {
-			w.t.errs[errLost] += uint64(w.inflight)
-		}
-		w.head, w.size, w.inflight, w.r, w.w = 0, 0, 0, 0, 0
-		w.rn.rec.flush(&w.t)
+		w.forget()
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// forget drops the ops in flight on a broken connection: they count as lost and go
+// back to the --requests budget.
+func (w *worker) forget() {
+	if w.t.measured {
+		w.t.errs[errLost] += uint64(w.inflight)
+	}
+	if w.rn.budget != nil {
+		w.rn.budget.Add(int64(w.inflight))
+	}
+	w.head, w.size, w.inflight, w.r, w.w, w.held = 0, 0, 0, 0, 0, 0
+	w.rn.rec.flush(&w.t)
 }
 
 // count counts a transport error, in the window's tally if the run is measuring.
@@ -168,7 +187,14 @@ func (w *worker) serve() error {
 			continue
 		}
 		if rn.open {
-			w.c.SetReadDeadline(rn.wall(min(w.next, end)))
+			// Wake for the next op, unless ops already due could not go (ops in flight
+			// at the cap, or the --requests budget spent): then only replies help. A
+			// deadline in the past would fail the read without trying it.
+			wake := end
+			if w.next > now {
+				wake = min(w.next, end)
+			}
+			w.c.SetReadDeadline(rn.wall(wake))
 		}
 		if w.w == len(w.rbuf) {
 			w.grow()
@@ -226,9 +252,17 @@ func (w *worker) op(start int64) {
 			break
 		}
 		fallthrough
-	case Pairs, Hot:
+	case Pairs:
 		w.send(Req{Kind: Acquire, Key: key, N: cfg.N, Max: cfg.Max}, start, false)
 		w.send(Req{Kind: Release, Key: key, N: cfg.N}, start, true)
+	case Hot:
+		// Hold what the last acquire got until this op, so that holds span the
+		// server's reads of other connections: that is where contention shows.
+		if w.held >= cfg.N {
+			w.send(Req{Kind: Release, Key: key, N: cfg.N}, start, false)
+			w.held -= cfg.N
+		}
+		w.send(Req{Kind: Acquire, Key: key, N: cfg.N, Max: cfg.Max}, start, true)
 	case Waits:
 		w.send(Req{Kind: Wait, Key: key, N: cfg.N, Max: cfg.Max,
 			Timeout: uint32(cfg.Timeout / time.Millisecond)}, start, true)
@@ -272,6 +306,9 @@ func (w *worker) consume(now int64) error {
 		w.r += n
 		w.t.reqs++
 		w.t.outcomes[o]++
+		if o == OK && s.req.Kind == Acquire && w.rn.cfg.Workload == Hot {
+			w.held += s.req.N
+		}
 		if s.last {
 			if len(w.t.lat) == cap(w.t.lat) {
 				w.rn.rec.flush(&w.t)

@@ -1,0 +1,256 @@
+// Command tallyd-bench is the load generator that ships with tallyd: it drives
+// acquire/release, get and contention workloads at a server over any of tallyd's
+// protocols, closed or open loop, and reports throughput and latency percentiles.
+//
+// Usage:
+//
+//	tallyd-bench [flags]            run one workload (see --help)
+//	tallyd-bench sink [flags]       a trivial server that answers every request OK
+//	tallyd-bench suite [flags]      the standard suite behind make bench
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"tallyd/bench/load"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	args := os.Args[1:]
+	cmd := "run"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = args[0], args[1:]
+	}
+	var err error
+	switch cmd {
+	case "run":
+		err = runCmd(ctx, args, os.Stdout, os.Stderr)
+	case "sink":
+		err = sinkCmd(ctx, args, os.Stderr)
+	case "suite":
+		err = suiteCmd(ctx, args, os.Stdout, os.Stderr)
+	default:
+		err = fmt.Errorf("unknown command %q: want run, sink or suite", cmd)
+	}
+	if err != nil {
+		if !errors.Is(err, pflag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "tallyd-bench:", err)
+		}
+		os.Exit(2)
+	}
+}
+
+// runFlags holds the flags of the run command.
+type runFlags struct {
+	cfg          load.Config
+	json         bool
+	quiet        bool
+	compare      string
+	compareProto string
+	comparePID   int
+	rounds       int
+}
+
+func newRunFlags(name string, errOut io.Writer) (*pflag.FlagSet, *runFlags) {
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	fs.SetOutput(errOut)
+	f := &runFlags{}
+	c := &f.cfg
+	fs.StringVar(&c.Addr, "addr", "", "server `host:port` (default 127.0.0.1 and the protocol's port)")
+	fs.StringVar(&c.Proto, "proto", "counter", "protocol: "+strings.Join(load.Names(), ", "))
+	fs.StringVar(&c.Workload, "workload", "pairs", "pairs (acquire+release), mix (--gets share of gets, the rest pairs), hot (one key, maximum --max (default --n): each connection releases what it got with its next acquire), wait (waiters that time out)")
+	fs.IntVar(&c.Conns, "conns", 64, "active connections")
+	fs.IntVar(&c.Idle, "idle", 0, "extra connections that stay open and idle")
+	fs.IntVar(&c.Pipeline, "pipeline", 1, "ops in flight per connection (closed loop)")
+	fs.DurationVar(&c.Duration, "duration", 10*time.Second, "measured time (per round with --compare)")
+	fs.Int64Var(&c.Requests, "requests", 0, "stop after this many ops (no time limit or warm-up unless --duration or --warmup is given)")
+	fs.DurationVar(&c.Warmup, "warmup", time.Second, "load before the measured window")
+	fs.Float64Var(&c.Rate, "rate", 0, "open loop: ops/s over all connections, latency from the intended send time (0: closed loop)")
+	fs.IntVar(&c.Keys, "keys", 0, "shared keys (0: each connection its own key)")
+	fs.StringVar(&c.Dist, "dist", "uniform", "how shared keys are picked: uniform or zipf")
+	fs.Float64Var(&c.Theta, "theta", 0.99, "zipf skew, in (0, 1)")
+	fs.Float64Var(&c.Gets, "gets", 0.9, "mix workload: share of ops that are gets")
+	fs.Uint32Var(&c.N, "n", 1, "resources per acquire and release")
+	fs.Uint32Var(&c.Max, "max", 0, "counter maximum / semaphore initial (default 2^32-1; hot: --n)")
+	fs.DurationVar(&c.Timeout, "timeout", 100*time.Millisecond, "wait workload: how long each waiter waits")
+	fs.Float64Var(&c.Churn, "churn", 0, "connect, one op, close cycles per second, beside the active connections")
+	fs.IntVar(&c.Sources, "sources", 256, "spread connections to a loopback target over this many 127.0.0.0/8 source addresses (0: one)")
+	fs.StringVar(&c.Prefix, "prefix", "tb:", "key name prefix")
+	fs.Uint64Var(&c.Seed, "seed", 0, "random seed (0: from the clock)")
+	fs.IntVar(&c.PID, "server-pid", 0, "sample this server process's RSS (Linux /proc)")
+	fs.StringVar(&c.Label, "label", "", "prefix of progress lines")
+	fs.DurationVar(&c.Spin, "spin", 0, "closed loop on Linux: poll this long for replies before sleeping (busy-waits the generator's core)")
+	fs.BoolVar(&f.json, "json", false, "print the result as JSON on stdout")
+	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no progress lines")
+	fs.StringVar(&f.compare, "compare", "", "also run the workload against this `host:port`, alternating in rounds, and compare")
+	fs.StringVar(&f.compareProto, "compare-proto", "", "protocol of the --compare server (default --proto; resp for Redis)")
+	fs.IntVar(&f.comparePID, "compare-pid", 0, "sample the --compare server's RSS")
+	fs.IntVar(&f.rounds, "rounds", 3, "rounds with --compare: each runs A, then B")
+	return fs, f
+}
+
+// defaultAddr returns 127.0.0.1 and the protocol's default port.
+func defaultAddr(proto string) (string, error) {
+	d, err := load.Lookup(proto)
+	if err != nil {
+		return "", err
+	}
+	if d.Port == 0 {
+		return "", fmt.Errorf("protocol %s has no default port: give --addr", proto)
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(d.Port)), nil
+}
+
+func runCmd(ctx context.Context, args []string, out, errOut io.Writer) error {
+	fs, f := newRunFlags("tallyd-bench", errOut)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	a := f.cfg
+	if a.Requests > 0 {
+		// --requests alone runs until that many ops are done, all of them measured.
+		if !fs.Changed("duration") {
+			a.Duration = 0
+		}
+		if !fs.Changed("warmup") {
+			a.Warmup = 0
+		}
+	}
+	if a.Addr == "" {
+		var err error
+		if a.Addr, err = defaultAddr(a.Proto); err != nil {
+			return err
+		}
+	}
+	if !f.quiet {
+		a.Progress = errOut
+	}
+	if f.compare == "" {
+		res, err := load.Run(ctx, a)
+		if err != nil {
+			return err
+		}
+		if f.json {
+			return writeJSON(out, res)
+		}
+		res.WriteText(out)
+		return nil
+	}
+	b := a
+	b.Addr, b.PID = f.compare, f.comparePID
+	if f.compareProto != "" {
+		b.Proto = f.compareProto
+	}
+	if a.Label == "" {
+		a.Label, b.Label = "A", "B"
+	}
+	ra, rb, err := compare(ctx, a, b, f.rounds, errOut)
+	if err != nil {
+		return err
+	}
+	if f.json {
+		return writeJSON(out, comparison(ra, rb))
+	}
+	load.WriteCompare(out, ra, rb)
+	return nil
+}
+
+// compare runs a and b in turn, rounds times, and merges each side's rounds.
+func compare(ctx context.Context, a, b load.Config, rounds int, errOut io.Writer) (*load.Result, *load.Result, error) {
+	if rounds < 1 {
+		rounds = 1
+	}
+	var as, bs []*load.Result
+	for i := 0; i < rounds; i++ {
+		for _, side := range []struct {
+			cfg  load.Config
+			into *[]*load.Result
+		}{{a, &as}, {b, &bs}} {
+			if ctx.Err() != nil {
+				return nil, nil, ctx.Err()
+			}
+			cfg := side.cfg
+			if rounds > 1 {
+				cfg.Label = fmt.Sprintf("%s%d", cfg.Label, i+1)
+			}
+			r, err := load.Run(ctx, cfg)
+			if err != nil {
+				return nil, nil, fmt.Errorf("round %d against %s: %w", i+1, cfg.Addr, err)
+			}
+			if errOut != nil && cfg.Progress != nil {
+				fmt.Fprintf(errOut, "%s: %s ops/s, p99 %s\n", cfg.Label, load.Grouped(r.OpsPerSec), load.Micros(r.Latency.P99))
+			}
+			*side.into = append(*side.into, r)
+		}
+	}
+	ra, rb := load.Merge(as...), load.Merge(bs...)
+	ra.Label, rb.Label = a.Label, b.Label
+	return ra, rb, nil
+}
+
+// comparisonJSON is the --json output of a comparison.
+type comparisonJSON struct {
+	A     *load.Result       `json:"a"`
+	B     *load.Result       `json:"b"`
+	Ratio map[string]float64 `json:"ratio_a_over_b"`
+}
+
+func comparison(a, b *load.Result) comparisonJSON {
+	c := comparisonJSON{A: a, B: b, Ratio: map[string]float64{}}
+	for _, f := range load.Figures {
+		if r := load.Ratio(f.Value(a), f.Value(b)); r == r {
+			c.Ratio[f.Name] = r
+		}
+	}
+	return c
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func sinkCmd(ctx context.Context, args []string, errOut io.Writer) error {
+	fs := pflag.NewFlagSet("tallyd-bench sink", pflag.ContinueOnError)
+	fs.SetOutput(errOut)
+	listen := fs.String("listen", "127.0.0.1:0", "listen `host:port`")
+	proto := fs.String("proto", "counter", "protocol: "+strings.Join(load.Names(), ", "))
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	s, err := load.NewSink(*proto)
+	if err != nil {
+		return err
+	}
+	l, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(errOut, "sink: %s on %s\n", *proto, l.Addr())
+	go func() {
+		<-ctx.Done()
+		l.Close()
+	}()
+	err = s.Serve(l)
+	fmt.Fprintf(errOut, "sink: answered %d requests\n", s.Requests())
+	return err
+}

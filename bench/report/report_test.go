@@ -1,0 +1,154 @@
+package report
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"tallyd/bench/load"
+)
+
+func res(conns, pipeline int, ops float64) *load.Result {
+	return &load.Result{Proto: "counter", Workload: "pairs", Conns: conns, Pipeline: pipeline, OpsPerSec: ops,
+		ReqPerSec: 2 * ops, Latency: load.Summary{Count: 10, P50: 50, P90: 90, P99: 99, P999: 120, Max: 300},
+		Outcomes: map[string]uint64{"ok": 20}, Errors: map[string]uint64{}}
+}
+
+func sample() *Report {
+	held := res(1000, 1, 90_000)
+	held.Idle = 18000
+	held.RSS = &load.RSS{Active: 10_000, Held: 10_000 + 18000*2, PerIdle: 2048}
+	soak := res(64, 16, 1.2e6)
+	soak.Seconds = 60
+	soak.RSS = &load.RSS{Series: []int64{20_000, 20_100, 20_300}}
+	return &Report{
+		Targets: []Target{{Name: "tallyd", Proto: "counter", Addr: "127.0.0.1:1"}, {Name: "redis", Proto: "resp", Addr: "127.0.0.1:2"}},
+		Cases: []*Case{
+			{Name: "pairs 16x1", Series: "pipeline 1", Results: map[string]*load.Result{"tallyd": res(16, 1, 60_000), "redis": res(16, 1, 65_000)}},
+			{Name: "pairs 64x1", Series: "pipeline 1", Results: map[string]*load.Result{"tallyd": res(64, 1, 100_000), "redis": res(64, 1, 90_000)}},
+			{Name: "pairs 64x16", Series: "pipeline 16", Results: map[string]*load.Result{"tallyd": res(64, 16, 1.1e6), "redis": res(64, 16, 880_000)}},
+			{Name: "pairs 1000x1", Series: "pipeline 1", Results: map[string]*load.Result{"tallyd": res(1000, 1, 100_000)}},
+			{Name: CaseHeld, Results: map[string]*load.Result{"tallyd": held}},
+			{Name: CaseSoak, Results: map[string]*load.Result{"tallyd": soak}},
+		},
+		Duration: "5s", Rounds: 2,
+	}
+}
+
+func TestChecks(t *testing.T) {
+	got := map[string]Check{}
+	for _, c := range sample().Checks() {
+		got[c.What[:10]] = c
+	}
+	for prefix, want := range map[string]struct {
+		met   bool
+		short string
+	}{
+		"64 conns x": {true, ""},
+		"64x16: >= ": {true, ""}, // 1.25x Redis
+		"16 conns, ": {false, "by 8%"},
+		"19,000 con": {true, ""}, // 90%
+		"server RSS": {true, ""}, // 2 KiB
+		"memory fla": {true, ""}, // 300 KiB
+	} {
+		c, ok := got[prefix]
+		if !ok || c.Missing || c.Met != want.met || !strings.Contains(c.Verdict(), want.short) {
+			t.Errorf("%s...: %+v (verdict %q), want met %v %s", prefix, c, c.Verdict(), want.met, want.short)
+		}
+	}
+
+	r := sample()
+	r.Cases = r.Cases[:1]
+	r.Targets = r.Targets[:1]
+	for _, c := range r.Checks() {
+		if !c.Missing || c.Verdict() != "not measured in this run" {
+			t.Errorf("without the figures: %+v", c)
+		}
+	}
+}
+
+func TestChecksFailures(t *testing.T) {
+	r := sample()
+	r.Case(CaseHeld).Results["tallyd"].OpsPerSec = 50_000
+	r.Case(CaseHeld).Results["tallyd"].RSS.PerIdle = 5000
+	r.Case("pairs 64x16").Results["tallyd"].OpsPerSec = 900_000
+	r.Case(CaseSoak).Results["tallyd"].RSS.Series = []int64{20_000, 30_000}
+	for _, c := range r.Checks() {
+		if c.Met {
+			t.Errorf("%s: met with %s", c.What, c.Measured)
+		}
+		if !strings.HasPrefix(c.Verdict(), "**short**") {
+			t.Errorf("%s: verdict %q", c.What, c.Verdict())
+		}
+	}
+}
+
+func TestMarkdown(t *testing.T) {
+	var b bytes.Buffer
+	r := sample()
+	r.Notes = []string{"pinned"}
+	r.Generator = []*load.Result{res(64, 16, 1.5e6)}
+	r.Markdown(&b, "x.png")
+	md := b.String()
+	for _, want := range []string{
+		"| **pairs 64x16** | tallyd | 1,100,000 | 2,200,000 | 50.0µs | 90.0µs | 99.0µs | 120.0µs | 300.0µs | 0 | 0% | - |",
+		"|  | redis | 880,000 | 1,760,000 |", " 1.25x |", "pinned", "2,048 B per idle connection",
+		"| 64 conns x 16 pipelined pairs | 3,000,000 | 50.0µs | 99.0µs |", "![throughput against connections, and latency percentiles](x.png)",
+		"| 16 conns, no pipelining: >= Redis pairs/s | 60,000 vs 65,000 pairs/s (0.92x) | **short** by 8%",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("Markdown lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+func TestChart(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"c.png", "c.svg"} {
+		path := filepath.Join(dir, name)
+		if err := sample().Chart(path); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := os.ReadFile(path)
+		if len(b) < 1000 {
+			t.Errorf("%s: %d bytes", name, len(b))
+		}
+		if name == "c.svg" && (!bytes.Contains(b, []byte("<svg")) || !bytes.Contains(b, []byte("tallyd, pipeline 16"))) {
+			t.Errorf("c.svg has no svg element or no legend")
+		}
+	}
+	if err := sample().Chart(filepath.Join(dir, "c.gif")); err == nil {
+		t.Error("a .gif chart was accepted")
+	}
+	if err := (&Report{}).Chart(filepath.Join(dir, "e.png")); err == nil {
+		t.Error("a chart without series was drawn")
+	}
+}
+
+func TestSplice(t *testing.T) {
+	got, err := Splice([]byte("a\n<!-- x:begin -->\nold\n<!-- x:end -->\nb\n"), "x", []byte("new\n"))
+	if err != nil || string(got) != "a\n<!-- x:begin -->\nnew\n<!-- x:end -->\nb\n" {
+		t.Errorf("Splice = %q, %v", got, err)
+	}
+	got, err = Splice([]byte("a"), "x", []byte("new\n"))
+	if err != nil || string(got) != "a\n<!-- x:begin -->\nnew\n<!-- x:end -->\n" {
+		t.Errorf("Splice without markers = %q, %v", got, err)
+	}
+	if _, err := Splice([]byte("<!-- x:end --><!-- x:begin -->"), "x", nil); err == nil {
+		t.Error("markers out of order accepted")
+	}
+	// Other names' markers are left alone.
+	got, _ = Splice([]byte("<!-- y:begin -->\nkeep\n<!-- y:end -->\n"), "x", []byte("n\n"))
+	if !strings.Contains(string(got), "keep") || !strings.Contains(string(got), "<!-- x:begin -->") {
+		t.Errorf("Splice touched another name's region: %q", got)
+	}
+}
+
+func TestThisMachine(t *testing.T) {
+	m := ThisMachine()
+	if m.Cores < 1 || m.Go == "" || m.CPU == "" {
+		t.Errorf("ThisMachine = %+v", m)
+	}
+}

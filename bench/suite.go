@@ -1,0 +1,284 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"tallyd/bench/load"
+	"tallyd/bench/report"
+)
+
+// caseDef is one case of the standard suite.
+type caseDef struct {
+	name, about, series string
+	cfg                 load.Config
+	halfOf              string // open loop: run at half the ops/s this case reached on the target
+	firstOnly           bool   // run on the first target only, in the first round
+	firstRound          bool   // run in the first round only
+}
+
+// suiteOpts are the suite's knobs.
+type suiteOpts struct {
+	duration, warmup, soak time.Duration
+	rounds                 int
+	idle                   int
+	quick                  bool
+}
+
+// standardCases returns the suite behind make bench.
+func standardCases(o suiteOpts) []caseDef {
+	pairs := func(conns, pipeline int) load.Config {
+		return load.Config{Workload: load.Pairs, Conns: conns, Pipeline: pipeline}
+	}
+	// The held case goes first, while the server is fresh: RSS it freed after earlier
+	// cases would hide what idle connections cost.
+	held := pairs(1000, 1)
+	held.Idle = o.idle
+	cs := []caseDef{{name: report.CaseHeld, about: fmt.Sprintf("the %s case with %d more connections open and idle, run first on a fresh server; its RSS sampled before and after they connect", report.CaseActive, o.idle), cfg: held, firstRound: true}}
+	scale := []int{1, 4, 16, 64, 256, 1000}
+	if o.quick {
+		scale = []int{1, 16, 64, 1000}
+	}
+	for _, p := range []int{1, 16} {
+		for _, n := range scale {
+			name := fmt.Sprintf("pairs %dx%d", n, p)
+			about := fmt.Sprintf("%d connection(s), each with %d acquire+release pair(s) in flight on its own key", n, p)
+			cs = append(cs, caseDef{name: name, about: about, series: fmt.Sprintf("pipeline %d", p), cfg: pairs(n, p)})
+		}
+	}
+	cs = append(cs,
+		caseDef{name: "mix 64x16 zipf", about: "90% gets, 10% acquire+release pairs, over 10,000 shared keys picked zipf (theta 0.99); an op is a get or a pair",
+			cfg: load.Config{Workload: load.Mix, Conns: 64, Pipeline: 16, Keys: 10000, Dist: "zipf", Gets: 0.9}},
+		caseDef{name: "hot 64x16", about: "one key whose maximum is 1, each connection releasing what it got with its next acquire: every connection contends, refused acquires (busy) are expected; an op is an acquire (with the release before it)",
+			cfg: load.Config{Workload: load.Hot, Conns: 64, Pipeline: 16}},
+		caseDef{name: "churn 64x1 + 1000/s", about: "64 connections x 1 pair, plus 1,000 connect/pair/close cycles per second",
+			cfg: load.Config{Workload: load.Pairs, Conns: 64, Pipeline: 1, Churn: 1000}},
+		caseDef{name: "open 64 at half", about: "open loop, 64 connections at half the ops/s the target reached in pairs 64x1; latency from the intended send time",
+			cfg: pairs(64, 1), halfOf: "pairs 64x1"},
+	)
+	if o.soak > 0 {
+		soak := pairs(64, 16)
+		soak.Duration = o.soak
+		cs = append(cs, caseDef{name: report.CaseSoak, about: fmt.Sprintf("%s for %v with the server's RSS sampled every second (first server only)", report.CaseHeadline, o.soak), cfg: soak, firstOnly: true})
+	}
+	return cs
+}
+
+// targetFlag parses NAME=PROTO@HOST:PORT.
+func targetFlag(s string) (report.Target, error) {
+	name, rest, ok := strings.Cut(s, "=")
+	proto, addr, ok2 := strings.Cut(rest, "@")
+	if !ok || !ok2 || name == "" || addr == "" {
+		return report.Target{}, fmt.Errorf("--target %q is not NAME=PROTO@HOST:PORT", s)
+	}
+	if _, err := load.Lookup(proto); err != nil {
+		return report.Target{}, fmt.Errorf("--target %q: %v", s, err)
+	}
+	return report.Target{Name: name, Proto: proto, Addr: addr}, nil
+}
+
+func suiteCmd(ctx context.Context, args []string, out, errOut io.Writer) error {
+	fs := pflag.NewFlagSet("tallyd-bench suite", pflag.ContinueOnError)
+	fs.SetOutput(errOut)
+	var o suiteOpts
+	targets := fs.StringArray("target", nil, "a server, NAME=PROTO@HOST:PORT; repeat; the first is judged against the targets, one named redis is compared with")
+	pids := fs.StringArray("pid", nil, "NAME=PID: sample that target's server RSS")
+	notes := fs.StringArray("note", nil, "a line for the report, e.g. how the servers were pinned")
+	fs.DurationVar(&o.duration, "duration", 5*time.Second, "measured time per run")
+	fs.DurationVar(&o.warmup, "warmup", time.Second, "warm-up before each run")
+	fs.DurationVar(&o.soak, "soak", 0, "also run the 64x16 case this long with RSS sampling (0: skip)")
+	fs.IntVar(&o.rounds, "rounds", 1, "runs per case and target, targets alternating")
+	fs.IntVar(&o.idle, "idle", 18000, "idle connections of the held case (lowered to fit the open-file limit)")
+	fs.BoolVar(&o.quick, "quick", false, "fewer connection counts")
+	sink := fs.String("sink", "", "also measure the generator against a tallyd-bench sink (counter) at this host:port")
+	only := fs.String("cases", "", "run only the cases matching this regexp")
+	dir := fs.String("out", "bench/results", "directory for NAME.json, NAME.md and NAME.png")
+	name := fs.String("name", "latest", "base name of the files in --out, and of the markers in --update's file")
+	format := fs.String("chart", "png", "chart format: png or svg")
+	update := fs.String("update", "", "splice the results into this Markdown file between <!-- NAME:begin --> and <!-- NAME:end -->")
+	chartRef := fs.String("chart-ref", "", "how --update's file refers to the chart (default: relative path)")
+	quiet := fs.BoolP("quiet", "q", false, "no progress lines")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if len(*targets) == 0 {
+		return fmt.Errorf("suite needs at least one --target NAME=PROTO@HOST:PORT")
+	}
+	rep := &report.Report{Started: time.Now(), Machine: report.ThisMachine(), Notes: *notes,
+		Duration: o.duration.String(), Rounds: o.rounds}
+	for _, s := range *targets {
+		t, err := targetFlag(s)
+		if err != nil {
+			return err
+		}
+		rep.Targets = append(rep.Targets, t)
+	}
+	for _, s := range *pids {
+		name, v, _ := strings.Cut(s, "=")
+		pid, err := strconv.Atoi(v)
+		if err != nil || pid <= 0 {
+			return fmt.Errorf("--pid %q is not NAME=PID", s)
+		}
+		found := false
+		for i := range rep.Targets {
+			if rep.Targets[i].Name == name {
+				rep.Targets[i].PID, found = pid, true
+			}
+		}
+		if !found {
+			return fmt.Errorf("--pid %q names no --target", s)
+		}
+	}
+	if lim := fdLimit(); lim > 0 && 1000+o.idle+300 > lim {
+		o.idle = max(0, lim-1000-300)
+		fmt.Fprintf(errOut, "suite: open-file limit %d: the held case keeps %d idle connections\n", lim, o.idle)
+	}
+	var filter *regexp.Regexp
+	if *only != "" {
+		var err error
+		if filter, err = regexp.Compile(*only); err != nil {
+			return fmt.Errorf("--cases: %v", err)
+		}
+	}
+	var progress io.Writer
+	if !*quiet {
+		progress = errOut
+	}
+
+	for _, cd := range standardCases(o) {
+		if filter != nil && !filter.MatchString(cd.name) {
+			continue
+		}
+		c := &report.Case{Name: cd.name, About: cd.about, Series: cd.series, Results: map[string]*load.Result{}}
+		runs := map[string][]*load.Result{}
+		for round := 0; round < o.rounds; round++ {
+			if (cd.firstOnly || cd.firstRound) && round > 0 {
+				break
+			}
+			for ti, t := range rep.Targets {
+				if cd.firstOnly && ti > 0 {
+					break
+				}
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				cfg := cd.cfg
+				cfg.Addr, cfg.Proto, cfg.PID = t.Addr, t.Proto, t.PID
+				cfg.Warmup = o.warmup
+				if cfg.Duration == 0 {
+					cfg.Duration = o.duration
+				}
+				cfg.Sources = 256
+				cfg.Progress = progress
+				cfg.Label = fmt.Sprintf("[%s | %s]", cd.name, t.Name)
+				if cd.halfOf != "" {
+					base := rep.Case(cd.halfOf)
+					if base == nil || base.Results[t.Name] == nil || base.Results[t.Name].OpsPerSec == 0 {
+						continue
+					}
+					cfg.Rate = base.Results[t.Name].OpsPerSec / 2
+				}
+				res, err := load.Run(ctx, cfg)
+				if err != nil {
+					fmt.Fprintf(errOut, "suite: %s on %s: %v\n", cd.name, t.Name, err)
+					continue
+				}
+				res.Label = t.Name
+				runs[t.Name] = append(runs[t.Name], res)
+				if progress != nil {
+					fmt.Fprintf(errOut, "%s %s ops/s, p50 %s, p99 %s, errors %d\n", cfg.Label,
+						load.Grouped(res.OpsPerSec), load.Micros(res.Latency.P50), load.Micros(res.Latency.P99), errorSum(res))
+				}
+				time.Sleep(300 * time.Millisecond) // let the server settle the closes
+			}
+		}
+		for name, rs := range runs {
+			c.Results[name] = load.Merge(rs...)
+		}
+		if len(c.Results) > 0 {
+			rep.Cases = append(rep.Cases, c)
+		}
+	}
+	if *sink != "" {
+		for _, shape := range [][2]int{{64, 16}, {8, 256}} {
+			cfg := load.Config{Addr: *sink, Proto: "counter", Conns: shape[0], Pipeline: shape[1],
+				Duration: o.duration, Warmup: o.warmup, Sources: 256, Progress: progress,
+				Label: fmt.Sprintf("[generator %dx%d]", shape[0], shape[1])}
+			res, err := load.Run(ctx, cfg)
+			if err != nil {
+				return fmt.Errorf("generator check against %s: %v", *sink, err)
+			}
+			rep.Generator = append(rep.Generator, res)
+		}
+	}
+	return writeSuite(rep, *dir, *name, *format, *update, *chartRef, out)
+}
+
+// writeSuite writes NAME.json, NAME.md and the chart NAME.FORMAT into dir, prints the
+// Markdown to out and splices it into update when set.
+func writeSuite(rep *report.Report, dir, name, format, update, chartRef string, out io.Writer) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var js bytes.Buffer
+	if err := rep.WriteJSON(&js); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".json"), js.Bytes(), 0o644); err != nil {
+		return err
+	}
+	chart := name + "." + format
+	chartPath := filepath.Join(dir, chart)
+	if err := rep.Chart(chartPath); err != nil {
+		fmt.Fprintf(os.Stderr, "suite: no chart: %v\n", err)
+		chart, chartPath = "", ""
+	}
+	var md bytes.Buffer
+	fmt.Fprintf(&md, "# tallyd-bench results: %s\n\n", name)
+	rep.Markdown(&md, chart)
+	if err := os.WriteFile(filepath.Join(dir, name+".md"), md.Bytes(), 0o644); err != nil {
+		return err
+	}
+	out.Write(md.Bytes())
+	if update == "" {
+		return nil
+	}
+	ref := chartRef
+	if ref == "" && chartPath != "" {
+		var err error
+		if ref, err = filepath.Rel(filepath.Dir(update), chartPath); err != nil {
+			ref = chartPath
+		}
+	}
+	var body bytes.Buffer
+	rep.Markdown(&body, ref)
+	return report.SpliceFile(update, name, body.Bytes())
+}
+
+func errorSum(r *load.Result) uint64 {
+	var n uint64
+	for _, v := range r.Errors {
+		n += v
+	}
+	return n
+}
+
+// fdLimit returns the soft open-file limit (Go raises it to the hard limit at start).
+func fdLimit() int {
+	var l syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
+		return 0
+	}
+	return int(l.Cur)
+}

@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Runs the tallyd-bench standard suite against a fresh bin/tallyd (and, with --compare,
+# redis-server and yrmcds), each server pinned to one core and the load generator to
+# another. Writes bench/results/{latest,compare}.{md,json,png} and updates BENCHMARKS.md.
+# Every server it starts is stopped on exit. Everything runs on 127.0.0.1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+compare=0
+[[ "${1:-}" == "--compare" ]] && compare=1
+
+duration=${BENCH_DURATION:-5s}
+soak=${BENCH_SOAK:-60s}
+rounds=${BENCH_ROUNDS:-$((compare ? 2 : 1))}
+server_cpu=${BENCH_SERVER_CPU:-0}
+client_cpu=${BENCH_CLIENT_CPU:-1}
+bench=bin/tallyd-bench
+tmp=$(mktemp -d /tmp/tallyd-bench.XXXXXX)
+
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# Pinning: the server on one core, the generator on another, when taskset and two
+# cores are there.
+server_pin=() client_pin=() pinning="not pinned (no taskset or fewer than 2 cores)"
+if command -v taskset >/dev/null && [[ $(nproc) -ge 2 ]]; then
+	server_pin=(taskset -c "$server_cpu") client_pin=(taskset -c "$client_cpu")
+	pinning="servers pinned to CPU $server_cpu, tallyd-bench to CPU $client_cpu (taskset)"
+fi
+# Connections: as many open files as the hard limit allows (19,000 need ~20,000).
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+
+listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# free_port N: the first port from N up that nothing listens on.
+free_port() {
+	local p=$1
+	while listening "$p"; do p=$((p + 1)); done
+	echo "$p"
+}
+# wait_port PORT PID NAME: wait until PORT accepts, or fail if PID died.
+wait_port() {
+	for _ in $(seq 100); do
+		listening "$1" && return 0
+		kill -0 "$2" 2>/dev/null || { echo "bench: $3 exited at start" >&2; cat "$tmp/$3.log" >&2 || true; exit 1; }
+		sleep 0.1
+	done
+	echo "bench: $3 does not listen on 127.0.0.1:$1" >&2
+	exit 1
+}
+
+args=(--duration "$duration" --rounds "$rounds" --soak "$soak")
+[[ -n "${BENCH_QUICK:-}" ]] && args+=(--quick)
+[[ -n "${BENCH_CASES:-}" ]] && args+=(--cases "$BENCH_CASES")
+
+# tallyd, fresh.
+port=$(free_port "${TALLYD_PORT:-21215}")
+"${server_pin[@]}" bin/tallyd --counter-port "$port" -l 127.0.0.1 --log-level warn >"$tmp/tallyd.log" 2>&1 &
+pids+=($!)
+wait_port "$port" $! tallyd
+args+=(--target "tallyd=counter@127.0.0.1:$port" --pid "tallyd=$!")
+notes=("Servers: $(bin/tallyd --version 2>&1 | head -1 || true)")
+
+if ((compare)); then
+	name=compare
+	if ! command -v redis-server >/dev/null || ! command -v yrmcdsd >/dev/null; then
+		if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+			echo "bench: installing redis-server and yrmcds with apt-get" >&2
+			(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server) >&2 ||
+				{ echo "bench: could not install redis-server" >&2; exit 1; }
+			(DEBIAN_FRONTEND=noninteractive apt-get install -y -qq yrmcds) >&2 ||
+				echo "bench: no yrmcds: comparing with Redis only" >&2
+		else
+			command -v redis-server >/dev/null || { echo "bench: redis-server missing and apt-get unusable (need root)" >&2; exit 1; }
+		fi
+	fi
+	rport=$(free_port "${REDIS_PORT:-26379}")
+	"${server_pin[@]}" redis-server --port "$rport" --bind 127.0.0.1 --protected-mode no --save '' \
+		--appendonly no --maxclients 19900 --dir "$tmp" --loglevel warning --daemonize no >"$tmp/redis.log" 2>&1 &
+	pids+=($!)
+	wait_port "$rport" $! redis
+	args+=(--target "redis=resp@127.0.0.1:$rport" --pid "redis=$!")
+	notes+=("$(redis-server --version 2>&1 | cut -d' ' -f1-3 || true), persistence off")
+	if command -v yrmcdsd >/dev/null && [[ -z "${BENCH_NO_YRMCDS:-}" ]]; then
+		yport=$(free_port "${YRMCDS_PORT:-21315}")
+		mport=$(free_port 21411)
+		rpport=$(free_port $((mport + 1)))
+		cat >"$tmp/yrmcds.conf" <<CONF
+virtual_ip = 127.0.0.1
+port = $mport
+repl_port = $rpport
+max_connections = 0
+temp_dir = "$tmp"
+log.threshold = error
+log.file = "$tmp/yrmcds.log"
+buckets = 10000
+memory_limit = 256M
+workers = 2
+gc_interval = 10
+counter.enable = true
+counter.port = $yport
+counter.max_connections = 0
+counter.buckets = 1000000
+counter.stat_interval = 86400
+CONF
+		"${server_pin[@]}" yrmcdsd -f "$tmp/yrmcds.conf" >"$tmp/yrmcds.out" 2>&1 &
+		pids+=($!)
+		wait_port "$yport" $! yrmcds
+		args+=(--target "yrmcds=counter@127.0.0.1:$yport" --pid "yrmcds=$!")
+		notes+=("yrmcds $(dpkg-query -W -f '${Version}' yrmcds 2>/dev/null || echo '?'), counter extension, 2 workers")
+	fi
+else
+	name=latest
+fi
+
+# The generator check: a trivial sink on the server core.
+sport=$(free_port "${SINK_PORT:-21299}")
+"${server_pin[@]}" "$bench" sink --listen "127.0.0.1:$sport" >"$tmp/sink.log" 2>&1 &
+pids+=($!)
+wait_port "$sport" $! sink
+args+=(--sink "127.0.0.1:$sport")
+
+notes+=("Pinning: $pinning.")
+for n in "${notes[@]}"; do args+=(--note "$n"); done
+"${client_pin[@]}" "$bench" suite "${args[@]}" --name "$name" --out bench/results \
+	--update BENCHMARKS.md --chart-ref "bench/results/$name.png"
+echo "bench: wrote bench/results/$name.md, $name.json, $name.png and BENCHMARKS.md" >&2
