@@ -96,6 +96,11 @@ func TestSlockHammerRandomClientsAndDisconnects(t *testing.T) {
 						}
 					case slock.ResultUnlockError, slock.ResultUnownError:
 						// Never held, or it expired meanwhile.
+					case slock.ResultUnknownDB:
+						if ok { // only before any lock has created database 0
+							t.Errorf("worker %d: unlock of a held lock -> UNKNOWN_DB", w)
+							failed.Store(true)
+						}
 					default:
 						t.Errorf("worker %d: unlock -> %d (%s)", w, r.Result, r.Result)
 						failed.Store(true)
