@@ -329,8 +329,12 @@ func TestOpenFileLimitNeverStopsTheEngine(t *testing.T) {
 	wg.Wait()
 	p.waitLog(t, "open-file cap")
 	// The engine is alive: the first connection still works.
-	if r := call(t, first, counter.AppendGet(nil, 2, []byte("x"))); r.Status != counter.StatusOK {
-		t.Fatalf("get after the flood: %v", r.Status)
+	_ = first.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := first.Write(counter.AppendGet(nil, 2, []byte("x"))); err != nil {
+		t.Fatalf("write after the flood: %v\n%s", err, p.log.String())
+	}
+	if _, err := io.ReadFull(first, make([]byte, 16)); err != nil {
+		t.Fatalf("get after the flood: %v\n%s", err, p.log.String())
 	}
 	for _, c := range conns {
 		c.Close()
@@ -373,5 +377,22 @@ func TestPoolCounterProcess(t *testing.T) {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	if code := p.exitCode(t); code != 0 {
 		t.Fatalf("exit %d after SIGTERM:\n%s", code, p.log.String())
+	}
+}
+
+// tallyd listens with SO_REUSEPORT (its loop accepts by itself), but a second server on the
+// same port must still fail at start rather than split the clients between two stores.
+func TestSecondServerOnSamePortExits1(t *testing.T) {
+	port := strconv.Itoa(freePort(t))
+	a := start(t, 0, "--counter-port", port)
+	a.waitLog(t, "tallyd listening")
+	b := start(t, 0, "--counter-port", port)
+	if code := b.exitCode(t); code != 1 || !strings.Contains(b.log.String(), "address already in use") {
+		t.Fatalf("second server: exit %d:\n%s", code, b.log.String())
+	}
+	select {
+	case err := <-a.done:
+		t.Fatalf("first server exited: %v", err)
+	default:
 	}
 }

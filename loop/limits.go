@@ -15,10 +15,13 @@ import (
 const fdReserve = 32
 
 // openFileCap says how many client connections the process can hold so that accepting
-// never fails for want of a descriptor: gnet's acceptor drains each listener's whole
-// accept queue before the loop can refuse anything, and an EMFILE there stops the engine.
-// So the cap leaves room for one full accept queue per listener; when the open-file limit
-// is small, the backlog is shrunk to keep at least half the descriptors for connections.
+// never fails for want of a descriptor (an EMFILE in gnet's acceptor stops the engine).
+//
+// The loop accepts on its own goroutine (see Run), so between two turns in which it
+// refuses what it accepted, it can have accepted at most two full accept queues per
+// listener: the one it drained in this turn and the one before, whose registrations run
+// after it. The cap leaves room for that; when the open-file limit is small, the backlog
+// is shrunk to keep at least half the descriptors for connections.
 func openFileCap(listeners, backlog int) (connCap, newBacklog int, err error) {
 	var rl unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
@@ -27,13 +30,13 @@ func openFileCap(listeners, backlog int) (connCap, newBacklog int, err error) {
 	limit := int(min(rl.Cur, 1<<30))
 	open := countOpenFiles()
 	avail := limit - open - fdReserve - 2*listeners // each listener and its dup while tuning
-	if avail < 4*listeners {
+	if avail < 8*listeners {
 		return 0, 0, fmt.Errorf("open-file limit %d leaves no room for connections (%d already open)", limit, open)
 	}
-	if listeners*(backlog+1) > avail/2 {
-		backlog = max(1, avail/(2*listeners)-1)
+	if 2*listeners*(backlog+1) > avail/2 {
+		backlog = max(1, avail/(4*listeners)-1)
 	}
-	return avail - listeners*(backlog+1), backlog, nil
+	return avail - 2*listeners*(backlog+1), backlog, nil
 }
 
 // countOpenFiles counts this process's descriptors (a small guess where /proc is missing).

@@ -269,7 +269,11 @@ func (s *Server) Run() error {
 	}
 	err := gnet.Rotate(s, addrs,
 		gnet.WithNumEventLoop(1),
-		gnet.WithReusePort(false),
+		// The loop accepts by itself, so accepting can never run ahead of the loop's
+		// refusals and exhaust the descriptors (see openFileCap). SO_REUSEPORT comes with
+		// it; preflight has already bound each address without it, so a second server on
+		// the same port fails at start instead of sharing it.
+		gnet.WithReusePort(true),
 		gnet.WithReuseAddr(true),
 		gnet.WithTicker(true),
 		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
