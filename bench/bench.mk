@@ -1,6 +1,7 @@
 # Load generator targets, included by the top-level Makefile.
 #   make bench-build     bin/tallyd-bench
-#   make bench           fresh bin/tallyd on one core, the standard suite on the other:
+#   make bench           fresh bin/tallyd (counter, PoolCounter and slock on free ports)
+#                        on one core, the standard suite on the other:
 #                        bench/results/latest.{md,json,png} and BENCHMARKS.md
 #   make bench-compare   the same beside redis-server (and yrmcds), installed with
 #                        apt-get when missing: bench/results/compare.{md,json,png}

@@ -170,3 +170,55 @@ func TestTargetFlag(t *testing.T) {
 		}
 	}
 }
+
+func TestSuiteRunsLockCasesWhereTargetsSpeakThem(t *testing.T) {
+	_, addr := sink(t, "counter")
+	_, raddr := sink(t, "resp")
+	pool, paddr := sink(t, "pool")
+	sl, saddr := sink(t, "slock")
+	text, taddr := sink(t, "slock-text")
+	dir := t.TempDir()
+	var out, errOut bytes.Buffer
+	err := suiteCmd(context.Background(), []string{"--target", "tallyd=counter@" + addr, "--target", "redis=resp@" + raddr,
+		"--endpoint", "tallyd=pool@" + paddr, "--endpoint", "tallyd=slock@" + saddr, "--endpoint", "tallyd=slock-text@" + taddr,
+		"--cases", `^(pool|slock|slock-text) pairs 16x1$|^pool contention|^pairs 1x1$`, "--duration", "150ms", "--warmup", "0s",
+		"--out", dir, "-q"}, &out, &errOut)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut.String())
+	}
+	if pool.Requests() == 0 || sl.Requests() == 0 || text.Requests() == 0 {
+		t.Errorf("sinks answered pool %d, slock %d, slock-text %d requests", pool.Requests(), sl.Requests(), text.Requests())
+	}
+	var rep report.Report
+	js, _ := os.ReadFile(filepath.Join(dir, "latest.json"))
+	if err := json.Unmarshal(js, &rep); err != nil {
+		t.Fatal(err)
+	}
+	protos := map[string]string{}
+	for _, c := range rep.Cases {
+		protos[c.Name] = c.Proto
+		if c.Proto != "" && (c.Results["redis"] != nil || c.Results["tallyd"] == nil || c.Results["tallyd"].Proto != c.Proto ||
+			c.Results["tallyd"].Ops == 0) {
+			t.Errorf("case %s (%s) results %+v: want tallyd's alone, in its protocol", c.Name, c.Proto, c.Results)
+		}
+	}
+	want := map[string]string{"pairs 1x1": "", "pool pairs 16x1": "pool", "slock pairs 16x1": "slock",
+		"slock-text pairs 16x1": "slock-text", "pool contention 64x1 8 keys": "pool"}
+	if len(protos) != len(want) {
+		t.Errorf("cases %v, want %v", protos, want)
+	}
+	for name, p := range want {
+		if got, ok := protos[name]; !ok || got != p {
+			t.Errorf("case %s: protocol %q (ran: %v), want %q", name, got, ok, p)
+		}
+	}
+	if rep.Targets[0].Endpoints["slock-text"] != taddr {
+		t.Errorf("targets %+v", rep.Targets)
+	}
+	for _, bad := range [][]string{{"--endpoint", "yrmcds=pool@" + paddr}, {"--endpoint", "tallyd=pool"}} {
+		args := append([]string{"--target", "tallyd=counter@" + addr, "--out", dir, "-q"}, bad...)
+		if err := suiteCmd(context.Background(), args, &out, &errOut); err == nil || !strings.Contains(err.Error(), "--endpoint") {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}

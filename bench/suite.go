@@ -22,6 +22,7 @@ import (
 // caseDef is one case of the standard suite.
 type caseDef struct {
 	name, about, series string
+	proto               string // the case's protocol, run where a target speaks it; "": each target's own
 	cfg                 load.Config
 	halfOf              string // open loop: run at half the ops/s this case reached on the target
 	firstOnly           bool   // run on the first target only, in the first round
@@ -72,6 +73,64 @@ func standardCases(o suiteOpts) []caseDef {
 		soak.Duration = o.soak
 		cs = append(cs, caseDef{name: report.CaseSoak, about: fmt.Sprintf("%s for %v with the server's RSS sampled every second (first server only)", report.CaseHeadline, o.soak), cfg: soak, firstOnly: true})
 	}
+	// The lock protocols last: what they leave (slock locks held until they expire) does
+	// not weigh on the counter cases' figures and RSS.
+	return append(cs, lockCases(o)...)
+}
+
+// lockCases returns the cases of the lock protocols: PoolCounter, slock's binary frames
+// and slock's Redis text. Each runs on the targets that speak the protocol (--endpoint).
+func lockCases(o suiteOpts) []caseDef {
+	var cs []caseDef
+	shapes := [][2]int{{16, 1}, {64, 1}, {16, 16}, {64, 16}}
+	if o.quick {
+		shapes = [][2]int{{16, 1}, {64, 16}}
+	}
+	for _, p := range []struct{ proto, what, pair string }{
+		{"pool", "PoolCounter", "ACQ4ME+RELEASE"},
+		{"slock", "slock binary", "Lock+Unlock frames of one LockId"},
+		{"slock-text", "slock Redis-text", "LOCK+UNLOCK commands of one LOCK_ID"},
+	} {
+		for _, sh := range shapes {
+			cs = append(cs, caseDef{name: fmt.Sprintf("%s pairs %dx%d", p.proto, sh[0], sh[1]), proto: p.proto,
+				series: fmt.Sprintf("pipeline %d", sh[1]),
+				about: fmt.Sprintf("%s: %d connection(s), each with %d %s pair(s) in flight on its own key, sent together (never contended, so legal to pipeline)",
+					p.what, sh[0], sh[1], p.pair),
+				cfg: load.Config{Workload: load.Pairs, Conns: sh[0], Pipeline: sh[1]}})
+		}
+		if p.proto == "pool" {
+			for _, n := range []int{16, 64} {
+				if o.quick && n == 64 {
+					continue
+				}
+				cs = append(cs, caseDef{name: fmt.Sprintf("pool lock-then-release %dx1", n), proto: p.proto,
+					series: "release once granted",
+					about:  fmt.Sprintf("PoolCounter: %d connections, each on its own key, sending RELEASE only once ACQ4ME is answered LOCKED: two round trips a pair, as PoolCounter clients do", n),
+					cfg:    load.Config{Workload: load.Pairs, Conns: n, Pipeline: 1, AwaitGrant: true}})
+			}
+		}
+		if p.proto == "slock-text" {
+			continue
+		}
+		// Contention: shared keys, one holder at a time.
+		cc := caseDef{name: p.proto + " contention 64x1 8 keys", proto: p.proto, series: "8 shared keys",
+			about: fmt.Sprintf("%s: 64 connections on 8 shared keys (uniform), one holder a key: each sends its acquire with a probe behind it (%s), and the release once the lock is granted; a probe answered before its acquire counts a waiter",
+				p.what, map[string]string{"pool": "STATS UPTIME", "slock": "a Ping frame"}[p.proto]),
+			cfg: load.Config{Workload: load.Pairs, Conns: 64, Pipeline: 1, Keys: 8, Timeout: time.Second}}
+		if p.proto == "slock" {
+			cc.name, cc.cfg.Pipeline = "slock contention 64x16 8 keys", 16
+			cc.about += "; 16 acquires in flight a connection, their replies matched by RequestId"
+		}
+		cs = append(cs, cc)
+		wc := caseDef{name: p.proto + " wait 64x1", proto: p.proto,
+			about: fmt.Sprintf("%s: 64 connections waiting on one key the bench holds all run; every wait times out after %s (an op is one wait)",
+				p.what, map[string]string{"pool": "1 s, the protocol's granularity", "slock": "100 ms"}[p.proto]),
+			cfg: load.Config{Workload: load.Waits, Conns: 64, Pipeline: 1, Keys: 1, Timeout: time.Second}}
+		if p.proto == "slock" {
+			wc.name, wc.cfg.Pipeline, wc.cfg.Timeout = "slock wait 64x16", 16, 100*time.Millisecond
+		}
+		cs = append(cs, wc)
+	}
 	return cs
 }
 
@@ -93,6 +152,7 @@ func suiteCmd(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs.SetOutput(errOut)
 	var o suiteOpts
 	targets := fs.StringArray("target", nil, "a server, NAME=PROTO@HOST:PORT; repeat; the first is judged against the targets, one named redis is compared with")
+	endpoints := fs.StringArray("endpoint", nil, "NAME=PROTO@HOST:PORT: where target NAME speaks another protocol (pool, slock, slock-text); that protocol's cases run there")
 	pids := fs.StringArray("pid", nil, "NAME=PID: sample that target's server RSS")
 	notes := fs.StringArray("note", nil, "a line for the report, e.g. how the servers were pinned")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "measured time per run")
@@ -123,6 +183,24 @@ func suiteCmd(ctx context.Context, args []string, out, errOut io.Writer) error {
 			return err
 		}
 		rep.Targets = append(rep.Targets, t)
+	}
+	for _, s := range *endpoints {
+		e, err := targetFlag(s)
+		if err != nil {
+			return fmt.Errorf("--endpoint: %v", err)
+		}
+		found := false
+		for i := range rep.Targets {
+			if t := &rep.Targets[i]; t.Name == e.Name {
+				if t.Endpoints == nil {
+					t.Endpoints = map[string]string{}
+				}
+				t.Endpoints[e.Proto], found = e.Addr, true
+			}
+		}
+		if !found {
+			return fmt.Errorf("--endpoint %q names no --target", s)
+		}
 	}
 	for _, s := range *pids {
 		name, v, _ := strings.Cut(s, "=")
@@ -160,7 +238,7 @@ func suiteCmd(ctx context.Context, args []string, out, errOut io.Writer) error {
 		if filter != nil && !filter.MatchString(cd.name) {
 			continue
 		}
-		c := &report.Case{Name: cd.name, About: cd.about, Series: cd.series, Results: map[string]*load.Result{}}
+		c := &report.Case{Name: cd.name, About: cd.about, Proto: cd.proto, Series: cd.series, Results: map[string]*load.Result{}}
 		runs := map[string][]*load.Result{}
 		for round := 0; round < o.rounds; round++ {
 			if (cd.firstOnly || cd.firstRound) && round > 0 {
@@ -173,8 +251,15 @@ func suiteCmd(ctx context.Context, args []string, out, errOut io.Writer) error {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
+				addr, ok := t.Endpoint(cd.proto)
+				if !ok {
+					continue // the target does not speak the case's protocol
+				}
 				cfg := cd.cfg
-				cfg.Addr, cfg.Proto, cfg.PID = t.Addr, t.Proto, t.PID
+				cfg.Addr, cfg.Proto, cfg.PID = addr, t.Proto, t.PID
+				if cd.proto != "" {
+					cfg.Proto = cd.proto
+				}
 				cfg.Warmup = o.warmup
 				if cfg.Duration == 0 {
 					cfg.Duration = o.duration

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"time"
 
@@ -167,6 +168,7 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 	cs.ln.live--
 	s.stats[cs.proto].CurrConnections--
 	s.deliverWakes() // hand-overs to the dropped connection's waiters
+	s.publishDue()
 	if e := s.log.Debug(); e.Enabled() {
 		why := "closed by server"
 		if err != nil {
@@ -191,11 +193,31 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 	now := s.now().UnixNano()
 	switch cs.proto {
 	case ProtoPool:
-		return s.servePool(cs, now)
+		act := s.servePool(cs, now)
+		s.publishDue()
+		return act
 	case ProtoSlock:
-		return s.serveSlock(cs, now)
+		act := s.serveSlock(cs, now)
+		s.publishDue()
+		return act
 	}
 	return s.serveYrmcds(cs, now)
+}
+
+// minTick is the shortest wait between ticks when a timeout or expiry is about to fall due.
+const minTick = 250 * time.Microsecond
+
+// publishDue tells the ticker goroutine when the next wait or expiry falls due, so that
+// millisecond timeouts fire on time rather than at the next regular tick.
+func (s *Server) publishDue() {
+	due := int64(math.MaxInt64)
+	if at, ok := s.pools.NextDeadline(); ok {
+		due = at
+	}
+	if at, ok := s.locks.NextDeadline(); ok && at < due {
+		due = at
+	}
+	s.nextDue.Store(due)
 }
 
 // OnTick runs on gnet's ticker goroutine, not the loop: it only hands the timed work over.
@@ -203,10 +225,17 @@ func (s *Server) OnTick() (time.Duration, gnet.Action) {
 	if el, ok := s.el.Load().(gnet.EventLoop); ok && !s.stopping.Load() {
 		_ = el.Execute(context.Background(), gnet.RunnableFunc(s.tick))
 	}
-	return s.cfg.Tick, gnet.None
+	delay := s.cfg.Tick
+	if due := s.nextDue.Load(); due != math.MaxInt64 {
+		if d := time.Duration(due - s.now().UnixNano()); d < delay {
+			delay = max(d, minTick)
+		}
+	}
+	return delay, gnet.None
 }
 
-// tick runs on the loop: garbage collection at its times, and streaming dumps resumed.
+// tick runs on the loop: timeouts and expiries that fell due, garbage collection at its
+// times, and streaming dumps resumed.
 func (s *Server) tick(context.Context) error {
 	now := s.now()
 	if at, ok := s.pools.NextDeadline(); ok && at <= now.UnixNano() {
@@ -214,6 +243,7 @@ func (s *Server) tick(context.Context) error {
 		s.deliverWakes()
 	}
 	s.slockExpire(now.UnixNano())
+	s.publishDue()
 	if s.counters.GCDue(now.UnixNano()) {
 		s.gcCounters(now)
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"strconv"
 	"sync"
@@ -167,6 +168,7 @@ type Server struct {
 	ready     chan struct{}
 	readyOnce sync.Once
 	stopping  atomic.Bool
+	nextDue   atomic.Int64 // Unix ns of the next wait or expiry, published by the loop for OnTick
 	addrMu    sync.Mutex
 	addrs     []net.Addr // actual address of each listener, in Config order
 	bootErr   error
@@ -236,6 +238,7 @@ func New(cfg Config) (*Server, error) {
 	s.decoders[ProtoSemaphore] = counter.Decoder{Dialect: counter.Semaphore, MaxBody: cfg.MaxBody}
 	now := s.now()
 	s.started = now.UnixNano()
+	s.nextDue.Store(math.MaxInt64)
 	s.lastSemGC = now
 	s.gcCounters(now) // the reference collects at start
 	fdCap, backlog, err := openFileCap(len(cfg.Listeners), cfg.Backlog)

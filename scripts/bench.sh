@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the tallyd-bench standard suite against a fresh bin/tallyd (and, with --compare,
 # redis-server and yrmcds), each server pinned to one core and the load generator to
-# another. Writes bench/results/{latest,compare}.{md,json,png} and updates BENCHMARKS.md.
+# another. tallyd serves the counter protocol, PoolCounter and slock, each on a free port:
+# the lock protocols' cases run on it alone. Writes bench/results/{latest,compare}.{md,json,png} and updates BENCHMARKS.md.
 # Every server it starts is stopped on exit. Everything runs on 127.0.0.1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -57,12 +58,19 @@ args=(--duration "$duration" --rounds "$rounds" --soak "$soak")
 [[ -n "${BENCH_QUICK:-}" ]] && args+=(--quick)
 [[ -n "${BENCH_CASES:-}" ]] && args+=(--cases "$BENCH_CASES")
 
-# tallyd, fresh.
+# tallyd, fresh: the counter protocol, PoolCounter and slock, each on a free port.
 port=$(free_port "${TALLYD_PORT:-21215}")
-"${server_pin[@]}" bin/tallyd --counter-port "$port" -l 127.0.0.1 --log-level warn >"$tmp/tallyd.log" 2>&1 &
+pool_port=$(free_port "${TALLYD_POOL_PORT:-21531}")
+slock_port=$(free_port "${TALLYD_SLOCK_PORT:-21658}")
+"${server_pin[@]}" bin/tallyd --counter-port "$port" --pool-port "$pool_port" --slock-port "$slock_port" \
+	-l 127.0.0.1 --log-level warn >"$tmp/tallyd.log" 2>&1 &
 pids+=($!)
 wait_port "$port" $! tallyd
+wait_port "$pool_port" $! tallyd
+wait_port "$slock_port" $! tallyd
 args+=(--target "tallyd=counter@127.0.0.1:$port" --pid "tallyd=$!")
+args+=(--endpoint "tallyd=pool@127.0.0.1:$pool_port" --endpoint "tallyd=slock@127.0.0.1:$slock_port"
+	--endpoint "tallyd=slock-text@127.0.0.1:$slock_port")
 notes=("Servers: $(bin/tallyd --version 2>&1 | head -1 || true)")
 
 if ((compare)); then

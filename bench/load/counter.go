@@ -28,7 +28,7 @@ type yrmcds struct{}
 var opcodes = [...]counter.Opcode{Acquire: counter.OpAcquire, Release: counter.OpRelease,
 	Get: counter.OpGet, Wait: counter.OpAcquire, Noop: counter.OpNoop}
 
-func (yrmcds) Append(dst []byte, r Req) []byte {
+func (yrmcds) Append(dst []byte, r *Req) []byte {
 	switch r.Kind {
 	case Acquire, Wait:
 		return counter.AppendAcquire(dst, r.Opaque, r.N, r.Max, r.Key)
@@ -40,7 +40,7 @@ func (yrmcds) Append(dst []byte, r Req) []byte {
 	return counter.AppendRequest(dst, counter.OpNoop, r.Opaque, nil)
 }
 
-func (yrmcds) Parse(buf []byte, sent Req) (int, Outcome, error) {
+func (yrmcds) Parse(buf []byte, sent *Req) (int, Outcome, error) {
 	var resp counter.Response
 	n, err := counter.ParseResponse(buf, maxReplyBody, &resp)
 	if err != nil || n == 0 {

@@ -191,8 +191,7 @@ func (w *worker) pumpRaw(epfd int, now int64) error {
 	if now >= w.rn.end.Load() {
 		return errStop
 	}
-	w.wbuf = w.wbuf[:0]
-	w.fillClosed(now)
+	w.fillClosed(now) // behind any releases the replies asked for
 	if len(w.wbuf) == 0 {
 		if w.size == 0 {
 			return errDone
@@ -249,6 +248,7 @@ func (w *worker) lose(err error) {
 		w.count(errIO)
 	default:
 		w.count(errProtocol)
+		w.rn.noteErr(err)
 	}
 	w.forget()
 }

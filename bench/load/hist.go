@@ -61,6 +61,7 @@ type tally struct {
 	lat      []int64 // op latencies, ns
 	reqs     uint64  // replies received
 	ops      uint64  // ops completed
+	waited   uint64  // acquires that waited for the lock (seen by their probes)
 	outcomes [NumOutcomes]uint64
 	errs     [numErrKinds]uint64
 	measured bool // whether these fall inside the measured window
@@ -72,11 +73,16 @@ func (t *tally) reset() {
 }
 
 func (t *tally) empty() bool {
-	if len(t.lat) > 0 || t.reqs > 0 || t.ops > 0 {
+	if len(t.lat) > 0 || t.reqs > 0 || t.ops > 0 || t.waited > 0 {
 		return false
 	}
 	for _, e := range t.errs {
 		if e > 0 {
+			return false
+		}
+	}
+	for _, o := range t.outcomes {
+		if o > 0 {
 			return false
 		}
 	}
@@ -87,6 +93,7 @@ func (t *tally) empty() bool {
 type counts struct {
 	reqs     uint64
 	ops      uint64
+	waited   uint64
 	outcomes [NumOutcomes]uint64
 	errs     [numErrKinds]uint64
 }
@@ -94,6 +101,7 @@ type counts struct {
 func (c *counts) add(t *tally) {
 	c.reqs += t.reqs
 	c.ops += t.ops
+	c.waited += t.waited
 	for i, v := range t.outcomes {
 		c.outcomes[i] += v
 	}

@@ -25,7 +25,7 @@ func parseAll(t *testing.T, p Proto, stream []byte, sent []Req, step int) []Outc
 	for off := 0; off < len(stream); off += step {
 		buf = append(buf, stream[off:min(off+step, len(stream))]...)
 		for i < len(sent) {
-			n, o, err := p.Parse(buf, sent[i])
+			n, o, err := p.Parse(buf, &sent[i])
 			if err != nil {
 				t.Fatalf("step %d, reply %d: %v", step, i, err)
 			}
@@ -80,7 +80,7 @@ func TestCounterRepliesAcrossPartialReads(t *testing.T) {
 func TestCounterStatuses(t *testing.T) {
 	for status, want := range map[byte]Outcome{0x00: OK, 0x01: NotFound, 0x04: Invalid, 0x21: Busy,
 		0x22: NotHeld, 0x81: Unknown, 0x82: NoMemory, 0x7f: Failed} {
-		_, o, err := yrmcds{}.Parse(counterReply(0x01, status, 9, nil), Req{Kind: Get, Opaque: 9})
+		_, o, err := yrmcds{}.Parse(counterReply(0x01, status, 9, nil), &Req{Kind: Get, Opaque: 9})
 		if err != nil || o != want {
 			t.Errorf("status %#x: %v, %v; want %v", status, o, err, want)
 		}
@@ -97,7 +97,7 @@ func TestCounterRejectsMismatchedReplies(t *testing.T) {
 		"magic":   {append([]byte{0x90}, counterReply(0x02, 0, 7, nil)[1:]...), "magic"},
 		"toolong": {[]byte{0x91, 2, 0, 0, 0x7f, 0, 0, 0, 0, 0, 0, 7}, ""},
 	} {
-		_, _, err := yrmcds{}.Parse(c.reply, Req{Kind: Acquire, Opaque: 7})
+		_, _, err := yrmcds{}.Parse(c.reply, &Req{Kind: Acquire, Opaque: 7})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: error %v, want one saying %q", name, err, c.want)
 		}
@@ -105,12 +105,12 @@ func TestCounterRejectsMismatchedReplies(t *testing.T) {
 }
 
 func TestCounterAppendIsTheCodecs(t *testing.T) {
-	b := yrmcds{}.Append(nil, Req{Kind: Acquire, Key: []byte("key"), N: 2, Max: 10, Opaque: 0x01020304})
+	b := yrmcds{}.Append(nil, &Req{Kind: Acquire, Key: []byte("key"), N: 2, Max: 10, Opaque: 0x01020304})
 	want := []byte{0x90, 0x02, 0, 0, 0, 0, 0, 13, 1, 2, 3, 4, 0, 0, 0, 2, 0, 0, 0, 10, 0, 3, 'k', 'e', 'y'}
 	if !bytes.Equal(b, want) {
 		t.Errorf("acquire encoded as % x\nwant % x", b, want)
 	}
-	if b := (yrmcds{}).Append(nil, Req{Kind: Release, Key: []byte("k"), N: 1}); b[1] != 0x03 || len(b) != 12+7 {
+	if b := (yrmcds{}).Append(nil, &Req{Kind: Release, Key: []byte("k"), N: 1}); b[1] != 0x03 || len(b) != 12+7 {
 		t.Errorf("release encoded as % x", b)
 	}
 }
@@ -120,7 +120,7 @@ func TestSinkAnswersCounterRequests(t *testing.T) {
 	sent := []Req{{Kind: Acquire, Key: []byte("x"), N: 3, Max: 9, Opaque: 1}, {Kind: Get, Key: []byte("x"), Opaque: 2},
 		{Kind: Release, Key: []byte("x"), N: 3, Opaque: 3}, {Kind: Noop, Opaque: 4}}
 	for _, r := range sent {
-		reqs = yrmcds{}.Append(reqs, r)
+		reqs = yrmcds{}.Append(reqs, &r)
 	}
 	var out []byte
 	for len(reqs) > 0 {
@@ -162,7 +162,7 @@ func TestRESPAppend(t *testing.T) {
 		{Req{Kind: Get, Key: []byte("k")}, "*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"},
 		{Req{Kind: Noop}, "*1\r\n$4\r\nPING\r\n"},
 	} {
-		if got := string(resp{}.Append(nil, c.r)); got != c.want {
+		if got := string(respCounter{}.Append(nil, &c.r)); got != c.want {
 			t.Errorf("%v %d: %q, want %q", c.r.Kind, c.r.N, got, c.want)
 		}
 	}
@@ -174,7 +174,7 @@ func TestRESPRepliesAcrossPartialReads(t *testing.T) {
 	want := []Outcome{OK, OK, NotFound, OK, Failed, OK, OK, NotFound, OK}
 	sent := make([]Req, len(want))
 	for step := 1; step <= len(stream); step++ {
-		got := parseAll(t, resp{}, []byte(stream), sent, step)
+		got := parseAll(t, respCounter{}, []byte(stream), sent, step)
 		if len(got) != len(want) {
 			t.Fatalf("step %d: %d replies, want %d", step, len(got), len(want))
 		}
@@ -189,43 +189,52 @@ func TestRESPRepliesAcrossPartialReads(t *testing.T) {
 func TestRESPRejectsGarbage(t *testing.T) {
 	for _, bad := range []string{":12\n", ":1x\r\n", "$abc\r\n", "$5\r\nhelloXX", "$-2\r\n", "*x\r\n",
 		"?what\r\n", strings.Repeat("*1\r\n", 20) + ":1\r\n", ":" + strings.Repeat("9", 30) + "\r\n"} {
-		if _, _, err := (resp{}).Parse([]byte(bad), Req{}); err == nil {
+		if _, _, err := (respCounter{}).Parse([]byte(bad), &Req{}); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}
-	if _, _, err := (resp{}).Parse(bytes.Repeat([]byte("a"), 70<<10), Req{}); err == nil {
+	if _, _, err := (respCounter{}).Parse(bytes.Repeat([]byte("a"), 70<<10), &Req{}); err == nil {
 		t.Error("a 70 KiB line without a newline was waited on")
 	}
 }
 
 func TestSinkAnswersRESP(t *testing.T) {
-	req := resp{}.Append(nil, Req{Kind: Acquire, Key: []byte("k"), N: 1})
+	req := respCounter{}.Append(nil, &Req{Kind: Acquire, Key: []byte("k"), N: 1})
 	for i := 0; i < len(req); i++ {
-		if _, n, err := (resp{}).Answer(nil, req[:i]); n != 0 || err != nil {
+		if _, n, err := (respCounter{}).Answer(nil, req[:i]); n != 0 || err != nil {
 			t.Fatalf("answered %d of %d bytes: n %d, %v", i, len(req), n, err)
 		}
 	}
-	out, n, err := resp{}.Answer(nil, req)
+	out, n, err := respCounter{}.Answer(nil, req)
 	if err != nil || n != len(req) || string(out) != ":1\r\n" {
 		t.Errorf("Answer = %q, %d, %v", out, n, err)
 	}
-	if _, _, err := (resp{}).Answer(nil, []byte("+PING\r\n")); err == nil {
+	if _, _, err := (respCounter{}).Answer(nil, []byte("+PING\r\n")); err == nil {
 		t.Error("sink accepted an inline command")
 	}
 }
 
 func TestLookup(t *testing.T) {
-	for _, name := range []string{"counter", "semaphore", "resp"} {
+	for _, name := range []string{"counter", "semaphore", "resp", "pool", "slock", "slock-text"} {
 		d, err := Lookup(name)
 		if err != nil || d.Name != name || d.New() == nil {
 			t.Errorf("Lookup(%q) = %v, %v", name, d, err)
 		}
 	}
-	if _, err := Lookup("memcache"); err == nil || !strings.Contains(err.Error(), "counter, resp, semaphore") {
+	if _, err := Lookup("memcache"); err == nil || !strings.Contains(err.Error(), "counter, pool, resp, semaphore, slock, slock-text") {
 		t.Errorf("Lookup(memcache): %v", err)
 	}
 	d, _ := Lookup("resp")
-	if d.Supports(Wait) || !d.Supports(Acquire) {
+	if d.Supports(Wait) || !d.Supports(Acquire) || d.Waits {
 		t.Error("resp: Supports wrong")
+	}
+	for _, name := range []string{"pool", "slock", "slock-text"} {
+		d, _ := Lookup(name)
+		if !d.Supports(Wait) || d.Supports(Get) || !d.Waits || d.TimeoutUnit == 0 {
+			t.Errorf("%s: Supports or Waits wrong: %+v", name, d)
+		}
+		if _, ok := d.New().(Matcher); ok != (name != "slock-text") {
+			t.Errorf("%s: Matcher %v", name, ok)
+		}
 	}
 }

@@ -4,66 +4,49 @@ import (
 	"bytes"
 	"fmt"
 	"strconv"
+
+	"tallyd/proto/resp"
 )
 
 func init() {
 	Register(&Dialect{Name: "resp", Port: 6379, Kinds: []Kind{Acquire, Release, Get, Noop},
-		New: func() Proto { return resp{} },
+		New: func() Proto { return respCounter{} },
 		Doc: "RESP counters (Redis): INCR/DECR (INCRBY/DECRBY for N > 1), GET, PING"})
 }
 
-// resp speaks RESP2 to a Redis-compatible server: Acquire is INCR, Release is DECR.
-type resp struct{}
+// respCounter speaks RESP2 to a Redis-compatible server: Acquire is INCR, Release is DECR.
+type respCounter struct{}
 
 // maxRESPDepth bounds the nesting of arrays in a reply.
 const maxRESPDepth = 8
 
-func (resp) Append(dst []byte, r Req) []byte {
+// Commands of respCounter.
+var (
+	wordIncr   = []byte("INCR")
+	wordIncrBy = []byte("INCRBY")
+	wordDecr   = []byte("DECR")
+	wordDecrBy = []byte("DECRBY")
+	wordGet    = []byte("GET")
+)
+
+func (respCounter) Append(dst []byte, r *Req) []byte {
+	one, by := wordIncr, wordIncrBy
 	switch r.Kind {
-	case Acquire, Wait:
-		if r.N == 1 {
-			return appendCommand(dst, "INCR", r.Key, -1)
-		}
-		return appendCommand(dst, "INCRBY", r.Key, int64(r.N))
 	case Release:
-		if r.N == 1 {
-			return appendCommand(dst, "DECR", r.Key, -1)
-		}
-		return appendCommand(dst, "DECRBY", r.Key, int64(r.N))
+		one, by = wordDecr, wordDecrBy
 	case Get:
-		return appendCommand(dst, "GET", r.Key, -1)
+		return resp.AppendCommandBytes(dst, wordGet, r.Key)
+	case Noop:
+		return resp.AppendCommand(dst, "PING")
 	}
-	return append(dst, "*1\r\n$4\r\nPING\r\n"...)
+	if r.N == 1 {
+		return resp.AppendCommandBytes(dst, one, r.Key)
+	}
+	var tmp [10]byte
+	return resp.AppendCommandBytes(dst, by, r.Key, strconv.AppendUint(tmp[:0], uint64(r.N), 10))
 }
 
-// appendCommand appends the RESP array [cmd key] or, when n >= 0, [cmd key n].
-func appendCommand(dst []byte, cmd string, key []byte, n int64) []byte {
-	if n >= 0 {
-		dst = append(dst, "*3\r\n$"...)
-	} else {
-		dst = append(dst, "*2\r\n$"...)
-	}
-	dst = strconv.AppendInt(dst, int64(len(cmd)), 10)
-	dst = append(dst, "\r\n"...)
-	dst = append(dst, cmd...)
-	dst = append(dst, "\r\n$"...)
-	dst = strconv.AppendInt(dst, int64(len(key)), 10)
-	dst = append(dst, "\r\n"...)
-	dst = append(dst, key...)
-	dst = append(dst, "\r\n"...)
-	if n >= 0 {
-		var tmp [20]byte
-		num := strconv.AppendInt(tmp[:0], n, 10)
-		dst = append(dst, '$')
-		dst = strconv.AppendInt(dst, int64(len(num)), 10)
-		dst = append(dst, "\r\n"...)
-		dst = append(dst, num...)
-		dst = append(dst, "\r\n"...)
-	}
-	return dst
-}
-
-func (resp) Parse(buf []byte, sent Req) (int, Outcome, error) {
+func (respCounter) Parse(buf []byte, sent *Req) (int, Outcome, error) {
 	n, typ, null, err := parseRESP(buf, 0)
 	if err != nil || n == 0 {
 		return 0, 0, err
@@ -144,6 +127,38 @@ func parseRESP(buf []byte, depth int) (n int, typ byte, null bool, err error) {
 	return 0, 0, false, fmt.Errorf("RESP reply starts with %q, not one of + - : $ *", typ)
 }
 
+// respArray frames the RESP array reply at the front of buf, as parseRESP does, and
+// records in at where each of its first len(at) elements starts. It returns the bytes
+// the array took (0: buf holds only part of it) and its element count; a reply that is
+// not an array is an error.
+func respArray(buf []byte, at []int) (n int, count int64, err error) {
+	i := bytes.IndexByte(buf, '\n')
+	switch {
+	case len(buf) > 0 && buf[0] != '*':
+		return 0, 0, fmt.Errorf("RESP reply %q is not an array", trim(buf[:max(i+1, min(len(buf), 40))]))
+	case i < 0:
+		return 0, 0, nil
+	case buf[i-1] != '\r':
+		return 0, 0, fmt.Errorf("RESP reply line %q does not end in CRLF", trim(buf[:i+1]))
+	}
+	count, ok := atoi(buf[1 : i-1])
+	if !ok || count < 0 || count > 1<<20 {
+		return 0, 0, fmt.Errorf("RESP array reply has bad length %q", trim(buf[1:i-1]))
+	}
+	n = i + 1
+	for e := int64(0); e < count; e++ {
+		if e < int64(len(at)) {
+			at[e] = n
+		}
+		m, _, _, err := parseRESP(buf[n:], 1)
+		if err != nil || m == 0 {
+			return 0, 0, err
+		}
+		n += m
+	}
+	return n, count, nil
+}
+
 // atoi parses a decimal integer with an optional minus sign, without allocating.
 func atoi(b []byte) (int64, bool) {
 	neg := false
@@ -175,7 +190,7 @@ func trim(b []byte) string {
 }
 
 // Answer is the sink's side: every complete command array gets ":1\r\n".
-func (resp) Answer(dst, buf []byte) ([]byte, int, error) {
+func (respCounter) Answer(dst, buf []byte) ([]byte, int, error) {
 	n, typ, _, err := parseRESP(buf, 0)
 	if err != nil || n == 0 {
 		return dst, 0, err

@@ -19,7 +19,7 @@ func Merge(rs ...*Result) *Result {
 	m.hist = NewHistogram()
 	m.Outcomes = map[string]uint64{}
 	m.Errors = map[string]uint64{}
-	m.Rounds, m.Seconds, m.Requests, m.Ops, m.CPU = 0, 0, 0, 0, 0
+	m.Rounds, m.Seconds, m.Requests, m.Ops, m.CPU, m.Waited = 0, 0, 0, 0, 0, 0
 	m.ByRound = nil
 	if rs[0].Churn != nil {
 		m.churn = NewHistogram()
@@ -35,6 +35,7 @@ func Merge(rs ...*Result) *Result {
 		m.Seconds += r.Seconds
 		m.Requests += r.Requests
 		m.Ops += r.Ops
+		m.Waited += r.Waited
 		m.CPU += r.CPU
 		if r.hist != nil {
 			m.hist.Merge(r.hist)
@@ -55,6 +56,9 @@ func Merge(rs ...*Result) *Result {
 		}
 		if r.RSS != nil {
 			m.RSS = r.RSS
+		}
+		if m.FirstError == "" {
+			m.FirstError = r.FirstError
 		}
 	}
 	m.finish()
@@ -133,6 +137,12 @@ func (r *Result) Describe() string {
 	} else {
 		b.WriteString(", a key per conn")
 	}
+	if r.Max > 0 {
+		fmt.Fprintf(&b, ", %s holder(s) a key, timeout %s", Grouped(float64(r.Max)), Micros(r.Timeout*1e3))
+	}
+	if r.Grant {
+		b.WriteString(", release once granted")
+	}
 	if r.Churn != nil {
 		fmt.Fprintf(&b, ", churn %s/s", Grouped(r.Churn.Rate))
 	}
@@ -179,7 +189,13 @@ func (r *Result) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "  %-14s %s\n", f.Name, f.Format(f.Value(r)))
 	}
 	writeCounts(w, "  replies", r.Outcomes)
+	if r.Waited > 0 {
+		fmt.Fprintf(w, "  waited         %s acquires waited for the lock (their probe was answered first)\n", Grouped(float64(r.Waited)))
+	}
 	writeCounts(w, "  errors by kind", r.Errors)
+	if r.FirstError != "" {
+		fmt.Fprintf(w, "  first protocol error: %s\n", r.FirstError)
+	}
 	if c := r.Churn; c != nil {
 		fmt.Fprintf(w, "  churn          %s cycles (%s/s asked), %d failed, %d skipped, cycle p50 %s p99 %s\n",
 			Grouped(float64(c.Cycles)), Grouped(c.Rate), c.Failed, c.Skipped, Micros(c.Latency.P50), Micros(c.Latency.P99))

@@ -44,16 +44,21 @@ type Config struct {
 	Theta    float64       // zipf skew in (0, 1)
 	Gets     float64       // share of gets in the Mix workload
 	N        uint32        // resources per acquire and release
-	Max      uint32        // counter maximum (semaphore initial)
-	Timeout  time.Duration // how long a Waits op waits
-	Churn    float64       // connect, one op, close: cycles per second
-	Sources  int           // loopback source addresses to spread connections over
-	Prefix   string        // key name prefix
-	Seed     uint64        // random seed (0: from the clock)
-	PID      int           // a server process whose RSS to sample (0: none)
-	Progress io.Writer     // a line per second, or nil
-	Label    string        // names the run in progress lines
-	Spin     time.Duration // epoll driver: poll this long before sleeping (0: never)
+	Max      uint32        // counter maximum, semaphore initial, pool workers, slock holders
+	Queue    uint32        // PoolCounter maxqueue (0: no limit)
+	Timeout  time.Duration // how long an acquire of a waiting protocol may wait
+	Expiry   time.Duration // how long a slock lock may be held before the server frees it
+	// AwaitGrant sends each pair's release only once its acquire is answered: two round
+	// trips a pair, as lock clients do. Always so on shared keys of a waiting protocol.
+	AwaitGrant bool
+	Churn      float64       // connect, one op, close: cycles per second
+	Sources    int           // loopback source addresses to spread connections over
+	Prefix     string        // key name prefix
+	Seed       uint64        // random seed (0: from the clock)
+	PID        int           // a server process whose RSS to sample (0: none)
+	Progress   io.Writer     // a line per second, or nil
+	Label      string        // names the run in progress lines
+	Spin       time.Duration // epoll driver: poll this long before sleeping (0: never)
 }
 
 // Defaults fills the zero fields of c with the tool's defaults.
@@ -79,17 +84,24 @@ func (c *Config) Defaults() {
 	if c.N == 0 {
 		c.N = 1
 	}
+	d, _ := Lookup(c.Proto)
 	if c.Max == 0 {
 		c.Max = math.MaxUint32
-		if c.Workload == Hot {
-			c.Max = c.N
+		if c.Workload == Hot || c.Workload == Waits || d != nil && d.Waits {
+			c.Max = c.N // one holder at a time: a lock
 		}
 	}
-	if c.Workload == Hot && c.Keys == 0 {
+	if (c.Workload == Hot || c.Workload == Waits) && c.Keys == 0 {
 		c.Keys = 1
 	}
 	if c.Timeout == 0 {
 		c.Timeout = 100 * time.Millisecond
+	}
+	if d != nil && d.TimeoutUnit > 0 {
+		c.Timeout = (c.Timeout + d.TimeoutUnit - 1) / d.TimeoutUnit * d.TimeoutUnit
+	}
+	if c.Expiry == 0 {
+		c.Expiry = 10 * time.Second
 	}
 	if c.Prefix == "" {
 		c.Prefix = "tb:"
@@ -115,6 +127,10 @@ func (c *Config) check(d *Dialect) error {
 		return fmt.Errorf("--keys %d is negative", c.Keys)
 	case c.Duration < 0 || c.Warmup < 0:
 		return errors.New("--duration and --warmup must not be negative")
+	case c.Timeout < 0 || c.Timeout > math.MaxUint32*time.Millisecond:
+		return fmt.Errorf("--timeout %v is out of range", c.Timeout)
+	case c.Expiry < time.Millisecond || c.Expiry >= math.MaxUint32*time.Millisecond:
+		return fmt.Errorf("--expiry %v is out of range (1ms to 49 days)", c.Expiry)
 	}
 	need := []Kind{Acquire, Release}
 	switch c.Workload {
@@ -131,33 +147,64 @@ func (c *Config) check(d *Dialect) error {
 			return fmt.Errorf("protocol %s has no %v request, which workload %s needs", d.Name, k, c.Workload)
 		}
 	}
+	if !d.Waits {
+		return nil
+	}
+	if c.Workload == Hot {
+		return fmt.Errorf("workload hot does not fit %s, whose acquires wait for the lock: use pairs with --keys 1 (and --max 1) for contention", d.Name)
+	}
+	if c.Workload == Waits && c.Keys*int(min(c.Max, 1<<16)) > 1<<16 {
+		return fmt.Errorf("workload wait takes each of its --keys %d --max %d times before the run: at most 65,536 holds", c.Keys, c.Max)
+	}
+	if d.WaitDepth > 0 && (c.Workload == Waits || c.AwaitGrant || c.Keys > 0) {
+		why := fmt.Sprintf("a %s connection may have only %d acquire(s) that may wait in flight", d.Name, d.WaitDepth)
+		switch d.Name {
+		case "pool":
+			why += " (PoolCounter answers another ERROR WAIT_FOR_RESPONSE, and a RELEASE behind a waiting acquire cancels it)"
+		case "slock-text":
+			why += " (a text LOCK blocks its connection until it resolves)"
+		}
+		switch {
+		case c.Rate > 0 && c.Conns > 0:
+			return fmt.Errorf("the open loop (--rate) sends on a schedule, but %s: use the closed loop", why)
+		case c.Pipeline > d.WaitDepth:
+			return fmt.Errorf("--pipeline %d with shared keys or waits: %s; use more --conns instead", c.Pipeline, why)
+		}
+	}
 	return nil
 }
 
 // Result is the outcome of a run, or of several merged.
 type Result struct {
-	Label     string            `json:"label,omitempty"`
-	Addr      string            `json:"addr"`
-	Proto     string            `json:"proto"`
-	Workload  string            `json:"workload"`
-	Conns     int               `json:"conns"`
-	Idle      int               `json:"idle"`
-	Pipeline  int               `json:"pipeline"`
-	Rate      float64           `json:"rate,omitempty"`
-	Keys      int               `json:"keys"`
-	Dist      string            `json:"dist,omitempty"`
-	Rounds    int               `json:"rounds"`
-	ByRound   []float64         `json:"ops_per_sec_by_round,omitempty"` // of merged runs
-	Seconds   float64           `json:"seconds"`
-	Requests  uint64            `json:"requests"`
-	Ops       uint64            `json:"ops"`
-	ReqPerSec float64           `json:"requests_per_sec"`
-	OpsPerSec float64           `json:"ops_per_sec"`
-	Latency   Summary           `json:"latency"`
-	Outcomes  map[string]uint64 `json:"outcomes"`
-	Errors    map[string]uint64 `json:"errors"`
-	Churn     *ChurnResult      `json:"churn,omitempty"`
-	RSS       *RSS              `json:"server_rss,omitempty"`
+	Label    string  `json:"label,omitempty"`
+	Addr     string  `json:"addr"`
+	Proto    string  `json:"proto"`
+	Workload string  `json:"workload"`
+	Conns    int     `json:"conns"`
+	Idle     int     `json:"idle"`
+	Pipeline int     `json:"pipeline"`
+	Rate     float64 `json:"rate,omitempty"`
+	Keys     int     `json:"keys"`
+	Dist     string  `json:"dist,omitempty"`
+	Max      uint32  `json:"max,omitempty"`         // of the lock protocols: holders at once
+	Timeout  float64 `json:"timeout_ms,omitempty"`  // of the lock protocols and waits
+	Grant    bool    `json:"await_grant,omitempty"` // releases went out once granted
+	Waited   uint64  `json:"waited,omitempty"`      // acquires that waited for the lock
+	// FirstError is the first reply that broke a connection's stream (a protocol error),
+	// with the bytes the server sent.
+	FirstError string            `json:"first_protocol_error,omitempty"`
+	Rounds     int               `json:"rounds"`
+	ByRound    []float64         `json:"ops_per_sec_by_round,omitempty"` // of merged runs
+	Seconds    float64           `json:"seconds"`
+	Requests   uint64            `json:"requests"`
+	Ops        uint64            `json:"ops"`
+	ReqPerSec  float64           `json:"requests_per_sec"`
+	OpsPerSec  float64           `json:"ops_per_sec"`
+	Latency    Summary           `json:"latency"`
+	Outcomes   map[string]uint64 `json:"outcomes"`
+	Errors     map[string]uint64 `json:"errors"`
+	Churn      *ChurnResult      `json:"churn,omitempty"`
+	RSS        *RSS              `json:"server_rss,omitempty"`
 	// CPU is the processor time tallyd-bench itself used in the measured window.
 	CPU float64 `json:"client_cpu_s"`
 	// CPUPerReq is CPU per request in nanoseconds: 1e9/CPUPerReq requests per second
@@ -219,7 +266,13 @@ type runner struct {
 	mEnd    int64
 	end     atomic.Int64 // stop sending and reading at this time
 	open    bool
-	gap     int64 // open loop: ns between ops of one connection
+	gap     int64  // open loop: ns between ops of one connection
+	perOp   int    // most requests an op sends
+	hot     bool   // the Hot workload
+	grant   bool   // pairs send their release once the acquire is granted
+	probe   bool   // and a probe behind the acquire, which tells whether it waited
+	timeout uint32 // Req.Timeout, ms
+	expiry  uint32 // Req.Expiry, ms
 	budget  *atomic.Int64
 	workers []*worker
 	epolled bool // the closed loop runs on the epoll driver
@@ -227,6 +280,18 @@ type runner struct {
 	churnMu sync.Mutex
 	churnH  *hdrhistogram.Histogram
 	churnN  ChurnResult
+
+	errMu    sync.Mutex
+	firstErr string
+}
+
+// noteErr keeps the first protocol error of the run for the result.
+func (rn *runner) noteErr(err error) {
+	rn.errMu.Lock()
+	if rn.firstErr == "" {
+		rn.firstErr = err.Error()
+	}
+	rn.errMu.Unlock()
 }
 
 func (rn *runner) now() int64 { return int64(time.Since(rn.base)) }
@@ -265,9 +330,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	cfg = rn.cfg
 	res := &Result{Label: cfg.Label, Addr: cfg.Addr, Proto: cfg.Proto, Workload: cfg.Workload,
 		Conns: cfg.Conns, Idle: cfg.Idle, Pipeline: cfg.Pipeline, Rate: cfg.Rate, Keys: cfg.Keys,
-		Rounds: 1}
+		Rounds: 1, Grant: rn.grant}
 	if cfg.Keys > 1 {
 		res.Dist = cfg.Dist
+	}
+	if rn.dialect.Waits {
+		res.Max, res.Timeout = cfg.Max, float64(cfg.Timeout)/1e6
 	}
 	if cfg.PID > 0 {
 		res.RSS = &RSS{Start: rssKiB(cfg.PID)}
@@ -313,6 +381,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		if res.Idle > 0 {
 			res.RSS.PerIdle = float64(res.RSS.Held-res.RSS.Active) * 1024 / float64(res.Idle)
 		}
+	}
+	if cfg.Workload == Waits {
+		// Every key taken for the whole run, so that every wait waits.
+		hs, err := rn.takeKeys()
+		if err != nil {
+			return nil, err
+		}
+		defer hs.release()
 	}
 
 	// Load.
@@ -399,12 +475,29 @@ func newRunner(cfg Config) (*runner, error) {
 	if err := cfg.check(d); err != nil {
 		return nil, err
 	}
-	rn := &runner{cfg: cfg, dialect: d, rec: newRecorder(), churnH: NewHistogram()}
+	rn := &runner{cfg: cfg, dialect: d, rec: newRecorder(), churnH: NewHistogram(), perOp: 2,
+		timeout: uint32(cfg.Timeout / time.Millisecond), expiry: uint32(cfg.Expiry / time.Millisecond)}
+	rn.hot = cfg.Workload == Hot
+	if cfg.Workload == Pairs || cfg.Workload == Mix {
+		rn.grant = cfg.AwaitGrant || d.Waits && cfg.Keys > 0
+	}
+	if rn.grant && cfg.Keys > 0 && d.Supports(Noop) {
+		_, rn.probe = d.New().(Matcher)
+	}
+	if rn.probe {
+		rn.perOp = 3
+	}
 	if rn.dial, err = newDialers(cfg.Addr, cfg.Sources, 5*time.Second); err != nil {
 		return nil, err
 	}
 	if cfg.Keys > 0 {
-		if rn.keys, err = NewKeys(cfg.Prefix+"k", cfg.Keys, cfg.Dist, cfg.Theta); err != nil {
+		shared := cfg.Prefix + "k"
+		if d.Durable {
+			// Locks outlive the run (until they expire): fresh names keep a run from
+			// waiting on the locks the one before left held.
+			shared = cfg.Prefix + "r" + strconv.FormatUint(cfg.Seed%1e6, 10) + ":"
+		}
+		if rn.keys, err = NewKeys(shared, cfg.Keys, cfg.Dist, cfg.Theta); err != nil {
 			return nil, err
 		}
 	} else {
@@ -466,6 +559,9 @@ func (rn *runner) progress(sec int, rss *RSS) {
 	if r := c.refusals(); r > 0 {
 		b = fmt.Appendf(b, "  refused %d", r)
 	}
+	if c.waited > 0 {
+		b = fmt.Appendf(b, "  waited %d", c.waited)
+	}
 	if kib > 0 {
 		b = fmt.Appendf(b, "  server rss %.1f MiB", float64(kib)/1024)
 	}
@@ -489,7 +585,10 @@ func (rn *runner) result(res *Result, done int64) {
 	n := rn.rec.totalN
 	res.hist = rn.rec.total
 	rn.rec.mu.Unlock()
-	res.Requests, res.Ops = n.reqs, n.ops
+	res.Requests, res.Ops, res.Waited = n.reqs, n.ops, n.waited
+	rn.errMu.Lock()
+	res.FirstError = rn.firstErr
+	rn.errMu.Unlock()
 	res.Outcomes = map[string]uint64{}
 	for o, v := range n.outcomes {
 		if v == 0 {

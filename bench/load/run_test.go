@@ -207,6 +207,8 @@ func TestPortableDriver(t *testing.T) {
 	t.Run("counts", TestRunAgainstSinkCountsEveryRequest)
 	t.Run("closes", TestRunSurvivesClosedConnections)
 	t.Run("duration", TestRunForDurationWithIdleAndChurn)
+	t.Run("locks", TestRunLockProtocolsAgainstSinks)
+	t.Run("waits", TestRunPoolWaits)
 }
 
 func TestRunStopsOnCancel(t *testing.T) {

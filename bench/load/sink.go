@@ -11,7 +11,7 @@ import (
 // Sink is a trivial server that answers every request of one protocol with a canned
 // success, to measure the load generator itself and to test it.
 type Sink struct {
-	srv      Server
+	newSrv   func() Server // one per connection: a protocol's sink side may keep state
 	requests atomic.Uint64
 	conns    atomic.Int64
 	mu       sync.Mutex
@@ -26,11 +26,10 @@ func NewSink(proto string) (*Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv, ok := d.New().(Server)
-	if !ok {
+	if _, ok := d.New().(Server); !ok {
 		return nil, fmt.Errorf("protocol %s has no sink side", proto)
 	}
-	return &Sink{srv: srv, open: map[net.Conn]struct{}{}}, nil
+	return &Sink{newSrv: func() Server { return d.New().(Server) }, open: map[net.Conn]struct{}{}}, nil
 }
 
 // Requests returns how many requests the sink has answered.
@@ -86,6 +85,7 @@ func (s *Sink) serve(c net.Conn) {
 		s.conns.Add(-1)
 		s.wg.Done()
 	}()
+	srv := s.newSrv()
 	in := make([]byte, 64<<10)
 	out := make([]byte, 0, 64<<10)
 	r, w := 0, 0
@@ -107,7 +107,7 @@ func (s *Sink) serve(c net.Conn) {
 		var count uint64
 		for r < w {
 			var m int
-			out, m, err = s.srv.Answer(out, in[r:w])
+			out, m, err = srv.Answer(out, in[r:w])
 			if err != nil {
 				return
 			}

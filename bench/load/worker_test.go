@@ -169,13 +169,17 @@ func TestGrowKeepsPartialReply(t *testing.T) {
 	}
 }
 
-// cycle sends a pipeline of ops, answers them like a sink and consumes the replies.
+// cycle sends a pipeline of ops, answers them like a sink and consumes the replies, and
+// so on while the replies ask for more requests (releases of granted acquires).
 func cycle(t testing.TB, w *worker, scratch []byte, now int64) []byte {
 	w.wbuf = w.wbuf[:0]
 	w.fillClosed(now)
-	scratch = answer(t, w, scratch)
-	if err := w.consume(now + 1000); err != nil {
-		t.Fatal(err)
+	for len(w.wbuf) > 0 {
+		scratch = answer(t, w, scratch)
+		w.wbuf = w.wbuf[:0]
+		if err := w.consume(now + 1000); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return scratch
 }
@@ -187,6 +191,13 @@ func TestRequestPathDoesNotAllocate(t *testing.T) {
 		{Proto: "counter", Conns: 1, Pipeline: 4, Workload: Hot},
 		{Proto: "resp", Conns: 1, Pipeline: 16},
 		{Proto: "semaphore", Conns: 1, Pipeline: 16, Keys: 100},
+		{Proto: "counter", Conns: 1, Pipeline: 16, AwaitGrant: true},
+		{Proto: "pool", Conns: 1, Pipeline: 16},
+		{Proto: "pool", Conns: 1, Pipeline: 1, Keys: 8},
+		{Proto: "slock", Conns: 1, Pipeline: 16},
+		{Proto: "slock", Conns: 1, Pipeline: 16, Keys: 8},
+		{Proto: "slock-text", Conns: 1, Pipeline: 16},
+		{Proto: "slock-text", Conns: 1, Pipeline: 1, Keys: 8},
 	} {
 		w := testWorker(t, c)
 		scratch := make([]byte, 0, 64<<10)
@@ -197,7 +208,7 @@ func TestRequestPathDoesNotAllocate(t *testing.T) {
 			scratch = cycle(t, w, scratch, now)
 		})
 		if allocs != 0 {
-			t.Errorf("%s %s: %v allocations per pipeline of requests, want 0", c.Proto, c.Workload, allocs)
+			t.Errorf("%s %s keys %d: %v allocations per pipeline of requests, want 0", c.Proto, c.Workload, c.Keys, allocs)
 		}
 		// The flush into the shared histograms too.
 		allocs = testing.AllocsPerRun(200, func() {
@@ -242,4 +253,27 @@ func BenchmarkCycleRESP(b *testing.B) { benchCycle(b, Config{Proto: "resp", Conn
 // BenchmarkCycleMixZipf: 16 ops of 90% gets over 10,000 zipf keys.
 func BenchmarkCycleMixZipf(b *testing.B) {
 	benchCycle(b, Config{Proto: "counter", Conns: 1, Pipeline: 16, Workload: Mix, Keys: 10000, Dist: "zipf"})
+}
+
+// BenchmarkCyclePool: 16 pipelined ACQ4ME+RELEASE pairs on the connection's own key.
+func BenchmarkCyclePool(b *testing.B) { benchCycle(b, Config{Proto: "pool", Conns: 1, Pipeline: 16}) }
+
+// BenchmarkCyclePoolContention: one op on shared keys: ACQ4ME with its STATS probe, then
+// the RELEASE once LOCKED (two exchanges).
+func BenchmarkCyclePoolContention(b *testing.B) {
+	benchCycle(b, Config{Proto: "pool", Conns: 1, Pipeline: 1, Keys: 8})
+}
+
+// BenchmarkCycleSlock: 16 pipelined Lock+Unlock frame pairs.
+func BenchmarkCycleSlock(b *testing.B) { benchCycle(b, Config{Proto: "slock", Conns: 1, Pipeline: 16}) }
+
+// BenchmarkCycleSlockContention: 16 Locks with their Ping probes on shared keys, replies
+// matched by RequestId, then the 16 Unlocks.
+func BenchmarkCycleSlockContention(b *testing.B) {
+	benchCycle(b, Config{Proto: "slock", Conns: 1, Pipeline: 16, Keys: 8})
+}
+
+// BenchmarkCycleSlockText: 16 pipelined LOCK+UNLOCK command pairs.
+func BenchmarkCycleSlockText(b *testing.B) {
+	benchCycle(b, Config{Proto: "slock-text", Conns: 1, Pipeline: 16})
 }

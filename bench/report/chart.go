@@ -22,9 +22,13 @@ var palette = []color.Color{
 	color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
 	color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
 	color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
+	color.RGBA{R: 0x8c, G: 0x56, B: 0x4b, A: 0xff},
+	color.RGBA{R: 0xe3, G: 0x77, B: 0xc2, A: 0xff},
+	color.RGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff},
 }
 
-var dashes = [][]vg.Length{nil, {vg.Points(6), vg.Points(3)}, {vg.Points(2), vg.Points(2)}}
+var dashes = [][]vg.Length{nil, {vg.Points(6), vg.Points(3)}, {vg.Points(2), vg.Points(2)},
+	{vg.Points(8), vg.Points(2), vg.Points(2), vg.Points(2)}}
 
 // point is one case of a chart series.
 type point struct {
@@ -35,25 +39,30 @@ type point struct {
 	p999  float64
 }
 
-// series returns, for each target and series name, its points sorted by connections.
-func (r *Report) series() (names []string, data map[string]map[string][]point) {
-	data = map[string]map[string][]point{}
-	seen := map[string]bool{}
+// line names a chart line of each target: a case protocol ("" for the target's own) and
+// a series.
+type line struct{ proto, series string }
+
+// series returns the lines in order of first appearance and, for each target and line,
+// its points sorted by connections.
+func (r *Report) series() (lines []line, data map[string]map[line][]point) {
+	data = map[string]map[line][]point{}
+	seen := map[line]bool{}
 	for _, c := range r.Cases {
 		if c.Series == "" {
 			continue
 		}
-		if !seen[c.Series] {
-			seen[c.Series] = true
-			names = append(names, c.Series)
+		l := line{c.Proto, c.Series}
+		if !seen[l] {
+			seen[l] = true
+			lines = append(lines, l)
 		}
 		for t, res := range c.Results {
 			if data[t] == nil {
-				data[t] = map[string][]point{}
+				data[t] = map[line][]point{}
 			}
-			l := res.Latency
-			data[t][c.Series] = append(data[t][c.Series],
-				point{float64(res.Conns), res.OpsPerSec, l.P50, l.P99, l.P999})
+			lat := res.Latency
+			data[t][l] = append(data[t][l], point{float64(res.Conns), res.OpsPerSec, lat.P50, lat.P99, lat.P999})
 		}
 	}
 	for _, m := range data {
@@ -61,29 +70,52 @@ func (r *Report) series() (names []string, data map[string]map[string][]point) {
 			sort.Slice(ps, func(i, j int) bool { return ps[i].conns < ps[j].conns })
 		}
 	}
-	return names, data
+	return lines, data
 }
 
-// Chart draws throughput against connections (left) and latency percentiles against
-// connections (right) for every chart series and target, into path; the extension
-// picks the format: .png or .svg.
+// Chart draws throughput against connections (left) for every chart line of every
+// target, one colour per target and protocol, one dash per series of a protocol; and
+// (right) the latency percentiles of each target's own protocol in its last series. The
+// extension of path picks the format: .png or .svg.
 func (r *Report) Chart(path string) error {
-	names, data := r.series()
-	if len(names) == 0 {
+	lines, data := r.series()
+	if len(lines) == 0 {
 		return fmt.Errorf("no chart series in the report")
+	}
+	var own *line       // the latency panel's: the targets' own protocol, else the last line
+	var protos []string // in order of first appearance
+	dash := map[line]int{}
+	perProto := map[string]int{}
+	for _, l := range lines {
+		if _, ok := perProto[l.proto]; !ok {
+			protos = append(protos, l.proto)
+		}
+		dash[l] = perProto[l.proto]
+		perProto[l.proto]++
+		if l.proto == "" {
+			own = &l
+		}
+	}
+	if own == nil {
+		own = &lines[len(lines)-1]
 	}
 	tput := plot.New()
 	tput.Title.Text = "Throughput"
 	tput.X.Label.Text = "connections"
 	tput.Y.Label.Text = "ops/s (acquire+release pairs)"
 	tput.X.Scale, tput.X.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
-	tput.Y.Tick.Marker = siTicks{}
-	tput.Legend.Top = true
-	tput.Legend.Left = true
+	// Log scale: pipelined pairs near 1M and two-round-trip locks near 40k both show.
+	tput.Y.Scale, tput.Y.Tick.Marker = plot.LogScale{}, siTicks{log: true}
 	tput.Add(plotter.NewGrid())
+	// Its legend has a column of its own: it has a line for every protocol and series.
+	tputLegend := plot.NewLegend()
+	tputLegend.Top, tputLegend.Left = true, true
 
 	lat := plot.New()
-	lat.Title.Text = "Latency (" + names[len(names)-1] + ")"
+	lat.Title.Text = "Latency (" + own.series + ")"
+	if own.proto != "" {
+		lat.Title.Text = "Latency (" + own.proto + ", " + own.series + ")"
+	}
 	lat.X.Label.Text = "connections"
 	lat.Y.Label.Text = "latency"
 	lat.X.Scale, lat.X.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
@@ -92,22 +124,38 @@ func (r *Report) Chart(path string) error {
 	lat.Legend.Left = true
 	lat.Add(plotter.NewGrid())
 
-	for ti, t := range r.Targets {
-		col := palette[ti%len(palette)]
-		for si, s := range names {
-			ps := data[t.Name][s]
-			if len(ps) == 0 {
-				continue
+	colour := 0
+	for _, t := range r.Targets {
+		ownCol := palette[colour%len(palette)]
+		for _, proto := range protos {
+			name := proto
+			if name == "" {
+				name = t.Proto
 			}
-			xy := make(plotter.XYs, len(ps))
-			for i, p := range ps {
-				xy[i] = plotter.XY{X: p.conns, Y: p.ops}
+			drawn := false
+			for _, l := range lines {
+				ps := data[t.Name][l]
+				if l.proto != proto || len(ps) == 0 {
+					continue
+				}
+				xy := make(plotter.XYs, len(ps))
+				for i, p := range ps {
+					xy[i] = plotter.XY{X: p.conns, Y: p.ops}
+				}
+				col := palette[colour%len(palette)]
+				if err := addLine(tput, &tputLegend, xy, t.Name+" "+name+", "+l.series, col, dashes[dash[l]%len(dashes)]); err != nil {
+					return err
+				}
+				if proto == own.proto {
+					ownCol = col
+				}
+				drawn = true
 			}
-			if err := addLine(tput, xy, t.Name+", "+s, col, dashes[si%len(dashes)]); err != nil {
-				return err
+			if drawn {
+				colour++
 			}
 		}
-		ps := data[t.Name][names[len(names)-1]]
+		ps := data[t.Name][*own]
 		for pi, pc := range []struct {
 			name string
 			get  func(point) float64
@@ -122,18 +170,18 @@ func (r *Report) Chart(path string) error {
 			if len(xy) == 0 {
 				continue
 			}
-			if err := addLine(lat, xy, t.Name+" "+pc.name, col, dashes[pi%len(dashes)]); err != nil {
+			if err := addLine(lat, &lat.Legend, xy, t.Name+" "+pc.name, ownCol, dashes[pi%len(dashes)]); err != nil {
 				return err
 			}
 		}
 	}
 
-	tput.Y.Min = 0
+	widen(&tput.Y)
 	widen(&tput.X)
 	widen(&lat.X)
 	widen(&lat.Y)
 
-	const w, h = 12 * vg.Inch, 5 * vg.Inch
+	const w, h = 14 * vg.Inch, 5 * vg.Inch
 	var canvas vg.CanvasWriterTo
 	switch filepath.Ext(path) {
 	case ".svg":
@@ -143,11 +191,12 @@ func (r *Report) Chart(path string) error {
 	default:
 		return fmt.Errorf("chart %s: want a .png or .svg file", path)
 	}
-	dc := draw.New(canvas)
-	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Inch / 3, PadTop: vg.Inch / 8, PadBottom: vg.Inch / 8,
-		PadLeft: vg.Inch / 8, PadRight: vg.Inch / 8}
-	tput.Draw(tiles.At(dc, 0, 0))
-	lat.Draw(tiles.At(dc, 1, 0))
+	// Throughput, its legend, latency: 5.5, 2.6 and 5.5 inches of the 14.
+	dc := draw.Crop(draw.New(canvas), vg.Inch/8, -vg.Inch/8, vg.Inch/8, -vg.Inch/8)
+	width := dc.Max.X - dc.Min.X
+	tput.Draw(draw.Crop(dc, 0, -width*8.5/13.75, 0, 0))
+	tputLegend.Draw(draw.Crop(dc, width*5.6/13.75, -width*5.6/13.75, 0, -vg.Inch/4))
+	lat.Draw(draw.Crop(dc, width*8.25/13.75, 0, 0, 0))
 	f, err := os.Create(path)
 	if err != nil {
 		return err
@@ -159,7 +208,8 @@ func (r *Report) Chart(path string) error {
 	return f.Close()
 }
 
-func addLine(p *plot.Plot, xy plotter.XYs, name string, col color.Color, dash []vg.Length) error {
+// addLine draws xy on p as a line with points, named in leg.
+func addLine(p *plot.Plot, leg *plot.Legend, xy plotter.XYs, name string, col color.Color, dash []vg.Length) error {
 	l, pts, err := plotter.NewLinePoints(xy)
 	if err != nil {
 		return fmt.Errorf("chart line %s: %v", name, err)
@@ -167,7 +217,7 @@ func addLine(p *plot.Plot, xy plotter.XYs, name string, col color.Color, dash []
 	l.Color, l.Dashes, l.Width = col, dash, vg.Points(1.5)
 	pts.Color, pts.Shape = col, draw.CircleGlyph{}
 	p.Add(l, pts)
-	p.Legend.Add(name, l, pts)
+	leg.Add(name, l, pts)
 	return nil
 }
 
@@ -178,16 +228,27 @@ func widen(a *plot.Axis) {
 	}
 }
 
-// siTicks labels a linear axis with k and M.
-type siTicks struct{}
+// siTicks labels an axis with k and M; on a log axis, 2 and 5 times each power of ten
+// too.
+type siTicks struct{ log bool }
 
-func (siTicks) Ticks(min, max float64) []plot.Tick {
-	ticks := plot.DefaultTicks{}.Ticks(min, max)
+func (t siTicks) Ticks(min, max float64) []plot.Tick {
+	var ticks []plot.Tick
+	if t.log {
+		ticks = plot.LogTicks{Prec: -1}.Ticks(min, max)
+	} else {
+		ticks = plot.DefaultTicks{}.Ticks(min, max)
+	}
 	for i := range ticks {
+		v := ticks[i].Value
+		if t.log && v > 0 {
+			if m := v / math.Pow(10, math.Floor(math.Log10(v)+1e-9)); math.Abs(m-2) < 1e-6 || math.Abs(m-5) < 1e-6 {
+				ticks[i].Label = "x" // labelled below
+			}
+		}
 		if ticks[i].Label == "" {
 			continue
 		}
-		v := ticks[i].Value
 		switch {
 		case v == 0:
 			ticks[i].Label = "0"

@@ -13,6 +13,8 @@ const (
 	CaseActive   = "pairs 1000x1"
 	CaseHeld     = "pairs 1000x1 + 18000 idle"
 	CaseSoak     = "soak 64x16"
+	CasePool     = "pool lock-then-release 16x1"
+	CaseSlock    = "slock pairs 16x16"
 )
 
 // The targets of issue 3.
@@ -22,10 +24,15 @@ const (
 	maxHeldDrop   = 0.20      // throughput lost with 18,000 idle connections
 	maxIdleBytes  = 3 << 10   // RSS per idle connection
 	maxSoakGrowth = 1 << 10   // KiB of RSS growth during the soak
+
+	// Issues 4 and 5 give orientation figures of the servers tallyd replaces.
+	minPool  = 40_000    // PoolCounter pairs/s at 16 connections, two round trips a pair (poolcounterd)
+	minSlock = 1_650_000 // slock commands/s with 16 clients: 1.5x slock's own 1.1M
 )
 
 // Checks judges the first target (tallyd) against the targets of issue 3, comparing
-// with the target named "redis" where there is one.
+// with the target named "redis" where there is one, and against the figures issues 4
+// and 5 give of the PoolCounter and slock servers.
 func (r *Report) Checks() []Check {
 	if len(r.Targets) == 0 {
 		return nil
@@ -87,7 +94,33 @@ func (r *Report) Checks() []Check {
 		c.Short = fmt.Sprintf("grew %s KiB", load.Grouped(float64(grow)))
 	}
 	out = append(out, c)
+
+	out = append(out, r.atLeast(CasePool, me, minPool, false,
+		"PoolCounter, 16 conns, RELEASE once LOCKED: >= 40k pairs/s (poolcounterd's)"))
+	out = append(out, r.atLeast(CaseSlock, me, minSlock, true,
+		"slock binary, 16 conns: >= 1.65M commands/s (1.5x slock's own 1.1M)"))
 	return out
+}
+
+// atLeast checks that target me reached want ops/s (requests/s if reqs) in case name.
+func (r *Report) atLeast(name, me string, want float64, reqs bool, what string) Check {
+	c := Check{What: what}
+	res := r.result(name, me)
+	if res == nil {
+		c.Missing = true
+		return c
+	}
+	got, unit := res.OpsPerSec, " pairs/s"
+	if reqs {
+		got, unit = res.ReqPerSec, " commands/s"
+	}
+	c.Measured = load.Grouped(got) + unit + " (" + name + ")"
+	c.Met = got >= want
+	c.Short = short(got, want)
+	if busy := res.CPUPerReq * res.ReqPerSec / 1e9; busy >= 0.9 && !c.Met {
+		c.Short += fmt.Sprintf("; the generator kept %.0f%% of its core busy: its bound, not only the server's", 100*busy)
+	}
+	return c
 }
 
 // versus checks that target me did at least factor times what other did in case name.

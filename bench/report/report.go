@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -23,12 +24,25 @@ type Target struct {
 	Proto string `json:"proto"`
 	Addr  string `json:"addr"`
 	PID   int    `json:"pid,omitempty"`
+	// Endpoints are where the same server speaks other protocols, by protocol name: the
+	// cases of those protocols run there.
+	Endpoints map[string]string `json:"endpoints,omitempty"`
+}
+
+// Endpoint returns where t speaks proto ("" is its own protocol), and false if nowhere.
+func (t *Target) Endpoint(proto string) (string, bool) {
+	if proto == "" || proto == t.Proto {
+		return t.Addr, true
+	}
+	addr, ok := t.Endpoints[proto]
+	return addr, ok
 }
 
 // Case is one workload of the suite and its result on each target.
 type Case struct {
 	Name    string                  `json:"name"`
 	About   string                  `json:"about"`
+	Proto   string                  `json:"proto,omitempty"`  // the case's protocol; "": each target's own
 	Series  string                  `json:"series,omitempty"` // chart line, e.g. "pipeline 16"
 	Results map[string]*load.Result `json:"results"`          // by target name
 }
@@ -131,11 +145,20 @@ func (r *Report) Markdown(w io.Writer, chart string) {
 	}
 	fmt.Fprintf(w, "\nTargets:")
 	for _, t := range r.Targets {
-		fmt.Fprintf(w, " %s (%s at %s);", t.Name, t.Proto, t.Addr)
+		fmt.Fprintf(w, " %s (%s at %s", t.Name, t.Proto, t.Addr)
+		protos := make([]string, 0, len(t.Endpoints))
+		for p := range t.Endpoints {
+			protos = append(protos, p)
+		}
+		sort.Strings(protos)
+		for _, p := range protos {
+			fmt.Fprintf(w, ", %s at %s", p, t.Endpoints[p])
+		}
+		fmt.Fprintf(w, ");")
 	}
 	fmt.Fprintf(w, "\n\n")
 	if checks := r.Checks(); len(checks) > 0 {
-		fmt.Fprintf(w, "### Performance targets (issue 3)\n\n| target | measured | verdict |\n|---|---|---|\n")
+		fmt.Fprintf(w, "### Performance targets (issues 3-5)\n\n| target | measured | verdict |\n|---|---|---|\n")
 		for _, c := range checks {
 			fmt.Fprintf(w, "| %s | %s | %s |\n", c.What, c.Measured, c.Verdict())
 		}
@@ -222,8 +245,15 @@ func errorText(r *load.Result) string {
 		kinds = append(kinds, k)
 	}
 	if n == 0 {
-		if r.Outcomes["busy"]+r.Outcomes["not_held"] > 0 {
-			return fmt.Sprintf("0 (refused %s)", load.Grouped(float64(r.Outcomes["busy"]+r.Outcomes["not_held"])))
+		var notes []string
+		if v := r.Outcomes["busy"] + r.Outcomes["not_held"]; v > 0 {
+			notes = append(notes, "refused "+load.Grouped(float64(v)))
+		}
+		if v := r.Outcomes["timed_out"]; v > 0 {
+			notes = append(notes, "timed out "+load.Grouped(float64(v)))
+		}
+		if len(notes) > 0 {
+			return "0 (" + strings.Join(notes, ", ") + ")"
 		}
 		return "0"
 	}
@@ -245,6 +275,10 @@ func (r *Report) extras() string {
 			res := c.Results[t.Name]
 			if res == nil {
 				continue
+			}
+			if res.Waited > 0 && res.Ops > 0 {
+				fmt.Fprintf(&b, "- %s on %s: %s acquires waited for the lock, %.0f%% of the ops (each probe answered before its acquire).\n",
+					c.Name, t.Name, load.Grouped(float64(res.Waited)), 100*float64(res.Waited)/float64(res.Ops))
 			}
 			if ch := res.Churn; ch != nil {
 				fmt.Fprintf(&b, "- %s on %s: %s connect/op/close cycles (%s/s asked, %d failed, %d not started), cycle p50 %s, p99 %s.\n",

@@ -23,8 +23,14 @@ func sample() *Report {
 	soak := res(64, 16, 1.2e6)
 	soak.Seconds = 60
 	soak.RSS = &load.RSS{Series: []int64{20_000, 20_100, 20_300}}
+	contention := res(64, 1, 20_000)
+	contention.Proto, contention.Ops, contention.Waited = "pool", 100_000, 80_000
+	wait := res(64, 1, 64)
+	wait.Proto, wait.Workload, wait.Outcomes = "pool", "wait", map[string]uint64{"timed_out": 320}
 	return &Report{
-		Targets: []Target{{Name: "tallyd", Proto: "counter", Addr: "127.0.0.1:1"}, {Name: "redis", Proto: "resp", Addr: "127.0.0.1:2"}},
+		Targets: []Target{{Name: "tallyd", Proto: "counter", Addr: "127.0.0.1:1",
+			Endpoints: map[string]string{"slock": "127.0.0.1:4", "pool": "127.0.0.1:3"}},
+			{Name: "redis", Proto: "resp", Addr: "127.0.0.1:2"}},
 		Cases: []*Case{
 			{Name: "pairs 16x1", Series: "pipeline 1", Results: map[string]*load.Result{"tallyd": res(16, 1, 60_000), "redis": res(16, 1, 65_000)}},
 			{Name: "pairs 64x1", Series: "pipeline 1", Results: map[string]*load.Result{"tallyd": res(64, 1, 100_000), "redis": res(64, 1, 90_000)}},
@@ -32,6 +38,12 @@ func sample() *Report {
 			{Name: "pairs 1000x1", Series: "pipeline 1", Results: map[string]*load.Result{"tallyd": res(1000, 1, 100_000)}},
 			{Name: CaseHeld, Results: map[string]*load.Result{"tallyd": held}},
 			{Name: CaseSoak, Results: map[string]*load.Result{"tallyd": soak}},
+			{Name: "pool pairs 16x1", Proto: "pool", Series: "pipeline 1", Results: map[string]*load.Result{"tallyd": res(16, 1, 50_000)}},
+			{Name: "pool pairs 64x1", Proto: "pool", Series: "pipeline 1", Results: map[string]*load.Result{"tallyd": res(64, 1, 70_000)}},
+			{Name: "pool contention", Proto: "pool", Series: "8 shared keys", Results: map[string]*load.Result{"tallyd": contention}},
+			{Name: "pool wait", Proto: "pool", Results: map[string]*load.Result{"tallyd": wait}},
+			{Name: CasePool, Proto: "pool", Results: map[string]*load.Result{"tallyd": res(16, 1, 45_000)}},
+			{Name: CaseSlock, Proto: "slock", Results: map[string]*load.Result{"tallyd": res(16, 16, 800_000)}}, // 1.6M requests/s
 		},
 		Duration: "5s", Rounds: 2,
 	}
@@ -49,9 +61,11 @@ func TestChecks(t *testing.T) {
 		"64 conns x": {true, ""},
 		"64x16: >= ": {true, ""}, // 1.25x Redis
 		"16 conns, ": {false, "by 8%"},
-		"19,000 con": {true, ""}, // 90%
-		"server RSS": {true, ""}, // 2 KiB
-		"memory fla": {true, ""}, // 300 KiB
+		"19,000 con": {true, ""},       // 90%
+		"server RSS": {true, ""},       // 2 KiB
+		"memory fla": {true, ""},       // 300 KiB
+		"PoolCounte": {true, ""},       // 45,000 pairs/s
+		"slock bina": {false, "by 3%"}, // 1.6M commands/s
 	} {
 		c, ok := got[prefix]
 		if !ok || c.Missing || c.Met != want.met || !strings.Contains(c.Verdict(), want.short) {
@@ -75,12 +89,18 @@ func TestChecksFailures(t *testing.T) {
 	r.Case(CaseHeld).Results["tallyd"].RSS.PerIdle = 5000
 	r.Case("pairs 64x16").Results["tallyd"].OpsPerSec = 900_000
 	r.Case(CaseSoak).Results["tallyd"].RSS.Series = []int64{20_000, 30_000}
+	r.Case(CasePool).Results["tallyd"].OpsPerSec = 39_000
+	r.Case(CasePool).Results["tallyd"].ReqPerSec = 78_000
+	r.Case(CasePool).Results["tallyd"].CPUPerReq = 12_500 // 97.5% of a core
 	for _, c := range r.Checks() {
 		if c.Met {
 			t.Errorf("%s: met with %s", c.What, c.Measured)
 		}
 		if !strings.HasPrefix(c.Verdict(), "**short**") {
 			t.Errorf("%s: verdict %q", c.What, c.Verdict())
+		}
+		if strings.HasPrefix(c.What, "PoolCounter") && !strings.Contains(c.Verdict(), "the generator kept 98% of its core busy") {
+			t.Errorf("%s: verdict %q does not say the generator was the bound", c.What, c.Verdict())
 		}
 	}
 }
@@ -97,6 +117,9 @@ func TestMarkdown(t *testing.T) {
 		"|  | redis | 880,000 | 1,760,000 |", " 1.25x |", "pinned", "2,048 B per idle connection",
 		"| 64 conns x 16 pipelined pairs | 3,000,000 | 50.0µs | 99.0µs |", "![throughput against connections, and latency percentiles](x.png)",
 		"| 16 conns, no pipelining: >= Redis pairs/s | 60,000 vs 65,000 pairs/s (0.92x) | **short** by 8%",
+		"Targets: tallyd (counter at 127.0.0.1:1, pool at 127.0.0.1:3, slock at 127.0.0.1:4); redis (resp at 127.0.0.1:2);",
+		"| **pool pairs 16x1** | tallyd | 50,000 |", "| 0 (timed out 320) |",
+		"- pool contention on tallyd: 80,000 acquires waited for the lock, 80% of the ops",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("Markdown lacks %q:\n%s", want, md)
@@ -115,8 +138,22 @@ func TestChart(t *testing.T) {
 		if len(b) < 1000 {
 			t.Errorf("%s: %d bytes", name, len(b))
 		}
-		if name == "c.svg" && (!bytes.Contains(b, []byte("<svg")) || !bytes.Contains(b, []byte("tallyd, pipeline 16"))) {
-			t.Errorf("c.svg has no svg element or no legend")
+		if name != "c.svg" {
+			continue
+		}
+		if !bytes.Contains(b, []byte("<svg")) {
+			t.Errorf("c.svg has no svg element")
+		}
+		// A line for each target and protocol and series with results; none for cases
+		// outside any series.
+		for _, want := range []string{"tallyd counter, pipeline 16", "redis resp, pipeline 1", "tallyd pool, pipeline 1",
+			"tallyd pool, 8 shared keys", "tallyd p99.9", "redis p50", "Latency (pipeline 16)"} {
+			if !bytes.Contains(b, []byte(want)) {
+				t.Errorf("c.svg lacks %q", want)
+			}
+		}
+		if bytes.Contains(b, []byte("redis pool")) || bytes.Contains(b, []byte("wait")) {
+			t.Errorf("c.svg has lines for results that are not there")
 		}
 	}
 	if err := sample().Chart(filepath.Join(dir, "c.gif")); err == nil {
