@@ -37,34 +37,14 @@ func hammer(t *testing.T, proto Proto) {
 	results := make([]final, workers)
 	var wg sync.WaitGroup
 	var failed atomic.Bool
-	stop := make(chan struct{})
-	// A checker runs the store's invariant on the loop while the clients work.
-	checkerDone := make(chan struct{})
 	probe := dial(t, addr) // also publishes the event loop for onLoop
 	expectStatus(t, probe.simple(counter.OpNoop), counter.StatusOK)
-	go func() {
-		defer close(checkerDone)
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(3 * time.Millisecond):
-			}
-			var err error
-			ts.onLoop(t, func() {
-				if proto == ProtoCounter {
-					err = ts.counters.Check()
-				} else {
-					err = ts.semaphores.Check()
-				}
-			})
-			if err != nil {
-				t.Errorf("invariant broken mid-run: %v", err)
-				failed.Store(true)
-				return
-			}
-		}
-	}()
+	check := ts.counters.Check
+	if proto == ProtoSemaphore {
+		check = ts.semaphores.Check
+	}
+	// A checker runs the store's invariant on the loop while the clients work.
+	stopChecks := ts.checkWhileRunning(t, proto.String(), check, &failed)
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func(w int) {
@@ -118,8 +98,7 @@ func hammer(t *testing.T, proto Proto) {
 		}(w)
 	}
 	wg.Wait()
-	close(stop)
-	<-checkerDone
+	stopChecks()
 	if t.Failed() {
 		return
 	}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -297,4 +298,29 @@ func expectStatus(t *testing.T, f frame, want counter.Status) {
 	if want != counter.StatusOK && string(f.Body) != want.Message() {
 		t.Fatalf("error body %q, want %q", f.Body, want.Message())
 	}
+}
+
+// checkWhileRunning runs check on the loop every few milliseconds until the returned stop
+// is called (which waits for the checker); a failed check is reported and sets failed.
+func (ts *testServer) checkWhileRunning(t *testing.T, what string, check func() error, failed *atomic.Bool) (stop func()) {
+	t.Helper()
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-quit:
+				return
+			case <-time.After(3 * time.Millisecond):
+			}
+			var err error
+			ts.onLoop(t, func() { err = check() })
+			if err != nil {
+				t.Errorf("%s invariant broken mid-run: %v", what, err)
+				failed.Store(true)
+				return
+			}
+		}
+	}()
+	return func() { close(quit); <-done }
 }

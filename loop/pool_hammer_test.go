@@ -19,26 +19,8 @@ func TestPoolHammerRandomClientsAndDisconnects(t *testing.T) {
 	probe.expect("STATS hashtable_entries", "hashtable_entries: 0")
 	const workers, ops = 10, 150
 	keys := []string{"a", "b", "c"}
-	stop := make(chan struct{})
 	var failed atomic.Bool
-	checked := make(chan struct{})
-	go func() {
-		defer close(checked)
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(3 * time.Millisecond):
-			}
-			var err error
-			ts.onLoop(t, func() { err = ts.pools.Check() })
-			if err != nil {
-				t.Errorf("pool invariant broken mid-run: %v", err)
-				failed.Store(true)
-				return
-			}
-		}
-	}()
+	stopChecks := ts.checkWhileRunning(t, "pool", ts.pools.Check, &failed)
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
@@ -100,8 +82,7 @@ func TestPoolHammerRandomClientsAndDisconnects(t *testing.T) {
 		}(w)
 	}
 	wg.Wait()
-	close(stop)
-	<-checked
+	stopChecks()
 	if t.Failed() {
 		return
 	}

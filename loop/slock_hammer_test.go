@@ -23,26 +23,8 @@ func TestSlockHammerRandomClientsAndDisconnects(t *testing.T) {
 	probe.ping() // publishes the loop for onLoop
 	const workers, ops = 8, 200
 	keys := [][16]byte{key16("ha"), key16("hb"), key16("hc")}
-	stop := make(chan struct{})
 	var failed atomic.Bool
-	checked := make(chan struct{})
-	go func() {
-		defer close(checked)
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(3 * time.Millisecond):
-			}
-			var err error
-			ts.onLoop(t, func() { err = ts.locks.Check() })
-			if err != nil {
-				t.Errorf("lock invariant broken mid-run: %v", err)
-				failed.Store(true)
-				return
-			}
-		}
-	}()
+	stopChecks := ts.checkWhileRunning(t, "lock", ts.locks.Check, &failed)
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
@@ -110,8 +92,7 @@ func TestSlockHammerRandomClientsAndDisconnects(t *testing.T) {
 		}(w)
 	}
 	wg.Wait()
-	close(stop)
-	<-checked
+	stopChecks()
 	if t.Failed() {
 		return
 	}
