@@ -396,52 +396,42 @@ func ParseListLockResponse(body []byte) ([]ListLock, error) {
 // ParseListLockedResponse decodes a LockDBListLockedResponse.
 func ParseListLockedResponse(body []byte) (*ListLocked, error) {
 	r := new(ListLocked)
-	err := walk(body, func(num protowire.Number, typ protowire.Type, v uint64, b []byte) error {
-		switch {
-		case num == 1 && typ == protowire.BytesType:
-			r.Key = id16(b)
-		case num == 2 && typ == protowire.VarintType:
-			r.LockedCount = uint32(v)
-		case num == 3 && typ == protowire.BytesType:
-			var l Locked
-			err := walk(b, func(num protowire.Number, typ protowire.Type, v uint64, b []byte) error {
-				if typ == protowire.BytesType {
-					switch num {
-					case 1:
-						l.LockID = id16(b)
-					case 11:
-						return parseCommand(b, &l.Command)
-					}
-					return nil
-				}
+	err := parseKeyListing(body, &r.Key, &r.LockedCount, &r.Data, func(b []byte) error {
+		var l Locked
+		err := walk(b, func(num protowire.Number, typ protowire.Type, v uint64, b []byte) error {
+			if typ == protowire.BytesType {
 				switch num {
-				case 2:
-					l.StartTime = v
-				case 3:
-					l.TimeoutTime = v
-				case 4:
-					l.ExpriedTime = v
-				case 5:
-					l.LockedCount = uint32(v)
-				case 6:
-					l.AofTime = uint32(v)
-				case 7:
-					l.IsTimeouted = v != 0
-				case 8:
-					l.IsExpried = v != 0
-				case 9:
-					l.IsAof = v != 0
-				case 10:
-					l.IsLongTime = v != 0
+				case 1:
+					l.LockID = id16(b)
+				case 11:
+					return parseCommand(b, &l.Command)
 				}
 				return nil
-			})
-			r.Locks = append(r.Locks, l)
-			return err
-		case num == 4 && typ == protowire.BytesType:
-			return parseData(b, &r.Data)
-		}
-		return nil
+			}
+			switch num {
+			case 2:
+				l.StartTime = v
+			case 3:
+				l.TimeoutTime = v
+			case 4:
+				l.ExpriedTime = v
+			case 5:
+				l.LockedCount = uint32(v)
+			case 6:
+				l.AofTime = uint32(v)
+			case 7:
+				l.IsTimeouted = v != 0
+			case 8:
+				l.IsExpried = v != 0
+			case 9:
+				l.IsAof = v != 0
+			case 10:
+				l.IsLongTime = v != 0
+			}
+			return nil
+		})
+		r.Locks = append(r.Locks, l)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -452,45 +442,53 @@ func ParseListLockedResponse(body []byte) (*ListLocked, error) {
 // ParseListWaitResponse decodes a LockDBListWaitResponse.
 func ParseListWaitResponse(body []byte) (*ListWait, error) {
 	r := new(ListWait)
-	err := walk(body, func(num protowire.Number, typ protowire.Type, v uint64, b []byte) error {
-		switch {
-		case num == 1 && typ == protowire.BytesType:
-			r.Key = id16(b)
-		case num == 2 && typ == protowire.VarintType:
-			r.LockedCount = uint32(v)
-		case num == 3 && typ == protowire.BytesType:
-			var w Wait
-			err := walk(b, func(num protowire.Number, typ protowire.Type, v uint64, b []byte) error {
-				if typ == protowire.BytesType {
-					switch num {
-					case 1:
-						w.LockID = id16(b)
-					case 5:
-						return parseCommand(b, &w.Command)
-					}
-					return nil
-				}
+	err := parseKeyListing(body, &r.Key, &r.LockedCount, &r.Data, func(b []byte) error {
+		var w Wait
+		err := walk(b, func(num protowire.Number, typ protowire.Type, v uint64, b []byte) error {
+			if typ == protowire.BytesType {
 				switch num {
-				case 2:
-					w.StartTime = v
-				case 3:
-					w.TimeoutTime = v
-				case 4:
-					w.IsLongTime = v != 0
+				case 1:
+					w.LockID = id16(b)
+				case 5:
+					return parseCommand(b, &w.Command)
 				}
 				return nil
-			})
-			r.Waits = append(r.Waits, w)
-			return err
-		case num == 4 && typ == protowire.BytesType:
-			return parseData(b, &r.Data)
-		}
-		return nil
+			}
+			switch num {
+			case 2:
+				w.StartTime = v
+			case 3:
+				w.TimeoutTime = v
+			case 4:
+				w.IsLongTime = v != 0
+			}
+			return nil
+		})
+		r.Waits = append(r.Waits, w)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	return r, nil
+}
+
+// parseKeyListing decodes the shape LockDBListLockedResponse and LockDBListWaitResponse
+// share: 1 lock_key, 2 locked_count, 3 repeated element (each passed to elem), 4 lock_data.
+func parseKeyListing(body []byte, key *[16]byte, count *uint32, data **LockData, elem func([]byte) error) error {
+	return walk(body, func(num protowire.Number, typ protowire.Type, v uint64, b []byte) error {
+		switch {
+		case num == 1 && typ == protowire.BytesType:
+			*key = id16(b)
+		case num == 2 && typ == protowire.VarintType:
+			*count = uint32(v)
+		case num == 3 && typ == protowire.BytesType:
+			return elem(b)
+		case num == 4 && typ == protowire.BytesType:
+			return parseData(b, data)
+		}
+		return nil
+	})
 }
 
 // parseData decodes a LockDBLockData into a new *d.
