@@ -127,92 +127,36 @@ type PoolClient struct {
 // poolEntry is one acquire that is held or waiting. While waiting it is in
 // its key's queue for its mode and in the deadline heap.
 type poolEntry struct {
-	dl         deadline
-	key        *poolKey
-	c          *PoolClient
-	since      int64      // when it got the lock, or started waiting
-	prev, next *poolEntry // in the key's queue while waiting; next links the free list
-	mode       Mode
-	waiting    bool
+	dl               deadline
+	key              *poolKey
+	c                *PoolClient
+	since            int64 // when it got the lock, or started waiting
+	links[poolEntry]       // in the key's queue while waiting; next links the free list
+	mode             Mode
+	waiting          bool
 }
 
 func (e *poolEntry) deadline() *deadline { return &e.dl }
 
+func (e *poolEntry) link() *links[poolEntry] { return &e.links }
+
 // poolKey is one key: its counts and wait queues.
 type poolKey struct {
-	name       string
-	count      uint32 // entries, held or waiting
-	processing uint32 // held entries
-	me, any    queue
-	prev, next *poolKey // on the idle list while count == 0
-	idle       bool
+	name           string
+	count          uint32 // entries, held or waiting
+	processing     uint32 // held entries
+	me, any        queue
+	links[poolKey] // on the idle list while count == 0
+	idle           bool
 }
+
+func (k *poolKey) link() *links[poolKey] { return &k.links }
 
 // queue is a FIFO of waiting entries, linked through the entries.
-type queue struct {
-	head, tail *poolEntry
-	n          int
-}
-
-func (q *queue) push(e *poolEntry) {
-	e.prev, e.next = q.tail, nil
-	if q.tail != nil {
-		q.tail.next = e
-	} else {
-		q.head = e
-	}
-	q.tail = e
-	q.n++
-}
-
-func (q *queue) remove(e *poolEntry) {
-	if e.prev != nil {
-		e.prev.next = e.next
-	} else {
-		q.head = e.next
-	}
-	if e.next != nil {
-		e.next.prev = e.prev
-	} else {
-		q.tail = e.prev
-	}
-	e.prev, e.next = nil, nil
-	q.n--
-}
+type queue = list[poolEntry, *poolEntry]
 
 // keyList is the list of idle keys, oldest first.
-type keyList struct {
-	head, tail *poolKey
-	n          int
-}
-
-func (l *keyList) push(k *poolKey) {
-	k.prev, k.next = l.tail, nil
-	if l.tail != nil {
-		l.tail.next = k
-	} else {
-		l.head = k
-	}
-	l.tail = k
-	l.n++
-	k.idle = true
-}
-
-func (l *keyList) remove(k *poolKey) {
-	if k.prev != nil {
-		k.prev.next = k.next
-	} else {
-		l.head = k.next
-	}
-	if k.next != nil {
-		k.next.prev = k.prev
-	} else {
-		l.tail = k.prev
-	}
-	k.prev, k.next = nil, nil
-	l.n--
-	k.idle = false
-}
+type keyList = list[poolKey, *poolKey]
 
 // NewPools returns an empty PoolCounter namespace.
 func NewPools(cfg PoolsConfig) *Pools {
@@ -474,6 +418,7 @@ func (p *Pools) revive(k *poolKey, name []byte) *poolKey {
 		p.keys[k.name] = k
 	} else {
 		p.idle.remove(k)
+		k.idle = false
 	}
 	p.live++
 	return k
@@ -487,9 +432,11 @@ func (p *Pools) settle(k *poolKey) {
 	}
 	p.live--
 	p.idle.push(k)
+	k.idle = true
 	if p.idle.n > poolIdleKeys {
 		old := p.idle.head
 		p.idle.remove(old)
+		old.idle = false
 		delete(p.keys, old.name)
 	}
 }
