@@ -111,6 +111,13 @@ type LocksConfig struct {
 	MaxKeys            int    // most keys over all databases; a Lock that would add one gets UNKNOWN_ERROR; <= 0: no limit
 	MaxValue           int    // longest value record (N) a key keeps; a data command that would make a longer one changes nothing; <= 0: DefaultMaxValue
 	IDSeed             uint64 // seeds the random part of server-generated RequestIds
+
+	// Persist makes the Locks keep a journal of the keys whose persistent state
+	// changed, for an append-only log (see Journal). A holder persists once it
+	// has been held PersistAfter (ns), at once with ExpriedFlag 0x0100 or when
+	// its key has a value, never with 0x0200 or keep-alive 0x8000.
+	Persist      bool
+	PersistAfter int64
 }
 
 // DefaultMaxValue is the default LocksConfig.MaxValue: the longest data
@@ -210,6 +217,12 @@ type Locks struct {
 	freeKeys   *lockKey
 	nfreeKeys  int
 	freeOwners *lockOwner
+
+	// Journal (persist.go).
+	dirty    []keyRef                  // keys whose state changed since the last Journal, maybe gone since
+	goneKeys []keyRef                  // logged keys deleted since the last Journal
+	young    list[lockItem, *lockItem] // holders that will persist once held PersistAfter, oldest first
+	snap     KeyState
 }
 
 // lockDB is one database.
@@ -231,6 +244,8 @@ type lockKey struct {
 	has      bool
 	valueCmd uint8
 	next     *lockKey // free list
+	logged   bool     // the log's latest record of the key has holders
+	dirty    bool     // in Locks.dirty
 }
 
 // lockItem is one holder or one queued request.
@@ -249,9 +264,11 @@ type lockItem struct {
 	levels       uint8
 	prio         uint8
 	waiting      bool
-	hasData      bool // waiter: data holds a record
-	dataFrame    bool // holder: the latest frame on it carried a data record (flag 0x20)
-	waitsCounted bool // counted in its owner's waiters
+	hasData      bool            // waiter: data holds a record
+	dataFrame    bool            // holder: the latest frame on it carried a data record (flag 0x20)
+	waitsCounted bool            // counted in its owner's waiters
+	yl           links[lockItem] // on Locks.young
+	isYoung      bool
 }
 
 func (it *lockItem) deadline() *deadline { return &it.dl }
@@ -608,6 +625,9 @@ func (l *Locks) settle(k *lockKey) {
 		return
 	}
 	d := k.db
+	if k.logged {
+		l.goneKeys = append(l.goneKeys, keyRef{d.id, k.key})
+	}
 	delete(d.keys, k.key)
 	d.st.KeyCount--
 	l.nkeys--
@@ -717,6 +737,7 @@ func (l *Locks) keep(it *lockItem) {
 func (l *Locks) armHold(h *lockItem, base int64) {
 	l.unkeep(h)
 	l.dl.remove(h)
+	l.touch(h)
 	c := &h.cmd
 	switch {
 	case c.ExpriedFlag&timeVersion != 0:
@@ -745,6 +766,7 @@ func (l *Locks) addHolder(k *lockKey, h *lockItem) {
 	k.hold.pushBack(h)
 	h.levels = 1
 	k.levels++
+	l.held(h)
 	k.db.st.LockedCount++
 	switch {
 	case k.byID != nil:
@@ -773,6 +795,7 @@ func (l *Locks) removeHolder(h *lockItem) {
 	h.levels = 0
 	l.dl.remove(h)
 	l.unkeep(h)
+	l.released(h)
 }
 
 // admits reports whether the grant rule admits c to k, which is held: the
@@ -921,6 +944,7 @@ func (l *Locks) setParams(h *lockItem, o Owner, c *LockCommand, data bool, now i
 	h.owner = o
 	h.arrived = now
 	h.dataFrame = data
+	l.touch(h)
 }
 
 // grant makes the request c from o a holder of k (a probe, Expried 0,

@@ -19,6 +19,7 @@ func (l *Locks) unhold(o Owner, h *lockItem, c *LockCommand, now int64) bool {
 		h.levels--
 		k.levels--
 		d.st.LockedCount--
+		l.touch(h)
 	}
 	if c.Data != nil {
 		h.dataFrame = true
@@ -146,8 +147,10 @@ func (l *Locks) applyData(k *lockKey, h *lockItem, o Owner, db uint8, rec []byte
 		k.value = append(k.value[:0], l.tmp[start:end]...)
 		k.has = true
 		k.valueCmd = cmd
+		l.changed(k)
 	case eff == unset:
 		k.has = false
+		l.changed(k)
 	}
 }
 

@@ -1,0 +1,137 @@
+// Package aof is tallyd's append-only log: the record format of persistent key
+// state, replaying a log file, and the writer goroutine that owns the file.
+package aof
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+
+	"tallyd/store"
+)
+
+// A log file is Header, then records. A record is u32 n, u32 CRC-32C of the
+// payload, then n bytes of payload:
+//
+//	u8 kind (1: key state) | u8 db | 16 key | u32 value length (0xFFFFFFFF: none)
+//	| value | u16 holders | holders
+//
+// and each holder is 16 LockId | u8 flag | u8 levels | u8 rcount | u16 count
+// | u16 timeout | u16 timeout flag | u16 expried | u16 expried flag | i64 start
+// | i64 deadline (Unix ns; 0 never), all little-endian. A state with no holders
+// says the key is gone. Records are whole key states, so the last one of a key
+// is its state and replaying the same record twice changes nothing.
+
+// Header starts every log file: a magic and the format version.
+const Header = "TALLYAOF\x00\x00\x00\x01"
+
+const (
+	recHead    = 8
+	kindState  = 1
+	holderLen  = 16 + 3 + 2*5 + 16
+	minPayload = 1 + 1 + 16 + 4 + 2
+	noValue    = 0xFFFFFFFF
+
+	// MaxRecord is the largest payload a reader accepts: more is corruption.
+	MaxRecord = 64 << 20
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// AppendState appends s as one record.
+func AppendState(dst []byte, s *store.KeyState) []byte {
+	start := len(dst)
+	dst = append(dst, make([]byte, recHead)...)
+	dst = append(dst, kindState, s.DB)
+	dst = append(dst, s.Key[:]...)
+	if s.Value == nil {
+		dst = binary.LittleEndian.AppendUint32(dst, noValue)
+	} else {
+		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(s.Value)))
+		dst = append(dst, s.Value...)
+	}
+	dst = binary.LittleEndian.AppendUint16(dst, uint16(len(s.Holders)))
+	for i := range s.Holders {
+		h := &s.Holders[i]
+		dst = append(dst, h.LockID[:]...)
+		dst = append(dst, h.Flag, h.Levels, h.Rcount)
+		dst = binary.LittleEndian.AppendUint16(dst, h.Count)
+		dst = binary.LittleEndian.AppendUint16(dst, h.Timeout)
+		dst = binary.LittleEndian.AppendUint16(dst, h.TimeoutFlag)
+		dst = binary.LittleEndian.AppendUint16(dst, h.Expried)
+		dst = binary.LittleEndian.AppendUint16(dst, h.ExpriedFlag)
+		dst = binary.LittleEndian.AppendUint64(dst, uint64(h.Start))
+		dst = binary.LittleEndian.AppendUint64(dst, uint64(h.Deadline))
+	}
+	p := dst[start+recHead:]
+	binary.LittleEndian.PutUint32(dst[start:], uint32(len(p)))
+	binary.LittleEndian.PutUint32(dst[start+4:], crc32.Checksum(p, castagnoli))
+	return dst
+}
+
+// errShort is a record cut off by the end of the bytes.
+var errShort = errors.New("record cut off")
+
+// next checks the record at the start of b and returns its payload and total
+// length. errShort means b ends inside it; other errors mean it is corrupt.
+func next(b []byte) (payload []byte, n int, err error) {
+	if len(b) < recHead {
+		return nil, 0, errShort
+	}
+	size := binary.LittleEndian.Uint32(b)
+	if size < minPayload || size > MaxRecord {
+		return nil, 0, fmt.Errorf("record length %d out of range [%d, %d]", size, minPayload, MaxRecord)
+	}
+	if uint64(len(b)) < recHead+uint64(size) {
+		return nil, 0, errShort
+	}
+	payload = b[recHead : recHead+size]
+	if crc32.Checksum(payload, castagnoli) != binary.LittleEndian.Uint32(b[4:]) {
+		return nil, 0, errors.New("checksum mismatch")
+	}
+	return payload, recHead + int(size), nil
+}
+
+// decode parses a checked payload into s (Value and Holders reuse s's memory;
+// Value is a view into p).
+func decode(p []byte, s *store.KeyState) error {
+	if p[0] != kindState {
+		return fmt.Errorf("unknown record kind %d", p[0])
+	}
+	s.DB = p[1]
+	copy(s.Key[:], p[2:18])
+	vl := binary.LittleEndian.Uint32(p[18:])
+	p = p[22:]
+	s.Value = nil
+	if vl != noValue {
+		if uint64(len(p)) < uint64(vl)+2 {
+			return fmt.Errorf("value length %d overruns the record", vl)
+		}
+		s.Value, p = p[:vl], p[vl:]
+	}
+	if len(p) < 2 {
+		return errors.New("holder count missing")
+	}
+	nh := int(binary.LittleEndian.Uint16(p))
+	p = p[2:]
+	if len(p) != nh*holderLen {
+		return fmt.Errorf("%d holders need %d bytes, the record has %d", nh, nh*holderLen, len(p))
+	}
+	s.Holders = s.Holders[:0]
+	for range nh {
+		var h store.HolderState
+		copy(h.LockID[:], p)
+		h.Flag, h.Levels, h.Rcount = p[16], p[17], p[18]
+		h.Count = binary.LittleEndian.Uint16(p[19:])
+		h.Timeout = binary.LittleEndian.Uint16(p[21:])
+		h.TimeoutFlag = binary.LittleEndian.Uint16(p[23:])
+		h.Expried = binary.LittleEndian.Uint16(p[25:])
+		h.ExpriedFlag = binary.LittleEndian.Uint16(p[27:])
+		h.Start = int64(binary.LittleEndian.Uint64(p[29:]))
+		h.Deadline = int64(binary.LittleEndian.Uint64(p[37:]))
+		s.Holders = append(s.Holders, h)
+		p = p[holderLen:]
+	}
+	return nil
+}

@@ -1,0 +1,672 @@
+package slock
+
+import (
+	"encoding/binary"
+	"strconv"
+
+	"tallyd/proto/resp"
+)
+
+// This file maps slock's Redis key/value commands onto Lock and Unlock frames
+// (slock-protocol.md §8.2) and renders their results as ordinary Redis replies.
+// A key is a lock whose LockId is the key itself (SETNX and SET NX use a fresh
+// one); its value is the lock's value record, carrying the key text as its KEY
+// property. The commands that do not run a lock (TTL, KEYS, DBSIZE, ...) are the
+// server's; Op tells them apart.
+
+// Op is a key/value command.
+type Op uint8
+
+// Key/value commands. OpNone is "not a key/value command".
+const (
+	OpNone Op = iota
+	OpSet
+	OpGetSet
+	OpSetNX
+	OpGet
+	OpExists
+	OpType
+	OpStrlen
+	OpIncr // INCR, INCRBY, DECR, DECRBY: the server computes the new value (KV.Delta)
+	OpAppend
+	OpDel
+	OpExpire  // EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT
+	OpPersist // PERSIST
+	// Served by the server without a lock command.
+	OpTTL
+	OpPTTL
+	OpKeys
+	OpScan
+	OpDBSize
+	OpFlushDB
+	OpFlushAll
+)
+
+// KV is a parsed key/value command.
+type KV struct {
+	Op    Op
+	Name  string   // the command's canonical name, for error texts
+	Keys  [][]byte // the key arguments (DEL and EXISTS take several; views into the args)
+	Value []byte   // SET, GETSET, SETNX, SETEX, APPEND: the value; KEYS, SCAN: the pattern
+	Delta int64    // INCR family: the signed delta
+	Frame Frame    // the Lock or Unlock to run for Keys[0] (KeyFrame rebuilds it for the others)
+
+	// For SET: expiry in ms (0: none) and the options given.
+	NX, XX bool
+}
+
+var kvCmds = []struct {
+	name string
+	op   Op
+}{
+	{"SET", OpSet}, {"GETSET", OpGetSet}, {"SETNX", OpSetNX}, {"SETEX", OpSet}, {"PSETEX", OpSet},
+	{"GET", OpGet}, {"EXISTS", OpExists}, {"TYPE", OpType}, {"STRLEN", OpStrlen},
+	{"INCR", OpIncr}, {"INCRBY", OpIncr}, {"DECR", OpIncr}, {"DECRBY", OpIncr}, {"APPEND", OpAppend},
+	{"DEL", OpDel}, {"UNLINK", OpDel}, {"EXPIRE", OpExpire}, {"PEXPIRE", OpExpire}, {"EXPIREAT", OpExpire},
+	{"PEXPIREAT", OpExpire}, {"PERSIST", OpPersist}, {"TTL", OpTTL}, {"PTTL", OpPTTL}, {"KEYS", OpKeys},
+	{"SCAN", OpScan}, {"DBSIZE", OpDBSize}, {"FLUSHDB", OpFlushDB}, {"FLUSHALL", OpFlushAll},
+}
+
+var kvIndex = func() map[string]int {
+	m := make(map[string]int, len(kvCmds))
+	for i, c := range kvCmds {
+		m[c.name] = i
+	}
+	return m
+}()
+
+// LookupKV returns the key/value command named name (any case) and its canonical name;
+// OpNone and "" for another name.
+func LookupKV(name []byte) (Op, string) {
+	if len(name) > 16 {
+		return OpNone, ""
+	}
+	var up [16]byte
+	for i, c := range name {
+		if 'a' <= c && c <= 'z' {
+			c -= 'a' - 'A'
+		}
+		up[i] = c
+	}
+	i, ok := kvIndex[string(up[:len(name)])] // the compiler does not allocate for this lookup
+	if !ok {
+		return OpNone, ""
+	}
+	return kvCmds[i].op, kvCmds[i].name
+}
+
+// Expiry flags and values of key/value locks.
+const (
+	unlimitedFlag  = 0x4000 | 0x0100 | 0x2000 // never expires, persist at once, keep counters on update
+	keepExpiry     = 0xFFFF                   // with 0x4000 in an Update: the holder's expiry stays as it is
+	resetExpiry    = 0x7FFF                   // with 0x4000 in an Update: the holder never expires from now on
+	kvPersistFlag  = 0x0100 | 0x2000          // flags of a key/value lock that expires
+	kvNoPersist    = 0x0200                   // NAOF: never written to the append-only log
+	kvWaitUnlocked = 0x0200                   // TimeoutFlag for XX: wait while the key is unlocked
+	kvRequireAck   = 0x1000
+	flagShow       = 0x01
+	flagUpdate     = 0x02
+	unlockHead     = 0x01
+	unitMillis     = 0x0400
+	unitMinutes    = 0x0040
+)
+
+// kvErr is a text command's error reply (without the leading '-').
+type kvErr = TextError
+
+func arity(name string) error {
+	return &kvErr{"wrong number of arguments for '" + lower(name) + "' command"}
+}
+
+var (
+	errSyntax   = &kvErr{"syntax error"}
+	errNotInt   = &kvErr{"value is not an integer or out of range"}
+	errExpire   = &kvErr{"invalid expire time in 'set' command"}
+	errOverflow = &kvErr{"increment or decrement would overflow"}
+)
+
+// ErrNotInteger and ErrOverflow are the Redis errors of the INCR family, for the server's
+// own checks of the stored value.
+var (
+	ErrNotInteger error = errNotInt
+	ErrOverflow   error = errOverflow
+)
+
+func lower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// ParseKV parses the key/value command args (args[0] is its name, op and name from
+// LookupKV) for a connection in state t at nowMs (Unix milliseconds, for PEXPIREAT and
+// EXPIREAT), into kv. The lock command for the first key, with its data record built into
+// buf, is in kv.Frame; newID supplies RequestIds and fresh LockIds. Errors are *TextError
+// with the Redis error text.
+func ParseKV(args [][]byte, op Op, name string, t *Text, nowMs int64, newID func() [16]byte, kv *KV, buf []byte) ([]byte, error) {
+	*kv = KV{Op: op, Name: name}
+	n := len(args)
+	switch op {
+	case OpSet:
+		switch name {
+		case "SETEX", "PSETEX":
+			if n != 4 {
+				return buf, arity(name)
+			}
+			ms, ok := resp.ParseInt(args[2])
+			if !ok || ms <= 0 {
+				return buf, &kvErr{"invalid expire time in '" + lower(name) + "' command"}
+			}
+			if name == "SETEX" {
+				ms *= 1000
+			}
+			kv.Keys, kv.Value = args[1:2], args[3]
+			return kv.setFrame(t, newID, buf, ms, 0, 0, 0)
+		}
+		if n < 3 {
+			return buf, arity(name)
+		}
+		kv.Keys, kv.Value = args[1:2], args[2]
+		var ms int64
+		var tf, ef uint16
+		var timeout uint16
+		for i := 3; i < n; i++ {
+			o := args[i]
+			switch {
+			case resp.Is(o, "NX") && !kv.XX:
+				kv.NX = true
+			case resp.Is(o, "XX") && !kv.NX:
+				kv.XX = true
+				tf |= kvWaitUnlocked
+			case resp.Is(o, "ACK"):
+				tf |= kvRequireAck
+			case resp.Is(o, "NAOF"):
+				ef |= kvNoPersist
+			case (resp.Is(o, "EX") || resp.Is(o, "PX") || resp.Is(o, "TX") || resp.Is(o, "PTX")) && i+1 < n:
+				v, ok := resp.ParseInt(args[i+1])
+				if !ok {
+					return buf, errNotInt
+				}
+				if v <= 0 {
+					return buf, errExpire
+				}
+				switch {
+				case resp.Is(o, "EX"):
+					ms = v * 1000
+				case resp.Is(o, "PX"):
+					ms = v
+				case resp.Is(o, "TX"):
+					timeout = uint16(min(v, 0xffff))
+				default:
+					timeout = uint16(min(max(v/1000, 1), 0xffff))
+				}
+				i++
+			default:
+				return buf, errSyntax
+			}
+		}
+		return kv.setFrame(t, newID, buf, ms, tf, ef, timeout)
+	case OpGetSet, OpSetNX, OpAppend:
+		if n != 3 {
+			return buf, arity(name)
+		}
+		kv.Keys, kv.Value = args[1:2], args[2]
+		if op == OpSetNX {
+			kv.NX = true
+			return kv.setFrame(t, newID, buf, 0, 0, 0, t.Timeout)
+		}
+		if op == OpAppend {
+			kv.lockFrame(t, newID, flagUpdate|FlagData, 0, keepExpiry, unlimitedFlag)
+			return kv.withData(buf, DataAppend, kv.Value)
+		}
+		return kv.setFrame(t, newID, buf, 0, 0, 0, 0)
+	case OpGet, OpType, OpStrlen:
+		if n != 2 {
+			return buf, arity(name)
+		}
+		kv.Keys = args[1:2]
+		kv.KeyFrame(t, newID, 0)
+		return buf, nil
+	case OpExists, OpDel:
+		if n < 2 {
+			return buf, arity(name)
+		}
+		kv.Keys = args[1:]
+		kv.KeyFrame(t, newID, 0)
+		return buf, nil
+	case OpIncr:
+		switch name {
+		case "INCR", "DECR":
+			// slock takes an optional delta as the third argument.
+			if n != 2 && n != 3 {
+				return buf, arity(name)
+			}
+			kv.Delta = 1
+			if n == 3 {
+				d, ok := resp.ParseInt(args[2])
+				if !ok {
+					return buf, errNotInt
+				}
+				kv.Delta = d
+			}
+		default:
+			if n != 3 {
+				return buf, arity(name)
+			}
+			d, ok := resp.ParseInt(args[2])
+			if !ok {
+				return buf, errNotInt
+			}
+			kv.Delta = d
+		}
+		if name[0] == 'D' {
+			if kv.Delta == -1<<63 {
+				return buf, errOverflow
+			}
+			kv.Delta = -kv.Delta
+		}
+		kv.Keys = args[1:2]
+		// The server fills in the new value (SetNumber) once it has read the old one.
+		kv.lockFrame(t, newID, flagUpdate|FlagData, 0, keepExpiry, unlimitedFlag)
+		return buf, nil
+	case OpExpire:
+		if n != 3 {
+			return buf, arity(name)
+		}
+		v, ok := resp.ParseInt(args[2])
+		if !ok {
+			return buf, errNotInt
+		}
+		switch name {
+		case "EXPIRE":
+			v *= 1000
+		case "EXPIREAT":
+			v = v*1000 - nowMs
+		case "PEXPIREAT":
+			v -= nowMs
+		}
+		kv.Keys = args[1:2]
+		e, ef := ExpiryMs(v)
+		kv.lockFrame(t, newID, flagUpdate, 0, e, ef|kvPersistFlag)
+		return buf, nil
+	case OpPersist:
+		if n != 2 && n != 3 { // the reference wants a dummy third argument; either works here
+			return buf, arity(name)
+		}
+		kv.Keys = args[1:2]
+		kv.lockFrame(t, newID, flagUpdate, 0, resetExpiry, unlimitedFlag)
+		return buf, nil
+	case OpTTL, OpPTTL:
+		if n != 2 {
+			return buf, arity(name)
+		}
+		kv.Keys = args[1:2]
+		return buf, nil
+	case OpKeys:
+		if n != 2 {
+			return buf, arity(name)
+		}
+		kv.Value = args[1]
+		return buf, nil
+	case OpScan:
+		// SCAN cursor [MATCH pattern] [COUNT n] [TYPE t]: one pass returns every key.
+		if n < 2 || n%2 != 0 {
+			if n < 2 {
+				return buf, arity(name)
+			}
+			return buf, errSyntax
+		}
+		if c, ok := resp.ParseInt(args[1]); !ok || c < 0 {
+			return buf, &kvErr{"invalid cursor"}
+		}
+		kv.Value = []byte("*")
+		for i := 2; i+1 < n; i += 2 {
+			switch {
+			case resp.Is(args[i], "MATCH"):
+				kv.Value = args[i+1]
+			case resp.Is(args[i], "COUNT"):
+				if c, ok := resp.ParseInt(args[i+1]); !ok || c < 1 {
+					return buf, errSyntax
+				}
+			case resp.Is(args[i], "TYPE"):
+			default:
+				return buf, errSyntax
+			}
+		}
+		return buf, nil
+	case OpDBSize:
+		if n != 1 {
+			return buf, arity(name)
+		}
+		return buf, nil
+	case OpFlushDB, OpFlushAll:
+		if n > 2 || n == 2 && !resp.Is(args[1], "ASYNC") && !resp.Is(args[1], "SYNC") {
+			return buf, errSyntax
+		}
+		return buf, nil
+	}
+	return buf, &kvErr{"Unknown Command"}
+}
+
+// setFrame builds the Lock of SET and its variants: Update with a SET record, expiring
+// after ms (0: never), or with NX a fresh LockId and no Update.
+func (kv *KV) setFrame(t *Text, newID func() [16]byte, buf []byte, ms int64, tf, ef, timeout uint16) ([]byte, error) {
+	e, f := uint16(resetExpiry), uint16(unlimitedFlag)
+	if ms > 0 {
+		e, f = ExpiryMs(ms)
+		f |= kvPersistFlag
+	}
+	flag := uint8(flagUpdate | FlagData)
+	if kv.NX {
+		flag = FlagData
+	}
+	kv.lockFrame(t, newID, flag, timeout, e, f|ef)
+	kv.Frame.TimeoutFlag |= tf
+	if kv.NX {
+		kv.Frame.LockID = newID()
+	}
+	return kv.withData(buf, DataSet, kv.Value)
+}
+
+// lockFrame sets kv.Frame to a Lock on Keys[0] with LockId = the key.
+func (kv *KV) lockFrame(t *Text, newID func() [16]byte, flag uint8, timeout, expried, expriedFlag uint16) {
+	id := TextID(kv.Keys[0])
+	kv.Frame = Frame{Type: TypeLock, RequestID: newID(), Flag: flag, DB: t.DB, LockID: id, Key: id,
+		Timeout: timeout, Expried: expried, ExpriedFlag: expriedFlag, Count: 0, Rcount: 0}
+}
+
+// withData appends the data record cmd value, with the key as its KEY property, to buf
+// and attaches it to kv.Frame.
+func (kv *KV) withData(buf []byte, cmd uint8, value []byte) ([]byte, error) {
+	return kv.dataRecord(buf, cmd, 0, value)
+}
+
+func (kv *KV) dataRecord(buf []byte, cmd, flag uint8, value []byte) ([]byte, error) {
+	key := kv.Keys[0]
+	if len(key) > 0xffff {
+		return buf, &kvErr{"key longer than 65535 bytes"}
+	}
+	start := len(buf)
+	props := [1]Property{{Code: PropKey, Value: key}}
+	buf = AppendDataRecord(buf, cmd, StageCurrent, flag, props[:], value)
+	kv.Frame.Flag |= FlagData
+	kv.Frame.Data = buf[start:]
+	return buf, nil
+}
+
+// SetNumber makes kv.Frame (an INCR family Lock) store n as a NUMBER record, built into buf.
+func (kv *KV) SetNumber(buf []byte, n int64) ([]byte, error) {
+	var v [8]byte
+	binary.LittleEndian.PutUint64(v[:], uint64(n))
+	return kv.dataRecord(buf, DataSet, DataNumber, v[:])
+}
+
+// KeyFrame sets kv.Frame to the command for Keys[i] of GET, TYPE, STRLEN, EXISTS (a Show
+// probe: Timeout 0, Expried 0) or DEL (an Unlock of the holder with the key as LockId, else
+// the oldest).
+func (kv *KV) KeyFrame(t *Text, newID func() [16]byte, i int) {
+	id := TextID(kv.Keys[i])
+	kv.Frame = Frame{Type: TypeLock, RequestID: newID(), Flag: flagShow, DB: t.DB, LockID: id, Key: id}
+	if kv.Op == OpDel {
+		kv.Frame.Type, kv.Frame.Flag = TypeUnlock, unlockHead
+	}
+}
+
+// ExpiryMs returns the Expried and unit flag of an expiry ms milliseconds from now: in
+// milliseconds up to 65,535 ms, then seconds (rounded up) up to 65,535 s, then minutes
+// (rounded up, at most 65,534 minutes, about 45 days). 0 or less expires at once.
+func ExpiryMs(ms int64) (uint16, uint16) {
+	switch {
+	case ms <= 0:
+		return 0, unitMillis
+	case ms <= 0xffff:
+		return uint16(ms), unitMillis
+	case ms <= 0xffff*1000:
+		return uint16((ms + 999) / 1000), 0
+	}
+	return uint16(min((ms+59_999)/60_000, 0xfffe)), unitMinutes
+}
+
+// Int reads a value record as an integer, as INCR does: none is 0, a NUMBER its i64, a
+// string its decimal text; anything else is ErrNotInteger.
+func Int(rec []byte) (int64, error) {
+	if rec == nil {
+		return 0, nil
+	}
+	d, err := ParseDataRecord(rec)
+	if err != nil || d.Cmd == DataUnset {
+		return 0, nil
+	}
+	switch {
+	case d.Flag&DataNumber != 0:
+		return Number(d.Value), nil
+	case d.Flag&(DataArray|DataKV) != 0:
+		return 0, ErrNotInteger
+	}
+	n, ok := resp.ParseInt(d.Value)
+	if !ok {
+		return 0, ErrNotInteger
+	}
+	return n, nil
+}
+
+// Add returns a + b, or ErrOverflow.
+func Add(a, b int64) (int64, error) {
+	c := a + b
+	if (c > a) != (b > 0) {
+		return 0, ErrOverflow
+	}
+	return c, nil
+}
+
+// AppendKVReply renders the result of kv's lock command (result, and the value record the
+// reply carried: the key's value before the command, or nil) as its Redis reply. newInt is
+// the INCR family's new value. DEL and EXISTS of several keys are counted by the caller
+// (KVCount) instead.
+func AppendKVReply(dst []byte, kv *KV, result Result, value []byte, newInt int64) []byte {
+	ok := result == ResultOK || result == ResultLockedError
+	switch kv.Op {
+	case OpSet:
+		switch {
+		case ok:
+			return resp.AppendSimple(dst, "OK")
+		case result == ResultTimeout:
+			return resp.AppendNull(dst)
+		}
+	case OpGetSet:
+		switch {
+		case ok:
+			return AppendValue(dst, value)
+		case result == ResultTimeout:
+			return resp.AppendNull(dst)
+		}
+	case OpSetNX:
+		switch {
+		case ok:
+			return resp.AppendInt(dst, 1)
+		case result == ResultTimeout:
+			return resp.AppendInt(dst, 0)
+		}
+	case OpGet:
+		return AppendValue(dst, value)
+	case OpType:
+		if HasValue(value) {
+			return resp.AppendSimple(dst, "string")
+		}
+		return resp.AppendSimple(dst, "none")
+	case OpStrlen:
+		return resp.AppendInt(dst, int64(Strlen(value)))
+	case OpIncr:
+		if ok {
+			return resp.AppendInt(dst, newInt)
+		}
+	case OpAppend:
+		switch {
+		case ok:
+			return resp.AppendInt(dst, int64(Strlen(value)+len(kv.Value)))
+		case result == ResultTimeout:
+			return resp.AppendNull(dst)
+		}
+	case OpDel, OpExists:
+		if KVCount(kv.Op, result, value) {
+			return resp.AppendInt(dst, 1)
+		}
+		return resp.AppendInt(dst, 0)
+	case OpExpire, OpPersist:
+		switch {
+		case ok:
+			return resp.AppendInt(dst, 1)
+		case result == ResultTimeout:
+			return resp.AppendInt(dst, 0)
+		}
+	}
+	return resp.AppendError(dst, "ERR "+strconv.Itoa(int(result)))
+}
+
+// KVCount reports whether a DEL or EXISTS of one key counts: DEL unlocked it, or the key
+// exists with a value.
+func KVCount(op Op, result Result, value []byte) bool {
+	if op == OpDel {
+		return result == ResultOK
+	}
+	return HasValue(value)
+}
+
+// HasValue reports whether a reply's value record is a value (not absent or UNSET).
+func HasValue(rec []byte) bool {
+	if rec == nil {
+		return false
+	}
+	d, err := ParseDataRecord(rec)
+	return err == nil && d.Cmd != DataUnset
+}
+
+// AppendValue renders a value record as GET does: a NUMBER as an integer, an ARRAY as its
+// first element, anything else as a bulk string; no value is a null bulk string.
+func AppendValue(dst []byte, rec []byte) []byte {
+	if rec == nil {
+		return resp.AppendNull(dst)
+	}
+	d, err := ParseDataRecord(rec)
+	if err != nil || d.Cmd == DataUnset {
+		return resp.AppendNull(dst)
+	}
+	switch {
+	case d.Flag&DataNumber != 0:
+		return resp.AppendInt(dst, Number(d.Value))
+	case d.Flag&DataArray != 0:
+		e, _, ok := NextElem(d.Value)
+		if !ok {
+			return resp.AppendNull(dst)
+		}
+		return resp.AppendBulk(dst, e)
+	}
+	return resp.AppendBulk(dst, d.Value)
+}
+
+// Strlen is STRLEN of a value record: a NUMBER's decimal digits, an ARRAY's first element's
+// length, else the value's length; 0 for no value.
+func Strlen(rec []byte) int {
+	if rec == nil {
+		return 0
+	}
+	d, err := ParseDataRecord(rec)
+	if err != nil || d.Cmd == DataUnset {
+		return 0
+	}
+	switch {
+	case d.Flag&DataNumber != 0:
+		var b [24]byte
+		return len(strconv.AppendInt(b[:0], Number(d.Value), 10))
+	case d.Flag&DataArray != 0:
+		e, _, _ := NextElem(d.Value)
+		return len(e)
+	}
+	return len(d.Value)
+}
+
+// KeyName returns a value record's KEY property: the key's text.
+func KeyName(rec []byte) ([]byte, bool) {
+	d, err := ParseDataRecord(rec)
+	if err != nil || d.Cmd == DataUnset {
+		return nil, false
+	}
+	return Prop(d.Props, PropKey)
+}
+
+// Match reports whether name matches the Redis glob pattern (* ? [abc] [^a-z] \x).
+func Match(pattern, name []byte) bool {
+	for len(pattern) > 0 {
+		switch pattern[0] {
+		case '*':
+			for len(pattern) > 1 && pattern[1] == '*' {
+				pattern = pattern[1:]
+			}
+			if len(pattern) == 1 {
+				return true
+			}
+			for i := 0; i <= len(name); i++ {
+				if Match(pattern[1:], name[i:]) {
+					return true
+				}
+			}
+			return false
+		case '?':
+			if len(name) == 0 {
+				return false
+			}
+			name = name[1:]
+		case '[':
+			if len(name) == 0 {
+				return false
+			}
+			p := pattern[1:]
+			not := len(p) > 0 && p[0] == '^'
+			if not {
+				p = p[1:]
+			}
+			hit := false
+			for len(p) > 0 && p[0] != ']' {
+				switch {
+				case p[0] == '\\' && len(p) > 1:
+					hit = hit || p[1] == name[0]
+					p = p[2:]
+				case len(p) > 2 && p[1] == '-' && p[2] != ']':
+					lo, hi := p[0], p[2]
+					if lo > hi {
+						lo, hi = hi, lo
+					}
+					hit = hit || lo <= name[0] && name[0] <= hi
+					p = p[3:]
+				default:
+					hit = hit || p[0] == name[0]
+					p = p[1:]
+				}
+			}
+			if len(p) > 0 {
+				p = p[1:] // the ']'
+			}
+			if hit == not {
+				return false
+			}
+			pattern, name = p, name[1:]
+			continue
+		case '\\':
+			if len(pattern) > 1 {
+				pattern = pattern[1:]
+			}
+			fallthrough
+		default:
+			if len(name) == 0 || name[0] != pattern[0] {
+				return false
+			}
+			name = name[1:]
+		}
+		pattern = pattern[1:]
+	}
+	return len(name) == 0
+}

@@ -1,0 +1,57 @@
+package store
+
+// This file serves the Redis key/value commands' reads over the lock store: a
+// key's value, the keys with values, and FLUSHDB.
+
+// Value returns the value record of key in db, nil if it has none. It is a view
+// valid until the next call that changes the Locks.
+func (l *Locks) Value(db uint8, key [16]byte) []byte {
+	k := l.key(db, key)
+	if k == nil || !k.has {
+		return nil
+	}
+	return k.value
+}
+
+// EachValue calls fn with every key of db that has a value and its value
+// record (a view), in no particular order, until fn returns false. fn must
+// not change the Locks.
+func (l *Locks) EachValue(db uint8, fn func(key [16]byte, value []byte) bool) {
+	if db > MaxLockDB || l.dbs[db] == nil {
+		return
+	}
+	for id, k := range l.dbs[db].keys {
+		if k.has && !fn(id, k.value) {
+			return
+		}
+	}
+}
+
+// Flush releases every holder of every key of db, and drops its values, as
+// if each had been unlocked at once: waiters are then granted in their
+// order (their replies and EXECUTEs are appended as Do does). Expiry pushes
+// are not sent. It returns the number of keys that had holders.
+func (l *Locks) Flush(db uint8, now int64, replies []LockReply, execs []Exec) ([]LockReply, []Exec, int) {
+	l.begin(replies, execs)
+	n := 0
+	if db <= MaxLockDB && l.dbs[db] != nil {
+		for _, k := range l.dbs[db].keys {
+			if k.hold.n == 0 {
+				continue
+			}
+			n++
+			for h := k.hold.head; h != nil; h = k.hold.head {
+				l.removeHolder(h)
+				l.freeItem(h)
+			}
+			if k.has {
+				k.has = false
+				l.changed(k)
+			}
+			l.wake(k, now)
+			l.settle(k)
+		}
+	}
+	r, e := l.end()
+	return r, e, n
+}
