@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/pflag"
 
+	"tallyd/aof"
 	"tallyd/loop"
 )
 
@@ -45,6 +46,11 @@ type options struct {
 	slockMaxData         uint32
 	slockWaitersPerKey   int
 	slockWaitersPerConn  int
+	dataDir              string
+	appendOnly           bool
+	appendFsync          string
+	lockPersistAfter     time.Duration
+	aofRewriteSize       int64
 	configFile           string
 	maxConnections       int
 	counterMaxConns      int
@@ -96,6 +102,11 @@ func run(args []string, stderr io.Writer) int {
 	fs.Uint32Var(&o.slockMaxData, "slock-max-data", d.SlockMaxData, "largest slock data value or CALL body in bytes; larger closes the connection")
 	fs.IntVar(&o.slockWaitersPerKey, "slock-max-waiters-per-key", d.SlockMaxWaitersPerKey, "queued slock requests per key; beyond: TIMEOUT at once (0 = unlimited)")
 	fs.IntVar(&o.slockWaitersPerConn, "slock-max-waiters-per-conn", d.SlockMaxWaitersPerConn, "queued slock requests per connection; beyond: TIMEOUT at once (0 = unlimited)")
+	fs.StringVar(&o.dataDir, "data-dir", "./data", "directory of the append-only log of slock values and long-held locks")
+	fs.BoolVar(&o.appendOnly, "appendonly", true, "keep the append-only log (--appendonly=false: slock state lives in memory only)")
+	fs.StringVar(&o.appendFsync, "appendfsync", "everysec", "when the log is fsynced: always (before each reply), everysec, or no (left to the kernel)")
+	fs.DurationVar(&o.lockPersistAfter, "lock-persist-after", d.LockPersistAfter, "a slock lock held this long is written to the log (keys with a value: at once)")
+	fs.Int64Var(&o.aofRewriteSize, "aof-rewrite-size", d.AOFRewriteSize, "compact the log when it is larger than this many bytes and has doubled since the last compaction")
 	fs.IntVar(&o.statInterval, "stat-interval", int(d.StatInterval), "seconds per max-consumption interval (wall-clock aligned, minimum 10)")
 	fs.IntVar(&o.semaphoreGCInterval, "semaphore-gc-interval", int(d.SemaphoreGCInterval/time.Second), "seconds between garbage collections of released semaphores")
 	fs.IntVar(&o.counterBuckets, "counter-buckets", d.CounterBuckets, "expected number of counters (a sizing hint)")
@@ -265,6 +276,12 @@ func (o *options) loopConfig(fs *pflag.FlagSet, d loop.Config) (loop.Config, err
 		return d, fmt.Errorf("--slock-max-data %d is too small", o.slockMaxData)
 	case o.slockWaitersPerKey < 0 || o.slockWaitersPerConn < 0:
 		return d, errors.New("slock waiter limits cannot be negative")
+	case o.appendOnly && o.dataDir == "":
+		return d, errors.New("--data-dir is empty: give a directory, or --appendonly=false")
+	case o.lockPersistAfter < 0:
+		return d, fmt.Errorf("--lock-persist-after %s cannot be negative", o.lockPersistAfter)
+	case o.aofRewriteSize < 1024:
+		return d, fmt.Errorf("--aof-rewrite-size %d is too small (minimum 1024)", o.aofRewriteSize)
 	case o.statInterval < 10:
 		return d, fmt.Errorf("--stat-interval %d is below the minimum of 10 seconds", o.statInterval)
 	case o.semaphoreGCInterval < 1:
@@ -281,6 +298,16 @@ func (o *options) loopConfig(fs *pflag.FlagSet, d loop.Config) (loop.Config, err
 	cfg.SlockMaxData = o.slockMaxData
 	cfg.SlockMaxWaitersPerKey = o.slockWaitersPerKey
 	cfg.SlockMaxWaitersPerConn = o.slockWaitersPerConn
+	policy, err := aof.ParsePolicy(o.appendFsync)
+	if err != nil {
+		return d, fmt.Errorf("--%w", err)
+	}
+	if o.appendOnly {
+		cfg.DataDir = o.dataDir
+	}
+	cfg.AppendFsync = policy
+	cfg.LockPersistAfter = o.lockPersistAfter
+	cfg.AOFRewriteSize = o.aofRewriteSize
 	cfg.Version = version
 	cfg.StatInterval = int64(o.statInterval)
 	cfg.SemaphoreGCInterval = time.Duration(o.semaphoreGCInterval) * time.Second

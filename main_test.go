@@ -78,6 +78,9 @@ func start(t *testing.T, ulimit int, args ...string) *proc {
 	if !strings.Contains(strings.Join(args, " "), "--slock-port") {
 		args = append(args, "--slock-port=0")
 	}
+	if j := strings.Join(args, " "); !strings.Contains(j, "--data-dir") && !strings.Contains(j, "--appendonly") {
+		args = append(args, "--data-dir="+t.TempDir())
+	}
 	var cmd *exec.Cmd
 	if ulimit > 0 {
 		cmd = exec.Command("bash", append([]string{"-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, ulimit), binPath}, args...)...)

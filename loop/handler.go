@@ -146,6 +146,7 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 	cs.closed = true
 	c.SetContext(nil)
 	now := s.now().UnixNano()
+	s.persist.lastNow = now
 	held := 0
 	switch cs.proto {
 	case ProtoCounter:
@@ -217,6 +218,9 @@ func (s *Server) publishDue() {
 	if at, ok := s.locks.NextDeadline(); ok && at < due {
 		due = at
 	}
+	if at, ok := s.locks.NextPersist(); ok && at < due {
+		due = at
+	}
 	s.nextDue.Store(due)
 }
 
@@ -243,6 +247,7 @@ func (s *Server) tick(context.Context) error {
 		s.deliverWakes()
 	}
 	s.slockExpire(now.UnixNano())
+	s.persistTick(now)
 	s.publishDue()
 	if s.counters.GCDue(now.UnixNano()) {
 		s.gcCounters(now)

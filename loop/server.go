@@ -16,6 +16,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 	"github.com/rs/zerolog"
 
+	"tallyd/aof"
 	"tallyd/proto/counter"
 	"tallyd/proto/pool"
 	"tallyd/proto/resp"
@@ -76,6 +77,12 @@ type Config struct {
 	SlockMaxWaitersPerKey  int    // queued slock requests per key (0 = unlimited)
 	SlockMaxWaitersPerConn int    // queued slock requests per connection (0 = unlimited)
 
+	// Persistence of slock's values and long-held locks (see persist.go).
+	DataDir          string        // where the append-only log lives; "" keeps nothing
+	AppendFsync      aof.Policy    // when the log is fsynced
+	LockPersistAfter time.Duration // a lock held this long is logged (at once if its key has a value)
+	AOFRewriteSize   int64         // the log is compacted past this size once it has doubled since the last time
+
 	Tick time.Duration // how often timed work runs on the loop
 
 	Version string // reported by INFO
@@ -102,6 +109,9 @@ func Defaults() Config {
 		SlockMaxData:           1 << 20,
 		SlockMaxWaitersPerKey:  100_000,
 		SlockMaxWaitersPerConn: 100_000,
+		AppendFsync:            aof.EverySec,
+		LockPersistAfter:       time.Second,
+		AOFRewriteSize:         64 << 20,
 		Tick:                   5 * time.Millisecond,
 		Version:                "dev",
 		Log:                    zerolog.Nop(),
@@ -161,6 +171,7 @@ type Server struct {
 	rejectLog    rateLog
 	inputLog     rateLog
 	oomLog       rateLog
+	persist      persistState
 
 	// Shared with other goroutines.
 	engine    gnet.Engine
@@ -228,7 +239,8 @@ func New(cfg Config) (*Server, error) {
 	s.poolDec = pool.Decoder{MaxLine: cfg.PoolMaxLine}
 	s.wakes = make([]store.Wake, 0, 64)
 	s.locks = store.NewLocks(store.LocksConfig{MaxWaitersPerKey: cfg.SlockMaxWaitersPerKey,
-		MaxWaitersPerOwner: cfg.SlockMaxWaitersPerConn, MaxKeys: cfg.MaxObjects, IDSeed: uint64(s.now().UnixNano())})
+		MaxWaitersPerOwner: cfg.SlockMaxWaitersPerConn, MaxKeys: cfg.MaxObjects, IDSeed: uint64(s.now().UnixNano()),
+		Persist: cfg.DataDir != "", PersistAfter: int64(cfg.LockPersistAfter)})
 	s.slockDec = slock.Decoder{MaxData: cfg.SlockMaxData, MaxCall: cfg.SlockMaxData}
 	s.slockClients = make(map[[16]byte]*conn)
 	s.slockClosed = make(map[store.Owner][16]byte)
@@ -266,6 +278,11 @@ func (s *Server) Run() error {
 		s.readyOnce.Do(func() { close(s.ready) })
 		return err
 	}
+	if err := s.openLog(); err != nil {
+		s.readyOnce.Do(func() { close(s.ready) })
+		return err
+	}
+	defer s.closeLog()
 	addrs := make([]string, len(s.cfg.Listeners))
 	for i, l := range s.cfg.Listeners {
 		addrs[i] = "tcp://" + l.Addr
@@ -289,6 +306,8 @@ func (s *Server) Run() error {
 		return fmt.Errorf("event loop: %w", err)
 	case s.bootErr != nil:
 		return s.bootErr
+	case s.persist.fatal.Load() != nil:
+		return *s.persist.fatal.Load()
 	case !s.stopping.Load():
 		return errors.New("event loop stopped unexpectedly (see the log lines before this one)")
 	}

@@ -27,6 +27,16 @@ type slockConn struct {
 	waitID   [16]byte // its RequestId
 	waitLock bool     // it is a LOCK (its LockId becomes the default for UNLOCK)
 	seq      uint64   // for RequestIds and LockIds of text commands
+	kv       slock.KV // the key/value command being served
+	kvActive bool     // the awaited reply is kv's
+	kvMulti  bool     // kv is a DEL or EXISTS of several keys: replies are counted
+	kvN      int64    // their count
+	kvInt    int64    // the INCR family's new value
+
+	// Replies held until the append-only log has the records before them (persist.go).
+	held    []byte
+	heldSeq uint64
+	inHeld  bool
 }
 
 // pendingWill is a will command, or the disconnect itself, of a closed connection, to run
@@ -47,6 +57,10 @@ type ownedExec struct {
 // serveSlock sniffs a new connection's protocol, then serves its frames or commands.
 func (s *Server) serveSlock(cs *conn, now int64) gnet.Action {
 	sc := cs.slock
+	s.persist.lastNow = now
+	if len(sc.held) > s.cfg.MaxOutput {
+		return gnet.None // its replies wait for the log: read on once they are out
+	}
 	if sc.kind == slock.Unknown {
 		buf, _ := cs.c.Peek(-1)
 		kind, ok := slock.Sniff(buf)
@@ -276,6 +290,10 @@ func (s *Server) deliverLock(r *store.LockReply) {
 			return // text connections see only the reply they wait for
 		}
 		sc.waiting = false
+		if sc.kvActive {
+			s.kvReply(cs, &rep)
+			return
+		}
 		if r.Result == store.LockOK {
 			if sc.waitLock {
 				sc.text.LastLockID = r.LockID
@@ -308,6 +326,9 @@ func (s *Server) sendTo(cs *conn, b []byte) {
 		return
 	}
 	s.scratch = b[:0]
+	if s.holdReply(cs, b) {
+		return
+	}
 	if _, err := cs.c.Write(b); err == nil && !cs.closed {
 		if n := cs.c.OutboundBuffered(); n > s.cfg.MaxOutput {
 			s.log.Warn().Uint64("conn", uint64(cs.owner)).Int("unsent", n).Int("limit", s.cfg.MaxOutput).
@@ -465,7 +486,11 @@ func (s *Server) slockCommand(cs *conn, args [][]byte, now int64) (quit bool) {
 	case resp.Is(name, "INFO"):
 		s.out = resp.AppendBulk(s.out, s.slockInfo(now))
 	default:
-		s.out = resp.AppendError(s.out, "ERR Unknown Command")
+		if op, cname := slock.LookupKV(name); op != slock.OpNone {
+			s.slockKV(cs, args, op, cname, now)
+		} else if !s.slockAdmin(cs, args) {
+			s.out = resp.AppendError(s.out, "ERR Unknown Command")
+		}
 	}
 	return false
 }
@@ -498,7 +523,9 @@ func (s *Server) slockInfo(now int64) []byte {
 	b = strconv.AppendUint(b, s.stats[ProtoSlock].CurrConnections, 10)
 	b = append(b, "\r\ntotal_connections_received:"...)
 	b = strconv.AppendUint(b, s.stats[ProtoSlock].TotalConnections, 10)
-	b = append(b, "\r\n\r\n# Keyspace\r\n"...)
+	b = append(b, "\r\n\r\n"...)
+	b = s.appendPersistInfo(b)
+	b = append(b, "# Keyspace\r\n"...)
 	for db := 0; db <= store.MaxLockDB; db++ {
 		st, ok := s.locks.State(uint8(db))
 		if !ok {

@@ -80,7 +80,7 @@ func (s *Server) write(cs *conn, out []byte) bool {
 	} else {
 		s.out = make([]byte, 0, 64<<10)
 	}
-	if len(out) == 0 {
+	if len(out) == 0 || cs.slock != nil && s.holdReply(cs, out) {
 		return !cs.closed
 	}
 	if _, err := cs.c.Write(out); err != nil || cs.closed {

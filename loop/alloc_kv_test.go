@@ -1,0 +1,99 @@
+package loop
+
+import (
+	"testing"
+
+	"github.com/panjf2000/gnet/v2"
+
+	"tallyd/aof"
+	"tallyd/proto/resp"
+	"tallyd/proto/slock"
+)
+
+// newKVPathServer is newPathServer for a Redis-text slock connection, with the append-only
+// log on when dir is not empty.
+func newKVPathServer(tb testing.TB, dir string) (*Server, *fakeConn) {
+	tb.Helper()
+	cfg := Defaults()
+	cfg.Listeners = []Listener{{Proto: ProtoSlock, Addr: "127.0.0.1:0"}}
+	cfg.DataDir = dir
+	s, err := New(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := s.openLog(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(s.closeLog)
+	fc := &fakeConn{}
+	cs := &conn{c: fc, owner: 1, proto: ProtoSlock, ln: &listenerState{}, slock: &slockConn{kind: slock.RESP, text: slock.Text{Timeout: 15}}}
+	fc.ctx = cs
+	s.conns[cs.owner] = cs
+	return s, fc
+}
+
+// kvBatch is 16 pipelined SET, GET, INCR triples over a few keys.
+func kvBatch() []byte {
+	var b []byte
+	for i := range 16 {
+		k := string(rune('a' + i%4))
+		b = resp.AppendCommand(b, "SET", "key:"+k, "value")
+		b = resp.AppendCommand(b, "GET", "key:"+k)
+		b = resp.AppendCommand(b, "INCR", "counter:"+k)
+	}
+	return b
+}
+
+// The key/value request path allocates nothing once warm, with the log on: records are
+// encoded into a kept buffer and copied to the writer's.
+func TestKVPathDoesNotAllocate(t *testing.T) {
+	for _, dir := range []string{"", t.TempDir()} {
+		s, fc := newKVPathServer(t, dir)
+		batch := kvBatch()
+		serve := func() {
+			fc.in = batch
+			if s.OnTraffic(fc) != gnet.None {
+				t.Fatal("connection closed")
+			}
+			// What the writer's progress report does on the loop.
+			s.logged(aof.Progress{Written: s.persist.seq, Synced: s.persist.seq})
+		}
+		for range 3 {
+			serve()
+		}
+		fc.written = 0
+		allocs := testing.AllocsPerRun(200, serve)
+		if allocs != 0 {
+			t.Fatalf("log %v: %v allocations per batch of 48 commands", dir != "", allocs)
+		}
+		if len(fc.in) != 0 || fc.written == 0 {
+			t.Fatalf("batch not consumed (%d left) or nothing written", len(fc.in))
+		}
+		if dir != "" && s.persist.seq == 0 {
+			t.Fatal("nothing was logged")
+		}
+	}
+}
+
+// BenchmarkKVPath is one command (SET, GET or INCR) through the text path, 48 pipelined
+// per wake-up; with the log on, its records are handed to a real writer.
+func BenchmarkKVPath(b *testing.B) {
+	for _, log := range []bool{false, true} {
+		name := "memory"
+		dir := ""
+		if log {
+			name, dir = "aof", b.TempDir()
+		}
+		b.Run(name, func(b *testing.B) {
+			s, fc := newKVPathServer(b, dir)
+			batch := kvBatch()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i += 48 {
+				fc.in = batch
+				s.OnTraffic(fc)
+				s.logged(aof.Progress{Written: s.persist.seq, Synced: s.persist.seq})
+			}
+		})
+	}
+}

@@ -1,0 +1,203 @@
+package loop
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// kvStep is a command and the reply it must get, as showResp renders it.
+type kvStep struct {
+	args []string
+	want string
+}
+
+func runKV(t *testing.T, rc *respClient, steps []kvStep) {
+	t.Helper()
+	for _, s := range steps {
+		if got := showResp(rc.cmd(s.args...)); got != s.want {
+			t.Fatalf("%s: got %s, want %s", strings.Join(s.args, " "), got, s.want)
+		}
+	}
+}
+
+func kv(want string, args ...string) kvStep { return kvStep{args, want} }
+
+// TestSlockKVCommands checks each key/value command's Redis reply.
+func TestSlockKVCommands(t *testing.T) {
+	ts := startSlock(t, nil)
+	rc := dialResp(t, ts.slockAddr)
+	runKV(t, rc, []kvStep{
+		kv(`$-1`, "GET", "nokey"),
+		kv(`+OK`, "SET", "k1", "hello"),
+		kv(`"hello"`, "GET", "k1"),
+		kv(`+OK`, "set", "k1", "world"),
+		kv(`"world"`, "get", "k1"),
+		kv(`:1`, "EXISTS", "k1"),
+		kv(`:0`, "EXISTS", "nokey"),
+		kv(`:1`, "EXISTS", "k1", "nokey"),
+		kv(`+string`, "TYPE", "k1"),
+		kv(`+none`, "TYPE", "nokey"),
+		kv(`:5`, "STRLEN", "k1"),
+		kv(`:0`, "STRLEN", "nokey"),
+		kv(`:11`, "APPEND", "k1", " again"),
+		kv(`"world again"`, "GET", "k1"),
+		kv(`"world again"`, "GETSET", "k1", "new"),
+		kv(`"new"`, "GET", "k1"),
+		kv(`$-1`, "GETSET", "fresh", "v"),
+		// The INCR family: 64-bit signed, numbers stored as NUMBER values (GET shows an integer).
+		kv(`:1`, "INCR", "c"),
+		kv(`:11`, "INCRBY", "c", "10"),
+		kv(`:10`, "DECR", "c"),
+		kv(`:-5`, "DECRBY", "c", "15"),
+		kv(`:-5`, "GET", "c"),
+		kv(`:2`, "STRLEN", "c"),
+		kv(`:-3`, "INCR", "c", "2"), // slock's optional delta
+		kv(`+OK`, "SET", "n", "41"),
+		kv(`:42`, "INCR", "n"),
+		kv(`+OK`, "SET", "s", "abc"),
+		kv(`-ERR value is not an integer or out of range`, "INCR", "s"),
+		kv(`-ERR value is not an integer or out of range`, "INCRBY", "c", "x"),
+		kv(`+OK`, "SET", "big", "9223372036854775806"),
+		kv(`:9223372036854775807`, "INCR", "big"),
+		kv(`-ERR increment or decrement would overflow`, "INCR", "big"),
+		kv(`:9223372036854775807`, "GET", "big"),
+		kv(`+OK`, "SET", "small", "-9223372036854775807"),
+		kv(`:-9223372036854775808`, "DECR", "small"),
+		kv(`-ERR increment or decrement would overflow`, "DECRBY", "small", "1"),
+		kv(`-ERR increment or decrement would overflow`, "DECRBY", "c", "-9223372036854775808"),
+		// SETNX and SET NX/XX.
+		kv(`:1`, "SETNX", "nx", "first"),
+		kv(`"first"`, "GET", "nx"),
+		kv(`+OK`, "SET", "xx", "a"),
+		kv(`+OK`, "SET", "xx", "b", "XX"),
+		kv(`"b"`, "GET", "xx"),
+		kv(`$-1`, "SET", "nothere", "b", "XX"),
+		kv(`:0`, "EXISTS", "nothere"),
+		// Expiry.
+		kv(`:-1`, "TTL", "k1"),
+		kv(`:-2`, "TTL", "nokey"),
+		kv(`:1`, "EXPIRE", "k1", "100"),
+		kv(`:1`, "PERSIST", "k1"),
+		kv(`:-1`, "TTL", "k1"),
+		kv(`+OK`, "SET", "ex", "v", "EX", "50"),
+		kv(`+OK`, "SETEX", "sx", "70000", "v"),
+		kv(`-ERR invalid expire time in 'setex' command`, "SETEX", "sx", "0", "v"),
+		kv(`-ERR syntax error`, "SET", "k", "v", "BOGUS"),
+		kv(`-ERR wrong number of arguments for 'get' command`, "GET"),
+		kv(`-ERR wrong number of arguments for 'set' command`, "SET", "k"),
+		// DEL.
+		kv(`:1`, "DEL", "k1"),
+		kv(`$-1`, "GET", "k1"),
+		kv(`:0`, "DEL", "k1"),
+		kv(`:2`, "DEL", "n", "s", "nokey"),
+		kv(`:0`, "EXISTS", "n", "s"),
+	})
+	// Seconds are whole seconds from the next second boundary (slock's unit), so TTL is
+	// the asked time or one more; beyond 65,535 s the unit is minutes, rounded up.
+	for _, c := range []struct {
+		key    string
+		lo, hi int64
+	}{{"ex", 50, 51}, {"sx", 70020, 70021}} {
+		if r := rc.cmd("TTL", c.key); r.Kind != ':' || r.Int < c.lo || r.Int > c.hi {
+			t.Fatalf("TTL %s: %s, want %d..%d", c.key, showResp(r), c.lo, c.hi)
+		}
+	}
+	runKV(t, rc, []kvStep{kv(`:1`, "EXPIRE", "ex", "100")})
+	if r := rc.cmd("TTL", "ex"); r.Kind != ':' || r.Int < 100 || r.Int > 101 {
+		t.Fatalf("TTL after EXPIRE 100: %s", showResp(r))
+	}
+	// PTTL in milliseconds, PSETEX and PEXPIRE below 65,535 ms are kept in milliseconds.
+	runKV(t, rc, []kvStep{kv(`+OK`, "PSETEX", "p", "1500", "v")})
+	if r := rc.cmd("PTTL", "p"); r.Kind != ':' || r.Int <= 1000 || r.Int > 1500 {
+		t.Fatalf("PTTL after PSETEX 1500: %s", showResp(r))
+	}
+	runKV(t, rc, []kvStep{kv(`:1`, "PEXPIRE", "p", "40")})
+	time.Sleep(150 * time.Millisecond)
+	runKV(t, rc, []kvStep{kv(`$-1`, "GET", "p"), kv(`:-2`, "PTTL", "p")})
+	at := strconv.FormatInt(time.Now().Add(30*time.Second).UnixMilli(), 10)
+	runKV(t, rc, []kvStep{kv(`:1`, "PEXPIREAT", "ex", at)})
+	if r := rc.cmd("TTL", "ex"); r.Kind != ':' || r.Int < 29 || r.Int > 31 {
+		t.Fatalf("TTL after PEXPIREAT +30 s: %s", showResp(r))
+	}
+	ts.healthy(t)
+}
+
+// TestSlockKVKeys checks KEYS, SCAN, DBSIZE, SELECT and FLUSHDB/FLUSHALL.
+func TestSlockKVKeys(t *testing.T) {
+	ts := startSlock(t, nil)
+	rc := dialResp(t, ts.slockAddr)
+	for _, k := range []string{"user:1", "user:2", "user:10", "item:1"} {
+		runKV(t, rc, []kvStep{kv(`+OK`, "SET", k, "v")})
+	}
+	sorted := func(r string) string {
+		r = strings.Trim(r, "[]")
+		f := strings.Fields(r)
+		for i := range f {
+			for j := i + 1; j < len(f); j++ {
+				if f[j] < f[i] {
+					f[i], f[j] = f[j], f[i]
+				}
+			}
+		}
+		return "[" + strings.Join(f, " ") + "]"
+	}
+	if got := sorted(showResp(rc.cmd("KEYS", "*"))); got != `["item:1" "user:1" "user:10" "user:2"]` {
+		t.Fatalf("KEYS *: %s", got)
+	}
+	if got := sorted(showResp(rc.cmd("KEYS", "user:?"))); got != `["user:1" "user:2"]` {
+		t.Fatalf("KEYS user:?: %s", got)
+	}
+	if got := sorted(showResp(rc.cmd("KEYS", "[iu]*:1"))); got != `["item:1" "user:1"]` {
+		t.Fatalf("KEYS [iu]*:1: %s", got)
+	}
+	r := rc.cmd("SCAN", "0", "MATCH", "user:*", "COUNT", "100")
+	if r.Kind != '*' || len(r.Elems) != 2 || string(r.Elems[0].Str) != "0" || len(r.Elems[1].Elems) != 3 {
+		t.Fatalf("SCAN: %s", showResp(r))
+	}
+	runKV(t, rc, []kvStep{
+		kv(`:4`, "DBSIZE"),
+		kv(`+OK`, "SELECT", "2"),
+		kv(`:0`, "DBSIZE"),
+		kv(`+OK`, "SET", "other", "v"),
+		kv(`:1`, "DBSIZE"),
+		kv(`+OK`, "FLUSHDB"),
+		kv(`:0`, "DBSIZE"),
+		kv(`+OK`, "SET", "other", "v"),
+		kv(`+OK`, "SELECT", "0"),
+		kv(`:4`, "DBSIZE"),
+		kv(`+OK`, "FLUSHALL"),
+		kv(`:0`, "DBSIZE"),
+		kv(`[]`, "KEYS", "*"),
+		kv(`+OK`, "SELECT", "2"),
+		kv(`:0`, "DBSIZE"),
+	})
+	ts.healthy(t)
+}
+
+// TestSlockKVOverLocks checks slock's semantics beneath: a key is a lock, so a key held by
+// LOCK under another LockId cannot be SET, and a GET shows a locked key's value.
+func TestSlockKVOverLocks(t *testing.T) {
+	ts := startSlock(t, nil)
+	rc := dialResp(t, ts.slockAddr)
+	expectText(t, parseTextLock(t, rc.cmd("LOCK", "held", "EXPRIED", "60", "SET", "fromlock")), "0", "1", "1", "1", "1")
+	runKV(t, rc, []kvStep{
+		kv(`"fromlock"`, "GET", "held"),
+		kv(`$-1`, "SET", "held", "x"),
+		kv(`-ERR value is not an integer or out of range`, "INCR", "held"),
+		kv(`:0`, "DEL", "nokey"),
+	})
+	expectText(t, parseTextLock(t, rc.cmd("LOCK", "held2", "EXPRIED", "60")), "0", "1", "1", "1", "1")
+	runKV(t, rc, []kvStep{kv(`-ERR 8`, "INCR", "held2"), kv(`$-1`, "GET", "held2")})
+	// CONFIG GET and CLIENT, as redis-benchmark and client libraries send them.
+	runKV(t, rc, []kvStep{
+		kv(`["save" ""]`, "CONFIG", "GET", "save"),
+		kv(`["appendonly" "no"]`, "CONFIG", "GET", "appendonly"),
+		kv(`[]`, "CONFIG", "GET", "nosuch"),
+		kv(`+OK`, "CLIENT", "SETNAME", "me"),
+		kv(`+OK`, "CLIENT", "SETINFO", "lib-name", "x"),
+		kv(`[]`, "COMMAND", "DOCS"),
+	})
+	ts.healthy(t)
+}
