@@ -24,9 +24,13 @@ func (s *Server) slockKV(cs *conn, args [][]byte, op slock.Op, name string, now 
 	db := sc.text.DB
 	switch op {
 	case slock.OpTTL, slock.OpPTTL:
-		ms := s.locks.TTL(db, slock.TextID(kv.Keys[0]), now)
+		id := slock.TextID(kv.Keys[0])
+		ms := s.locks.TTL(db, id, now)
+		if ms >= 0 {
+			ms = min(ms, s.locks.TTLAsked(db, id)) // never more than was asked, as in Redis
+		}
 		if ms >= 0 && op == slock.OpTTL {
-			ms = (ms + 500) / 1000
+			ms = (ms + 500) / 1000 // rounded, as Redis does
 		}
 		s.out = resp.AppendInt(s.out, ms)
 		return

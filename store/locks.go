@@ -219,10 +219,12 @@ type Locks struct {
 	freeOwners *lockOwner
 
 	// Journal (persist.go).
-	dirty    []keyRef                  // keys whose state changed since the last Journal, maybe gone since
-	goneKeys []keyRef                  // logged keys deleted since the last Journal
-	young    list[lockItem, *lockItem] // holders that will persist once held PersistAfter, oldest first
-	snap     KeyState
+	dirty      []keyRef                // keys whose state changed since the last Journal, maybe gone since
+	goneKeys   []keyRef                // logged keys deleted since the last Journal
+	loggedKeys list[lockKey, *lockKey] // keys whose latest log record has holders
+	cursor     *lockKey                // the next key SnapshotNext writes, nil when done
+	aging      deadlines[*agedItem]    // holders that will persist once held PersistAfter, by when
+	snap       KeyState
 }
 
 // lockDB is one database.
@@ -244,8 +246,9 @@ type lockKey struct {
 	has      bool
 	valueCmd uint8
 	next     *lockKey // free list
-	logged   bool     // the log's latest record of the key has holders
-	dirty    bool     // in Locks.dirty
+	logged   bool     // the log's latest record of the key has holders; then on Locks.loggedKeys
+	ll       links[lockKey]
+	dirty    bool // in Locks.dirty
 }
 
 // lockItem is one holder or one queued request.
@@ -264,11 +267,10 @@ type lockItem struct {
 	levels       uint8
 	prio         uint8
 	waiting      bool
-	hasData      bool            // waiter: data holds a record
-	dataFrame    bool            // holder: the latest frame on it carried a data record (flag 0x20)
-	waitsCounted bool            // counted in its owner's waiters
-	yl           links[lockItem] // on Locks.young
-	isYoung      bool
+	hasData      bool     // waiter: data holds a record
+	dataFrame    bool     // holder: the latest frame on it carried a data record (flag 0x20)
+	waitsCounted bool     // counted in its owner's waiters
+	pdl          deadline // in Locks.aging
 }
 
 func (it *lockItem) deadline() *deadline { return &it.dl }
@@ -488,6 +490,25 @@ func (l *Locks) TTL(db uint8, key [16]byte, now int64) int64 {
 	return max(h.dl.at-now, 0) / 1e6
 }
 
+// TTLAsked returns how long, in milliseconds, the oldest holder of key in db
+// asked to be held: second and minute expiries run on to the end of the
+// second they fall in, so TTL may exceed it by up to a second. -1 if the key
+// has no holder.
+func (l *Locks) TTLAsked(db uint8, key [16]byte) int64 {
+	k := l.key(db, key)
+	if k == nil || k.hold.head == nil {
+		return -1
+	}
+	c := &k.hold.head.cmd
+	switch {
+	case c.ExpriedFlag&timeMillis != 0:
+		return int64(c.Expried)
+	case c.ExpriedFlag&timeMinutes != 0:
+		return int64(c.Expried) * 60_000
+	}
+	return int64(c.Expried) * 1000
+}
+
 // begin starts a call that appends to replies and execs.
 func (l *Locks) begin(replies []LockReply, execs []Exec) {
 	l.out, l.ex = replies, execs
@@ -627,6 +648,7 @@ func (l *Locks) settle(k *lockKey) {
 	d := k.db
 	if k.logged {
 		l.goneKeys = append(l.goneKeys, keyRef{d.id, k.key})
+		l.setLogged(k, false)
 	}
 	delete(d.keys, k.key)
 	d.st.KeyCount--

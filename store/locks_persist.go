@@ -42,7 +42,10 @@ const (
 	persistNever = 0x0200
 )
 
-func (it *lockItem) link() *links[lockItem] { return &it.yl }
+// agedItem is a holder as Locks.aging sees it: by when it persists.
+type agedItem lockItem
+
+func (a *agedItem) deadline() *deadline { return &a.pdl }
 
 // changed notes that k's persistent state may have changed.
 func (l *Locks) changed(k *lockKey) {
@@ -55,9 +58,13 @@ func (l *Locks) changed(k *lockKey) {
 
 // touch notes a change of holder h's parameters or expiry.
 func (l *Locks) touch(h *lockItem) {
-	if l.cfg.Persist && h.k != nil && h.k.logged && !h.waiting {
+	if !l.cfg.Persist || h.k == nil || h.waiting {
+		return
+	}
+	if h.k.logged {
 		l.changed(h.k)
 	}
+	l.age(h)
 }
 
 // held notes h's grant: it persists now, or once held PersistAfter.
@@ -65,23 +72,25 @@ func (l *Locks) held(h *lockItem) {
 	if !l.cfg.Persist {
 		return
 	}
-	ef := h.cmd.ExpriedFlag
-	switch {
-	case ef&persistNever != 0 || ef&timeKeep != 0:
-	case h.k.logged || ef&persistNow != 0 || h.k.has:
+	if h.k.logged || h.k.has || h.cmd.ExpriedFlag&persistNow != 0 {
 		l.changed(h.k)
-	default:
-		l.young.push(h)
-		h.isYoung = true
 	}
+	l.age(h)
+}
+
+// age schedules h, whose persistence depends on how long it has been held, to be
+// looked at again when it has been held PersistAfter.
+func (l *Locks) age(h *lockItem) {
+	ef := h.cmd.ExpriedFlag
+	if ef&(persistNever|persistNow|timeKeep) != 0 || h.pdl.scheduled() {
+		return
+	}
+	l.aging.add((*agedItem)(h), h.start+l.cfg.PersistAfter)
 }
 
 // released notes that h no longer holds its key.
 func (l *Locks) released(h *lockItem) {
-	if h.isYoung {
-		l.young.remove(h)
-		h.isYoung = false
-	}
+	l.aging.remove((*agedItem)(h))
 	if l.cfg.Persist && h.k.logged {
 		l.changed(h.k)
 	}
@@ -99,20 +108,19 @@ func (l *Locks) persists(k *lockKey, h *lockItem, now int64) bool {
 // PersistDue marks the keys whose holders have now been held PersistAfter, for
 // the next Journal. The caller runs it from ticks.
 func (l *Locks) PersistDue(now int64) {
-	for h := l.young.head; h != nil && now-h.start >= l.cfg.PersistAfter; h = l.young.head {
-		l.young.remove(h)
-		h.isYoung = false
-		l.changed(h.k)
+	for {
+		a, ok := l.aging.pop(now)
+		if !ok {
+			return
+		}
+		if h := (*lockItem)(a); !h.k.has { // with a value it has persisted since its grant
+			l.changed(h.k)
+		}
 	}
 }
 
 // NextPersist returns when PersistDue next has work, false if never.
-func (l *Locks) NextPersist() (int64, bool) {
-	if h := l.young.head; h != nil {
-		return h.start + l.cfg.PersistAfter, true
-	}
-	return 0, false
-}
+func (l *Locks) NextPersist() (int64, bool) { return l.aging.next() }
 
 // Journal calls emit with the state of each key whose persistent state changed
 // since the last Journal, at now, in the order the changes happened (a gone key
@@ -132,7 +140,7 @@ func (l *Locks) Journal(now int64, emit func(*KeyState)) {
 		}
 		k.dirty = false
 		if l.state(k, now) || k.logged {
-			k.logged = len(l.snap.Holders) > 0
+			l.setLogged(k, len(l.snap.Holders) > 0)
 			emit(&l.snap)
 		}
 	}
@@ -169,35 +177,44 @@ func (l *Locks) state(k *lockKey, now int64) bool {
 	return len(s.Holders) > 0
 }
 
-// Logged appends to out every key whose latest log record has holders: what a
-// compacted log must hold. Pass them to Snapshot, a few at a time.
-func (l *Locks) Logged(out []LoggedKey) []LoggedKey {
-	for _, d := range l.dbs {
-		if d == nil {
-			continue
+func (k *lockKey) link() *links[lockKey] { return &k.ll }
+
+// setLogged records whether k's latest log record has holders.
+func (l *Locks) setLogged(k *lockKey, on bool) {
+	switch {
+	case on && !k.logged:
+		l.loggedKeys.push(k)
+	case !on && k.logged:
+		if l.cursor == k {
+			l.cursor = k.ll.next
 		}
-		for id, k := range d.keys {
-			if k.logged {
-				out = append(out, LoggedKey{keyRef{d.id, id}})
-			}
-		}
+		l.loggedKeys.remove(k)
 	}
-	return out
+	k.logged = on
 }
 
-// LoggedKey names a key Logged found.
-type LoggedKey struct{ r keyRef }
-
-// Snapshot calls emit with key's persistent state at now if its latest log
-// record still has holders; otherwise it does nothing (the journal has recorded
-// its end).
-func (l *Locks) Snapshot(key LoggedKey, now int64, emit func(*KeyState)) {
-	k := l.key(key.r.db, key.r.key)
-	if k == nil || !k.logged || !l.state(k, now) {
-		return
-	}
-	emit(&l.snap)
+// BeginSnapshot starts writing the state a compacted log must hold: every key
+// whose latest log record has holders, through SnapshotNext. Keys logged after
+// this may or may not be included; the journal has them either way.
+func (l *Locks) BeginSnapshot() {
+	l.cursor = l.loggedKeys.head
 }
+
+// SnapshotNext calls emit with the persistent state at now of up to n more
+// keys, and reports whether every key has been written.
+func (l *Locks) SnapshotNext(n int, now int64, emit func(*KeyState)) bool {
+	for ; n > 0 && l.cursor != nil; n-- {
+		k := l.cursor
+		l.cursor = k.ll.next
+		if l.state(k, now) {
+			emit(&l.snap)
+		}
+	}
+	return l.cursor == nil
+}
+
+// LoggedKeys returns the number of keys whose latest log record has holders.
+func (l *Locks) LoggedKeys() int { return l.loggedKeys.n }
 
 // Restore replaces the state of a key by s, read back from a log at now: its
 // holders (owned by no connection) with the time they have left, and its value
@@ -224,13 +241,16 @@ func (l *Locks) Restore(s *KeyState, now int64) {
 		if k == nil {
 			k = l.getKey(d, s.Key)
 		}
-		k.logged = true
+		l.setLogged(k, true)
 		c := LockCommand{Type: 1, Flag: hs.Flag, DB: s.DB, LockID: hs.LockID, Key: s.Key,
 			Timeout: hs.Timeout, TimeoutFlag: hs.TimeoutFlag, Expried: hs.Expried, ExpriedFlag: hs.ExpriedFlag,
 			Count: hs.Count, Rcount: hs.Rcount}
 		h := l.newItem(k, 0, &c, hs.Start)
 		h.start = hs.Start
 		l.addHolder(k, h)
+		if hs.Start+l.cfg.PersistAfter <= now {
+			l.aging.remove((*agedItem)(h)) // it is in the log already
+		}
 		extra := uint32(hs.Levels) - 1
 		h.levels += uint8(extra)
 		k.levels += extra
@@ -247,7 +267,7 @@ func (l *Locks) Restore(s *KeyState, now int64) {
 		k.has = true
 	}
 	if k.hold.n == 0 {
-		k.logged = false
+		l.setLogged(k, false)
 		l.settle(k)
 	}
 }
