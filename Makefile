@@ -9,6 +9,7 @@ all: build
 
 build:
 	$(GO) build -o bin/tallyd .
+	$(GO) build -o bin/tallyctl ./cmd/tallyctl
 
 run: build
 	./bin/tallyd
@@ -20,6 +21,7 @@ test: vet deps unit race fuzz
 deps:
 	-./scripts/ensure-yrmcds.sh
 	-./scripts/ensure-redis-tools.sh
+	-./scripts/ensure-tmux.sh
 
 vet:
 	$(GO) vet ./...

@@ -1,0 +1,366 @@
+// Command tallyctl is a command-line client for people and scripts that speaks every protocol tallyd serves, with a live `top` view.
+//
+//	tallyctl [global flags] GROUP COMMAND [ARGS] [flags]
+//	tallyctl [global flags] get|set|incr|... KEY [ARGS]
+//	tallyctl [global flags] top
+//
+// Exit status: 0 when the command succeeded, 2 when the server refused it
+// (a status, an error reply, TIMEOUT, ...), 1 for a local error (usage,
+// bad argument, unreachable server, broken reply).
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+const version = "0.1.0"
+
+// Defaults: tallyd's own (see its README), the semaphore variant's port being
+// the one `semaphore.enable = true` gives it.
+const (
+	defaultHost          = "127.0.0.1"
+	defaultCounterPort   = 11215
+	defaultSemaphorePort = 11216
+	defaultPoolPort      = 7531
+	defaultSlockPort     = 5658
+	defaultTimeout       = 5 * time.Second
+)
+
+// Exit statuses.
+const (
+	exitOK      = 0
+	exitLocal   = 1
+	exitRefused = 2
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// app is one invocation: the global flags and where output goes.
+type app struct {
+	host          string
+	counterPort   int
+	semaphorePort int
+	poolPort      int
+	slockPort     int
+	timeout       time.Duration
+	json          bool
+	showVersion   bool
+
+	stdout, stderr io.Writer
+
+	// interrupt delivers SIGINT and SIGTERM while a command holds something.
+	interrupt func() (<-chan os.Signal, func())
+}
+
+// refusal is the server saying no: exit status 2. msg starts with the
+// command's name and arguments ("acquire printer 2: ..."); fields go into
+// --json output.
+type refusal struct {
+	msg    string
+	fields map[string]any
+}
+
+func (r *refusal) Error() string { return r.msg }
+
+func refuse(fields map[string]any, format string, args ...any) error {
+	return &refusal{msg: fmt.Sprintf(format, args...), fields: fields}
+}
+
+// usageError is a command line that cannot run: exit status 1, with a hint.
+type usageError struct {
+	msg  string
+	help string // the command whose --help to suggest
+}
+
+func (e *usageError) Error() string { return e.msg }
+
+// command is one subcommand: "counter acquire", "get", "top", ...
+type command struct {
+	group, name string
+	args        string // synopsis of the positional arguments
+	summary     string // one line for the command lists
+	help        string // paragraphs for the command's --help
+	nargs       [2]int // at least, at most (-1: any number)
+
+	// setup registers the command's flags on fs and returns what runs it.
+	setup func(fs *pflag.FlagSet) func(a *app, args []string) error
+}
+
+func (c *command) path() string {
+	if c.group == "" {
+		return c.name
+	}
+	return c.group + " " + c.name
+}
+
+var groups = []struct{ name, summary string }{
+	{"counter", "yrmcds counters (port 11215): get, acquire, release, stats, dump, noop"},
+	{"semaphore", "yrmcds semaphores (port 11216): get, acquire, release, stats, noop"},
+	{"pool", "PoolCounter (port 7531): acq4me, acq4any, release, stats"},
+	{"slock", "slock locks (port 5658): lock, unlock, state, info, list, locked, waits, ping"},
+}
+
+// commands is every command, in the order --help lists them.
+var commands []*command
+
+func register(cs ...*command) { commands = append(commands, cs...) }
+
+func find(group, name string) *command {
+	for _, c := range commands {
+		if c.group == group && c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+func isGroup(name string) bool {
+	for _, g := range groups {
+		if g.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// globalFlags are valid before the command and after it.
+func (a *app) globalFlags() *pflag.FlagSet {
+	fs := pflag.NewFlagSet("tallyctl", pflag.ContinueOnError)
+	fs.SortFlags = false
+	fs.StringVarP(&a.host, "host", "s", defaultHost, "tallyd's host name or IP address")
+	fs.IntVar(&a.counterPort, "counter-port", defaultCounterPort, "yrmcds counter port")
+	fs.IntVar(&a.semaphorePort, "semaphore-port", defaultSemaphorePort, "yrmcds semaphore port")
+	fs.IntVar(&a.poolPort, "pool-port", defaultPoolPort, "PoolCounter port")
+	fs.IntVar(&a.slockPort, "slock-port", defaultSlockPort, "slock port (binary frames and Redis text: locks and durable values)")
+	fs.DurationVar(&a.timeout, "timeout", defaultTimeout, "how long to wait to connect and for each reply (on top of any wait the request asks for)")
+	fs.BoolVar(&a.json, "json", false, "print one JSON object (an array for listings) instead of text")
+	return fs
+}
+
+// run is main without the exit, for tests: it returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	a := &app{stdout: stdout, stderr: stderr, interrupt: notifyInterrupt}
+	global := a.globalFlags()
+	global.BoolVar(&a.showVersion, "version", false, "print tallyctl's version")
+	global.SetInterspersed(false)
+	global.SetOutput(io.Discard)
+	if err := global.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			a.usage(stdout)
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "tallyctl: %v\nRun 'tallyctl --help' for usage.\n", err)
+		return exitLocal
+	}
+	if a.showVersion {
+		fmt.Fprintln(stdout, "tallyctl", version)
+		return exitOK
+	}
+	rest := global.Args()
+	if len(rest) == 0 {
+		a.usage(stderr)
+		return exitLocal
+	}
+	if rest[0] == "help" {
+		return a.helpFor(rest[1:])
+	}
+	var c *command
+	switch {
+	case isGroup(rest[0]):
+		group := rest[0]
+		if len(rest) == 1 || rest[1] == "-h" || rest[1] == "--help" || rest[1] == "help" {
+			w, code := stdout, exitOK
+			if len(rest) == 1 {
+				w, code = stderr, exitLocal
+			}
+			a.groupUsage(w, group)
+			return code
+		}
+		if c = find(group, rest[1]); c == nil {
+			fmt.Fprintf(stderr, "tallyctl: %s has no command %q\nRun 'tallyctl %s --help' for its commands.\n", group, rest[1], group)
+			return exitLocal
+		}
+		rest = rest[2:]
+	default:
+		if c = find("", rest[0]); c == nil {
+			fmt.Fprintf(stderr, "tallyctl: unknown command %q\nRun 'tallyctl --help' for usage.\n", rest[0])
+			return exitLocal
+		}
+		rest = rest[1:]
+	}
+
+	fs := pflag.NewFlagSet("tallyctl "+c.path(), pflag.ContinueOnError)
+	fs.SortFlags = false
+	fs.SetOutput(io.Discard)
+	runFn := c.setup(fs)
+	own := pflag.NewFlagSet("", pflag.ContinueOnError)
+	own.SortFlags = false
+	fs.VisitAll(own.AddFlag)
+	fs.AddFlagSet(global) // a command's own flag of the same name wins (slock lock --timeout)
+	fs.Usage = func() {}
+	if err := fs.Parse(rest); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			a.commandUsage(stdout, c, own)
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "tallyctl %s: %v\nRun 'tallyctl %s --help' for usage.\n", c.path(), err, c.path())
+		return exitLocal
+	}
+	pos := fs.Args()
+	if len(pos) < c.nargs[0] || c.nargs[1] >= 0 && len(pos) > c.nargs[1] {
+		want := fmt.Sprintf("%d", c.nargs[0])
+		switch {
+		case c.nargs[1] < 0:
+			want = fmt.Sprintf("at least %d", c.nargs[0])
+		case c.nargs[1] != c.nargs[0]:
+			want = fmt.Sprintf("%d to %d", c.nargs[0], c.nargs[1])
+		}
+		noun := "arguments"
+		if c.nargs[0] == 1 && c.nargs[1] == 1 {
+			noun = "argument"
+		}
+		msg := fmt.Sprintf("want %s %s (%s), got %d", want, noun, c.args, len(pos))
+		if c.nargs[1] == 0 {
+			msg = fmt.Sprintf("takes no arguments, got %q", strings.Join(pos, " "))
+		}
+		fmt.Fprintf(stderr, "tallyctl %s: %s\nRun 'tallyctl %s --help' for usage.\n", c.path(), msg, c.path())
+		return exitLocal
+	}
+	err := runFn(a, pos)
+	return a.finish(c, err)
+}
+
+// finish reports err and turns it into the exit status.
+func (a *app) finish(c *command, err error) int {
+	if err == nil {
+		return exitOK
+	}
+	var r *refusal
+	if errors.As(err, &r) {
+		if a.json {
+			fields := map[string]any{"ok": false, "error": r.msg}
+			for k, v := range r.fields {
+				fields[k] = v
+			}
+			a.emitJSON(fields)
+		} else {
+			prefix := "tallyctl "
+			if c.group != "" {
+				prefix += c.group + " "
+			}
+			fmt.Fprintf(a.stderr, "%s%s\n", prefix, r.msg)
+		}
+		return exitRefused
+	}
+	var u *usageError
+	if errors.As(err, &u) {
+		fmt.Fprintf(a.stderr, "tallyctl %s: %s\nRun 'tallyctl %s --help' for usage.\n", c.path(), u.msg, c.path())
+		return exitLocal
+	}
+	fmt.Fprintf(a.stderr, "tallyctl %s: %v\n", c.path(), err)
+	return exitLocal
+}
+
+func (a *app) helpFor(words []string) int {
+	switch {
+	case len(words) == 0:
+		a.usage(a.stdout)
+	case isGroup(words[0]) && len(words) == 1:
+		a.groupUsage(a.stdout, words[0])
+	default:
+		var c *command
+		if isGroup(words[0]) {
+			c = find(words[0], words[1])
+		} else {
+			c = find("", words[0])
+		}
+		if c == nil {
+			fmt.Fprintf(a.stderr, "tallyctl: no command %q\n", strings.Join(words, " "))
+			return exitLocal
+		}
+		own := pflag.NewFlagSet(c.path(), pflag.ContinueOnError)
+		own.SortFlags = false
+		c.setup(own)
+		a.commandUsage(a.stdout, c, own)
+	}
+	return exitOK
+}
+
+func (a *app) usage(w io.Writer) {
+	fmt.Fprintf(w, `tallyctl %s — a client for tallyd: every command of every protocol it serves.
+
+Usage:
+  tallyctl [global flags] GROUP COMMAND [ARGS] [flags]
+  tallyctl [global flags] COMMAND [ARGS] [flags]
+
+Groups (tallyctl GROUP --help lists their commands):
+`, version)
+	for _, g := range groups {
+		fmt.Fprintf(w, "  %-10s %s\n", g.name, g.summary)
+	}
+	fmt.Fprintf(w, "\nDurable values (Redis commands on the slock port) and the rest:\n")
+	for _, c := range commands {
+		if c.group == "" {
+			fmt.Fprintf(w, "  %-28s %s\n", c.name+" "+c.args, c.summary)
+		}
+	}
+	fmt.Fprintf(w, `
+Global flags (before or after the command):
+%s
+Exit status: 0 ok, 2 refused by the server (an error status or reply, TIMEOUT, a missing
+key, ...), 1 a local error (usage, bad argument, server unreachable, broken reply).
+Run 'tallyctl GROUP COMMAND --help' for a command's arguments and flags.
+`, (&app{}).globalFlags().FlagUsages())
+}
+
+func (a *app) groupUsage(w io.Writer, group string) {
+	for _, g := range groups {
+		if g.name == group {
+			fmt.Fprintf(w, "tallyctl %s — %s\n\nCommands:\n", group, g.summary)
+		}
+	}
+	for _, c := range commands {
+		if c.group == group {
+			fmt.Fprintf(w, "  %-36s %s\n", c.name+" "+c.args, c.summary)
+		}
+	}
+	fmt.Fprintf(w, "\nRun 'tallyctl %s COMMAND --help' for a command's flags; 'tallyctl --help' for the global flags.\n", group)
+}
+
+// commandUsage prints c's --help: own holds only the command's own flags.
+func (a *app) commandUsage(w io.Writer, c *command, own *pflag.FlagSet) {
+	fmt.Fprintf(w, "Usage: %s [flags]\n\n%s\n", strings.TrimSpace("tallyctl "+c.path()+" "+c.args), c.summary)
+	if c.help != "" {
+		fmt.Fprintf(w, "\n%s\n", strings.TrimRight(c.help, "\n"))
+	}
+	if own.HasFlags() {
+		fmt.Fprintf(w, "\nFlags:\n%s", own.FlagUsages())
+	}
+	gl := pflag.NewFlagSet("", pflag.ContinueOnError)
+	gl.SortFlags = false
+	(&app{}).globalFlags().VisitAll(func(f *pflag.Flag) {
+		if own.Lookup(f.Name) == nil {
+			gl.AddFlag(f)
+		}
+	})
+	fmt.Fprintf(w, "\nGlobal flags:\n%s", gl.FlagUsages())
+	fmt.Fprintf(w, "\nExit status: 0 ok, 2 refused by the server, 1 local error.\n")
+}
+
+// notifyInterrupt catches SIGINT and SIGTERM until stop is called.
+func notifyInterrupt() (<-chan os.Signal, func()) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+	return ch, func() { signal.Stop(ch) }
+}

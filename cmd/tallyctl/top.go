@@ -1,0 +1,380 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gdamore/tcell/v2"
+	"github.com/spf13/pflag"
+)
+
+func init() {
+	register(&command{name: "top", args: "", nargs: [2]int{0, 0},
+		summary: "a live view of counters, locks, connections and rates; q quits",
+		help: `Refreshes every --interval from every protocol at once: counter Dump and Stats,
+semaphore Stats, PoolCounter STATS FULL, slock INFO and CALL LIST_LOCK (with LIST_LOCKED
+and LIST_WAIT for the busiest keys). Rates are the change between two refreshes.
+
+The header has one line per protocol: connections (not counting top's own), acquire
+and release requests per second (counter and semaphore Acquire/Release, PoolCounter
+LOCKED/RELEASED, slock lock/unlock counts; what a closing connection gives back is not
+a request and is not counted), objects (counters, semaphores, pool keys, slock keys)
+and gauges. A protocol whose port cannot be reached says so and is retried each refresh.
+
+COUNTERS lists counters busiest first (highest current consumption). yrmcds does not
+keep a counter's maximum (each Acquire brings its own), so LOAD is the current
+consumption as a share of the interval's peak: 100 % means the counter is at the
+highest it has been this interval.
+LOCKS lists locked slock keys fullest first: keys with waiters, then by holders as a
+share of what the key admits (the first holder's count).
+Red marks 100 % (and keys with waiters), yellow 80 % or more.
+
+Keys: q, Esc or Ctrl-C quit. Works in any terminal tcell knows (over ssh too); no
+mouse. --once prints one screen as plain text instead (two readings --interval apart,
+for the rates).`,
+		setup: func(fs *pflag.FlagSet) func(*app, []string) error {
+			interval := fs.Duration("interval", time.Second, "time between refreshes")
+			once := fs.Bool("once", false, "print one screen as text and exit (no terminal needed)")
+			width := fs.Int("width", 120, "columns of the --once screen")
+			return func(a *app, args []string) error {
+				if *interval < 100*time.Millisecond {
+					return &usageError{msg: fmt.Sprintf("--interval %v is below 100ms", *interval)}
+				}
+				if *once {
+					return a.topOnce(*interval, *width)
+				}
+				return a.top(*interval)
+			}
+		}})
+}
+
+// seg is a run of text in one style; a screen is lines of segs.
+type seg struct {
+	text string
+	st   tcell.Style
+}
+
+type line []seg
+
+var (
+	stPlain  = tcell.StyleDefault
+	stBold   = tcell.StyleDefault.Bold(true)
+	stTitle  = tcell.StyleDefault.Reverse(true).Bold(true)
+	stRed    = tcell.StyleDefault.Foreground(tcell.ColorRed).Bold(true)
+	stYellow = tcell.StyleDefault.Foreground(tcell.ColorYellow)
+	stDim    = tcell.StyleDefault.Dim(true)
+)
+
+// fit cuts or pads s to exactly w columns (cut with "…").
+func fit(s string, w int, right bool) string {
+	n := utf8.RuneCountInString(s)
+	if n > w {
+		if w <= 0 {
+			return ""
+		}
+		r := []rune(s)
+		return string(r[:w-1]) + "…"
+	}
+	pad := strings.Repeat(" ", w-n)
+	if right {
+		return pad + s
+	}
+	return s + pad
+}
+
+// rate is the change of a cumulative count per second between two
+// readings, "-" when either is unknown.
+func rate(cur, prev int64, dt float64) string {
+	if cur < 0 || prev < 0 || dt <= 0 || cur < prev {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", float64(cur-prev)/dt)
+}
+
+func num(v int64) string {
+	if v < 0 {
+		return "-"
+	}
+	return fmt.Sprint(v)
+}
+
+// loadStyle colours a load: red at 100 %, yellow from 80 %.
+func loadStyle(load float64) tcell.Style {
+	switch {
+	case load >= 1:
+		return stRed
+	case load >= 0.8:
+		return stYellow
+	}
+	return stPlain
+}
+
+// render lays out the screen for cur (prev, if any, for rates) in w × h
+// cells; h <= 0 means as many lines as it takes.
+func render(cur, prev *snapshot, w, h int, host string, interval time.Duration) []line {
+	title := fmt.Sprintf(" tallyctl top — tallyd at %s   every %v", host, interval)
+	when := "connecting…"
+	if cur != nil {
+		when = cur.at.Format("15:04:05")
+	}
+	right := when + "   q quits "
+	out := []line{{{fit(title, w-utf8.RuneCountInString(right), false) + right, stTitle}}, {}}
+	if cur == nil {
+		return out
+	}
+	dt := 0.0
+	if prev != nil {
+		dt = cur.at.Sub(prev.at).Seconds()
+	}
+
+	// One line per protocol.
+	const pw = 10
+	out = append(out, line{{fmt.Sprintf("%-*s %6s %6s %9s %9s %8s  %s", pw, "PROTOCOL", "PORT", "CONNS", "ACQ/S", "REL/S", "OBJECTS", "DETAIL"), stBold}})
+	for i, p := range cur.protos {
+		head := fmt.Sprintf("%-*s %6d ", pw, p.name, p.port)
+		if p.err != nil {
+			out = append(out, line{{head, stPlain}, {fit("unreachable: "+p.err.Error(), w-len(head), false), stRed}})
+			continue
+		}
+		var pp *protoSnap
+		if prev != nil && prev.protos[i].err == nil {
+			pp = &prev.protos[i]
+		}
+		acq, rel := "-", "-"
+		if pp != nil {
+			acq, rel = rate(p.acquires, pp.acquires, dt), rate(p.releases, pp.releases, dt)
+		}
+		l := line{{head + fmt.Sprintf("%6s %9s %9s %8s  ", num(p.conns), acq, rel, num(p.objects)), stPlain}}
+		for _, e := range p.extra {
+			st := stPlain
+			if e.name == "waiting" && e.v > 0 {
+				st = stYellow
+			}
+			l = append(l, seg{fmt.Sprintf("%s %s  ", e.name, num(e.v)), st})
+		}
+		if p.full >= 0 {
+			fr, st := "-", stPlain
+			if pp != nil {
+				fr = rate(p.full, pp.full, dt)
+				if p.full > pp.full {
+					st = stRed
+				}
+			}
+			l = append(l, seg{"full_queues/s " + fr, st})
+		}
+		out = append(out, l)
+	}
+	out = append(out, line{})
+
+	// The two lists share the rest of the screen.
+	counters := append([]dumpEntry(nil), cur.counters...)
+	sortStable(counters, func(x, y dumpEntry) bool {
+		if x.Current != y.Current {
+			return x.Current > y.Current
+		}
+		if x.Peak != y.Peak {
+			return x.Peak > y.Peak
+		}
+		return x.Name < y.Name
+	})
+	cNeed, lNeed := max(len(counters), 1), max(len(cur.locks), 1)
+	cRows, lRows := cNeed, lNeed
+	if h > 0 {
+		body := max(h-len(out)-5, 2) // two titles, two column headers, a blank line
+		cRows = min(cNeed, max(body/2, body-lNeed))
+		lRows = min(lNeed, max(body-cRows, 1))
+	}
+
+	inUse := 0
+	for _, c := range counters {
+		if c.Current > 0 {
+			inUse++
+		}
+	}
+	out = append(out, line{{fmt.Sprintf("COUNTERS  %d, %d in use — busiest first; LOAD = current / peak of this interval", len(counters), inUse), stBold}})
+	nameW := min(max(w-38, 8), 50)
+	out = append(out, line{{fmt.Sprintf("%s %9s %9s %6s %9s", fit("NAME", nameW, false), "CURRENT", "PEAK", "LOAD", "CHANGE/S"), stBold}})
+	prevCur := map[string]uint32{}
+	if prev != nil {
+		for _, c := range prev.counters {
+			prevCur[c.Name] = c.Current
+		}
+	}
+	switch {
+	case cur.protos[pCounter].err != nil:
+		out = append(out, line{{"(the counter port is unreachable)", stDim}})
+	case len(counters) == 0:
+		out = append(out, line{{"(no counters)", stDim}})
+	}
+	for i, c := range counters {
+		if i == cRows-1 && len(counters) > cRows {
+			out = append(out, line{{fmt.Sprintf("… and %d more", len(counters)-i), stDim}})
+			break
+		}
+		load := 0.0
+		if c.Peak > 0 {
+			load = float64(c.Current) / float64(c.Peak)
+		}
+		st := loadStyle(load)
+		if c.Current == 0 {
+			st = stDim
+		}
+		change := "-"
+		if p, ok := prevCur[c.Name]; ok && dt > 0 {
+			change = fmt.Sprintf("%+.1f", (float64(c.Current)-float64(p))/dt)
+		}
+		out = append(out, line{{fmt.Sprintf("%s %9d %9d %5.0f%% %9s", fit(show([]byte(c.Name)), nameW, false), c.Current, c.Peak, 100*load, change), st}})
+	}
+	out = append(out, line{})
+
+	waiting := 0
+	for _, l := range cur.locks {
+		if l.waiting > 0 {
+			waiting++
+		}
+	}
+	out = append(out, line{{fmt.Sprintf("LOCKS  %d keys locked, %d with waiters — fullest first", cur.lockTotal, waiting), stBold}})
+	keyW := min(max(w-44, 8), 44)
+	out = append(out, line{{fmt.Sprintf("%4s  %s %8s %6s %8s %6s", "DB", fit("KEY", keyW, false), "HOLDERS", "MAX", "WAITING", "LOAD"), stBold}})
+	switch {
+	case cur.protos[pSlock].err != nil:
+		out = append(out, line{{"(the slock port is unreachable)", stDim}})
+	case len(cur.locks) == 0:
+		out = append(out, line{{"(no locked keys)", stDim}})
+	}
+	for i, l := range cur.locks {
+		if i == lRows-1 && len(cur.locks) > lRows {
+			out = append(out, line{{fmt.Sprintf("… and %d more", len(cur.locks)-i), stDim}})
+			break
+		}
+		holders, maxs, waits, loadS := "-", "-", "-", "-"
+		st := stPlain
+		if i < maxLockDetails {
+			holders, waits = fmt.Sprint(l.holders), fmt.Sprint(l.waiting)
+			if l.max > 0 {
+				maxs = fmt.Sprint(l.max)
+				loadS = fmt.Sprintf("%5.0f%%", 100*lockLoad(l))
+				st = loadStyle(lockLoad(l))
+			}
+			if l.waiting > 0 {
+				st = stRed
+			}
+		}
+		out = append(out, line{{fmt.Sprintf("%4d  %s %8s %6s %8s %6s", l.db, fit(keyText(l.key), keyW, false), holders, maxs, waits, loadS), st}})
+	}
+	return out
+}
+
+// text is a screen without its styles.
+func (l line) text() string {
+	var b strings.Builder
+	for _, s := range l {
+		b.WriteString(s.text)
+	}
+	return strings.TrimRight(b.String(), " ")
+}
+
+func (a *app) topOnce(interval time.Duration, width int) error {
+	col := &collector{a: a}
+	defer col.close()
+	prev := col.collect()
+	time.Sleep(interval)
+	cur := col.collect()
+	for _, l := range render(cur, prev, width, 0, a.host, interval) {
+		fmt.Fprintln(a.stdout, l.text())
+	}
+	return nil
+}
+
+func (a *app) top(interval time.Duration) error {
+	scr, err := tcell.NewScreen()
+	if err == nil {
+		err = scr.Init()
+	}
+	if err != nil {
+		return fmt.Errorf("cannot use this terminal (%v); 'tallyctl top --once' prints one screen as text", err)
+	}
+	defer scr.Fini()
+	scr.HideCursor()
+
+	quit := make(chan struct{})
+	defer close(quit)
+	snaps := make(chan *snapshot)
+	go func() {
+		col := &collector{a: a}
+		defer col.close()
+		next := time.Now()
+		for {
+			s := col.collect()
+			select {
+			case snaps <- s:
+			case <-quit:
+				return
+			}
+			next = next.Add(interval)
+			if d := time.Until(next); d > 0 {
+				select {
+				case <-time.After(d):
+				case <-quit:
+					return
+				}
+			} else {
+				next = time.Now()
+			}
+		}
+	}()
+	events := make(chan tcell.Event, 16)
+	go scr.ChannelEvents(events, quit)
+	sig, stop := a.interrupt()
+	defer stop()
+
+	var cur, prev *snapshot
+	draw := func() {
+		scr.Clear()
+		w, h := scr.Size()
+		for y, l := range render(cur, prev, w, h, a.host, interval) {
+			if y >= h {
+				break
+			}
+			x := 0
+			for _, s := range l {
+				for _, r := range s.text {
+					if x >= w {
+						break
+					}
+					scr.SetContent(x, y, r, nil, s.st)
+					x++
+				}
+			}
+			if len(l) > 0 && l[0].st == stTitle {
+				for ; x < w; x++ {
+					scr.SetContent(x, y, ' ', nil, stTitle)
+				}
+			}
+		}
+		scr.Show()
+	}
+	draw()
+	for {
+		select {
+		case ev := <-events:
+			switch ev := ev.(type) {
+			case *tcell.EventKey:
+				if ev.Key() == tcell.KeyCtrlC || ev.Key() == tcell.KeyEscape ||
+					ev.Key() == tcell.KeyRune && (ev.Rune() == 'q' || ev.Rune() == 'Q') {
+					return nil
+				}
+			case *tcell.EventResize:
+				scr.Sync()
+				draw()
+			}
+		case s := <-snaps:
+			prev, cur = cur, s
+			draw()
+		case <-sig:
+			return nil
+		}
+	}
+}
