@@ -1,0 +1,125 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"tallyd/proto/resp"
+)
+
+// Values are the durable counters of a Client's servers, kept by the
+// Redis commands of each server's slock port (INCRBY, DECRBY, GET, SET,
+// DEL). Each key lives on the first server of its order that is up; a
+// server's values are its own, so a key that moves to the next server
+// reads and changes that server's value.
+type Values struct {
+	c *Client
+}
+
+// Incr adds 1 to key (a missing key counts as 0) and returns the new value.
+func (v *Values) Incr(ctx context.Context, key string) (int64, error) {
+	return v.integer(ctx, key, "INCR", key)
+}
+
+// IncrBy adds n to key and returns the new value.
+func (v *Values) IncrBy(ctx context.Context, key string, n int64) (int64, error) {
+	return v.integer(ctx, key, "INCRBY", key, strconv.FormatInt(n, 10))
+}
+
+// Decr subtracts 1 from key and returns the new value.
+func (v *Values) Decr(ctx context.Context, key string) (int64, error) {
+	return v.integer(ctx, key, "DECR", key)
+}
+
+// DecrBy subtracts n from key and returns the new value.
+func (v *Values) DecrBy(ctx context.Context, key string, n int64) (int64, error) {
+	return v.integer(ctx, key, "DECRBY", key, strconv.FormatInt(n, 10))
+}
+
+// Get returns key's value. The error wraps ErrNotFound if key does not
+// exist and ErrNotInteger if its value is not a number.
+func (v *Values) Get(ctx context.Context, key string) (int64, error) {
+	var n int64
+	err := v.do(ctx, key, func(e *endpoint, r resp.Reply) error {
+		switch {
+		case r.Kind == ':':
+			n = r.Int
+		case r.Kind == '$' && r.Null:
+			return &Error{Addr: e.addr, Op: "GET", Key: key, Reply: "(nil)", kind: ErrNotFound}
+		case r.Kind == '$':
+			var err error
+			if n, err = strconv.ParseInt(string(r.Str), 10, 64); err != nil {
+				return &Error{Addr: e.addr, Op: "GET", Key: key, Reply: strconv.Quote(string(r.Str)), kind: ErrNotInteger}
+			}
+		default:
+			return unexpected(e, "GET", key, r)
+		}
+		return nil
+	}, "GET", key)
+	return n, err
+}
+
+// Set sets key to n.
+func (v *Values) Set(ctx context.Context, key string, n int64) error {
+	return v.do(ctx, key, func(e *endpoint, r resp.Reply) error {
+		if r.Kind != '+' {
+			return unexpected(e, "SET", key, r)
+		}
+		return nil
+	}, "SET", key, strconv.FormatInt(n, 10))
+}
+
+// Del deletes key and reports whether it existed.
+func (v *Values) Del(ctx context.Context, key string) (bool, error) {
+	var existed bool
+	err := v.do(ctx, key, func(e *endpoint, r resp.Reply) error {
+		if r.Kind != ':' {
+			return unexpected(e, "DEL", key, r)
+		}
+		existed = r.Int > 0
+		return nil
+	}, "DEL", key)
+	return existed, err
+}
+
+// integer runs a command whose reply is an integer.
+func (v *Values) integer(ctx context.Context, key string, args ...string) (int64, error) {
+	var n int64
+	err := v.do(ctx, key, func(e *endpoint, r resp.Reply) error {
+		if r.Kind != ':' {
+			return unexpected(e, args[0], key, r)
+		}
+		n = r.Int
+		return nil
+	}, args...)
+	return n, err
+}
+
+// do sends args on key's server and hands a reply that is not an error to
+// use.
+func (v *Values) do(ctx context.Context, key string, use func(*endpoint, resp.Reply) error, args ...string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return v.c.each(ctx, key, protoSlock, func(e *endpoint) error {
+		m, err := e.pipe(ctx, parseRESP)
+		if err != nil {
+			return err
+		}
+		cl := &call{}
+		if err := m.do(ctx, cl, func(dst []byte, _ uint32) []byte { return resp.AppendCommand(dst, args...) }); err != nil {
+			return err
+		}
+		if cl.reply.Kind == '-' {
+			msg := string(cl.reply.Str)
+			return &Error{Addr: e.addr, Op: args[0], Key: key, Reply: msg, kind: redisKind(msg)}
+		}
+		return use(e, cl.reply)
+	})
+}
+
+// unexpected reports a reply of the wrong type for its command.
+func unexpected(e *endpoint, op, key string, r resp.Reply) error {
+	return fmt.Errorf("client: %s %q at %s: unexpected reply of type %q", op, key, e.addr, r.Kind)
+}

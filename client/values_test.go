@@ -1,0 +1,74 @@
+package client_test
+
+import (
+	"errors"
+	"testing"
+
+	"tallyd/client"
+)
+
+// Durable counters over RESP on the slock port. These commands are issue
+// 6's; until they land the server answers "-ERR Unknown Command" and this
+// test fails saying so.
+func TestValues(t *testing.T) {
+	ctx := testCtx(t)
+	s := startTallyd(t, "a", nil)
+	v := newClient(t, nil, s).Values()
+
+	n, err := v.Incr(ctx, "hits")
+	if errors.Is(err, client.ErrUnknownCommand) {
+		t.Fatalf("the server does not know INCR yet (issue 6): %v", err)
+	}
+	if err != nil || n != 1 {
+		t.Fatalf("Incr = %d, %v; want 1", n, err)
+	}
+	steps := []struct {
+		name string
+		do   func() (int64, error)
+		want int64
+	}{
+		{"IncrBy 10", func() (int64, error) { return v.IncrBy(ctx, "hits", 10) }, 11},
+		{"Decr", func() (int64, error) { return v.Decr(ctx, "hits") }, 10},
+		{"DecrBy 15", func() (int64, error) { return v.DecrBy(ctx, "hits", 15) }, -5},
+		{"Get", func() (int64, error) { return v.Get(ctx, "hits") }, -5},
+		{"Set 42, Get", func() (int64, error) {
+			if err := v.Set(ctx, "hits", 42); err != nil {
+				return 0, err
+			}
+			return v.Get(ctx, "hits")
+		}, 42},
+	}
+	for _, st := range steps {
+		if n, err := st.do(); err != nil || n != st.want {
+			t.Fatalf("%s = %d, %v; want %d", st.name, n, err, st.want)
+		}
+	}
+	if ok, err := v.Del(ctx, "hits"); err != nil || !ok {
+		t.Fatalf("Del = %v, %v; want true", ok, err)
+	}
+	if ok, err := v.Del(ctx, "hits"); err != nil || ok {
+		t.Fatalf("second Del = %v, %v; want false", ok, err)
+	}
+	_, err = v.Get(ctx, "hits")
+	var e *client.Error
+	if !errors.Is(err, client.ErrNotFound) || !errors.As(err, &e) || e.Op != "GET" || e.Addr != s.Slock {
+		t.Fatalf("Get of a deleted key: %v, want an *Error wrapping ErrNotFound", err)
+	}
+}
+
+// A Redis error reply becomes an *Error with the server's words.
+func TestValuesRedisError(t *testing.T) {
+	ctx := testCtx(t)
+	s := startTallyd(t, "a", nil)
+	v := newClient(t, nil, s).Values()
+	err := v.Command(ctx, "k", "NOSUCHCOMMAND", "k")
+	var e *client.Error
+	if !errors.Is(err, client.ErrUnknownCommand) || !errors.As(err, &e) || e.Reply != "ERR Unknown Command" ||
+		e.Op != "NOSUCHCOMMAND" || e.Addr != s.Slock {
+		t.Fatalf("unknown command: %v, want an *Error \"ERR Unknown Command\" wrapping ErrUnknownCommand", err)
+	}
+	// The connection survives an error reply.
+	if err := v.Command(ctx, "k", "PING"); err != nil {
+		t.Fatalf("PING after an error: %v", err)
+	}
+}
