@@ -83,7 +83,12 @@ type Writer struct {
 	size      atomic.Int64 // bytes of the log file
 	baseSize  atomic.Int64 // its size after the last rewrite (or at start)
 	lastSync  atomic.Int64 // Unix ns of the last fsync
-	unsynced  atomic.Int64 // bytes written since it
+	written   atomic.Int64 // bytes written to the current file since it was opened or switched to
+	synced    atomic.Int64 // of those, bytes known to be on disk
+	gen       atomic.Int64 // bumped when the file is switched: a late fsync of the old one counts for nothing
+	syncing   atomic.Bool  // a background fsync (everysec) is running
+	syncReq   chan syncJob
+	syncDone  chan struct{}
 	rewrites  atomic.Int64
 	lastRW    atomic.Int64 // Unix ns the last rewrite finished
 	lastRWDur atomic.Int64 // its length, ns
@@ -98,14 +103,55 @@ func Open(path string, size int64, policy Policy, done func(Progress)) (*Writer,
 	if err != nil {
 		return nil, err
 	}
-	w := &Writer{path: path, policy: policy, done: done, wake: make(chan struct{}, 1), stopped: make(chan struct{})}
+	w := &Writer{path: path, policy: policy, done: done, wake: make(chan struct{}, 1), stopped: make(chan struct{}),
+		syncReq: make(chan syncJob, 1), syncDone: make(chan struct{})}
 	w.size.Store(size)
 	w.baseSize.Store(size)
 	w.lastSync.Store(time.Now().UnixNano())
 	_ = os.Remove(w.tempPath()) // a rewrite that a crash interrupted
+	go w.syncer()
 	go w.run(f)
 	return w, nil
 }
+
+// syncJob asks the syncer to fsync f, whose first upto bytes (since generation gen
+// began) are written.
+type syncJob struct {
+	f    *os.File
+	upto int64
+	gen  int64
+}
+
+// syncer runs everysec's fsyncs, so that writes, and the replies waiting for them, do
+// not stall behind the disk as Redis's background fsync thread does.
+func (w *Writer) syncer() {
+	defer close(w.syncDone)
+	for j := range w.syncReq {
+		err := j.f.Sync()
+		if j.gen == w.gen.Load() {
+			if err != nil {
+				msg := fmt.Sprintf("append-only log %s: fsync: %v", w.path, err)
+				w.writeErr.Store(&msg)
+			} else {
+				w.markSynced(j.upto)
+			}
+		}
+		w.syncing.Store(false)
+	}
+}
+
+// markSynced records that the first upto bytes of the current file are on disk.
+func (w *Writer) markSynced(upto int64) {
+	for {
+		old := w.synced.Load()
+		if upto <= old || w.synced.CompareAndSwap(old, upto) {
+			break
+		}
+	}
+	w.lastSync.Store(time.Now().UnixNano())
+}
+
+func (w *Writer) unsynced() int64 { return w.written.Load() - w.synced.Load() }
 
 func (w *Writer) tempPath() string { return w.path + ".rewrite" }
 
@@ -174,7 +220,7 @@ func (w *Writer) Stats() Stats {
 	pending := len(w.buf)
 	w.mu.Unlock()
 	s := Stats{Size: w.size.Load(), BaseSize: w.baseSize.Load(), Pending: int64(pending),
-		Unsynced: w.unsynced.Load(), LastSync: time.Unix(0, w.lastSync.Load()), Rewrites: w.rewrites.Load(),
+		Unsynced: w.unsynced(), LastSync: time.Unix(0, w.lastSync.Load()), Rewrites: w.rewrites.Load(),
 		LastRewriteTime: time.Duration(w.lastRWDur.Load()), Policy: w.policy}
 	if t := w.lastRW.Load(); t != 0 {
 		s.LastRewrite = time.Unix(0, t)
@@ -255,8 +301,10 @@ func (w *Writer) run(f *os.File) {
 					w.rewrites.Add(1)
 					w.lastRW.Store(time.Now().UnixNano())
 					w.lastRWDur.Store(int64(time.Since(w.rwStart)))
+					w.gen.Add(1)
+					w.written.Store(0)
+					w.synced.Store(0)
 					w.lastSync.Store(time.Now().UnixNano())
-					w.unsynced.Store(0)
 					p.Rewrote = true
 				} else {
 					tmp.Close()
@@ -271,7 +319,7 @@ func (w *Writer) run(f *os.File) {
 					_, err := f.Write(b)
 					fail("write", err)
 					w.size.Add(int64(len(b)))
-					w.unsynced.Add(int64(len(b)))
+					w.written.Add(int64(len(b)))
 				}
 				if sg.dest&ToRewrite != 0 && tmp != nil {
 					_, err := tmp.Write(b)
@@ -280,16 +328,20 @@ func (w *Writer) run(f *os.File) {
 			}
 		}
 		written = end
-		if w.unsynced.Load() > 0 && (w.policy == Always || closing ||
-			w.policy == EverySec && (timed || time.Since(time.Unix(0, w.lastSync.Load())) >= time.Second)) {
+		switch {
+		case w.unsynced() == 0:
+		case w.policy == Always || closing:
+			upto := w.written.Load()
 			err := f.Sync()
 			fail("fsync", err)
 			if err == nil {
-				w.lastSync.Store(time.Now().UnixNano())
-				w.unsynced.Store(0)
+				w.markSynced(upto)
 			}
+		case w.policy == EverySec && (timed || time.Since(time.Unix(0, w.lastSync.Load())) >= time.Second) &&
+			w.syncing.CompareAndSwap(false, true):
+			w.syncReq <- syncJob{f: f, upto: w.written.Load(), gen: w.gen.Load()}
 		}
-		if w.unsynced.Load() == 0 {
+		if w.unsynced() == 0 {
 			synced = written
 		}
 		p.Written, p.Synced = written, synced
@@ -309,6 +361,8 @@ func (w *Writer) run(f *os.File) {
 					tmp.Close()
 					_ = os.Remove(w.tempPath())
 				}
+				close(w.syncReq)
+				<-w.syncDone
 				f.Close()
 				return
 			}

@@ -20,3 +20,9 @@ bench: build bench-build
 
 bench-compare: build bench-build
 	./scripts/bench.sh --compare
+
+# INCR with the append-only log on, per fsync policy, beside redis-server with the same
+# policy: bench/results/aof.{md,json}.
+.PHONY: bench-aof
+bench-aof: build bench-build
+	./scripts/bench-aof.sh
