@@ -199,5 +199,14 @@ func TestSlockKVOverLocks(t *testing.T) {
 		kv(`+OK`, "CLIENT", "SETINFO", "lib-name", "x"),
 		kv(`[]`, "COMMAND", "DOCS"),
 	})
+	// INFO section ...: only the sections asked for.
+	r := rc.cmd("INFO", "persistence")
+	if info := string(r.Str); !strings.HasPrefix(info, "# Persistence\r\naof_enabled:0") || strings.Contains(info, "# Server") {
+		t.Fatalf("INFO persistence: %q", info)
+	}
+	r = rc.cmd("INFO", "SERVER", "keyspace")
+	if info := string(r.Str); !strings.Contains(info, "# Server") || !strings.Contains(info, "# Keyspace") || strings.Contains(info, "# Clients") {
+		t.Fatalf("INFO server keyspace: %q", info)
+	}
 	ts.healthy(t)
 }
