@@ -70,6 +70,11 @@ func TestSlockKVCommands(t *testing.T) {
 		// SETNX and SET NX/XX.
 		kv(`:1`, "SETNX", "nx", "first"),
 		kv(`"first"`, "GET", "nx"),
+		kv(`+OK`, "TIMEOUT", "SET", "0"), // SETNX on a taken key waits this long (15 s by default)
+		kv(`:0`, "SETNX", "nx", "second"),
+		kv(`$-1`, "SET", "nx", "third", "NX"),
+		kv(`"first"`, "GET", "nx"),
+		kv(`+OK`, "TIMEOUT", "SET", "15"),
 		kv(`+OK`, "SET", "xx", "a"),
 		kv(`+OK`, "SET", "xx", "b", "XX"),
 		kv(`"b"`, "GET", "xx"),
