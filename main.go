@@ -21,6 +21,7 @@ import (
 
 	"tallyd/aof"
 	"tallyd/loop"
+	"tallyd/stats"
 )
 
 const version = "0.1.0"
@@ -68,6 +69,7 @@ type options struct {
 	logFormat            string
 	showVersion          bool
 	cpuProfile           string
+	metricsAddr          string
 	counterEnabledByFile *bool
 	semaphoreEnabled     bool
 }
@@ -114,6 +116,7 @@ func run(args []string, stderr io.Writer) int {
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "console", "console or json")
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://`ADDR`/metrics and liveness at /healthz (e.g. 127.0.0.1:9715; port 0 picks one); empty: off")
 	fs.StringVar(&o.cpuProfile, "cpu-profile", "", "write a Go CPU profile of the whole run to `FILE` (for `go tool pprof`)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, `tallyd %s — counts and locks named resources for many clients over one in-memory store.
@@ -129,7 +132,7 @@ Flags:
 Config file keys (yrmcds.conf syntax; flags win): counter.enable, counter.port,
 counter.max_connections, counter.buckets, counter.stat_interval (alias
 counter.consumption_stats.interval), semaphore.enable, semaphore.port,
-semaphore.max_connections, semaphore.buckets, semaphore.gc_interval.
+semaphore.max_connections, semaphore.buckets, semaphore.gc_interval, metrics.addr.
 
 Signals: SIGINT or SIGTERM closes every connection and exits 0.
 `, version, defaultCounterPort, defaultPoolPort, defaultSlockPort, fs.FlagUsages())
@@ -183,6 +186,12 @@ Signals: SIGINT or SIGTERM closes every connection and exits 0.
 		}
 		defer func() { pprof.StopCPUProfile(); f.Close() }()
 	}
+	stopMetrics, err := startMetrics(o.metricsAddr, srv, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "tallyd: %v\n", err)
+		return 1
+	}
+	defer stopMetrics()
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sig)
@@ -367,6 +376,10 @@ func applyConfigFile(o *options, fs *pflag.FlagSet, log zerolog.Logger) error {
 			err = setInt(e, "semaphore-buckets", &o.semaphoreBuckets, 1<<31-1)
 		case "semaphore.gc_interval":
 			err = setInt(e, "semaphore-gc-interval", &o.semaphoreGCInterval, 1<<31-1)
+		case "metrics.addr":
+			if !fs.Changed("metrics-addr") {
+				o.metricsAddr = e.Value
+			}
 		default:
 			log.Warn().Str("file", name).Int("line", e.Line).Str("key", e.Key).Msg("unknown config key ignored")
 		}
@@ -396,4 +409,27 @@ func newLogger(level, format string, w io.Writer) (zerolog.Logger, error) {
 			Level(lv).With().Timestamp().Logger(), nil
 	}
 	return zerolog.Nop(), fmt.Errorf("--log-format %q: want console or json", format)
+}
+
+// startMetrics serves srv's metrics over HTTP at addr ("" = off) from a goroutine of its own
+// and logs the address bound; the returned function stops it.
+func startMetrics(addr string, srv *loop.Server, log zerolog.Logger) (stop func(), err error) {
+	if addr == "" {
+		return func() {}, nil
+	}
+	h, err := stats.ListenHTTP(addr, srv.Metrics(), stats.HTTPConfig{})
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr: %w", err)
+	}
+	go func() {
+		if err := h.Serve(); err != nil {
+			log.Error().Err(err).Msg("metrics server stopped")
+		}
+	}()
+	log.Info().Str("metrics_addr", h.Addr().String()).Msg("serving /metrics and /healthz")
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = h.Shutdown(ctx)
+	}, nil
 }

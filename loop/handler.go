@@ -29,6 +29,7 @@ type conn struct {
 	slock  *slockConn        // its slock state
 	dump   *store.DumpCursor // non-nil while a Dump streams; later requests wait behind it
 	dumpOp uint32            // the Dump's opaque
+	inLeft int               // unparsed bytes left after the last OnTraffic (for metrics)
 }
 
 // OnBoot runs on Run's goroutine before the loop starts: it tunes each listener and records
@@ -192,6 +193,7 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 		return gnet.Close
 	}
 	now := s.now().UnixNano()
+	defer s.endTraffic(cs, c.InboundBuffered(), now)
 	switch cs.proto {
 	case ProtoPool:
 		act := s.servePool(cs, now)
@@ -226,6 +228,7 @@ func (s *Server) publishDue() {
 
 // OnTick runs on gnet's ticker goroutine, not the loop: it only hands the timed work over.
 func (s *Server) OnTick() (time.Duration, gnet.Action) {
+	s.tickHook()
 	if el, ok := s.el.Load().(gnet.EventLoop); ok && !s.stopping.Load() {
 		_ = el.Execute(context.Background(), gnet.RunnableFunc(s.tick))
 	}
@@ -242,6 +245,7 @@ func (s *Server) OnTick() (time.Duration, gnet.Action) {
 // times, and streaming dumps resumed.
 func (s *Server) tick(context.Context) error {
 	now := s.now()
+	s.metricsTick(now)
 	if at, ok := s.pools.NextDeadline(); ok && at <= now.UnixNano() {
 		s.wakes = s.pools.Expire(now.UnixNano(), s.wakes)
 		s.deliverWakes()

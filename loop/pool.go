@@ -75,12 +75,14 @@ func (s *Server) poolLine(cs *conn, r *pool.Request, now int64) {
 			mode = store.AcqAny
 		}
 		o := s.pools.Acquire(cs.pool, mode, r.Key, r.Workers, r.MaxQueue, r.Timeout, now)
+		s.m.countPool(r.Cmd, o)
 		if o != store.Waiting {
 			s.out = pool.AppendReply(s.out, poolReplies[o])
 		}
 	case pool.CmdRelease:
 		var o store.Outcome
 		o, s.wakes = s.pools.Release(cs.pool, now, s.wakes)
+		s.m.countPool(r.Cmd, o)
 		s.deliverWakes()
 		s.out = pool.AppendReply(s.out, poolReplies[o])
 	case pool.CmdStats:
@@ -91,7 +93,9 @@ func (s *Server) poolLine(cs *conn, r *pool.Request, now int64) {
 		if !ok {
 			s.out = pool.AppendReply(s.out, pool.WrongStat)
 		}
+		s.m.countPoolOther(r.Cmd, ok)
 	default:
+		s.m.countPoolOther(r.Cmd, false)
 		s.out = pool.AppendReply(s.out, pool.BadCommand)
 	}
 }
@@ -106,6 +110,7 @@ func (s *Server) deliverWakes() {
 	s.delivering = true
 	for i := 0; i < len(s.wakes); i++ {
 		w := s.wakes[i]
+		s.m.poolWake(w.Outcome)
 		cs := s.conns[w.Owner]
 		if cs == nil || cs.closed {
 			continue
@@ -115,7 +120,9 @@ func (s *Server) deliverWakes() {
 			continue
 		}
 		var line [16]byte
-		if _, err := cs.c.Write(pool.AppendReply(line[:0], poolReplies[w.Outcome])); err != nil || cs.closed {
+		b := pool.AppendReply(line[:0], poolReplies[w.Outcome])
+		s.m.bytesSent(ProtoPool, len(b))
+		if _, err := cs.c.Write(b); err != nil || cs.closed {
 			s.pools.Stats().FailedSends++
 		}
 	}

@@ -84,6 +84,8 @@ type Config struct {
 	AOFRewriteSize   int64         // the log is compacted past this size once it has doubled since the last time
 
 	Tick time.Duration // how often timed work runs on the loop
+	// MetricsEvery is how often the loop publishes a metrics snapshot unasked (0: DefaultPublishEvery).
+	MetricsEvery time.Duration
 
 	Version string // reported by INFO
 
@@ -172,6 +174,7 @@ type Server struct {
 	inputLog     rateLog
 	oomLog       rateLog
 	persist      persistState
+	m            metrics // counted for /metrics (metrics.go)
 
 	// Shared with other goroutines.
 	engine    gnet.Engine
@@ -253,6 +256,7 @@ func New(cfg Config) (*Server, error) {
 	s.nextDue.Store(math.MaxInt64)
 	s.lastSemGC = now
 	s.gcCounters(now) // the reference collects at start
+	s.initMetrics()
 	fdCap, backlog, err := openFileCap(len(cfg.Listeners), cfg.Backlog)
 	if err != nil {
 		return nil, err
@@ -333,6 +337,7 @@ func (s *Server) Stop(ctx context.Context) error {
 	if s.stopping.Swap(true) {
 		return nil
 	}
+	s.m.pub.Close("tallyd is shutting down")
 	<-s.ready
 	if err := s.engine.Validate(); err != nil {
 		return nil // never started or already down

@@ -116,6 +116,7 @@ func (s *Server) slockBinary(cs *conn, now int64) gnet.Action {
 		}
 		used += n
 		f := &s.frame
+		s.m.slockFrame(f.Type)
 		switch f.Type {
 		case slock.TypeLock, slock.TypeUnlock:
 			s.lockCmd = frameCommand(f)
@@ -214,8 +215,10 @@ func (s *Server) leaderAddr() string {
 
 // runLock runs one command and delivers everything it causes.
 func (s *Server) runLock(owner store.Owner, cmd *store.LockCommand, now int64) {
+	s.m.lockBegin(owner, cmd, false)
 	s.lockReplies, s.execs = s.locks.Do(owner, cmd, now, s.lockReplies[:0], s.execs[:0])
 	s.drainLocks(now)
+	s.m.lockFinish()
 }
 
 // drainLocks delivers the replies of the last Locks call, then runs the EXECUTE inner
@@ -248,6 +251,7 @@ func (s *Server) drainLocks(now int64) {
 				continue // malformed EXECUTE content is silently ignored
 			}
 			cmd := frameCommand(&f)
+			s.m.lockBegin(x.owner, &cmd, true)
 			s.lockReplies, s.execs = s.locks.Do(x.owner, &cmd, now, s.lockReplies, s.execs)
 		case len(s.willQueue) > 0:
 			w := s.willQueue[0]
@@ -257,6 +261,7 @@ func (s *Server) drainLocks(now int64) {
 				continue
 			}
 			s.discardOwner = w.owner // a will's own results are discarded
+			s.m.lockBegin(w.owner, &w.cmd, true)
 			s.lockReplies, s.execs = s.locks.Do(w.owner, &w.cmd, now, s.lockReplies, s.execs)
 		default:
 			s.execQueue, s.willQueue = s.execQueue[:0], s.willQueue[:0]
@@ -269,6 +274,7 @@ func (s *Server) drainLocks(now int64) {
 // has closed, the newest connection that sent INIT with the same ClientId; else it is
 // dropped (locks outlive their connections).
 func (s *Server) deliverLock(r *store.LockReply) {
+	s.m.lockReply(r)
 	if r.Owner == s.discardOwner && r.Owner != 0 {
 		return
 	}
@@ -326,6 +332,7 @@ func (s *Server) sendTo(cs *conn, b []byte) {
 		return
 	}
 	s.scratch = b[:0]
+	s.m.bytesSent(cs.proto, len(b))
 	if s.holdReply(cs, b) {
 		return
 	}
@@ -360,6 +367,7 @@ func (s *Server) slockClose(cs *conn, now int64) {
 // slockExpire runs the due waits and expiries; called from ticks.
 func (s *Server) slockExpire(now int64) {
 	if at, ok := s.locks.NextDeadline(); ok && at <= now {
+		s.m.lockBegin(0, nil, true)
 		s.lockReplies, s.execs = s.locks.Expire(now, s.lockReplies[:0], s.execs[:0])
 		s.drainLocks(now)
 	}
@@ -416,6 +424,7 @@ func (s *Server) slockText(cs *conn, now int64) gnet.Action {
 func (s *Server) slockCommand(cs *conn, args [][]byte, now int64) (quit bool) {
 	sc := cs.slock
 	name := args[0]
+	defer s.textDone(s.textBegin(name))
 	switch {
 	case resp.Is(name, "LOCK"), resp.Is(name, "UNLOCK"), resp.Is(name, "PUSH"):
 		s.dataBuf = s.dataBuf[:0]

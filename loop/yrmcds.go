@@ -45,7 +45,9 @@ func (s *Server) serveYrmcds(cs *conn, now int64) gnet.Action {
 				break // a partial frame stays buffered until more bytes arrive
 			}
 			used += n
+			mark := len(out)
 			out = s.yrmcds(cs, &s.req, out, now)
+			s.m.countYrmcds(cs.proto, s.req.Opcode, out[mark:])
 			if cs.dump != nil {
 				out = s.streamDump(cs, out, now)
 				if cs.dump != nil {
@@ -80,6 +82,7 @@ func (s *Server) write(cs *conn, out []byte) bool {
 	} else {
 		s.out = make([]byte, 0, 64<<10)
 	}
+	s.m.bytesSent(cs.proto, len(out))
 	if len(out) == 0 || cs.slock != nil && s.holdReply(cs, out) {
 		return !cs.closed
 	}

@@ -1,0 +1,169 @@
+package stats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// Snapshot is a copy of the event loop's counters taken on the loop at one moment. The loop
+// builds a new one for each publication and never changes it afterwards, so any goroutine
+// may read it.
+type Snapshot struct {
+	At      time.Time // when the loop took it (wall clock)
+	Started time.Time // when the server started
+	Version string
+
+	Protos  []Proto   // one per protocol that has a listener, in the loop's order
+	Ticks   uint64    // timed-work turns the loop has run
+	TickLag Histogram // from the ticker handing a turn to the loop to the loop running it
+}
+
+// Proto is one protocol's numbers in a Snapshot.
+type Proto struct {
+	Name string // "counter", "semaphore", "pool" or "slock"
+
+	Connections      uint64 // open now
+	ConnectionsTotal uint64 // accepted since start
+	Rejected         uint64 // closed at accept by a connection limit
+
+	Requests  []RequestCount // non-zero counts only, by command then outcome
+	BytesIn   uint64         // read from clients
+	BytesOut  uint64         // handed to the socket for clients
+	Latency   Histogram      // time each request spent in the loop
+	HasWaits  bool           // the protocol has waits (PoolCounter, slock): the Wait fields mean something
+	WaitsIn   uint64         // requests that started to wait
+	WaitsOut  []WaitCount    // waits that ended, by outcome (non-zero counts only)
+	Waiting   uint64         // requests waiting now
+	Held      uint64         // PoolCounter slots or slock lock levels held now
+	Objects   uint64         // counters, semaphores, PoolCounter keys or slock keys live now
+	Memory    uint64         // bytes the store estimates for its objects (yrmcds protocols)
+	GCRuns    uint64         // store garbage collections (yrmcds protocols)
+	GCSeconds float64        // time spent in them
+	Expired   uint64         // slock holds that ran out
+}
+
+// RequestCount is how many requests of one command ended with one outcome.
+type RequestCount struct {
+	Command, Outcome string
+	N                uint64
+}
+
+// WaitCount is how many waits ended one way.
+type WaitCount struct {
+	Outcome string
+	N       uint64
+}
+
+// Histogram is a fixed-bucket histogram in seconds. Counts[i] counts observations at most
+// Bounds[i] and above Bounds[i-1]; the last element of Counts, one past Bounds, counts the
+// rest.
+type Histogram struct {
+	Bounds []float64 // upper bounds in seconds, increasing; shared between snapshots
+	Counts []uint64  // len(Bounds)+1, not cumulative
+	Count  uint64
+	Sum    float64 // seconds
+}
+
+// Cumulative returns the counts in Prometheus's form: for each bound, the observations at
+// most that bound.
+func (h *Histogram) Cumulative() map[float64]uint64 {
+	m := make(map[float64]uint64, len(h.Bounds))
+	var n uint64
+	for i, b := range h.Bounds {
+		n += h.Counts[i]
+		m[b] = n
+	}
+	return m
+}
+
+// Proto returns the named protocol's numbers, or nil if it has no listener.
+func (s *Snapshot) Proto(name string) *Proto {
+	for i := range s.Protos {
+		if s.Protos[i].Name == name {
+			return &s.Protos[i]
+		}
+	}
+	return nil
+}
+
+// Publisher hands snapshots from the event loop to readers on other goroutines. The loop
+// calls Publish (and Asked, to learn that a reader waits); readers call Latest, Fresh and
+// Health. A Publisher must not be copied after first use.
+type Publisher struct {
+	cur    atomic.Pointer[Snapshot]
+	asked  atomic.Pointer[chan struct{}] // closed by the next Publish
+	closed atomic.Pointer[string]        // why no more snapshots will come
+}
+
+// Publish makes s the latest snapshot and wakes the readers waiting in Fresh. s must not
+// change afterwards.
+func (p *Publisher) Publish(s *Snapshot) {
+	p.cur.Store(s)
+	if ch := p.asked.Swap(nil); ch != nil {
+		close(*ch)
+	}
+}
+
+// Asked reports whether a reader waits in Fresh for the next snapshot. It costs one atomic
+// load.
+func (p *Publisher) Asked() bool { return p.asked.Load() != nil }
+
+// Close says that no more snapshots will come, and why: Fresh stops waiting and Health
+// reports it.
+func (p *Publisher) Close(why string) {
+	p.closed.Store(&why)
+	if ch := p.asked.Swap(nil); ch != nil {
+		close(*ch)
+	}
+}
+
+// Latest returns the newest snapshot, nil before the first.
+func (p *Publisher) Latest() *Snapshot { return p.cur.Load() }
+
+// Fresh asks the loop for a snapshot taken after this call and waits for it until ctx is
+// done. On error it returns the newest snapshot there is (possibly nil) with the reason.
+func (p *Publisher) Fresh(ctx context.Context) (*Snapshot, error) {
+	if why := p.closed.Load(); why != nil {
+		return p.cur.Load(), errors.New(*why)
+	}
+	var ch chan struct{}
+	for {
+		if old := p.asked.Load(); old != nil {
+			ch = *old
+			break
+		}
+		ch = make(chan struct{})
+		if p.asked.CompareAndSwap(nil, &ch) {
+			break
+		}
+	}
+	select {
+	case <-ch:
+		if why := p.closed.Load(); why != nil {
+			return p.cur.Load(), errors.New(*why)
+		}
+		return p.cur.Load(), nil
+	case <-ctx.Done():
+		return p.cur.Load(), fmt.Errorf("the event loop did not publish a snapshot in time: %w", ctx.Err())
+	}
+}
+
+// Health returns nil when the newest snapshot was taken less than staleAfter before now,
+// else what is wrong.
+func (p *Publisher) Health(now time.Time, staleAfter time.Duration) error {
+	if why := p.closed.Load(); why != nil {
+		return errors.New(*why)
+	}
+	s := p.cur.Load()
+	if s == nil {
+		return errors.New("the event loop has not published a snapshot yet")
+	}
+	if age := now.Sub(s.At); age > staleAfter {
+		return fmt.Errorf("the event loop last published a snapshot %s ago (at %s), more than %s: it is stuck or overloaded",
+			age.Round(time.Millisecond), s.At.UTC().Format(time.RFC3339Nano), staleAfter)
+	}
+	return nil
+}

@@ -1,0 +1,138 @@
+package stats
+
+import (
+	"runtime"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The metrics a Collector exports. Every one but the build info and the snapshot's own
+// time has a proto label.
+var (
+	descBuild = prometheus.NewDesc("tallyd_build_info",
+		"Always 1; the labels say which tallyd and Go built this process.", []string{"version", "goversion"}, nil)
+	descStart = prometheus.NewDesc("tallyd_start_time_seconds",
+		"When the server started, in Unix seconds.", nil, nil)
+	descAge = prometheus.NewDesc("tallyd_snapshot_age_seconds",
+		"How old the event loop's snapshot behind this scrape was when it was served.", nil, nil)
+	descTicks = prometheus.NewDesc("tallyd_ticks_total",
+		"Turns of timed work (timeouts, expiries, garbage collection) the event loop has run.", nil, nil)
+	descTickLag = prometheus.NewDesc("tallyd_tick_lag_seconds",
+		"Delay from the ticker handing a turn of timed work to the event loop to the loop running it.", nil, nil)
+
+	descConns = prometheus.NewDesc("tallyd_connections",
+		"Client connections open now.", []string{"proto"}, nil)
+	descConnsTotal = prometheus.NewDesc("tallyd_connections_total",
+		"Client connections accepted since start (refused ones not included).", []string{"proto"}, nil)
+	descRejected = prometheus.NewDesc("tallyd_connections_rejected_total",
+		"Connections closed at accept because a connection limit or the open-file cap was reached.", []string{"proto"}, nil)
+	descRequests = prometheus.NewDesc("tallyd_requests_total",
+		"Requests served, by command and outcome (a request that waits counts as outcome queued; how its wait ends is in tallyd_waits_ended_total).",
+		[]string{"proto", "command", "outcome"}, nil)
+	descBytesIn = prometheus.NewDesc("tallyd_received_bytes_total",
+		"Bytes read from clients.", []string{"proto"}, nil)
+	descBytesOut = prometheus.NewDesc("tallyd_sent_bytes_total",
+		"Bytes of replies handed to the sockets of clients.", []string{"proto"}, nil)
+	descLatency = prometheus.NewDesc("tallyd_request_duration_seconds",
+		"Time each request spent inside the event loop: from the start of the read batch that carried it to the write of that batch's replies.",
+		[]string{"proto"}, nil)
+	descWaitsIn = prometheus.NewDesc("tallyd_waits_started_total",
+		"Requests that could not be answered at once and started to wait.", []string{"proto"}, nil)
+	descWaitsOut = prometheus.NewDesc("tallyd_waits_ended_total",
+		"Waits that ended, by outcome: granted (the lock or slot was handed over), timed_out, done (a PoolCounter ACQ4ANY waiter released by the holder), other.",
+		[]string{"proto", "outcome"}, nil)
+	descWaiting = prometheus.NewDesc("tallyd_waiting",
+		"Requests waiting now.", []string{"proto"}, nil)
+	descHeld = prometheus.NewDesc("tallyd_held",
+		"PoolCounter slots or slock lock levels held now.", []string{"proto"}, nil)
+	descObjects = prometheus.NewDesc("tallyd_objects",
+		"Live objects: counters, semaphores, PoolCounter keys, slock keys with holders or waiters.", []string{"proto"}, nil)
+	descMemory = prometheus.NewDesc("tallyd_objects_memory_bytes",
+		"The store's estimate of the memory its counters or semaphores take (names plus a fixed overhead per object).", []string{"proto"}, nil)
+	descGCRuns = prometheus.NewDesc("tallyd_gc_runs_total",
+		"Garbage collections of released counters or semaphores.", []string{"proto"}, nil)
+	descGCSeconds = prometheus.NewDesc("tallyd_gc_duration_seconds_total",
+		"Time spent in those garbage collections.", []string{"proto"}, nil)
+	descExpired = prometheus.NewDesc("tallyd_expired_total",
+		"slock holds that ran out (EXPRIED).", []string{"proto"}, nil)
+)
+
+// Collector renders the snapshot that its source returns as Prometheus metrics, taking it
+// once per scrape. Create it with NewCollector.
+type Collector struct {
+	source func() *Snapshot
+	now    func() time.Time
+}
+
+// NewCollector returns a Collector of what source returns (a nil snapshot exports nothing
+// but the build info).
+func NewCollector(source func() *Snapshot) *Collector {
+	return &Collector{source: source, now: time.Now}
+}
+
+// Describe sends every metric's description.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descBuild, descStart, descAge, descTicks, descTickLag,
+		descConns, descConnsTotal, descRejected, descRequests, descBytesIn, descBytesOut, descLatency,
+		descWaitsIn, descWaitsOut, descWaiting, descHeld, descObjects, descMemory, descGCRuns, descGCSeconds,
+		descExpired} {
+		ch <- d
+	}
+}
+
+// Collect sends the metrics of one snapshot.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	s := c.source()
+	version := "unknown"
+	if s != nil && s.Version != "" {
+		version = s.Version
+	}
+	ch <- prometheus.MustNewConstMetric(descBuild, prometheus.GaugeValue, 1, version, runtime.Version())
+	if s == nil {
+		return
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	gauge(descStart, float64(s.Started.UnixNano())/1e9)
+	gauge(descAge, max(0, c.now().Sub(s.At).Seconds()))
+	counter(descTicks, float64(s.Ticks))
+	histogram(ch, descTickLag, &s.TickLag)
+	for i := range s.Protos {
+		p := &s.Protos[i]
+		gauge(descConns, float64(p.Connections), p.Name)
+		counter(descConnsTotal, float64(p.ConnectionsTotal), p.Name)
+		counter(descRejected, float64(p.Rejected), p.Name)
+		for _, r := range p.Requests {
+			counter(descRequests, float64(r.N), p.Name, r.Command, r.Outcome)
+		}
+		counter(descBytesIn, float64(p.BytesIn), p.Name)
+		counter(descBytesOut, float64(p.BytesOut), p.Name)
+		histogram(ch, descLatency, &p.Latency, p.Name)
+		gauge(descObjects, float64(p.Objects), p.Name)
+		switch p.Name {
+		case "counter", "semaphore":
+			gauge(descMemory, float64(p.Memory), p.Name)
+			counter(descGCRuns, float64(p.GCRuns), p.Name)
+			counter(descGCSeconds, p.GCSeconds, p.Name)
+		case "slock":
+			counter(descExpired, float64(p.Expired), p.Name)
+		}
+		if p.HasWaits {
+			counter(descWaitsIn, float64(p.WaitsIn), p.Name)
+			for _, w := range p.WaitsOut {
+				counter(descWaitsOut, float64(w.N), p.Name, w.Outcome)
+			}
+			gauge(descWaiting, float64(p.Waiting), p.Name)
+			gauge(descHeld, float64(p.Held), p.Name)
+		}
+	}
+}
+
+func histogram(ch chan<- prometheus.Metric, d *prometheus.Desc, h *Histogram, labels ...string) {
+	ch <- prometheus.MustNewConstHistogram(d, h.Count, h.Sum, h.Cumulative(), labels...)
+}
