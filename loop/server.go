@@ -243,7 +243,7 @@ func New(cfg Config) (*Server, error) {
 	s.wakes = make([]store.Wake, 0, 64)
 	s.locks = store.NewLocks(store.LocksConfig{MaxWaitersPerKey: cfg.SlockMaxWaitersPerKey,
 		MaxWaitersPerOwner: cfg.SlockMaxWaitersPerConn, MaxKeys: cfg.MaxObjects, IDSeed: uint64(s.now().UnixNano()),
-		Persist: cfg.DataDir != "", PersistAfter: int64(cfg.LockPersistAfter)})
+		MaxValue: int(cfg.SlockMaxData), Persist: cfg.DataDir != "", PersistAfter: int64(cfg.LockPersistAfter)})
 	s.slockDec = slock.Decoder{MaxData: cfg.SlockMaxData, MaxCall: cfg.SlockMaxData}
 	s.slockClients = make(map[[16]byte]*conn)
 	s.slockClosed = make(map[store.Owner][16]byte)

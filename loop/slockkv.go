@@ -78,8 +78,27 @@ func (s *Server) slockKV(cs *conn, args [][]byte, op slock.Op, name string, now 
 			return
 		}
 	}
+	if n := s.kvSize(kv, db); n > int(s.cfg.SlockMaxData) {
+		s.kvError(&slock.TextError{Msg: "value too long: " + strconv.Itoa(n) + " bytes with its key name, limit " +
+			strconv.Itoa(int(s.cfg.SlockMaxData)) + " (--slock-max-data)"})
+		return
+	}
 	s.runKV(cs, now)
 	kv.Keys, kv.Value = nil, nil // views into the request: gone once it is served
+}
+
+// kvSize is the length of the value record kv would leave (for APPEND, with the value it
+// appends to), which the store keeps only up to --slock-max-data.
+func (s *Server) kvSize(kv *slock.KV, db uint8) int {
+	if kv.Frame.Data == nil {
+		return 0
+	}
+	if kv.Op == slock.OpAppend {
+		if old := s.locks.Value(db, kv.Frame.Key); len(old) > 4 {
+			return len(old) - 4 + len(kv.Value)
+		}
+	}
+	return len(kv.Frame.Data) - 4
 }
 
 // runKV runs kv.Frame for cs, which waits for its reply (kvReply renders it).

@@ -129,6 +129,22 @@ func TestSlockKVCommands(t *testing.T) {
 	ts.healthy(t)
 }
 
+// TestSlockKVTooLong: a value the store would not keep is refused with an error, not
+// acknowledged and dropped.
+func TestSlockKVTooLong(t *testing.T) {
+	ts := startSlock(t, func(c *Config) { c.SlockMaxData = 100 })
+	rc := dialResp(t, ts.slockAddr)
+	big := strings.Repeat("x", 100)
+	runKV(t, rc, []kvStep{
+		kv(`-ERR value too long: 108 bytes with its key name, limit 100 (--slock-max-data)`, "SET", "k", big),
+		kv(`$-1`, "GET", "k"),
+		kv(`+OK`, "SET", "k", big[:90]),
+		kv(`:91`, "APPEND", "k", "y"),
+		kv(`-ERR value too long: 101 bytes with its key name, limit 100 (--slock-max-data)`, "APPEND", "k", "yy"),
+		kv(`:91`, "STRLEN", "k"),
+	})
+}
+
 // TestSlockKVKeys checks KEYS, SCAN, DBSIZE, SELECT and FLUSHDB/FLUSHALL.
 func TestSlockKVKeys(t *testing.T) {
 	ts := startSlock(t, nil)
