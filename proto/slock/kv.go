@@ -598,75 +598,76 @@ func KeyName(rec []byte) ([]byte, bool) {
 	return Prop(d.Props, PropKey)
 }
 
-// Match reports whether name matches the Redis glob pattern (* ? [abc] [^a-z] \x).
+// Match reports whether name matches the Redis glob pattern (* ? [abc] [^a-z] \x). It
+// takes O(len(pattern) x len(name)) steps at most, whatever the pattern: a star only ever
+// resumes from the latest star.
 func Match(pattern, name []byte) bool {
-	for len(pattern) > 0 {
-		switch pattern[0] {
-		case '*':
-			for len(pattern) > 1 && pattern[1] == '*' {
-				pattern = pattern[1:]
+	p, n := 0, 0
+	star, mark := -1, 0
+	for n < len(name) {
+		if p < len(pattern) {
+			if pattern[p] == '*' {
+				star, mark = p, n
+				p++
+				continue
 			}
-			if len(pattern) == 1 {
-				return true
+			if w, ok := matchOne(pattern[p:], name[n]); ok {
+				p += w
+				n++
+				continue
 			}
-			for i := 0; i <= len(name); i++ {
-				if Match(pattern[1:], name[i:]) {
-					return true
-				}
-			}
-			return false
-		case '?':
-			if len(name) == 0 {
-				return false
-			}
-			name = name[1:]
-		case '[':
-			if len(name) == 0 {
-				return false
-			}
-			p := pattern[1:]
-			not := len(p) > 0 && p[0] == '^'
-			if not {
-				p = p[1:]
-			}
-			hit := false
-			for len(p) > 0 && p[0] != ']' {
-				switch {
-				case p[0] == '\\' && len(p) > 1:
-					hit = hit || p[1] == name[0]
-					p = p[2:]
-				case len(p) > 2 && p[1] == '-' && p[2] != ']':
-					lo, hi := p[0], p[2]
-					if lo > hi {
-						lo, hi = hi, lo
-					}
-					hit = hit || lo <= name[0] && name[0] <= hi
-					p = p[3:]
-				default:
-					hit = hit || p[0] == name[0]
-					p = p[1:]
-				}
-			}
-			if len(p) > 0 {
-				p = p[1:] // the ']'
-			}
-			if hit == not {
-				return false
-			}
-			pattern, name = p, name[1:]
-			continue
-		case '\\':
-			if len(pattern) > 1 {
-				pattern = pattern[1:]
-			}
-			fallthrough
-		default:
-			if len(name) == 0 || name[0] != pattern[0] {
-				return false
-			}
-			name = name[1:]
 		}
-		pattern = pattern[1:]
+		if star < 0 {
+			return false
+		}
+		mark++
+		p, n = star+1, mark
 	}
-	return len(name) == 0
+	for p < len(pattern) && pattern[p] == '*' {
+		p++
+	}
+	return p == len(pattern)
+}
+
+// matchOne matches the pattern element at the start of pat, which is not '*', against c:
+// the element's width and whether it matches.
+func matchOne(pat []byte, c byte) (int, bool) {
+	switch pat[0] {
+	case '?':
+		return 1, true
+	case '\\':
+		if len(pat) > 1 {
+			return 2, pat[1] == c
+		}
+		return 1, c == '\\'
+	case '[':
+		i := 1
+		not := i < len(pat) && pat[i] == '^'
+		if not {
+			i++
+		}
+		hit := false
+		for i < len(pat) && pat[i] != ']' {
+			switch {
+			case pat[i] == '\\' && i+1 < len(pat):
+				hit = hit || pat[i+1] == c
+				i += 2
+			case i+2 < len(pat) && pat[i+1] == '-' && pat[i+2] != ']':
+				lo, hi := pat[i], pat[i+2]
+				if lo > hi {
+					lo, hi = hi, lo
+				}
+				hit = hit || lo <= c && c <= hi
+				i += 3
+			default:
+				hit = hit || pat[i] == c
+				i++
+			}
+		}
+		if i < len(pat) {
+			i++ // the ']'
+		}
+		return i, hit != not
+	}
+	return 1, pat[0] == c
 }
