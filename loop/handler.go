@@ -245,6 +245,7 @@ func (s *Server) OnTick() (time.Duration, gnet.Action) {
 // times, and streaming dumps resumed.
 func (s *Server) tick(context.Context) error {
 	now := s.now()
+	s.persist.lastNow = now.UnixNano()
 	s.metricsTick(now)
 	if at, ok := s.pools.NextDeadline(); ok && at <= now.UnixNano() {
 		s.wakes = s.pools.Expire(now.UnixNano(), s.wakes)
