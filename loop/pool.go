@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"bytes"
 	"github.com/panjf2000/gnet/v2"
 
 	"tallyd/proto/pool"
@@ -86,6 +87,15 @@ func (s *Server) poolLine(cs *conn, r *pool.Request, now int64) {
 		s.deliverWakes()
 		s.out = pool.AppendReply(s.out, poolReplies[o])
 	case pool.CmdStats:
+		if bytes.EqualFold(r.StatArg, statsKeysArg) {
+			s.poolKeys = s.pools.Busiest(s.poolKeys[:0], statsKeys)
+			for _, k := range s.poolKeys {
+				s.out = stats.AppendKeyLine(s.out, k.Name, k.Processing, k.Workers, k.Waiting, k.MaxQueue)
+			}
+			s.out = append(s.out, '\n')
+			s.m.countPoolOther(r.Cmd, true)
+			break
+		}
 		h, p, w := s.pools.Gauges()
 		var ok bool
 		s.out, ok = s.pools.Stats().AppendStats(s.out, r.StatArg, now/1e9-s.started/1e9,
@@ -129,3 +139,8 @@ func (s *Server) deliverWakes() {
 	s.wakes = s.wakes[:0]
 	s.delivering = false
 }
+
+// statsKeys is how many keys STATS KEYS (a tallyd extension) lists, busiest first.
+const statsKeys = 100
+
+var statsKeysArg = []byte("keys")

@@ -428,3 +428,27 @@ func TestPoolManyKeysNeverGrantedTwice(t *testing.T) {
 		t.Fatalf("processing_workers %d", n)
 	}
 }
+
+// TestPoolStatsKeys: STATS KEYS, a tallyd extension, lists the live keys busiest first
+// (most waiting, then most held), with the limits of each key's latest acquire, and an
+// empty line after them.
+func TestPoolStatsKeys(t *testing.T) {
+	_, addr := startPool(t, nil)
+	a, b, c, d := dialPool(t, addr), dialPool(t, addr), dialPool(t, addr), dialPool(t, addr)
+	a.expect("ACQ4ME enwiki:page:A 1 5 30", "LOCKED")
+	b.send("ACQ4ME enwiki:page:A 1 5 30\n") // waits
+	c.expect("ACQ4ANY other 2 10 30", "LOCKED")
+	d.expect("ACQ4ME gone 1 1 30", "LOCKED")
+	d.expect("RELEASE", "RELEASED") // no longer live
+	d.send("STATS keys\n")
+	for _, want := range []string{
+		"enwiki:page:A: processing 1 workers 1 waiting 1 maxqueue 5",
+		"other: processing 1 workers 2 waiting 0 maxqueue 10",
+		"",
+	} {
+		if got := d.line(); got != want {
+			t.Fatalf("STATS KEYS line %q, want %q", got, want)
+		}
+	}
+	d.expect("STATS KEYZ", "ERROR WRONG_STAT")
+}

@@ -143,10 +143,11 @@ type Server struct {
 	req        counter.Request
 	poolDec    pool.Decoder
 	poolReq    pool.Request
-	wakes      []store.Wake // replies owed to waiting connections, delivered in order
-	delivering bool         // deliverWakes is draining wakes
-	serving    *conn        // the connection whose batch is in s.out
-	started    int64        // Unix ns, for uptime
+	poolKeys   []store.PoolKeyInfo // STATS KEYS
+	wakes      []store.Wake        // replies owed to waiting connections, delivered in order
+	delivering bool                // deliverWakes is draining wakes
+	serving    *conn               // the connection whose batch is in s.out
+	started    int64               // Unix ns, for uptime
 
 	// slock
 	slockDec     slock.Decoder

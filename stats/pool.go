@@ -223,3 +223,19 @@ func splitSeconds(s float64) (whole uint64, micros uint32) {
 	}
 	return whole, micros
 }
+
+// AppendKeyLine appends one line of STATS KEYS, a tallyd extension listing the busiest
+// live keys: "KEY: processing P workers W waiting Q maxqueue M\n", W and M as the key's
+// latest acquire asked. (Keys never hold whitespace, so ": " ends the key.)
+func AppendKeyLine(dst []byte, key string, processing, workers, waiting, maxqueue uint32) []byte {
+	dst = append(dst, key...)
+	dst = append(dst, ": processing "...)
+	dst = strconv.AppendUint(dst, uint64(processing), 10)
+	dst = append(dst, " workers "...)
+	dst = strconv.AppendUint(dst, uint64(workers), 10)
+	dst = append(dst, " waiting "...)
+	dst = strconv.AppendUint(dst, uint64(waiting), 10)
+	dst = append(dst, " maxqueue "...)
+	dst = strconv.AppendUint(dst, uint64(maxqueue), 10)
+	return append(dst, '\n')
+}

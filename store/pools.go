@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
 
 	"tallyd/stats"
@@ -145,6 +146,8 @@ type poolKey struct {
 	name           string
 	count          uint32 // entries, held or waiting
 	processing     uint32 // held entries
+	workers        uint32 // of the latest acquire: what the key is measured against in Busiest
+	maxqueue       uint32
 	me, any        queue
 	links[poolKey] // on the idle list while count == 0
 	idle           bool
@@ -237,6 +240,7 @@ func (p *Pools) Acquire(c *PoolClient, mode Mode, key []byte, workers, maxqueue,
 		k = p.revive(k, key)
 	}
 	e := p.newEntry(c, k, mode, now)
+	k.workers, k.maxqueue = workers, maxqueue
 	k.count++
 	if processing < workers {
 		k.processing++
@@ -352,6 +356,42 @@ func (p *Pools) Expire(now int64, wakes []Wake) []Wake {
 // NextDeadline returns when the earliest wait times out, and false if nothing
 // waits.
 func (p *Pools) NextDeadline() (at int64, ok bool) { return p.dl.next() }
+
+// PoolKeyInfo is one live key as Busiest reports it.
+type PoolKeyInfo struct {
+	Name                string
+	Processing, Waiting uint32
+	Workers, MaxQueue   uint32 // as its latest acquire asked
+}
+
+// Busiest appends to out the n live keys with the most waiting entries, then the most
+// held, then by name. It walks every live key: a tallyd extension for operators
+// (STATS KEYS), not for the request path.
+func (p *Pools) Busiest(out []PoolKeyInfo, n int) []PoolKeyInfo {
+	start := len(out)
+	for name, k := range p.keys {
+		if k.count == 0 {
+			continue
+		}
+		out = append(out, PoolKeyInfo{Name: name, Processing: k.processing, Waiting: k.count - k.processing,
+			Workers: k.workers, MaxQueue: k.maxqueue})
+	}
+	keys := out[start:]
+	sort.Slice(keys, func(i, j int) bool {
+		a, b := &keys[i], &keys[j]
+		if a.Waiting != b.Waiting {
+			return a.Waiting > b.Waiting
+		}
+		if a.Processing != b.Processing {
+			return a.Processing > b.Processing
+		}
+		return a.Name < b.Name
+	})
+	if len(keys) > n {
+		out = out[:start+n]
+	}
+	return out
+}
 
 // Stats returns the PoolCounter statistics. The counters the store cannot
 // see (ConnectErrors, FailedSends) are the caller's to bump through the

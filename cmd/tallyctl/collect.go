@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -21,6 +22,7 @@ type snapshot struct {
 	at        time.Time
 	protos    [4]protoSnap // counter, semaphore, pool, slock
 	counters  []dumpEntry
+	pools     []poolRow // nil when the server has no STATS KEYS (a reference PoolCounter)
 	locks     []lockRow
 	lockTotal int // keys locked in every database
 }
@@ -44,6 +46,12 @@ type protoSnap struct {
 	objects  int64
 	extra    []stat // protocol-specific gauges, shown as "name value"
 	full     int64  // PoolCounter full_queues (cumulative), -1 elsewhere
+}
+
+// poolRow is one live PoolCounter key, from STATS KEYS.
+type poolRow struct {
+	name                                   string
+	processing, workers, waiting, maxqueue int64
 }
 
 type stat struct {
@@ -106,7 +114,7 @@ func (c *collector) collect() *snapshot {
 		c.collectYrmcds(counter.Counter, &c.counter, &s.protos[pCounter], &s.counters)
 	}()
 	go func() { defer wg.Done(); c.collectYrmcds(counter.Semaphore, &c.sem, &s.protos[pSemaphore], nil) }()
-	go func() { defer wg.Done(); c.collectPool(&s.protos[pPool]) }()
+	go func() { defer wg.Done(); c.collectPool(&s.protos[pPool], &s.pools) }()
 	go func() { defer wg.Done(); c.collectSlock(s) }()
 	wg.Wait()
 	return s
@@ -167,7 +175,7 @@ func (c *collector) collectYrmcds(d counter.Dialect, yp **yrmcds, p *protoSnap, 
 	*dump = list
 }
 
-func (c *collector) collectPool(p *protoSnap) {
+func (c *collector) collectPool(p *protoSnap, rows *[]poolRow) {
 	p.conns, p.acquires, p.releases, p.objects, p.full = -1, -1, -1, -1, -1
 	if c.pool == nil {
 		pc, err := c.a.dialPool()
@@ -193,6 +201,35 @@ func (c *collector) collectPool(p *protoSnap) {
 	p.acquires, p.releases, p.objects = get(m, "total_acquired"), get(m, "total_releases"), get(m, "hashtable_entries")
 	p.full = get(m, "full_queues")
 	p.extra = []stat{{"processing", get(m, "processing_workers")}, {"waiting", get(m, "waiting_workers")}}
+	keys, err := c.pool.stats("KEYS")
+	if err != nil {
+		var r *refusal
+		if !errors.As(err, &r) { // a broken connection, not a server without STATS KEYS
+			c.pool.Close()
+			c.pool = nil
+		}
+		return
+	}
+	list := make([]poolRow, 0, len(keys))
+	for _, k := range keys {
+		row := poolRow{name: k.name}
+		f := strings.Fields(k.value)
+		for i := 0; i+1 < len(f); i += 2 {
+			v, _ := strconv.ParseInt(f[i+1], 10, 64)
+			switch f[i] {
+			case "processing":
+				row.processing = v
+			case "workers":
+				row.workers = v
+			case "waiting":
+				row.waiting = v
+			case "maxqueue":
+				row.maxqueue = v
+			}
+		}
+		list = append(list, row)
+	}
+	*rows = list
 }
 
 func (c *collector) collectSlock(s *snapshot) {

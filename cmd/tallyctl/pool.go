@@ -208,12 +208,12 @@ func (a *app) poolRelease() error {
 type poolStat struct{ name, value string }
 
 // stats sends STATS arg and reads its lines: several ending with an empty
-// one for FULL, else one.
+// one for FULL and KEYS (tallyd's list of the busiest keys), else one.
 func (p *poolConn) stats(arg string) ([]poolStat, error) {
 	if err := p.send(pool.AppendStats(nil, arg)); err != nil {
 		return nil, err
 	}
-	full := strings.EqualFold(arg, "FULL")
+	full := strings.EqualFold(arg, "FULL") || strings.EqualFold(arg, "KEYS") // several lines, then an empty one
 	var out []poolStat
 	for {
 		l, err := p.line(0)

@@ -179,13 +179,11 @@ func render(cur, prev *snapshot, w, h int, host string, interval time.Duration) 
 		}
 		return x.Name < y.Name
 	})
-	cNeed, lNeed := max(len(counters), 1), max(len(cur.locks), 1)
-	cRows, lRows := cNeed, lNeed
+	rows := []int{max(len(counters), 1), max(len(cur.pools), 1), max(len(cur.locks), 1)}
 	if h > 0 {
-		body := max(h-len(out)-5, 2) // two titles, two column headers, a blank line
-		cRows = min(cNeed, max(body/2, body-lNeed))
-		lRows = min(lNeed, max(body-cRows, 1))
+		rows = share(rows, max(h-len(out)-8, 3)) // three titles, three column headers, two blank lines
 	}
+	cRows, pRows, lRows := rows[0], rows[1], rows[2]
 
 	inUse := 0
 	for _, c := range counters {
@@ -227,6 +225,9 @@ func render(cur, prev *snapshot, w, h int, host string, interval time.Duration) 
 		}
 		out = append(out, line{{fmt.Sprintf("%s %9d %9d %5.0f%% %9s", fit(show([]byte(c.Name)), nameW, false), c.Current, c.Peak, 100*load, change), st}})
 	}
+	out = append(out, line{})
+
+	out = append(out, poolLines(cur, w, pRows)...)
 	out = append(out, line{})
 
 	waiting := 0
@@ -377,4 +378,65 @@ func (a *app) top(interval time.Duration) error {
 			return nil
 		}
 	}
+}
+
+// share divides n screen rows among lists that need need[i] rows each: every list gets
+// up to an equal part, and what one does not use goes to the others in order.
+func share(need []int, n int) []int {
+	got := make([]int, len(need))
+	left := n
+	for pass := 0; pass < 2 && left > 0; pass++ {
+		for i := range need {
+			part := need[i] - got[i]
+			if pass == 0 {
+				part = min(part, max(n/len(need), 1))
+			}
+			part = min(part, left)
+			got[i] += part
+			left -= part
+		}
+	}
+	for i := range got {
+		got[i] = max(got[i], 1)
+	}
+	return got
+}
+
+// poolLines renders the POOLS list: live PoolCounter keys, those with waiters first.
+func poolLines(cur *snapshot, w, rows int) []line {
+	waiting := 0
+	for _, p := range cur.pools {
+		if p.waiting > 0 {
+			waiting++
+		}
+	}
+	keyW := min(max(w-48, 8), 44)
+	out := []line{
+		{{fmt.Sprintf("POOLS  %d live keys, %d with waiters — fullest first; LOAD = holding / workers", len(cur.pools), waiting), stBold}},
+		{{fmt.Sprintf("%s %8s %8s %8s %9s %6s", fit("KEY", keyW, false), "HOLDING", "WORKERS", "WAITING", "MAXQUEUE", "LOAD"), stBold}},
+	}
+	switch {
+	case cur.protos[pPool].err != nil:
+		return append(out, line{{"(the PoolCounter port is unreachable)", stDim}})
+	case cur.pools == nil:
+		return append(out, line{{"(the server does not list keys: STATS KEYS is a tallyd extension)", stDim}})
+	case len(cur.pools) == 0:
+		return append(out, line{{"(no live keys)", stDim}})
+	}
+	for i, p := range cur.pools {
+		if i == rows-1 && len(cur.pools) > rows {
+			return append(out, line{{fmt.Sprintf("… and %d more", len(cur.pools)-i), stDim}})
+		}
+		load := 0.0
+		if p.workers > 0 {
+			load = float64(p.processing) / float64(p.workers)
+		}
+		st := loadStyle(load)
+		if p.waiting > 0 {
+			st = stRed
+		}
+		out = append(out, line{{fmt.Sprintf("%s %8d %8d %8d %9d %5.0f%%", fit(show([]byte(p.name)), keyW, false),
+			p.processing, p.workers, p.waiting, p.maxqueue, 100*load), st}})
+	}
+	return out
 }

@@ -34,8 +34,16 @@ func load(t *testing.T, s *server) {
 	s.start(t, "slock", "lock", "job", "--lock-id", "waiter", "--timeout", "120")
 	hold("slock", "lock", "free", "--count", "2", "--hold", "120s")
 	hold("pool", "acq4me", "page", "1", "5", "0", "--hold", "120s")
+	s.start(t, "pool", "acq4me", "page", "1", "5", "120") // waits for the slot
+	hold("pool", "acq4any", "report", "2", "10", "0", "--hold", "120s")
 	eventually(t, "the slock waiter is queued", func() string {
 		if r := s.ctl(t, "slock", "waits", "job"); !strings.Contains(r.out, "1 waiter(s)") {
+			return r.String()
+		}
+		return ""
+	})
+	eventually(t, "the pool waiter is queued", func() string {
+		if r := s.ctl(t, "pool", "stats", "waiting_workers"); !strings.Contains(r.out, "waiting_workers: 1") {
 			return r.String()
 		}
 		return ""
@@ -43,7 +51,7 @@ func load(t *testing.T, s *server) {
 }
 
 // checkScreen checks what top shows for load: every protocol's line, the
-// counters busiest first, the locks fullest first.
+// counters busiest first, the pools and the locks fullest first.
 func checkScreen(t *testing.T, screen string) {
 	t.Helper()
 	var rows []string
@@ -63,7 +71,7 @@ func checkScreen(t *testing.T, screen string) {
 	}
 	find(`^counter \d+ \d+ \d+\.\d \d+\.\d 4$`)
 	find(`^semaphore \d+ unreachable: cannot reach semaphore at 127\.0\.0\.1:\d+: connection refused`)
-	find(`^pool \d+ - \d+\.\d \d+\.\d 1 processing 1 waiting 0 full_queues/s 0\.0$`)
+	find(`^pool \d+ - \d+\.\d \d+\.\d 2 processing 2 waiting 1 full_queues/s 0\.0$`)
 	find(`^slock \d+ \d+ \d+\.\d \d+\.\d 2 locked 2 waiting 1$`)
 	find(`^COUNTERS 4, 3 in use`)
 	big := find(`^big 5 5 100% \+0\.0$`)
@@ -72,6 +80,12 @@ func checkScreen(t *testing.T, screen string) {
 	idle := find(`^idle 0 1 0% \+0\.0$`)
 	if !(big < warm && warm < mid && mid < idle) {
 		t.Errorf("counters not busiest first (big %d, warm %d, mid %d, idle %d):\n%s", big, warm, mid, idle, screen)
+	}
+	find(`^POOLS 2 live keys, 1 with waiters`)
+	page := find(`^page 1 1 1 5 100%$`)
+	report := find(`^report 1 2 0 10 50%$`)
+	if !(page < report) {
+		t.Errorf("pools not fullest first (page %d, report %d):\n%s", page, report, screen)
 	}
 	find(`^LOCKS 2 keys locked, 1 with waiters`)
 	job := find(`^0 job 1 1 1 100%$`)
@@ -159,6 +173,9 @@ func TestTopInTmux(t *testing.T) {
 	}
 	if l := lineOf("mid "); red.MatchString(l) || yellow.MatchString(l) {
 		t.Errorf("the counter at 67%% is coloured: %q", l)
+	}
+	if l := lineOf("page "); !red.MatchString(l) {
+		t.Errorf("the pool with a waiter is not red: %q", l)
 	}
 	if l := lineOf("   0  job "); !red.MatchString(l) {
 		t.Errorf("the lock with a waiter is not red: %q", l)
