@@ -1,7 +1,6 @@
 package loop
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -13,7 +12,6 @@ import (
 	"github.com/panjf2000/gnet/v2"
 
 	"tallyd/aof"
-	"tallyd/proto/resp"
 	"tallyd/store"
 )
 
@@ -330,28 +328,4 @@ func appendBool(b []byte, v bool) []byte {
 		return append(b, '1')
 	}
 	return append(b, '0')
-}
-
-// infoSections keeps the INFO sections named (any case; none, "all", "default" or
-// "everything": every one), as Redis's INFO [section ...] does.
-func infoSections(info []byte, names [][]byte) []byte {
-	if len(names) == 0 {
-		return info
-	}
-	for _, n := range names {
-		if resp.Is(n, "all") || resp.Is(n, "default") || resp.Is(n, "everything") {
-			return info
-		}
-	}
-	var out []byte
-	for _, sec := range bytes.SplitAfter(info, []byte("\r\n\r\n")) {
-		title, _, _ := bytes.Cut(sec, []byte("\r\n"))
-		for _, n := range names {
-			if len(title) > 2 && resp.Is(n, string(title[2:])) {
-				out = append(out, sec...)
-				break
-			}
-		}
-	}
-	return bytes.TrimSuffix(out, []byte("\r\n"))
 }

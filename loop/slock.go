@@ -493,7 +493,7 @@ func (s *Server) slockCommand(cs *conn, args [][]byte, now int64) (quit bool) {
 			s.out = resp.AppendError(s.out, "ERR Command Parse Args Error")
 		}
 	case resp.Is(name, "INFO"):
-		s.out = resp.AppendBulk(s.out, infoSections(s.slockInfo(now), args[1:]))
+		s.out = resp.AppendBulk(s.out, resp.InfoSections(s.slockInfo(now), args[1:]))
 	default:
 		if op, cname := slock.LookupKV(name); op != slock.OpNone {
 			s.slockKV(cs, args, op, cname, now)
