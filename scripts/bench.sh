@@ -63,7 +63,7 @@ port=$(free_port "${TALLYD_PORT:-21215}")
 pool_port=$(free_port "${TALLYD_POOL_PORT:-21531}")
 slock_port=$(free_port "${TALLYD_SLOCK_PORT:-21658}")
 "${server_pin[@]}" bin/tallyd --counter-port "$port" --pool-port "$pool_port" --slock-port "$slock_port" \
-	-l 127.0.0.1 --log-level warn >"$tmp/tallyd.log" 2>&1 &
+	-l 127.0.0.1 --log-level warn --data-dir "$tmp/data" >"$tmp/tallyd.log" 2>&1 &
 pids+=($!)
 wait_port "$port" $! tallyd
 wait_port "$pool_port" $! tallyd
