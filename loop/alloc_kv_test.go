@@ -97,3 +97,49 @@ func BenchmarkKVPath(b *testing.B) {
 		})
 	}
 }
+
+// TestRepliesWaitForTheLog: a reply whose change is not yet written (fsynced, with always)
+// is held back, and so is any later reply, to that connection or another, until the
+// writer's progress covers it.
+func TestRepliesWaitForTheLog(t *testing.T) {
+	for _, policy := range []aof.Policy{aof.EverySec, aof.Always} {
+		s, fc := newKVPathServer(t, t.TempDir())
+		s.cfg.AppendFsync = policy
+		other := &fakeConn{}
+		cs2 := &conn{c: other, owner: 2, proto: ProtoSlock, ln: &listenerState{}, slock: &slockConn{kind: slock.RESP, text: slock.Text{Timeout: 15}}}
+		other.ctx = cs2
+		s.conns[cs2.owner] = cs2
+
+		fc.in = resp.AppendCommand(nil, "SET", "k", "v")
+		s.OnTraffic(fc)
+		seq := s.persist.seq
+		if seq == 0 || fc.written != 0 {
+			t.Fatalf("%v: SET logged %d bytes and wrote %d reply bytes before the log had them", policy, seq, fc.written)
+		}
+		other.in = resp.AppendCommand(nil, "GET", "k") // reads what is not on disk yet: waits too
+		s.OnTraffic(other)
+		if other.written != 0 {
+			t.Fatalf("%v: GET answered before the SET it reads was logged", policy)
+		}
+		s.logged(aof.Progress{Written: seq - 1, Synced: seq - 1})
+		if fc.written != 0 || other.written != 0 {
+			t.Fatalf("%v: replies released before their record was written", policy)
+		}
+		if policy == aof.Always {
+			s.logged(aof.Progress{Written: seq, Synced: seq - 1})
+			if fc.written != 0 {
+				t.Fatal("always: the reply went out before its record was fsynced")
+			}
+		}
+		s.logged(aof.Progress{Written: seq, Synced: seq})
+		if fc.written != len("+OK\r\n") || other.written != len("$1\r\nv\r\n") {
+			t.Fatalf("%v: after the log caught up, %d and %d reply bytes were written", policy, fc.written, other.written)
+		}
+		// Nothing new to log: a read is answered at once.
+		other.in = resp.AppendCommand(nil, "GET", "k")
+		s.OnTraffic(other)
+		if other.written != 2*len("$1\r\nv\r\n") {
+			t.Fatalf("%v: a GET with nothing to log waited", policy)
+		}
+	}
+}
