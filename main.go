@@ -132,7 +132,8 @@ Flags:
 Config file keys (yrmcds.conf syntax; flags win): counter.enable, counter.port,
 counter.max_connections, counter.buckets, counter.stat_interval (alias
 counter.consumption_stats.interval), semaphore.enable, semaphore.port,
-semaphore.max_connections, semaphore.buckets, semaphore.gc_interval, metrics.addr.
+semaphore.max_connections, semaphore.buckets, semaphore.gc_interval, metrics.addr,
+aof.enable, aof.dir, aof.fsync, aof.lock_persist_after, aof.rewrite_size.
 
 Signals: SIGINT or SIGTERM closes every connection and exits 0.
 `, version, defaultCounterPort, defaultPoolPort, defaultSlockPort, fs.FlagUsages())
@@ -379,6 +380,35 @@ func applyConfigFile(o *options, fs *pflag.FlagSet, log zerolog.Logger) error {
 		case "metrics.addr":
 			if !fs.Changed("metrics-addr") {
 				o.metricsAddr = e.Value
+			}
+		case "aof.enable":
+			var on bool
+			if on, err = confBool(e, name); err == nil && !fs.Changed("appendonly") {
+				o.appendOnly = on
+			}
+		case "aof.dir":
+			if !fs.Changed("data-dir") {
+				o.dataDir = e.Value
+			}
+		case "aof.fsync":
+			if !fs.Changed("appendfsync") {
+				o.appendFsync = e.Value
+			}
+		case "aof.lock_persist_after":
+			d, perr := time.ParseDuration(e.Value)
+			switch {
+			case perr != nil:
+				err = fmt.Errorf("%s:%d: aof.lock_persist_after %q: want a duration such as 1s or 500ms", name, e.Line, e.Value)
+			case !fs.Changed("lock-persist-after"):
+				o.lockPersistAfter = d
+			}
+		case "aof.rewrite_size":
+			n, perr := strconv.ParseInt(e.Value, 10, 64)
+			switch {
+			case perr != nil:
+				err = fmt.Errorf("%s:%d: aof.rewrite_size %q: want a number of bytes", name, e.Line, e.Value)
+			case !fs.Changed("aof-rewrite-size"):
+				o.aofRewriteSize = n
 			}
 		default:
 			log.Warn().Str("file", name).Int("line", e.Line).Str("key", e.Key).Msg("unknown config key ignored")

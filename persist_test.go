@@ -266,3 +266,37 @@ func TestRedisToolsAgainstTallyd(t *testing.T) {
 	}
 	t.Logf("redis-benchmark:\n%s", out)
 }
+
+// TestLogConfigKeys: the aof.* keys of the config file set the log, flags win over them,
+// and a bad value stops start-up naming the line.
+func TestLogConfigKeys(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "tallyd.conf")
+	data := filepath.Join(dir, "logdir")
+	if err := os.WriteFile(conf, []byte("aof.dir = "+data+"\naof.fsync = always\naof.lock_persist_after = 250ms\naof.rewrite_size = 4096\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	p := start(t, 0, "--counter-port=0", "--slock-port="+strconv.Itoa(port), "--config", conf, "--appendonly=true", "--appendfsync=no")
+	p.waitLog(t, "tallyd listening")
+	rc := dialR(t, "127.0.0.1:"+strconv.Itoa(port))
+	if err := rc.c.SetDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	info, err := rc.do("INFO", "persistence")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"aof_file:" + filepath.Join(data, "tallyd.aof"), "aof_fsync_policy:no", "aof_lock_persist_after_ms:250", "aof_rewrite_size:4096"} {
+		if !strings.Contains(info, want) {
+			t.Errorf("INFO persistence lacks %q:\n%s", want, info)
+		}
+	}
+	if err := os.WriteFile(conf, []byte("\naof.lock_persist_after = soon\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p = start(t, 0, "--counter-port=0", "--config", conf, "--appendonly=true")
+	if code := p.exitCode(t); code != 1 || !strings.Contains(p.log.String(), `tallyd.conf:2: aof.lock_persist_after "soon"`) {
+		t.Fatalf("bad aof.lock_persist_after: exit %d\n%s", code, p.log.String())
+	}
+}

@@ -110,6 +110,11 @@ func TestExampleConfigHasDefaults(t *testing.T) {
 		{"semaphore.buckets", o.semaphoreBuckets, d.SemaphoreBuckets},
 		{"semaphore.gc_interval", o.semaphoreGCInterval, int(d.SemaphoreGCInterval / time.Second)},
 		{"metrics.addr", o.metricsAddr, ""},
+		{"aof.enable", o.appendOnly, true},
+		{"aof.dir", o.dataDir, "./data"},
+		{"aof.fsync", o.appendFsync, "everysec"},
+		{"aof.lock_persist_after", o.lockPersistAfter, d.LockPersistAfter},
+		{"aof.rewrite_size", o.aofRewriteSize, d.AOFRewriteSize},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: the example sets %v, the default is %v", c.key, c.got, c.want)
