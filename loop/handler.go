@@ -67,6 +67,9 @@ func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	if s.el.Load() == nil {
 		s.el.Store(c.EventLoop())
+		// Ticks reach the loop only from now on: catch up first, so that what fell due
+		// before anyone connected (locks restored from the log) is gone before a request.
+		_ = s.tick(context.Background())
 	}
 	ln := s.listenerOf(c)
 	switch {

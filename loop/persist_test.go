@@ -170,3 +170,22 @@ func TestPersistRewriteUnderLoad(t *testing.T) {
 	}
 	t.Logf("%d keys, %d rewrites", total, rewrites)
 }
+
+// TestPersistRestoredLockExpiresBeforeFirstRequest: a lock restored from the log whose
+// time ran out while nothing was connected is gone when the first request arrives.
+func TestPersistRestoredLockExpiresBeforeFirstRequest(t *testing.T) {
+	dir := t.TempDir()
+	ts, stop := startPersist(t, dir, nil)
+	rc := dialResp(t, ts.slockAddr)
+	// Expried 1 s with ExpriedFlag 0x0100: logged at once.
+	expectText(t, parseTextLock(t, rc.cmd("LOCK", "brief", "EXPRIED", u32s(0x0100, 1))), "0", "1", "1", "1", "1")
+	expectText(t, parseTextLock(t, rc.cmd("LOCK", "long", "EXPRIED", u32s(0x0100, 600))), "0", "1", "1", "1", "1")
+	stop()
+
+	ts, stop = startPersist(t, dir, nil)
+	defer stop()
+	time.Sleep(2100 * time.Millisecond) // "brief" falls due with nobody connected
+	b := dialSlock(t, ts.slockAddr)
+	newLock(b, key16("brief"), 0, 0).LockShow().want(slock.ResultOK)
+	newLock(b, key16("long"), 0, 0).LockShow().want(slock.ResultUnownError)
+}
