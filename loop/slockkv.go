@@ -166,20 +166,18 @@ func (s *Server) slockAdmin(cs *conn, args [][]byte) bool {
 	case resp.Is(name, "CONFIG"):
 		switch {
 		case resp.Is(sub, "GET") && len(args) >= 3:
-			n := 0
-			mark := len(s.out)
-			s.out = resp.AppendArray(s.out, 0) // rewritten below with the count
-			body := len(s.out)
+			var hits [][2]string
 			for _, pat := range args[2:] {
 				for _, kv := range s.configItems() {
 					if slock.Match(lowerBytes(pat), []byte(kv[0])) {
-						s.out = resp.AppendBulkString(resp.AppendBulkString(s.out, kv[0]), kv[1])
-						n += 2
+						hits = append(hits, kv)
 					}
 				}
 			}
-			items := append([]byte(nil), s.out[body:]...)
-			s.out = append(resp.AppendArray(s.out[:mark], n), items...)
+			s.out = resp.AppendArray(s.out, 2*len(hits))
+			for _, kv := range hits {
+				s.out = resp.AppendBulkString(resp.AppendBulkString(s.out, kv[0]), kv[1])
+			}
 		case resp.Is(sub, "SET"):
 			s.out = resp.AppendError(s.out, "ERR CONFIG SET is not supported: restart tallyd with other flags")
 		case resp.Is(sub, "RESETSTAT"):

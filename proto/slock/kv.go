@@ -221,7 +221,7 @@ func ParseKV(args [][]byte, op Op, name string, t *Text, nowMs int64, newID func
 		}
 		if op == OpAppend {
 			kv.lockFrame(t, newID, flagUpdate|FlagData, 0, keepExpiry, unlimitedFlag)
-			return kv.withData(buf, DataAppend, kv.Value)
+			return kv.dataRecord(buf, DataAppend, 0, kv.Value)
 		}
 		return kv.setFrame(t, newID, buf, 0, 0, 0, 0)
 	case OpGet, OpType, OpStrlen:
@@ -369,7 +369,7 @@ func (kv *KV) setFrame(t *Text, newID func() [16]byte, buf []byte, ms int64, tf,
 	if kv.NX {
 		kv.Frame.LockID = newID()
 	}
-	return kv.withData(buf, DataSet, kv.Value)
+	return kv.dataRecord(buf, DataSet, 0, kv.Value)
 }
 
 // lockFrame sets kv.Frame to a Lock on Keys[0] with LockId = the key.
@@ -379,12 +379,8 @@ func (kv *KV) lockFrame(t *Text, newID func() [16]byte, flag uint8, timeout, exp
 		Timeout: timeout, Expried: expried, ExpriedFlag: expriedFlag, Count: 0, Rcount: 0}
 }
 
-// withData appends the data record cmd value, with the key as its KEY property, to buf
-// and attaches it to kv.Frame.
-func (kv *KV) withData(buf []byte, cmd uint8, value []byte) ([]byte, error) {
-	return kv.dataRecord(buf, cmd, 0, value)
-}
-
+// dataRecord appends the data record cmd (data flag flag) of value, with the key as its KEY
+// property, to buf and attaches it to kv.Frame.
 func (kv *KV) dataRecord(buf []byte, cmd, flag uint8, value []byte) ([]byte, error) {
 	key := kv.Keys[0]
 	if len(key) > 0xffff {
