@@ -585,19 +585,26 @@ func untilText(t uint64, now time.Time) string {
 	return d.String()
 }
 
-func (a *app) slockLocked(key string, db uint8) error {
+// keyListing runs the CALL method (LIST_LOCKED or LIST_WAIT) about key in db on a
+// connection of its own, and returns the reply body and the server it came from.
+func (a *app) keyListing(verb, method, key string, db uint8) (body []byte, server string, err error) {
 	s, err := a.dialSlock()
 	if err != nil {
-		return err
+		return nil, "", err
 	}
 	defer s.Close()
-	body, err := s.call("locked "+key, slock.MethodListLocked, slock.AppendListRequest(nil, uint32(db), keyBytes(key)))
+	body, err = s.call(verb+" "+key, method, slock.AppendListRequest(nil, uint32(db), keyBytes(key)))
+	return body, s.what, err
+}
+
+func (a *app) slockLocked(key string, db uint8) error {
+	body, server, err := a.keyListing("locked", slock.MethodListLocked, key, db)
 	if err != nil {
 		return err
 	}
 	r, err := slock.ParseListLockedResponse(body)
 	if err != nil {
-		return fmt.Errorf("%s: LIST_LOCKED reply: %w", s.what, err)
+		return fmt.Errorf("%s: LIST_LOCKED reply: %w", server, err)
 	}
 	now := time.Now()
 	if a.json {
@@ -623,18 +630,13 @@ func (a *app) slockLocked(key string, db uint8) error {
 }
 
 func (a *app) slockWaits(key string, db uint8) error {
-	s, err := a.dialSlock()
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	body, err := s.call("waits "+key, slock.MethodListWait, slock.AppendListRequest(nil, uint32(db), keyBytes(key)))
+	body, server, err := a.keyListing("waits", slock.MethodListWait, key, db)
 	if err != nil {
 		return err
 	}
 	r, err := slock.ParseListWaitResponse(body)
 	if err != nil {
-		return fmt.Errorf("%s: LIST_WAIT reply: %w", s.what, err)
+		return fmt.Errorf("%s: LIST_WAIT reply: %w", server, err)
 	}
 	now := time.Now()
 	if a.json {
