@@ -7,7 +7,6 @@ import (
 
 	"tallyd/aof"
 	"tallyd/proto/resp"
-	"tallyd/proto/slock"
 )
 
 // newKVPathServer is newPathServer for a Redis-text slock connection, with the append-only
@@ -26,7 +25,8 @@ func newKVPathServer(tb testing.TB, dir string) (*Server, *fakeConn) {
 	}
 	tb.Cleanup(s.closeLog)
 	fc := &fakeConn{}
-	cs := &conn{c: fc, owner: 1, proto: ProtoSlock, ln: &listenerState{}, slock: &slockConn{kind: slock.RESP, text: slock.Text{Timeout: 15}}}
+	cs := &conn{c: fc, owner: 1, proto: ProtoSlock, ln: &listenerState{}}
+	cs.h = s.handlerFor(cs)
 	fc.ctx = cs
 	s.conns[cs.owner] = cs
 	return s, fc
@@ -106,7 +106,8 @@ func TestRepliesWaitForTheLog(t *testing.T) {
 		s, fc := newKVPathServer(t, t.TempDir())
 		s.cfg.AppendFsync = policy
 		other := &fakeConn{}
-		cs2 := &conn{c: other, owner: 2, proto: ProtoSlock, ln: &listenerState{}, slock: &slockConn{kind: slock.RESP, text: slock.Text{Timeout: 15}}}
+		cs2 := &conn{c: other, owner: 2, proto: ProtoSlock, ln: &listenerState{}}
+		cs2.h = s.handlerFor(cs2)
 		other.ctx = cs2
 		s.conns[cs2.owner] = cs2
 

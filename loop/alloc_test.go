@@ -34,7 +34,7 @@ func newPathServer(tb testing.TB) (*Server, *fakeConn) {
 	}
 	fc := &fakeConn{}
 	cs := &conn{c: fc, owner: 1, proto: ProtoCounter, ln: &listenerState{}}
-	cs.ledger = s.counters.NewLedger(cs.owner)
+	cs.h = s.handlerFor(cs)
 	fc.ctx = cs
 	return s, fc
 }

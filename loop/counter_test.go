@@ -392,7 +392,10 @@ func TestClientThatNeverReadsIsCutOff(t *testing.T) {
 			break
 		}
 	}
-	ts.log.waitFor(t, "max-output")
+	// Its replies stop being produced once half of --max-output is unsent (a client that
+	// reads is never cut for that); the requests it goes on sending pile up unread until
+	// --max-input closes it.
+	ts.log.waitFor(t, "max-input")
 	if f := b.get("held"); f.Status == counter.StatusOK && u32(f.Body) != 0 {
 		t.Fatalf("the cut-off connection still holds %d", u32(f.Body))
 	}

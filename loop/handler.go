@@ -12,25 +12,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
 
-	"tallyd/proto/slock"
-	"tallyd/store"
 )
-
-// conn is the loop's state for one client connection.
-type conn struct {
-	c      gnet.Conn
-	owner  store.Owner
-	proto  Proto
-	ln     *listenerState
-	closed bool // set in OnClose: the gnet.Conn must not be used after that
-
-	ledger *store.Ledger     // what this connection holds (counter or semaphore family)
-	pool   *store.PoolClient // its PoolCounter entries, held or waiting
-	slock  *slockConn        // its slock state
-	dump   *store.DumpCursor // non-nil while a Dump streams; later requests wait behind it
-	dumpOp uint32            // the Dump's opaque
-	inLeft int               // unparsed bytes left after the last OnTraffic (for metrics)
-}
 
 // OnBoot runs on Run's goroutine before the loop starts: it tunes each listener and records
 // the addresses actually bound.
@@ -87,16 +69,7 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	}
 	s.nextOwner++
 	cs := &conn{c: c, owner: s.nextOwner, proto: ln.Proto, ln: ln}
-	switch ln.Proto {
-	case ProtoCounter:
-		cs.ledger = s.counters.NewLedger(cs.owner)
-	case ProtoSemaphore:
-		cs.ledger = s.semaphores.NewLedger(cs.owner)
-	case ProtoPool:
-		cs.pool = s.pools.NewClient(cs.owner)
-	case ProtoSlock:
-		cs.slock = &slockConn{text: slock.Text{Timeout: 15}}
-	}
+	cs.h = s.handlerFor(cs)
 	c.SetContext(cs)
 	s.conns[cs.owner] = cs
 	s.live++
@@ -151,29 +124,15 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 	c.SetContext(nil)
 	now := s.now().UnixNano()
 	s.persist.lastNow = now
-	held := 0
-	switch cs.proto {
-	case ProtoCounter:
-		held = cs.ledger.Len()
-		s.counters.Drop(cs.ledger, now)
-	case ProtoSemaphore:
-		held = cs.ledger.Len()
-		s.semaphores.Drop(cs.ledger, now)
-	case ProtoPool:
-		held = cs.pool.Len()
-		s.wakes = s.pools.Drop(cs.pool, now, s.wakes)
-	case ProtoSlock:
-		held = len(cs.slock.wills)
-		s.slockClose(cs, now)
-	}
-	cs.dump = nil
-	delete(s.dumping, cs)
+	held := cs.held()
+	cs.h.closed(cs, now)
+	s.release(cs)
 	delete(s.conns, cs.owner)
 	s.live--
 	cs.ln.live--
 	s.stats[cs.proto].CurrConnections--
-	s.deliverWakes() // hand-overs to the dropped connection's waiters
 	s.publishDue()
+	s.flush() // what its close owes others (unless a flush in progress runs it)
 	if e := s.log.Debug(); e.Enabled() {
 		why := "closed by server"
 		if err != nil {
@@ -188,26 +147,84 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 	return gnet.None
 }
 
-// OnTraffic serves every whole request buffered on c, in order, and writes the replies
-// with one Write.
+// OnTraffic serves every whole request buffered on c, in order, then flushes: each
+// connection with replies gets one Write.
 func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 	cs, _ := c.Context().(*conn)
 	if cs == nil || cs.closed {
 		return gnet.Close
 	}
 	now := s.now().UnixNano()
-	defer s.endTraffic(cs, c.InboundBuffered(), now)
-	switch cs.proto {
-	case ProtoPool:
-		act := s.servePool(cs, now)
-		s.publishDue()
-		return act
-	case ProtoSlock:
-		act := s.serveSlock(cs, now)
-		s.publishDue()
-		return act
+	s.persist.lastNow = now
+	s.cur = cs
+	inbound := c.InboundBuffered()
+	s.serve(cs, now)
+	s.endTraffic(cs, inbound, now)
+	s.publishDue()
+	s.flush()
+	s.cur = nil
+	if cs.quit || cs.closing {
+		return gnet.Close
 	}
-	return s.serveYrmcds(cs, now)
+	return gnet.None
+}
+
+// serve is the loop's one Peek/Parse/Discard path: it serves cs's buffered requests in order
+// until the input holds no whole request, the handler has work that holds the rest back, or
+// cs has so much unsent output that it must wait for the socket to take some.
+func (s *Server) serve(cs *conn, now int64) {
+	c := cs.c
+	cs.sent = c.OutboundBuffered()
+	if cs.busy {
+		cs.h.more(cs, now)
+	}
+	buf, _ := c.Peek(-1) // valid until Discard or return
+	used := 0
+	for used < len(buf) && !cs.busy && !cs.quit && !cs.closed {
+		if s.full(cs) {
+			s.kick(cs) // the rest waits until the socket has taken some
+			break
+		}
+		n, err := cs.h.parse(cs, buf[used:])
+		if err != nil {
+			s.log.Warn().Uint64("conn", uint64(cs.owner)).Stringer("proto", cs.proto).
+				Str("remote", c.RemoteAddr().String()).Err(err).Msg("closing connection: request framing lost")
+			cs.quit = true
+			break
+		}
+		if n == 0 {
+			break // a partial request stays buffered until more bytes arrive
+		}
+		used += n
+		cs.h.exec(cs, now)
+	}
+	if cs.closed {
+		return
+	}
+	if used > 0 {
+		_, _ = c.Discard(used)
+	}
+	if n := c.InboundBuffered(); n > s.cfg.MaxInput && !cs.quit {
+		if missed, ok := s.inputLog.allow(s.now()); ok {
+			s.log.Warn().Uint64("conn", uint64(cs.owner)).Stringer("proto", cs.proto).
+				Int("unparsed", n).Int("limit", s.cfg.MaxInput).Uint64("more_since_last_line", missed).
+				Msg("closing connection: too much unparsed input (max-input)")
+		}
+		cs.quit = true
+	}
+}
+
+// held is what cs holds or waits for, for the close log line.
+func (cs *conn) held() int {
+	switch {
+	case cs.ledger != nil:
+		return cs.ledger.Len()
+	case cs.pool != nil:
+		return cs.pool.Len()
+	case cs.slock != nil:
+		return len(cs.slock.wills)
+	}
+	return 0
 }
 
 // minTick is the shortest wait between ticks when a timeout or expiry is about to fall due.
@@ -251,8 +268,8 @@ func (s *Server) tick(context.Context) error {
 	s.persist.lastNow = now.UnixNano()
 	s.metricsTick(now)
 	if at, ok := s.pools.NextDeadline(); ok && at <= now.UnixNano() {
-		s.wakes = s.pools.Expire(now.UnixNano(), s.wakes)
-		s.deliverWakes()
+		s.poolH.wakes = s.pools.Expire(now.UnixNano(), s.poolH.wakes)
+		s.poolH.deliver()
 	}
 	s.slockExpire(now.UnixNano())
 	s.persistTick(now)
@@ -269,11 +286,8 @@ func (s *Server) tick(context.Context) error {
 			s.log.Debug().Int("deleted", n).Msg("semaphore gc")
 		}
 	}
-	for cs := range s.dumping {
-		if !cs.closed && cs.c.OutboundBuffered() < s.cfg.MaxOutput/2 {
-			_ = cs.c.Wake(nil)
-		}
-	}
+	s.unpark()
+	s.flush()
 	return nil
 }
 

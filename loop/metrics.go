@@ -229,13 +229,9 @@ func (s *Server) endTraffic(cs *conn, inbound int, start int64) {
 	}
 }
 
-// countYrmcds counts a yrmcds request from its reply (empty for a Dump, which streams).
-func (m *metrics) countYrmcds(p Proto, op counter.Opcode, reply []byte) {
-	outcome := uint8(0)
-	if len(reply) > 2 {
-		outcome = yrmcdsOutcome[reply[2]]
-	}
-	m.count(p, yrmcdsCommand[op], outcome)
+// countYrmcds counts a yrmcds request answered with status st.
+func (m *metrics) countYrmcds(p Proto, op counter.Opcode, st counter.Status) {
+	m.count(p, yrmcdsCommand[op], yrmcdsOutcome[st])
 }
 
 // yrmcdsCommand and yrmcdsOutcome map opcodes and reply statuses to label indexes.
@@ -304,12 +300,13 @@ func (m *metrics) slockFrame(t slock.Type) {
 // textMark is a Redis-text command being served: its command index and where its reply
 // starts in s.out.
 type textMark struct {
+	cs   *conn
 	cmd  uint8
 	mark int
 }
 
-// textBegin starts counting a Redis-text command; textDone, deferred, finishes.
-func (s *Server) textBegin(name []byte) textMark {
+// textBegin starts counting a Redis-text command of cs; textDone, deferred, finishes.
+func (s *Server) textBegin(cs *conn, name []byte) textMark {
 	s.m.inText, s.m.lockRan = true, false
 	cmd := uint8(scOther)
 	if len(name) < len(textCommands) {
@@ -320,7 +317,7 @@ func (s *Server) textBegin(name []byte) textMark {
 			}
 		}
 	}
-	return textMark{cmd, len(s.out)}
+	return textMark{cs, cmd, len(cs.out)}
 }
 
 // textDone counts a Redis-text command. A LOCK, UNLOCK or PUSH that ran has its lock result
@@ -334,7 +331,7 @@ func (s *Server) textDone(t textMark) {
 	switch {
 	case m.lockRan && (t.cmd == uint8(slock.TypeLock) || t.cmd == uint8(slock.TypeUnlock)):
 		outcome = m.textResult
-	case t.mark < len(s.out) && s.out[t.mark] == '-':
+	case t.mark < len(t.cs.out) && t.cs.out[t.mark] == '-':
 		outcome = soError
 	case m.lockRan && m.textResult == soQueued:
 		outcome = soQueued

@@ -23,8 +23,8 @@ type persistState struct {
 	path  string
 	seq   uint64 // stream bytes handed to the writer
 	ack   uint64 // stream bytes written (or, with always, fsynced)
-	buf   []byte // records being encoded
-	held  []*conn
+	buf   []byte  // records being encoded
+	held  []*conn // connections with replies waiting for the log (gateMark)
 	emit  func(*store.KeyState) // appendRecord, bound once so that passing it allocates nothing
 	fatal atomic.Pointer[error]
 
@@ -127,37 +127,15 @@ func (s *Server) logged(pr aof.Progress) {
 		s.log.Info().Str("file", p.path).Dur("took", time.Since(p.rwStarted)).Int64("bytes", p.w.Stats().Size).
 			Msg("append-only log rewritten")
 	}
-	kept := p.held[:0]
-	for _, cs := range p.held {
-		sc := cs.slock
-		if cs.closed {
-			sc.held, sc.inHeld = nil, false
-			continue
-		}
-		if sc.heldSeq > p.ack {
-			kept = append(kept, cs)
-			continue
-		}
-		b := sc.held
-		sc.held, sc.inHeld = sc.held[:0], false
-		if cap(sc.held) > keepOut {
-			sc.held = nil
-		}
-		if _, err := cs.c.Write(b); err != nil || cs.closed {
-			continue
-		}
-		if n := cs.c.OutboundBuffered(); n > s.cfg.MaxOutput {
-			s.log.Warn().Uint64("conn", uint64(cs.owner)).Int("unsent", n).Int("limit", s.cfg.MaxOutput).
-				Msg("closing connection: too many unsent replies (max-output)")
-			_ = cs.c.Close()
-			continue
-		}
-		if cs.c.InboundBuffered() > 0 {
-			_ = cs.c.Wake(nil) // requests that waited behind the held replies
-		}
+	for i, cs := range p.held {
+		p.held[i] = nil
+		cs.inHeld = false
+		s.pend(cs) // its flush writes what the log now has, and holds it again if need be
 	}
-	clear(p.held[len(kept):])
-	p.held = kept
+	p.held = p.held[:0]
+	s.flush()
+	s.unpark() // connections that waited for their held replies to go out
+	s.flush()
 }
 
 // appendRecord encodes one record of the journal or of a rewrite.
@@ -184,26 +162,63 @@ func (s *Server) journal(now int64) {
 	}
 }
 
-// holdReply keeps b, a reply for slock connection cs, until the log has its records: it
-// reports false when b can be written now. Every reply to a slock connection passes here,
-// so one never overtakes the change it reports (nor one it saw).
-func (s *Server) holdReply(cs *conn, b []byte) bool {
+// gateMark says that the bytes of a connection's output from at on must wait until the log
+// has acknowledged the stream up to seq: they report a change (or something a change
+// before them made visible) that the log has not yet written, or fsynced with always.
+type gateMark struct {
+	at  int
+	seq uint64
+}
+
+// gateReply runs as a reply is added to slock connection cs's output at offset from: the
+// store's changes so far are handed to the log, and while the log has not acknowledged them
+// the reply waits for it. This is how a reply never overtakes the change it reports (nor one
+// it saw).
+func (s *Server) gateReply(cs *conn, from int) {
 	p := &s.persist
-	if p.w == nil || cs.slock == nil {
-		return false
-	}
 	s.journal(p.lastNow)
-	sc := cs.slock
-	if p.seq <= p.ack && len(sc.held) == 0 {
-		return false
+	if p.seq <= p.ack {
+		return
 	}
-	sc.held = append(sc.held, b...)
-	sc.heldSeq = p.seq
-	if !sc.inHeld {
-		sc.inHeld = true
-		p.held = append(p.held, cs)
+	if n := len(cs.gates); n > 0 && cs.gates[n-1].seq == p.seq {
+		return // the mark before covers it
 	}
-	return true
+	cs.gates = append(cs.gates, gateMark{from, p.seq})
+	s.hold(cs)
+}
+
+// gate returns how much of cs's output may be written now: up to the first mark the log has
+// not yet passed.
+func (s *Server) gate(cs *conn) int {
+	g := cs.gates
+	if len(g) == 0 {
+		return len(cs.out)
+	}
+	i := 0
+	for i < len(g) && g[i].seq <= s.persist.ack {
+		i++
+	}
+	cs.gates = g[:copy(g, g[i:])]
+	if len(cs.gates) == 0 {
+		return len(cs.out)
+	}
+	s.hold(cs)
+	return cs.gates[0].at
+}
+
+// wrote moves cs's marks back by the n bytes just written.
+func (cs *conn) wrote(n int) {
+	for i := range cs.gates {
+		cs.gates[i].at -= n
+	}
+}
+
+// hold lists cs among the connections whose replies wait for the log.
+func (s *Server) hold(cs *conn) {
+	if !cs.inHeld {
+		cs.inHeld = true
+		s.persist.held = append(s.persist.held, cs)
+	}
 }
 
 // persistTick runs on each tick: locks that have now been held long enough are logged,

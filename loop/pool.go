@@ -2,7 +2,7 @@ package loop
 
 import (
 	"bytes"
-	"github.com/panjf2000/gnet/v2"
+	"fmt"
 
 	"tallyd/proto/pool"
 	"tallyd/stats"
@@ -22,53 +22,31 @@ var poolReplies = [...]pool.Reply{
 	store.BadSyntax:       pool.BadSyntax,
 }
 
-// servePool handles every whole line buffered on a PoolCounter connection. Lines that
-// arrive while the connection waits are served at once (NOTES §3: ERROR WAIT_FOR_RESPONSE,
-// RELEASE cancelling the wait, STATS); the waiting request's reply comes later, from
-// whatever frees the slot or from its timeout.
-func (s *Server) servePool(cs *conn, now int64) gnet.Action {
-	c := cs.c
-	s.serving = cs
-	defer func() { s.serving = nil }()
-	s.out = s.out[:0]
-	buf, _ := c.Peek(-1)
-	used := 0
-	for used < len(buf) {
-		n, err := s.poolDec.Parse(buf[used:], &s.poolReq)
-		if err != nil {
-			s.log.Warn().Uint64("conn", uint64(cs.owner)).Stringer("proto", cs.proto).
-				Str("remote", c.RemoteAddr().String()).Int("limit", s.poolDec.MaxLine).
-				Msg("closing connection: line too long (pool-max-line)")
-			s.out = pool.AppendReply(s.out, pool.LineTooLong)
-			s.write(cs, s.out)
-			return gnet.Close
-		}
-		if n == 0 {
-			break
-		}
-		used += n
-		s.poolLine(cs, &s.poolReq, now)
-		if cs.closed {
-			return gnet.Close
-		}
-		if len(s.out) >= flushAt {
-			if !s.write(cs, s.out) {
-				return gnet.Close
-			}
-		}
-	}
-	if used > 0 {
-		_, _ = c.Discard(used)
-	}
-	if !s.write(cs, s.out) {
-		return gnet.Close
-	}
-	return gnet.None
+// poolHandler serves the PoolCounter line protocol. Lines that arrive while the connection
+// waits are served at once (NOTES §3: ERROR WAIT_FOR_RESPONSE, RELEASE cancelling the wait,
+// STATS); the waiting request's reply comes later, from whatever frees the slot or from its
+// timeout.
+type poolHandler struct {
+	s     *Server
+	dec   pool.Decoder
+	req   pool.Request
+	keys  []store.PoolKeyInfo // STATS KEYS
+	wakes []store.Wake        // replies owed to waiting connections, delivered in order
 }
 
-// poolLine applies one PoolCounter request; its reply goes to s.out, replies owed to
-// other connections are written to them first.
-func (s *Server) poolLine(cs *conn, r *pool.Request, now int64) {
+func (h *poolHandler) parse(cs *conn, in []byte) (int, error) {
+	n, err := h.dec.Parse(in, &h.req)
+	if err != nil {
+		h.s.put(cs, pool.AppendReply(h.s.out(cs), pool.LineTooLong))
+		return 0, fmt.Errorf("line longer than %d bytes (pool-max-line)", h.dec.MaxLine)
+	}
+	return n, nil
+}
+
+// exec applies one PoolCounter request; the replies it owes other connections are
+// appended to theirs first.
+func (h *poolHandler) exec(cs *conn, now int64) {
+	s, r := h.s, &h.req
 	switch r.Cmd {
 	case pool.CmdAcq4Me, pool.CmdAcq4Any:
 		mode := store.AcqMe
@@ -78,66 +56,57 @@ func (s *Server) poolLine(cs *conn, r *pool.Request, now int64) {
 		o := s.pools.Acquire(cs.pool, mode, r.Key, r.Workers, r.MaxQueue, r.Timeout, now)
 		s.m.countPool(r.Cmd, o)
 		if o != store.Waiting {
-			s.out = pool.AppendReply(s.out, poolReplies[o])
+			s.put(cs, pool.AppendReply(s.out(cs), poolReplies[o]))
 		}
 	case pool.CmdRelease:
 		var o store.Outcome
-		o, s.wakes = s.pools.Release(cs.pool, now, s.wakes)
+		o, h.wakes = s.pools.Release(cs.pool, now, h.wakes)
 		s.m.countPool(r.Cmd, o)
-		s.deliverWakes()
-		s.out = pool.AppendReply(s.out, poolReplies[o])
+		h.deliver()
+		s.put(cs, pool.AppendReply(s.out(cs), poolReplies[o]))
 	case pool.CmdStats:
+		out := s.out(cs)
 		if bytes.EqualFold(r.StatArg, statsKeysArg) {
-			s.poolKeys = s.pools.Busiest(s.poolKeys[:0], statsKeys)
-			for _, k := range s.poolKeys {
-				s.out = stats.AppendKeyLine(s.out, k.Name, k.Processing, k.Workers, k.Waiting, k.MaxQueue)
+			h.keys = s.pools.Busiest(h.keys[:0], statsKeys)
+			for _, k := range h.keys {
+				out = stats.AppendKeyLine(out, k.Name, k.Processing, k.Workers, k.Waiting, k.MaxQueue)
 			}
-			s.out = append(s.out, '\n')
+			s.put(cs, append(out, '\n'))
 			s.m.countPoolOther(r.Cmd, true)
 			break
 		}
-		h, p, w := s.pools.Gauges()
+		g1, g2, g3 := s.pools.Gauges()
 		var ok bool
-		s.out, ok = s.pools.Stats().AppendStats(s.out, r.StatArg, now/1e9-s.started/1e9,
-			stats.PoolGauges{HashtableEntries: h, ProcessingWorkers: p, WaitingWorkers: w})
+		out, ok = s.pools.Stats().AppendStats(out, r.StatArg, now/1e9-s.started/1e9,
+			stats.PoolGauges{HashtableEntries: g1, ProcessingWorkers: g2, WaitingWorkers: g3})
 		if !ok {
-			s.out = pool.AppendReply(s.out, pool.WrongStat)
+			out = pool.AppendReply(out, pool.WrongStat)
 		}
+		s.put(cs, out)
 		s.m.countPoolOther(r.Cmd, ok)
 	default:
 		s.m.countPoolOther(r.Cmd, false)
-		s.out = pool.AppendReply(s.out, pool.BadCommand)
+		s.put(cs, pool.AppendReply(s.out(cs), pool.BadCommand))
 	}
 }
 
-// deliverWakes writes the replies owed to waiting connections, in order. A write that
-// fails closes that connection inside the Write, and its Drop may owe more replies: they
-// join the queue and go out in turn.
-func (s *Server) deliverWakes() {
-	if s.delivering {
-		return // an outer call is draining the queue
-	}
-	s.delivering = true
-	for i := 0; i < len(s.wakes); i++ {
-		w := s.wakes[i]
+func (h *poolHandler) more(cs *conn, now int64) { cs.busy = false }
+
+func (h *poolHandler) closed(cs *conn, now int64) {
+	h.wakes = h.s.pools.Drop(cs.pool, now, h.wakes)
+	h.deliver() // hand-overs to the dropped connection's waiters
+}
+
+// deliver appends the replies owed to waiting connections to theirs, in order.
+func (h *poolHandler) deliver() {
+	s := h.s
+	for _, w := range h.wakes {
 		s.m.poolWake(w.Outcome)
-		cs := s.conns[w.Owner]
-		if cs == nil || cs.closed {
-			continue
-		}
-		if cs == s.serving { // its own batch is being built: keep the order in it
-			s.out = pool.AppendReply(s.out, poolReplies[w.Outcome])
-			continue
-		}
-		var line [16]byte
-		b := pool.AppendReply(line[:0], poolReplies[w.Outcome])
-		s.m.bytesSent(ProtoPool, len(b))
-		if _, err := cs.c.Write(b); err != nil || cs.closed {
-			s.pools.Stats().FailedSends++
+		if cs := s.conns[w.Owner]; cs != nil && !cs.closed {
+			s.put(cs, pool.AppendReply(s.out(cs), poolReplies[w.Outcome]))
 		}
 	}
-	s.wakes = s.wakes[:0]
-	s.delivering = false
+	h.wakes = h.wakes[:0]
 }
 
 // statsKeys is how many keys STATS KEYS (a tallyd extension) lists, busiest first.

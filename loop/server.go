@@ -19,7 +19,6 @@ import (
 	"tallyd/aof"
 	"tallyd/proto/counter"
 	"tallyd/proto/pool"
-	"tallyd/proto/resp"
 	"tallyd/proto/slock"
 	"tallyd/stats"
 	"tallyd/store"
@@ -135,47 +134,37 @@ type Server struct {
 	locks      *store.Locks
 	stats      [numProtos]stats.Yrmcds
 	conns      map[store.Owner]*conn // live connections, by owner id
-	dumping    map[*conn]struct{}
 	byPort     map[int]*listenerState
 	live       int
 	nextOwner  store.Owner
-	decoders   [numProtos]counter.Decoder
-	req        counter.Request
-	poolDec    pool.Decoder
-	poolReq    pool.Request
-	poolKeys   []store.PoolKeyInfo // STATS KEYS
-	wakes      []store.Wake        // replies owed to waiting connections, delivered in order
-	delivering bool                // deliverWakes is draining wakes
-	serving    *conn               // the connection whose batch is in s.out
-	started    int64               // Unix ns, for uptime
+	started    int64 // Unix ns, for uptime
+	lastSemGC  time.Time
+	fdCap      int
+	rejectLog  rateLog
+	inputLog   rateLog
+	oomLog     rateLog
 
-	// slock
-	slockDec     slock.Decoder
-	frame        slock.Frame
-	lockCmd      store.LockCommand
-	lockReplies  []store.LockReply
-	execs        []store.Exec
-	execQueue    []ownedExec
-	willQueue    []pendingWill
-	draining     bool
-	discardOwner store.Owner
-	slockClients map[[16]byte]*conn       // live connections by INIT ClientId
-	slockClosed  map[store.Owner][16]byte // closed connections that had sent INIT
-	respDec      resp.Decoder
-	args         [][]byte
-	dataBuf      []byte
-	scratch      []byte
-	infoBuf      []byte
-	out          []byte
-	statBuf      []counter.Stat
-	dumpBuf      []store.DumpEntry
-	lastSemGC    time.Time
-	fdCap        int
-	rejectLog    rateLog
-	inputLog     rateLog
-	oomLog       rateLog
-	persist      persistState
-	m            metrics // counted for /metrics (metrics.go)
+	// The protocols' handlers (conn.go) and the slock state their connections share.
+	yrmcds    [ProtoSemaphore + 1]yrmcdsHandler
+	poolH     poolHandler
+	sniff     sniffHandler
+	slockBin  binaryHandler
+	slockText textHandler
+	sl        slockState
+	statBuf   []counter.Stat
+	dumpBuf   []store.DumpEntry
+
+	// The one output path (output.go).
+	cur      *conn   // the connection whose OnTraffic is running
+	pending  []*conn // connections with output for the next flush
+	closing  []*conn // connections to close after the flush
+	kicked   []*conn // connections to serve again after the flush
+	parked   []*conn // connections waiting for their socket to drain
+	free     [][]byte
+	flushing bool
+
+	persist persistState
+	m       metrics // counted for /metrics (metrics.go)
 
 	// Shared with other goroutines.
 	engine    gnet.Engine
@@ -222,10 +211,8 @@ func New(cfg Config) (*Server, error) {
 		log:     cfg.Log,
 		now:     cfg.Now,
 		conns:   make(map[store.Owner]*conn),
-		dumping: make(map[*conn]struct{}),
 		byPort:  make(map[int]*listenerState),
 		ready:   make(chan struct{}),
-		out:     make([]byte, 0, 64<<10),
 		statBuf: make([]counter.Stat, 0, 16),
 		dumpBuf: make([]store.DumpEntry, 0, 512),
 	}
@@ -240,18 +227,16 @@ func New(cfg Config) (*Server, error) {
 		MaxObjects: cfg.MaxObjects, SizeHint: sizeHint(cfg.SemaphoreBuckets),
 	})
 	s.pools = store.NewPools(store.PoolsConfig{MaxEntries: cfg.PoolMaxEntries, MaxKeys: cfg.MaxObjects})
-	s.poolDec = pool.Decoder{MaxLine: cfg.PoolMaxLine}
-	s.wakes = make([]store.Wake, 0, 64)
+	s.poolH = poolHandler{s: s, dec: pool.Decoder{MaxLine: cfg.PoolMaxLine}, wakes: make([]store.Wake, 0, 64)}
 	s.locks = store.NewLocks(store.LocksConfig{MaxWaitersPerKey: cfg.SlockMaxWaitersPerKey,
 		MaxWaitersPerOwner: cfg.SlockMaxWaitersPerConn, MaxKeys: cfg.MaxObjects, IDSeed: uint64(s.now().UnixNano()),
 		MaxValue: int(cfg.SlockMaxData), Persist: cfg.DataDir != "", PersistAfter: int64(cfg.LockPersistAfter)})
-	s.slockDec = slock.Decoder{MaxData: cfg.SlockMaxData, MaxCall: cfg.SlockMaxData}
-	s.slockClients = make(map[[16]byte]*conn)
-	s.slockClosed = make(map[store.Owner][16]byte)
-	s.args = make([][]byte, 0, 32)
-	s.scratch = make([]byte, 0, 4096)
-	s.decoders[ProtoCounter] = counter.Decoder{Dialect: counter.Counter, MaxBody: cfg.MaxBody}
-	s.decoders[ProtoSemaphore] = counter.Decoder{Dialect: counter.Semaphore, MaxBody: cfg.MaxBody}
+	s.sniff = sniffHandler{s}
+	s.slockBin = binaryHandler{s: s, dec: slock.Decoder{MaxData: cfg.SlockMaxData, MaxCall: cfg.SlockMaxData}}
+	s.slockText = textHandler{s: s, args: make([][]byte, 0, 32)}
+	s.sl = slockState{clients: make(map[[16]byte]*conn), closed: make(map[store.Owner][16]byte)}
+	s.yrmcds[ProtoCounter] = yrmcdsHandler{s: s, dec: counter.Decoder{Dialect: counter.Counter, MaxBody: cfg.MaxBody}}
+	s.yrmcds[ProtoSemaphore] = yrmcdsHandler{s: s, dec: counter.Decoder{Dialect: counter.Semaphore, MaxBody: cfg.MaxBody}}
 	now := s.now()
 	s.started = now.UnixNano()
 	s.nextDue.Store(math.MaxInt64)

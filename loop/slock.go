@@ -7,8 +7,6 @@ import (
 	"os"
 	"strconv"
 
-	"github.com/panjf2000/gnet/v2"
-
 	"tallyd/proto/resp"
 	"tallyd/proto/slock"
 	"tallyd/store"
@@ -32,11 +30,22 @@ type slockConn struct {
 	kvMulti  bool     // kv is a DEL or EXISTS of several keys: replies are counted
 	kvN      int64    // their count
 	kvInt    int64    // the INCR family's new value
+}
 
-	// Replies held until the append-only log has the records before them (persist.go).
-	held    []byte
-	heldSeq uint64
-	inHeld  bool
+func newSlockConn() *slockConn { return &slockConn{text: slock.Text{Timeout: 15}} }
+
+// slockState is what the slock handlers share: the lock store's latest replies and what they
+// led to, and the connections by INIT ClientId.
+type slockState struct {
+	replies   []store.LockReply
+	execs     []store.Exec
+	execQueue []ownedExec
+	willQueue []pendingWill
+	clients   map[[16]byte]*conn       // live connections by INIT ClientId
+	closed    map[store.Owner][16]byte // closed connections that had sent INIT
+	dataBuf   []byte                   // data records of the text command being served
+	infoBuf   []byte
+	names     [][]byte // KEYS and SCAN
 }
 
 // pendingWill is a will command, or the disconnect itself, of a closed connection, to run
@@ -54,110 +63,87 @@ type ownedExec struct {
 	frame []byte
 }
 
-// serveSlock sniffs a new connection's protocol, then serves its frames or commands.
-func (s *Server) serveSlock(cs *conn, now int64) gnet.Action {
-	sc := cs.slock
-	s.persist.lastNow = now
-	if len(sc.held) > s.cfg.MaxOutput {
-		return gnet.None // its replies wait for the log: read on once they are out
+// sniffHandler is where a slock connection starts: its first bytes tell binary frames from
+// Redis text, and the connection gets the handler for what it speaks.
+type sniffHandler struct{ s *Server }
+
+func (h *sniffHandler) parse(cs *conn, in []byte) (int, error) {
+	kind, ok := slock.Sniff(in)
+	if !ok {
+		return 0, nil // one byte of a magic: wait for the next
 	}
-	if sc.kind == slock.Unknown {
-		buf, _ := cs.c.Peek(-1)
-		kind, ok := slock.Sniff(buf)
-		if !ok {
-			return gnet.None // one byte of a magic: wait for the next
-		}
-		if kind == slock.Unknown {
-			s.log.Warn().Uint64("conn", uint64(cs.owner)).Str("remote", cs.c.RemoteAddr().String()).
-				Msg("closing slock connection: inline text command (only RESP arrays and binary frames are spoken)")
-			return gnet.Close
-		}
-		sc.kind = kind
+	switch kind {
+	case slock.Binary:
+		cs.h = &h.s.slockBin
+	case slock.RESP:
+		cs.h = &h.s.slockText
+	default:
+		return 0, errors.New("inline text command (only RESP arrays and binary frames are spoken)")
 	}
-	s.serving = cs
-	defer func() { s.serving = nil }()
-	s.out = s.out[:0]
-	var act gnet.Action
-	if sc.kind == slock.Binary {
-		act = s.slockBinary(cs, now)
-	} else {
-		act = s.slockText(cs, now)
-	}
-	if act != gnet.None || cs.closed {
-		s.write(cs, s.out)
-		return gnet.Close
-	}
-	if !s.write(cs, s.out) {
-		return gnet.Close
-	}
-	return s.checkInput(cs)
+	cs.slock.kind = kind
+	return cs.h.parse(cs, in)
 }
 
-// slockBinary serves the whole 64-byte frames buffered on cs.
-func (s *Server) slockBinary(cs *conn, now int64) gnet.Action {
-	c := cs.c
-	buf, _ := c.Peek(-1)
-	used := 0
-	defer func() {
-		if used > 0 && !cs.closed {
-			_, _ = c.Discard(used)
-		}
-	}()
-	for used < len(buf) && cs.slock.kind == slock.Binary {
-		n, err := s.slockDec.Parse(buf[used:], &s.frame)
-		if err != nil {
-			s.log.Warn().Uint64("conn", uint64(cs.owner)).Str("remote", c.RemoteAddr().String()).Err(err).
-				Msg("closing slock connection: bad frame")
-			s.out = slock.AppendErrorReply(s.out, err)
-			return gnet.Close
-		}
-		if n == 0 {
-			break
-		}
-		used += n
-		f := &s.frame
-		s.m.slockFrame(f.Type)
-		switch f.Type {
-		case slock.TypeLock, slock.TypeUnlock:
-			s.lockCmd = frameCommand(f)
-			s.runLock(cs.owner, &s.lockCmd, now)
-		case slock.TypeWillLock, slock.TypeWillUnlock:
-			cmd := frameCommand(f)
-			cmd.Data = append([]byte(nil), cmd.Data...)
-			cs.slock.wills = append(cs.slock.wills, cmd)
-		case slock.TypeInit:
-			s.slockInit(cs, f)
-		case slock.TypePing, slock.TypeAdmin:
-			s.out = slock.AppendSimple(s.out, f.Type, f.RequestID, slock.ResultOK)
-			if f.Type == slock.TypeAdmin {
-				cs.slock.kind = slock.RESP // the connection speaks Redis text from now on
-			}
-		case slock.TypeQuit:
-			s.out = slock.AppendSimple(s.out, f.Type, f.RequestID, slock.ResultOK)
-			return gnet.Close
-		case slock.TypeState:
-			st, ok := s.locks.State(f.DB)
-			s.out = slock.AppendState(s.out, f.RequestID, stateOf(f.DB, st, ok))
-		case slock.TypeLeader:
-			s.out = slock.AppendLeader(s.out, f.RequestID, s.leaderAddr())
-		case slock.TypeCall:
-			s.slockCall(cs, f)
-		default:
-			s.out = slock.AppendSimple(s.out, f.Type, f.RequestID, slock.ResultUnknownCommand)
-		}
-		if cs.closed {
-			return gnet.Close
-		}
-		if len(s.out) >= flushAt && !s.write(cs, s.out) {
-			return gnet.Close
-		}
+func (h *sniffHandler) exec(cs *conn, now int64) {}
+func (h *sniffHandler) more(cs *conn, now int64) { cs.busy = false }
+func (h *sniffHandler) closed(cs *conn, now int64) {
+	h.s.slockClose(cs, now)
+}
+
+// binaryHandler serves slock's 64-byte frames.
+type binaryHandler struct {
+	s     *Server
+	dec   slock.Decoder
+	frame slock.Frame
+	cmd   store.LockCommand
+}
+
+func (h *binaryHandler) parse(cs *conn, in []byte) (int, error) {
+	n, err := h.dec.Parse(in, &h.frame)
+	if err != nil {
+		h.s.put(cs, slock.AppendErrorReply(h.s.out(cs), err))
+		return 0, fmt.Errorf("bad slock frame: %w", err)
 	}
-	if cs.slock.kind == slock.RESP && used < len(buf) { // ADMIN switched it: serve the rest as text
-		_, _ = c.Discard(used)
-		used = 0
-		return s.slockText(cs, now)
+	return n, nil
+}
+
+func (h *binaryHandler) more(cs *conn, now int64) { cs.busy = false }
+func (h *binaryHandler) closed(cs *conn, now int64) {
+	h.s.slockClose(cs, now)
+}
+
+func (h *binaryHandler) exec(cs *conn, now int64) {
+	s, f := h.s, &h.frame
+	s.m.slockFrame(f.Type)
+	switch f.Type {
+	case slock.TypeLock, slock.TypeUnlock:
+		h.cmd = frameCommand(f)
+		s.runLock(cs.owner, &h.cmd, now)
+	case slock.TypeWillLock, slock.TypeWillUnlock:
+		cmd := frameCommand(f)
+		cmd.Data = append([]byte(nil), cmd.Data...)
+		cs.slock.wills = append(cs.slock.wills, cmd)
+	case slock.TypeInit:
+		s.slockInit(cs, f)
+	case slock.TypePing, slock.TypeAdmin:
+		s.put(cs, slock.AppendSimple(s.out(cs), f.Type, f.RequestID, slock.ResultOK))
+		if f.Type == slock.TypeAdmin {
+			cs.slock.kind = slock.RESP // the connection speaks Redis text from now on
+			cs.h = &s.slockText
+		}
+	case slock.TypeQuit:
+		s.put(cs, slock.AppendSimple(s.out(cs), f.Type, f.RequestID, slock.ResultOK))
+		cs.quit = true
+	case slock.TypeState:
+		st, ok := s.locks.State(f.DB)
+		s.put(cs, slock.AppendState(s.out(cs), f.RequestID, stateOf(f.DB, st, ok)))
+	case slock.TypeLeader:
+		s.put(cs, slock.AppendLeader(s.out(cs), f.RequestID, s.leaderAddr()))
+	case slock.TypeCall:
+		s.slockCall(cs, f)
+	default:
+		s.put(cs, slock.AppendSimple(s.out(cs), f.Type, f.RequestID, slock.ResultUnknownCommand))
 	}
-	return gnet.None
 }
 
 // frameCommand converts a decoded frame to the store's command (Data stays a view).
@@ -190,15 +176,15 @@ func stateOf(db uint8, st store.LockState, exists bool) *slock.State {
 // closed connection with the same ClientId come here from now on.
 func (s *Server) slockInit(cs *conn, f *slock.Frame) {
 	init := uint8(slock.InitStandalone)
-	if old := s.slockClients[f.ClientID]; old != nil && old != cs {
+	if old := s.sl.clients[f.ClientID]; old != nil && old != cs {
 		init |= slock.InitKnownClient
 	}
-	if cs.slock.hasInit && cs.slock.clientID != f.ClientID && s.slockClients[cs.slock.clientID] == cs {
-		delete(s.slockClients, cs.slock.clientID)
+	if cs.slock.hasInit && cs.slock.clientID != f.ClientID && s.sl.clients[cs.slock.clientID] == cs {
+		delete(s.sl.clients, cs.slock.clientID)
 	}
 	cs.slock.clientID, cs.slock.hasInit = f.ClientID, true
-	s.slockClients[f.ClientID] = cs
-	s.out = slock.AppendInit(s.out, f.RequestID, init)
+	s.sl.clients[f.ClientID] = cs
+	s.put(cs, slock.AppendInit(s.out(cs), f.RequestID, init))
 }
 
 // leaderAddr is the address a standalone server names as the leader.
@@ -216,7 +202,7 @@ func (s *Server) leaderAddr() string {
 // runLock runs one command and delivers everything it causes.
 func (s *Server) runLock(owner store.Owner, cmd *store.LockCommand, now int64) {
 	s.m.lockBegin(owner, cmd, false)
-	s.lockReplies, s.execs = s.locks.Do(owner, cmd, now, s.lockReplies[:0], s.execs[:0])
+	s.sl.replies, s.sl.execs = s.locks.Do(owner, cmd, now, s.sl.replies[:0], s.sl.execs[:0])
 	s.drainLocks(now)
 	s.m.lockFinish()
 }
@@ -226,62 +212,59 @@ func (s *Server) runLock(owner store.Owner, cmd *store.LockCommand, now int64) {
 // Locks call invalidates the values and frames of the one before, so replies go out and
 // EXECUTE frames are copied before the next call.
 func (s *Server) drainLocks(now int64) {
-	if s.draining {
-		return // the outer call delivers what was just added
-	}
-	s.draining = true
-	defer func() { s.draining = false }()
+	sl := &s.sl
+	var discard store.Owner // a will's own results are discarded
 	for {
-		for i := range s.lockReplies {
-			s.deliverLock(&s.lockReplies[i])
+		for i := range sl.replies {
+			s.deliverLock(&sl.replies[i], discard)
 		}
-		s.lockReplies = s.lockReplies[:0]
-		for _, x := range s.execs {
-			s.execQueue = append(s.execQueue, ownedExec{x.Owner, x.DB, append([]byte(nil), x.Frame...)})
+		sl.replies = sl.replies[:0]
+		for _, x := range sl.execs {
+			sl.execQueue = append(sl.execQueue, ownedExec{x.Owner, x.DB, append([]byte(nil), x.Frame...)})
 		}
-		s.execs = s.execs[:0]
-		s.discardOwner = 0
+		sl.execs = sl.execs[:0]
+		discard = 0
 		switch {
-		case len(s.execQueue) > 0:
-			x := s.execQueue[0]
-			s.execQueue = s.execQueue[1:]
+		case len(sl.execQueue) > 0:
+			x := sl.execQueue[0]
+			sl.execQueue = sl.execQueue[1:]
 			var f slock.Frame
-			n, err := s.slockDec.Parse(x.frame, &f)
+			n, err := s.slockBin.dec.Parse(x.frame, &f)
 			if err != nil || n == 0 || (f.Type != slock.TypeLock && f.Type != slock.TypeUnlock) || f.DB != x.db {
 				continue // malformed EXECUTE content is silently ignored
 			}
 			cmd := frameCommand(&f)
 			s.m.lockBegin(x.owner, &cmd, true)
-			s.lockReplies, s.execs = s.locks.Do(x.owner, &cmd, now, s.lockReplies, s.execs)
-		case len(s.willQueue) > 0:
-			w := s.willQueue[0]
-			s.willQueue = s.willQueue[1:]
+			sl.replies, sl.execs = s.locks.Do(x.owner, &cmd, now, sl.replies, sl.execs)
+		case len(sl.willQueue) > 0:
+			w := sl.willQueue[0]
+			sl.willQueue = sl.willQueue[1:]
 			if w.disconnect {
 				s.locks.Disconnected(w.owner, now)
 				continue
 			}
-			s.discardOwner = w.owner // a will's own results are discarded
+			discard = w.owner
 			s.m.lockBegin(w.owner, &w.cmd, true)
-			s.lockReplies, s.execs = s.locks.Do(w.owner, &w.cmd, now, s.lockReplies, s.execs)
+			sl.replies, sl.execs = s.locks.Do(w.owner, &w.cmd, now, sl.replies, sl.execs)
 		default:
-			s.execQueue, s.willQueue = s.execQueue[:0], s.willQueue[:0]
+			sl.execQueue, sl.willQueue = sl.execQueue[:0], sl.willQueue[:0]
 			return
 		}
 	}
 }
 
-// deliverLock sends one reply to the connection it is for: its owner, or, when that one
+// deliverLock appends one reply to the connection it is for: its owner, or, when that one
 // has closed, the newest connection that sent INIT with the same ClientId; else it is
-// dropped (locks outlive their connections).
-func (s *Server) deliverLock(r *store.LockReply) {
+// dropped (locks outlive their connections), as are replies to discard's commands.
+func (s *Server) deliverLock(r *store.LockReply, discard store.Owner) {
 	s.m.lockReply(r)
-	if r.Owner == s.discardOwner && r.Owner != 0 {
+	if r.Owner == discard && r.Owner != 0 {
 		return
 	}
 	cs := s.conns[r.Owner]
 	if cs == nil {
-		if cid, ok := s.slockClosed[r.Owner]; ok {
-			cs = s.slockClients[cid]
+		if cid, ok := s.sl.closed[r.Owner]; ok {
+			cs = s.sl.clients[cid]
 		}
 	}
 	if cs == nil || cs.closed || cs.slock == nil {
@@ -296,6 +279,7 @@ func (s *Server) deliverLock(r *store.LockReply) {
 			return // text connections see only the reply they wait for
 		}
 		sc.waiting = false
+		s.kick(cs) // serve the commands that waited behind it
 		if sc.kvActive {
 			s.kvReply(cs, &rep)
 			return
@@ -308,42 +292,16 @@ func (s *Server) deliverLock(r *store.LockReply) {
 			}
 		}
 		s.sendTo(cs, slock.AppendTextLockReply(s.scratchFor(cs), &rep))
-		if cs != s.serving {
-			_ = cs.c.Wake(nil) // serve the commands that waited behind it
-		}
 		return
 	}
 	s.sendTo(cs, slock.AppendLockReply(s.scratchFor(cs), &rep))
 }
 
-// scratchFor returns where a reply for cs is built: the batch being built for it, or the
-// shared scratch buffer for a write to another connection.
-func (s *Server) scratchFor(cs *conn) []byte {
-	if cs == s.serving {
-		return s.out
-	}
-	return s.scratch[:0]
-}
+// scratchFor returns cs's output buffer, to append a reply to (an alias of out).
+func (s *Server) scratchFor(cs *conn) []byte { return s.out(cs) }
 
-// sendTo finishes a reply built on scratchFor(cs).
-func (s *Server) sendTo(cs *conn, b []byte) {
-	if cs == s.serving {
-		s.out = b
-		return
-	}
-	s.scratch = b[:0]
-	s.m.bytesSent(cs.proto, len(b))
-	if s.holdReply(cs, b) {
-		return
-	}
-	if _, err := cs.c.Write(b); err == nil && !cs.closed {
-		if n := cs.c.OutboundBuffered(); n > s.cfg.MaxOutput {
-			s.log.Warn().Uint64("conn", uint64(cs.owner)).Int("unsent", n).Int("limit", s.cfg.MaxOutput).
-				Msg("closing connection: too many unsent replies (max-output)")
-			_ = cs.c.Close()
-		}
-	}
-}
+// sendTo stores cs's output buffer with a reply appended (an alias of put).
+func (s *Server) sendTo(cs *conn, b []byte) { s.put(cs, b) }
 
 // slockClose runs at a slock connection's close: its will commands run, its keep-alive
 // locks start to expire, and frames for its locks go to a later connection with its
@@ -351,14 +309,14 @@ func (s *Server) sendTo(cs *conn, b []byte) {
 func (s *Server) slockClose(cs *conn, now int64) {
 	sc := cs.slock
 	for _, w := range sc.wills {
-		s.willQueue = append(s.willQueue, pendingWill{owner: cs.owner, cmd: w})
+		s.sl.willQueue = append(s.sl.willQueue, pendingWill{owner: cs.owner, cmd: w})
 	}
 	sc.wills = nil
-	s.willQueue = append(s.willQueue, pendingWill{owner: cs.owner, disconnect: true})
+	s.sl.willQueue = append(s.sl.willQueue, pendingWill{owner: cs.owner, disconnect: true})
 	if sc.hasInit {
-		s.slockClosed[cs.owner] = sc.clientID
-		if s.slockClients[sc.clientID] == cs {
-			delete(s.slockClients, sc.clientID)
+		s.sl.closed[cs.owner] = sc.clientID
+		if s.sl.clients[sc.clientID] == cs {
+			delete(s.sl.clients, sc.clientID)
 		}
 	}
 	s.drainLocks(now)
@@ -368,75 +326,65 @@ func (s *Server) slockClose(cs *conn, now int64) {
 func (s *Server) slockExpire(now int64) {
 	if at, ok := s.locks.NextDeadline(); ok && at <= now {
 		s.m.lockBegin(0, nil, true)
-		s.lockReplies, s.execs = s.locks.Expire(now, s.lockReplies[:0], s.execs[:0])
+		s.sl.replies, s.sl.execs = s.locks.Expire(now, s.sl.replies[:0], s.sl.execs[:0])
 		s.drainLocks(now)
 	}
 }
 
-// slockText serves the Redis-text commands buffered on cs, stopping behind a LOCK or
-// UNLOCK that has not resolved yet.
-func (s *Server) slockText(cs *conn, now int64) gnet.Action {
-	c := cs.c
-	sc := cs.slock
-	if sc.waiting {
-		return gnet.None
+// textHandler serves Redis-text commands on the slock port. A LOCK or UNLOCK (or a
+// key/value command run as one) that has not resolved holds the commands behind it back.
+type textHandler struct {
+	s    *Server
+	dec  resp.Decoder
+	args [][]byte
+}
+
+func (h *textHandler) parse(cs *conn, in []byte) (int, error) {
+	args, n, err := h.dec.Parse(in, h.args[:0])
+	h.args = args
+	if err != nil {
+		if errors.Is(err, resp.ErrInline) {
+			return 0, fmt.Errorf("inline text command: %w", err)
+		}
+		return 0, fmt.Errorf("bad RESP request: %w", err)
 	}
-	buf, _ := c.Peek(-1)
-	used := 0
-	defer func() {
-		if used > 0 && !cs.closed {
-			_, _ = c.Discard(used)
-		}
-	}()
-	for used < len(buf) && !sc.waiting {
-		args, n, err := s.respDec.Parse(buf[used:], s.args[:0])
-		s.args = args[:0]
-		if err != nil {
-			why := "bad RESP request"
-			if errors.Is(err, resp.ErrInline) {
-				why = "inline text command"
-			}
-			s.log.Warn().Uint64("conn", uint64(cs.owner)).Str("remote", c.RemoteAddr().String()).Err(err).
-				Msg("closing slock connection: " + why)
-			return gnet.Close
-		}
-		if n == 0 {
-			break
-		}
-		used += n
-		if len(args) == 0 {
-			continue
-		}
-		if s.slockCommand(cs, args, now) {
-			return gnet.Close
-		}
-		if cs.closed {
-			return gnet.Close
-		}
-		if len(s.out) >= flushAt && !s.write(cs, s.out) {
-			return gnet.Close
-		}
+	return n, nil
+}
+
+func (h *textHandler) exec(cs *conn, now int64) {
+	args := h.args
+	h.args = args[:0]
+	if len(args) == 0 {
+		return
 	}
-	return gnet.None
+	if h.s.slockCommand(cs, args, now) {
+		cs.quit = true
+	}
+	cs.busy = cs.slock.waiting
+}
+
+func (h *textHandler) more(cs *conn, now int64) { cs.busy = cs.slock.waiting }
+func (h *textHandler) closed(cs *conn, now int64) {
+	h.s.slockClose(cs, now)
 }
 
 // slockCommand runs one text command; true means close the connection after the reply.
 func (s *Server) slockCommand(cs *conn, args [][]byte, now int64) (quit bool) {
 	sc := cs.slock
 	name := args[0]
-	defer s.textDone(s.textBegin(name))
+	defer s.textDone(s.textBegin(cs, name))
 	switch {
 	case resp.Is(name, "LOCK"), resp.Is(name, "UNLOCK"), resp.Is(name, "PUSH"):
-		s.dataBuf = s.dataBuf[:0]
+		s.sl.dataBuf = s.sl.dataBuf[:0]
 		var f slock.Frame
-		will, buf, err := slock.ParseTextLock(args, &sc.text, func() [16]byte { return s.textID(cs) }, &f, s.dataBuf)
-		s.dataBuf = buf
+		will, buf, err := slock.ParseTextLock(args, &sc.text, func() [16]byte { return s.textID(cs) }, &f, s.sl.dataBuf)
+		s.sl.dataBuf = buf
 		if err != nil {
 			var te *slock.TextError
 			if errors.As(err, &te) {
-				s.out = resp.AppendError(s.out, "ERR "+te.Msg)
+				s.put(cs, resp.AppendError(s.out(cs), "ERR "+te.Msg))
 			} else {
-				s.out = resp.AppendError(s.out, "ERR "+err.Error())
+				s.put(cs, resp.AppendError(s.out(cs), "ERR "+err.Error()))
 			}
 			return false
 		}
@@ -444,11 +392,11 @@ func (s *Server) slockCommand(cs *conn, args [][]byte, now int64) (quit bool) {
 		if will {
 			cmd.Data = append([]byte(nil), cmd.Data...)
 			sc.wills = append(sc.wills, cmd)
-			s.out = resp.AppendSimple(s.out, "OK")
+			s.put(cs, resp.AppendSimple(s.out(cs), "OK"))
 			return false
 		}
 		if resp.Is(name, "PUSH") {
-			s.out = resp.AppendSimple(s.out, "OK") // PUSH does not wait for the result
+			s.put(cs, resp.AppendSimple(s.out(cs), "OK")) // PUSH does not wait for the result
 			s.runLock(cs.owner, &cmd, now)
 			return false
 		}
@@ -456,49 +404,49 @@ func (s *Server) slockCommand(cs *conn, args [][]byte, now int64) (quit bool) {
 		s.runLock(cs.owner, &cmd, now)
 	case resp.Is(name, "PING"):
 		if len(args) > 1 {
-			s.out = resp.AppendBulk(s.out, args[1])
+			s.put(cs, resp.AppendBulk(s.out(cs), args[1]))
 		} else {
-			s.out = resp.AppendSimple(s.out, "PONG")
+			s.put(cs, resp.AppendSimple(s.out(cs), "PONG"))
 		}
 	case resp.Is(name, "ECHO"):
 		if len(args) != 2 {
-			s.out = resp.AppendError(s.out, "ERR wrong number of arguments for 'echo' command")
+			s.put(cs, resp.AppendError(s.out(cs), "ERR wrong number of arguments for 'echo' command"))
 		} else {
-			s.out = resp.AppendBulk(s.out, args[1])
+			s.put(cs, resp.AppendBulk(s.out(cs), args[1]))
 		}
 	case resp.Is(name, "QUIT"):
-		s.out = resp.AppendSimple(s.out, "OK")
+		s.put(cs, resp.AppendSimple(s.out(cs), "OK"))
 		return true
 	case resp.Is(name, "SELECT"):
 		n, ok := resp.ParseInt(argAt(args, 1))
 		if !ok || n < 0 || n > store.MaxLockDB {
-			s.out = resp.AppendError(s.out, "ERR DB index is out of range")
+			s.put(cs, resp.AppendError(s.out(cs), "ERR DB index is out of range"))
 		} else {
 			sc.text.DB = uint8(n)
-			s.out = resp.AppendSimple(s.out, "OK")
+			s.put(cs, resp.AppendSimple(s.out(cs), "OK"))
 		}
 	case resp.Is(name, "TIMEOUT"):
 		switch {
 		case resp.Is(argAt(args, 1), "SET"):
 			n, ok := resp.ParseInt(argAt(args, 2))
 			if !ok || n < 0 || n > 0xffffffff {
-				s.out = resp.AppendError(s.out, "ERR Command Parse Args Error")
+				s.put(cs, resp.AppendError(s.out(cs), "ERR Command Parse Args Error"))
 			} else {
 				sc.text.Timeout, sc.text.TimeoutFlag = uint16(n), uint16(n>>16)
-				s.out = resp.AppendSimple(s.out, "OK")
+				s.put(cs, resp.AppendSimple(s.out(cs), "OK"))
 			}
 		case resp.Is(argAt(args, 1), "GET"):
-			s.out = resp.AppendInt(s.out, int64(sc.text.TimeoutFlag)<<16|int64(sc.text.Timeout))
+			s.put(cs, resp.AppendInt(s.out(cs), int64(sc.text.TimeoutFlag)<<16|int64(sc.text.Timeout)))
 		default:
-			s.out = resp.AppendError(s.out, "ERR Command Parse Args Error")
+			s.put(cs, resp.AppendError(s.out(cs), "ERR Command Parse Args Error"))
 		}
 	case resp.Is(name, "INFO"):
-		s.out = resp.AppendBulk(s.out, resp.InfoSections(s.slockInfo(now), args[1:]))
+		s.put(cs, resp.AppendBulk(s.out(cs), resp.InfoSections(s.slockInfo(now), args[1:])))
 	default:
 		if op, cname := slock.LookupKV(name); op != slock.OpNone {
 			s.slockKV(cs, args, op, cname, now)
 		} else if !s.slockAdmin(cs, args) {
-			s.out = resp.AppendError(s.out, "ERR Unknown Command")
+			s.put(cs, resp.AppendError(s.out(cs), "ERR Unknown Command"))
 		}
 	}
 	return false
@@ -521,7 +469,7 @@ func (s *Server) textID(cs *conn) (id [16]byte) {
 
 // slockInfo renders INFO: the server, its clients, and each database's lock counts.
 func (s *Server) slockInfo(now int64) []byte {
-	b := s.infoBuf[:0]
+	b := s.sl.infoBuf[:0]
 	b = append(b, "# Server\r\nredis_version:7.0.0\r\ntallyd_version:"...)
 	b = append(b, s.cfg.Version...)
 	b = append(b, "\r\nredis_mode:standalone\r\nserver_name:tallyd\r\nprocess_id:"...)
@@ -544,7 +492,7 @@ func (s *Server) slockInfo(now int64) []byte {
 			db, st.KeyCount, st.LockedCount, st.WaitCount, st.LockCount, st.UnLockCount,
 			st.TimeoutedCount, st.ExpriedCount, st.UnlockErrorCount)
 	}
-	s.infoBuf = b
+	s.sl.infoBuf = b
 	return b
 }
 
@@ -556,12 +504,12 @@ func (s *Server) slockCall(cs *conn, f *slock.Frame) {
 	case slock.MethodListLock:
 		req, err := slock.ParseListLockRequest(f.Body)
 		if err != nil {
-			s.out = slock.AppendCall(s.out, f.RequestID, slock.ResultUnknownError, slock.ErrTypeDecode, nil)
+			s.put(cs, slock.AppendCall(s.out(cs), f.RequestID, slock.ResultUnknownError, slock.ErrTypeDecode, nil))
 			return
 		}
 		infos, ok := s.locks.ListLocks(dbOf(req.DB), nil)
 		if !ok {
-			s.out = slock.AppendCall(s.out, f.RequestID, slock.ResultUnknownDB, slock.ErrTypeUnknownDB, nil)
+			s.put(cs, slock.AppendCall(s.out(cs), f.RequestID, slock.ResultUnknownDB, slock.ErrTypeUnknownDB, nil))
 			return
 		}
 		list := make([]slock.ListLock, len(infos))
@@ -572,7 +520,7 @@ func (s *Server) slockCall(cs *conn, f *slock.Frame) {
 	case slock.MethodListLocked, slock.MethodListWait:
 		req, err := slock.ParseListKeyRequest(f.Body)
 		if err != nil {
-			s.out = slock.AppendCall(s.out, f.RequestID, slock.ResultUnknownError, slock.ErrTypeDecode, nil)
+			s.put(cs, slock.AppendCall(s.out(cs), f.RequestID, slock.ResultUnknownError, slock.ErrTypeDecode, nil))
 			return
 		}
 		var info store.LockInfo
@@ -603,17 +551,17 @@ func (s *Server) slockCall(cs *conn, f *slock.Frame) {
 		}
 		switch st {
 		case store.ListNoDB:
-			s.out = slock.AppendCall(s.out, f.RequestID, slock.ResultUnknownDB, slock.ErrTypeUnknownDB, nil)
+			s.put(cs, slock.AppendCall(s.out(cs), f.RequestID, slock.ResultUnknownDB, slock.ErrTypeUnknownDB, nil))
 			return
 		case store.ListNoLock:
-			s.out = slock.AppendCall(s.out, f.RequestID, slock.ResultUnknownDB, slock.ErrTypeLockManager, nil)
+			s.put(cs, slock.AppendCall(s.out(cs), f.RequestID, slock.ResultUnknownDB, slock.ErrTypeLockManager, nil))
 			return
 		}
 	default:
-		s.out = slock.AppendCall(s.out, f.RequestID, slock.ResultUnknownCommand, "", nil)
+		s.put(cs, slock.AppendCall(s.out(cs), f.RequestID, slock.ResultUnknownCommand, "", nil))
 		return
 	}
-	s.out = slock.AppendCall(s.out, f.RequestID, slock.ResultOK, "", body)
+	s.put(cs, slock.AppendCall(s.out(cs), f.RequestID, slock.ResultOK, "", body))
 }
 
 // dbOf maps a listing's db_id to a DbId (out of range: one that never exists).

@@ -16,9 +16,9 @@ func (s *Server) slockKV(cs *conn, args [][]byte, op slock.Op, name string, now 
 	sc := cs.slock
 	kv := &sc.kv
 	var err error
-	s.dataBuf, err = slock.ParseKV(args, op, name, &sc.text, now/1e6, func() [16]byte { return s.textID(cs) }, kv, s.dataBuf[:0])
+	s.sl.dataBuf, err = slock.ParseKV(args, op, name, &sc.text, now/1e6, func() [16]byte { return s.textID(cs) }, kv, s.sl.dataBuf[:0])
 	if err != nil {
-		s.kvError(err)
+		s.kvError(cs, err)
 		return
 	}
 	db := sc.text.DB
@@ -32,15 +32,15 @@ func (s *Server) slockKV(cs *conn, args [][]byte, op slock.Op, name string, now 
 		if ms >= 0 && op == slock.OpTTL {
 			ms = (ms + 500) / 1000 // rounded, as Redis does
 		}
-		s.out = resp.AppendInt(s.out, ms)
+		s.put(cs, resp.AppendInt(s.out(cs), ms))
 		return
 	case slock.OpKeys, slock.OpScan:
-		s.kvKeys(db, kv.Value, op == slock.OpScan)
+		s.kvKeys(cs, db, kv.Value, op == slock.OpScan)
 		return
 	case slock.OpDBSize:
 		n := 0
 		s.locks.EachValue(db, func([16]byte, []byte) bool { n++; return true })
-		s.out = resp.AppendInt(s.out, int64(n))
+		s.put(cs, resp.AppendInt(s.out(cs), int64(n)))
 		return
 	case slock.OpFlushDB, slock.OpFlushAll:
 		lo, hi := int(db), int(db)
@@ -48,10 +48,10 @@ func (s *Server) slockKV(cs *conn, args [][]byte, op slock.Op, name string, now 
 			lo, hi = 0, store.MaxLockDB
 		}
 		for d := lo; d <= hi; d++ {
-			s.lockReplies, s.execs, _ = s.locks.Flush(uint8(d), now, s.lockReplies[:0], s.execs[:0])
+			s.sl.replies, s.sl.execs, _ = s.locks.Flush(uint8(d), now, s.sl.replies[:0], s.sl.execs[:0])
 			s.drainLocks(now)
 		}
-		s.out = resp.AppendSimple(s.out, "OK")
+		s.put(cs, resp.AppendSimple(s.out(cs), "OK"))
 		return
 	case slock.OpIncr:
 		old, err := slock.Int(s.locks.Value(db, kv.Frame.Key))
@@ -59,10 +59,10 @@ func (s *Server) slockKV(cs *conn, args [][]byte, op slock.Op, name string, now 
 			sc.kvInt, err = slock.Add(old, kv.Delta)
 		}
 		if err == nil {
-			s.dataBuf, err = kv.SetNumber(s.dataBuf, sc.kvInt)
+			s.sl.dataBuf, err = kv.SetNumber(s.sl.dataBuf, sc.kvInt)
 		}
 		if err != nil {
-			s.kvError(err)
+			s.kvError(cs, err)
 			return
 		}
 	case slock.OpDel, slock.OpExists:
@@ -73,13 +73,13 @@ func (s *Server) slockKV(cs *conn, args [][]byte, op slock.Op, name string, now 
 				s.runKV(cs, now)
 			}
 			sc.kvMulti = false
-			s.out = resp.AppendInt(s.out, sc.kvN)
+			s.put(cs, resp.AppendInt(s.out(cs), sc.kvN))
 			kv.Keys = nil
 			return
 		}
 	}
 	if n := s.kvSize(kv, db); n > int(s.cfg.SlockMaxData) {
-		s.kvError(&slock.TextError{Msg: "value too long: " + strconv.Itoa(n) + " bytes with its key name, limit " +
+		s.kvError(cs, &slock.TextError{Msg: "value too long: " + strconv.Itoa(n) + " bytes with its key name, limit " +
 			strconv.Itoa(int(s.cfg.SlockMaxData)) + " (--slock-max-data)"})
 		return
 	}
@@ -120,25 +120,22 @@ func (s *Server) kvReply(cs *conn, r *slock.LockReply) {
 	}
 	sc.kvActive = false
 	s.sendTo(cs, slock.AppendKVReply(s.scratchFor(cs), &sc.kv, r.Result, r.Value, sc.kvInt))
-	if cs != s.serving {
-		_ = cs.c.Wake(nil) // serve the commands that waited behind it
-	}
 }
 
 // kvError answers a key/value command that could not run.
-func (s *Server) kvError(err error) {
+func (s *Server) kvError(cs *conn, err error) {
 	var te *slock.TextError
 	if errors.As(err, &te) {
-		s.out = resp.AppendError(s.out, "ERR "+te.Msg)
+		s.put(cs, resp.AppendError(s.out(cs), "ERR "+te.Msg))
 		return
 	}
-	s.out = resp.AppendError(s.out, "ERR "+err.Error())
+	s.put(cs, resp.AppendError(s.out(cs), "ERR "+err.Error()))
 }
 
 // kvKeys answers KEYS pattern, or SCAN (one pass: cursor 0 and every match), with the
 // names of db's keys that have a value, sorted by nothing.
-func (s *Server) kvKeys(db uint8, pattern []byte, scan bool) {
-	names := s.args[:0] // s.args is free again: the command's arguments are parsed
+func (s *Server) kvKeys(cs *conn, db uint8, pattern []byte, scan bool) {
+	names := s.sl.names[:0]
 	all := len(pattern) == 1 && pattern[0] == '*'
 	s.locks.EachValue(db, func(_ [16]byte, v []byte) bool {
 		if name, ok := slock.KeyName(v); ok && (all || slock.Match(pattern, name)) {
@@ -147,14 +144,15 @@ func (s *Server) kvKeys(db uint8, pattern []byte, scan bool) {
 		return true
 	})
 	if scan {
-		s.out = resp.AppendArray(s.out, 2)
-		s.out = resp.AppendBulkString(s.out, "0")
+		s.put(cs, resp.AppendArray(s.out(cs), 2))
+		s.put(cs, resp.AppendBulkString(s.out(cs), "0"))
 	}
-	s.out = resp.AppendArray(s.out, len(names))
+	s.put(cs, resp.AppendArray(s.out(cs), len(names)))
 	for _, n := range names {
-		s.out = resp.AppendBulk(s.out, n)
+		s.put(cs, resp.AppendBulk(s.out(cs), n))
 	}
-	s.args = names[:0]
+	clear(names)
+	s.sl.names = names[:0]
 }
 
 // slockAdmin answers the Redis housekeeping commands clients send on connect (CONFIG GET,
@@ -174,38 +172,38 @@ func (s *Server) slockAdmin(cs *conn, args [][]byte) bool {
 					}
 				}
 			}
-			s.out = resp.AppendArray(s.out, 2*len(hits))
+			s.put(cs, resp.AppendArray(s.out(cs), 2*len(hits)))
 			for _, kv := range hits {
-				s.out = resp.AppendBulkString(resp.AppendBulkString(s.out, kv[0]), kv[1])
+				s.put(cs, resp.AppendBulkString(resp.AppendBulkString(s.out(cs), kv[0]), kv[1]))
 			}
 		case resp.Is(sub, "SET"):
-			s.out = resp.AppendError(s.out, "ERR CONFIG SET is not supported: restart tallyd with other flags")
+			s.put(cs, resp.AppendError(s.out(cs), "ERR CONFIG SET is not supported: restart tallyd with other flags"))
 		case resp.Is(sub, "RESETSTAT"):
-			s.out = resp.AppendSimple(s.out, "OK")
+			s.put(cs, resp.AppendSimple(s.out(cs), "OK"))
 		default:
-			s.out = resp.AppendError(s.out, "ERR unknown subcommand or wrong number of arguments for 'config' command")
+			s.put(cs, resp.AppendError(s.out(cs), "ERR unknown subcommand or wrong number of arguments for 'config' command"))
 		}
 	case resp.Is(name, "CLIENT"):
 		switch {
 		case resp.Is(sub, "SETNAME") && len(args) == 3, resp.Is(sub, "SETINFO") && len(args) == 4,
 			resp.Is(sub, "NO-EVICT"), resp.Is(sub, "NO-TOUCH"), resp.Is(sub, "REPLY") && len(args) == 3:
-			s.out = resp.AppendSimple(s.out, "OK")
+			s.put(cs, resp.AppendSimple(s.out(cs), "OK"))
 		case resp.Is(sub, "GETNAME"):
-			s.out = resp.AppendNull(s.out)
+			s.put(cs, resp.AppendNull(s.out(cs)))
 		case resp.Is(sub, "ID"):
-			s.out = resp.AppendInt(s.out, int64(cs.owner))
+			s.put(cs, resp.AppendInt(s.out(cs), int64(cs.owner)))
 		case resp.Is(sub, "LIST"), resp.Is(sub, "INFO"):
 			line := "id=" + strconv.FormatUint(uint64(cs.owner), 10) + " addr=" + cs.c.RemoteAddr().String() +
 				" db=" + strconv.Itoa(int(cs.slock.text.DB)) + "\n"
-			s.out = resp.AppendBulkString(s.out, line)
+			s.put(cs, resp.AppendBulkString(s.out(cs), line))
 		default:
-			s.out = resp.AppendError(s.out, "ERR unknown subcommand or wrong number of arguments for 'client' command")
+			s.put(cs, resp.AppendError(s.out(cs), "ERR unknown subcommand or wrong number of arguments for 'client' command"))
 		}
 	case resp.Is(name, "COMMAND"):
 		if resp.Is(sub, "COUNT") {
-			s.out = resp.AppendInt(s.out, 0)
+			s.put(cs, resp.AppendInt(s.out(cs), 0))
 		} else {
-			s.out = resp.AppendArray(s.out, 0) // no command table: clients fall back to plain use
+			s.put(cs, resp.AppendArray(s.out(cs), 0)) // no command table: clients fall back to plain use
 		}
 	default:
 		return false

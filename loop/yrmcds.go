@@ -1,121 +1,60 @@
 package loop
 
 import (
-	"github.com/panjf2000/gnet/v2"
-
 	"tallyd/proto/counter"
 	"tallyd/stats"
 	"tallyd/store"
 )
 
-const (
-	// flushAt is the reply size at which a long pipelined batch is written before parsing on.
-	flushAt = 256 << 10
-	// dumpChunk is how much of a Dump is produced per turn before other connections get theirs.
-	dumpChunk = 128 << 10
-	// keepOut is the largest reply buffer kept between wake-ups.
-	keepOut = 1 << 20
-)
+// dumpChunk is how much of a Dump is produced per turn before other connections get theirs.
+const dumpChunk = 128 << 10
 
-// serveYrmcds handles every whole request buffered on a yrmcds (counter or semaphore)
-// connection and writes the replies once.
-func (s *Server) serveYrmcds(cs *conn, now int64) gnet.Action {
-	c := cs.c
-	out := s.out[:0]
+// yrmcdsHandler serves the yrmcds counter protocol, or its semaphore variant.
+type yrmcdsHandler struct {
+	s   *Server
+	dec counter.Decoder
+	req counter.Request
+}
+
+func (h *yrmcdsHandler) parse(cs *conn, in []byte) (int, error) { return h.dec.Parse(in, &h.req) }
+
+func (h *yrmcdsHandler) exec(cs *conn, now int64) {
+	s := h.s
+	out, st := s.yrmcdsReq(cs, &h.req, s.out(cs), now)
 	if cs.dump != nil {
-		if c.OutboundBuffered() >= s.cfg.MaxOutput/2 {
-			return s.checkInput(cs) // the client is slow to read: resume from a tick
-		}
 		out = s.streamDump(cs, out, now)
 	}
-	used := 0
-	if cs.dump == nil {
-		buf, _ := c.Peek(-1) // valid until Discard or return
-		dec := &s.decoders[cs.proto]
-		for used < len(buf) {
-			n, err := dec.Parse(buf[used:], &s.req)
-			if err != nil {
-				s.log.Warn().Uint64("conn", uint64(cs.owner)).Stringer("proto", cs.proto).
-					Str("remote", cs.c.RemoteAddr().String()).Err(err).
-					Msg("closing connection: request framing lost")
-				s.write(cs, out) // replies to the requests before it still go out
-				return gnet.Close
-			}
-			if n == 0 {
-				break // a partial frame stays buffered until more bytes arrive
-			}
-			used += n
-			mark := len(out)
-			out = s.yrmcds(cs, &s.req, out, now)
-			s.m.countYrmcds(cs.proto, s.req.Opcode, out[mark:])
-			if cs.dump != nil {
-				out = s.streamDump(cs, out, now)
-				if cs.dump != nil {
-					break // requests behind a streaming Dump wait for it
-				}
-			}
-			if len(out) >= flushAt {
-				if !s.write(cs, out) {
-					return gnet.Close
-				}
-				out = out[:0]
-			}
-		}
-		if used > 0 {
-			_, _ = c.Discard(used)
-		}
+	s.put(cs, out)
+	if cs.busy {
+		s.kick(cs) // the dump goes on in a later turn, once the socket has taken this part
 	}
-	if !s.write(cs, out) {
-		return gnet.Close
-	}
-	if cs.dump != nil && c.OutboundBuffered() == 0 {
-		_ = c.Wake(nil) // the socket took it all: continue on the next turn of the loop
-	}
-	return s.checkInput(cs)
+	s.m.countYrmcds(cs.proto, h.req.Opcode, st)
 }
 
-// write sends out on cs and enforces the output limit; false means the connection is closed
-// or must be.
-func (s *Server) write(cs *conn, out []byte) bool {
-	if cap(out) <= keepOut {
-		s.out = out[:0]
+// more streams the next part of a Dump; requests behind it wait until it is over.
+func (h *yrmcdsHandler) more(cs *conn, now int64) {
+	if cs.dump != nil && !h.s.full(cs) {
+		h.s.put(cs, h.s.streamDump(cs, h.s.out(cs), now))
+	}
+	if cs.busy {
+		h.s.kick(cs)
+	}
+}
+
+func (h *yrmcdsHandler) closed(cs *conn, now int64) {
+	cs.dump = nil
+	if cs.proto == ProtoCounter {
+		h.s.counters.Drop(cs.ledger, now)
 	} else {
-		s.out = make([]byte, 0, 64<<10)
+		h.s.semaphores.Drop(cs.ledger, now)
 	}
-	s.m.bytesSent(cs.proto, len(out))
-	if len(out) == 0 || cs.slock != nil && s.holdReply(cs, out) {
-		return !cs.closed
-	}
-	if _, err := cs.c.Write(out); err != nil || cs.closed {
-		return false // a failed write has already run OnClose
-	}
-	if n := cs.c.OutboundBuffered(); n > s.cfg.MaxOutput {
-		s.log.Warn().Uint64("conn", uint64(cs.owner)).Stringer("proto", cs.proto).
-			Str("remote", cs.c.RemoteAddr().String()).Int("unsent", n).Int("limit", s.cfg.MaxOutput).
-			Msg("closing connection: too many unsent replies (max-output)")
-		return false
-	}
-	return true
 }
 
-// checkInput closes a connection whose unparsed input has grown past the limit (a client
-// that pipelines without end behind a streaming Dump).
-func (s *Server) checkInput(cs *conn) gnet.Action {
-	if n := cs.c.InboundBuffered(); n > s.cfg.MaxInput {
-		if missed, ok := s.inputLog.allow(s.now()); ok {
-			s.log.Warn().Uint64("conn", uint64(cs.owner)).Stringer("proto", cs.proto).
-				Int("unparsed", n).Int("limit", s.cfg.MaxInput).Uint64("more_since_last_line", missed).
-				Msg("closing connection: too much unparsed input (max-input)")
-		}
-		return gnet.Close
-	}
-	return gnet.None
-}
-
-// yrmcds applies one decoded request and appends its reply.
-func (s *Server) yrmcds(cs *conn, r *counter.Request, out []byte, now int64) []byte {
+// yrmcdsReq applies one decoded request and appends its reply; it returns the reply's status
+// (for a Dump, which streams, OK).
+func (s *Server) yrmcdsReq(cs *conn, r *counter.Request, out []byte, now int64) ([]byte, counter.Status) {
 	if r.Status != counter.StatusOK {
-		return counter.AppendError(out, r.Opcode, r.Status, r.Opaque)
+		return counter.AppendError(out, r.Opcode, r.Status, r.Opaque), r.Status
 	}
 	st := &s.stats[cs.proto]
 	if cmd, ok := stats.CommandOf(r.Opcode); ok {
@@ -124,7 +63,7 @@ func (s *Server) yrmcds(cs *conn, r *counter.Request, out []byte, now int64) []b
 	isCounter := cs.proto == ProtoCounter
 	switch r.Opcode {
 	case counter.OpNoop:
-		return counter.AppendOK(out, r.Opcode, r.Opaque)
+		return counter.AppendOK(out, r.Opcode, r.Opaque), counter.StatusOK
 	case counter.OpGet:
 		var v uint32
 		var ok bool
@@ -134,9 +73,9 @@ func (s *Server) yrmcds(cs *conn, r *counter.Request, out []byte, now int64) []b
 			v, ok = s.semaphores.Get(r.Name)
 		}
 		if !ok {
-			return counter.AppendError(out, r.Opcode, counter.StatusNotFound, r.Opaque)
+			return counter.AppendError(out, r.Opcode, counter.StatusNotFound, r.Opaque), counter.StatusNotFound
 		}
-		return counter.AppendUint32(out, r.Opcode, r.Opaque, v)
+		return counter.AppendUint32(out, r.Opcode, r.Opaque, v), counter.StatusOK
 	case counter.OpAcquire:
 		var res store.Result
 		if isCounter {
@@ -147,7 +86,7 @@ func (s *Server) yrmcds(cs *conn, r *counter.Request, out []byte, now int64) []b
 		if res != store.OK {
 			return s.storeError(cs, out, r, res)
 		}
-		return counter.AppendUint32(out, r.Opcode, r.Opaque, r.Resources)
+		return counter.AppendUint32(out, r.Opcode, r.Opaque, r.Resources), counter.StatusOK
 	case counter.OpRelease:
 		var res store.Result
 		if isCounter {
@@ -158,7 +97,7 @@ func (s *Server) yrmcds(cs *conn, r *counter.Request, out []byte, now int64) []b
 		if res != store.OK {
 			return s.storeError(cs, out, r, res)
 		}
-		return counter.AppendOK(out, r.Opcode, r.Opaque)
+		return counter.AppendOK(out, r.Opcode, r.Opaque), counter.StatusOK
 	case counter.OpStats:
 		var info store.Info
 		if isCounter {
@@ -167,17 +106,18 @@ func (s *Server) yrmcds(cs *conn, r *counter.Request, out []byte, now int64) []b
 			info = s.semaphores.Info()
 		}
 		s.statBuf = st.Render(s.statBuf[:0], info.Objects, info.TotalObjects, info.UsedMemory, isCounter)
-		return counter.AppendStats(out, r.Opaque, s.statBuf)
+		return counter.AppendStats(out, r.Opaque, s.statBuf), counter.StatusOK
 	case counter.OpDump: // the decoder refuses Dump in the semaphore dialect
 		cs.dump = s.counters.DumpStart()
 		cs.dumpOp = r.Opaque
-		return out
+		cs.busy = true
+		return out, counter.StatusOK
 	}
-	return counter.AppendError(out, r.Opcode, counter.StatusUnknownCommand, r.Opaque)
+	return counter.AppendError(out, r.Opcode, counter.StatusUnknownCommand, r.Opaque), counter.StatusUnknownCommand
 }
 
 // storeError appends the reply for a refused store operation.
-func (s *Server) storeError(cs *conn, out []byte, r *counter.Request, res store.Result) []byte {
+func (s *Server) storeError(cs *conn, out []byte, r *counter.Request, res store.Result) ([]byte, counter.Status) {
 	st := counter.StatusInvalid
 	switch res {
 	case store.NotFound:
@@ -193,7 +133,7 @@ func (s *Server) storeError(cs *conn, out []byte, r *counter.Request, res store.
 				Uint64("more_since_last_line", missed).Msg("acquire refused: object limit reached (max-objects)")
 		}
 	}
-	return counter.AppendError(out, r.Opcode, st, r.Opaque)
+	return counter.AppendError(out, r.Opcode, st, r.Opaque), st
 }
 
 // streamDump appends the next part of cs's Dump; when the last counter is out it appends
@@ -207,11 +147,9 @@ func (s *Server) streamDump(cs *conn, out []byte, now int64) []byte {
 		}
 		if done {
 			out = counter.AppendOK(out, counter.OpDump, cs.dumpOp)
-			cs.dump = nil
-			delete(s.dumping, cs)
+			cs.dump, cs.busy = nil, false
 			return out
 		}
 	}
-	s.dumping[cs] = struct{}{}
 	return out
 }

@@ -1,0 +1,74 @@
+package loop
+
+import (
+	"github.com/panjf2000/gnet/v2"
+
+	"tallyd/store"
+)
+
+// conn is the loop's state for one client connection.
+type conn struct {
+	c      gnet.Conn
+	owner  store.Owner
+	proto  Proto
+	ln     *listenerState
+	h      handler // the protocol spoken; the slock port's first bytes replace its sniffer
+	closed bool    // set in OnClose: the gnet.Conn must not be used after that
+
+	// Output (output.go).
+	out     []byte     // replies not yet written
+	gates   []gateMark // parts of out that wait for the append-only log (persist.go)
+	sent    int        // bytes gnet still had to send at the last look
+	pending bool       // on Server.pending: written at the next flush
+	inHeld  bool       // on persistState.held: replies wait for the log
+	closing bool       // on Server.closing: closed after the flush
+	kicked  bool       // on Server.kicked: served again after the flush
+	parked  bool       // on Server.parked: served again once the socket drains
+	busy    bool       // its handler has work that holds its later requests back (see handler.more)
+	quit    bool       // close once the replies so far are written
+
+	ledger *store.Ledger     // what this connection holds (counter or semaphore family)
+	pool   *store.PoolClient // its PoolCounter entries, held or waiting
+	slock  *slockConn        // its slock state
+	dump   *store.DumpCursor // non-nil while a Dump streams; later requests wait behind it
+	dumpOp uint32            // the Dump's opaque
+	inLeft int               // unparsed bytes left after the last OnTraffic (for metrics)
+}
+
+// handler is one protocol's side of the loop. The loop owns the connection and its bytes:
+// it peeks the input, asks the handler to parse one request at a time and serve it, and
+// discards what was parsed; the handler appends replies with Server.out and Server.put.
+type handler interface {
+	// parse decodes the request at the start of in (a view valid until the request is
+	// served): its length, or 0 while it is incomplete. An error means the framing is lost;
+	// the handler may have appended a farewell reply, and the connection closes once the
+	// replies before it are written.
+	parse(cs *conn, in []byte) (int, error)
+	// exec serves the request parse decoded last, at now (Unix ns).
+	exec(cs *conn, now int64)
+	// more goes on with what holds cs's later requests back (a streaming dump, a reply it
+	// waits for) while cs.busy; it clears cs.busy when that is over.
+	more(cs *conn, now int64)
+	// closed releases everything cs held or waited for; cs is gone.
+	closed(cs *conn, now int64)
+}
+
+// handlerFor returns the handler of a new connection on a listener speaking p, and sets
+// up its per-connection state.
+func (s *Server) handlerFor(cs *conn) handler {
+	switch cs.proto {
+	case ProtoCounter:
+		cs.ledger = s.counters.NewLedger(cs.owner)
+		return &s.yrmcds[ProtoCounter]
+	case ProtoSemaphore:
+		cs.ledger = s.semaphores.NewLedger(cs.owner)
+		return &s.yrmcds[ProtoSemaphore]
+	case ProtoPool:
+		cs.pool = s.pools.NewClient(cs.owner)
+		return &s.poolH
+	case ProtoSlock:
+		cs.slock = newSlockConn()
+		return &s.sniff
+	}
+	return nil
+}

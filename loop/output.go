@@ -1,0 +1,214 @@
+package loop
+
+import (
+	"context"
+
+	"github.com/panjf2000/gnet/v2"
+)
+
+// The one way out. Every reply and every wake-up is appended to its connection's output
+// buffer (out, then put) and the connection is marked pending; nothing else writes. One
+// flush at the end of each event (OnTraffic, OnClose, a tick, the log's progress) writes
+// each pending connection once, as Redis's pending-write queue does
+// (handleClientsWithPendingWrites), so 50 replies owed to one connection in a turn cost
+// one write(2).
+//
+// Closes that the loop decides on for a connection other than the one it serves (too much
+// unsent output) wait until the flush is over (as Redis's freeClientAsync), so no Write
+// and no handler runs inside another. A Write that fails still closes its connection inside
+// gnet; that OnClose only updates state and appends to other connections' buffers, which
+// the running flush then writes in turn.
+//
+// Replies to a connection whose change is not yet in the append-only log wait in its buffer:
+// the flush writes only up to the position the log has acknowledged (gate), and the log's
+// progress report flushes the rest (persist.go).
+//
+// A client that reads as fast as it can is never cut: a handler stops producing replies for a
+// connection once its unsent bytes reach half of --max-output, leaving the requests behind in
+// the input buffer, and continues when the socket has taken them (kick, park). Only a client
+// that does not read, while wake-ups it cannot refuse pile up, reaches --max-output and is
+// closed.
+
+// keepOut is the largest output buffer kept for reuse once it has been written.
+const keepOut = 64 << 10
+
+// freeBufs is how many empty output buffers the loop keeps for connections to take.
+const freeBufs = 256
+
+// out returns the buffer to append cs's next reply to; give it back with put.
+func (s *Server) out(cs *conn) []byte {
+	if cs.out == nil {
+		if n := len(s.free); n > 0 {
+			cs.out, s.free = s.free[n-1], s.free[:n-1]
+		}
+	}
+	return cs.out
+}
+
+// put stores b, cs's output buffer with replies appended, and marks cs for the flush.
+func (s *Server) put(cs *conn, b []byte) {
+	from := len(cs.out)
+	cs.out = b
+	if cs.slock != nil && s.persist.w != nil {
+		s.gateReply(cs, from)
+	}
+	s.pend(cs)
+}
+
+// pend marks cs for the next flush.
+func (s *Server) pend(cs *conn) {
+	if !cs.pending && !cs.closed {
+		cs.pending = true
+		s.pending = append(s.pending, cs)
+	}
+}
+
+// full reports whether cs has so much unsent output that its handler should stop producing
+// until the socket has taken some (the requests behind stay in its input buffer).
+func (s *Server) full(cs *conn) bool {
+	return len(cs.out)+cs.sent >= s.cfg.MaxOutput/2
+}
+
+// kick asks for cs to be served again after the flush: it stopped with requests left
+// behind a full output buffer, a streaming dump, or a reply it waited for.
+func (s *Server) kick(cs *conn) {
+	if !cs.kicked && !cs.closed {
+		cs.kicked = true
+		s.kicked = append(s.kicked, cs)
+	}
+}
+
+// flush writes every pending connection's output with one Write each, closes the
+// connections that went over --max-output, and writes what their closes owed to others,
+// until nothing is left. Then it serves again the connections that were kicked.
+func (s *Server) flush() {
+	if s.flushing {
+		return // an OnClose inside a failed Write: the running flush picks up what it added
+	}
+	s.flushing = true
+	for len(s.pending) > 0 || len(s.closing) > 0 {
+		for i := 0; i < len(s.pending); i++ {
+			cs := s.pending[i]
+			s.pending[i] = nil
+			cs.pending = false
+			s.write(cs)
+		}
+		s.pending = s.pending[:0]
+		for i := 0; i < len(s.closing); i++ {
+			cs := s.closing[i]
+			s.closing[i] = nil
+			if !cs.closed {
+				_ = cs.c.EventLoop().Close(cs.c) // runs OnClose now, which may owe others replies
+			}
+		}
+		s.closing = s.closing[:0]
+	}
+	s.flushing = false
+	s.resume()
+}
+
+// write writes the part of cs's output the log allows, once, and keeps the rest.
+func (s *Server) write(cs *conn) {
+	if cs.closed {
+		s.release(cs)
+		return
+	}
+	n := s.gate(cs)
+	if n > 0 {
+		s.m.bytesSent(cs.proto, n)
+		_, err := cs.c.Write(cs.out[:n])
+		if cs.closed || err != nil {
+			s.release(cs) // the failed Write ran OnClose
+			return
+		}
+		cs.out = cs.out[:copy(cs.out, cs.out[n:])]
+		cs.wrote(n)
+	}
+	cs.sent = cs.c.OutboundBuffered()
+	if cs.sent > s.cfg.MaxOutput {
+		s.log.Warn().Uint64("conn", uint64(cs.owner)).Stringer("proto", cs.proto).
+			Str("remote", cs.c.RemoteAddr().String()).Int("unsent", cs.sent).Int("limit", s.cfg.MaxOutput).
+			Msg("closing connection: too many unsent replies (max-output)")
+		s.closeLater(cs)
+		return
+	}
+	if len(cs.out) == 0 {
+		s.release(cs)
+	}
+}
+
+// release gives cs's empty output buffer back for reuse (a large one to the collector).
+func (s *Server) release(cs *conn) {
+	b := cs.out
+	cs.out, cs.gates = nil, cs.gates[:0]
+	if b != nil && cap(b) <= keepOut && len(s.free) < freeBufs {
+		s.free = append(s.free, b[:0])
+	}
+}
+
+// closeLater closes cs once the flush in progress is over.
+func (s *Server) closeLater(cs *conn) {
+	if !cs.closing && !cs.closed {
+		cs.closing = true
+		s.closing = append(s.closing, cs)
+	}
+}
+
+// resume serves the kicked connections again: at once (on the loop's next turn) when their
+// socket has room, else from a tick once it has drained.
+func (s *Server) resume() {
+	for i := 0; i < len(s.kicked); i++ {
+		cs := s.kicked[i]
+		s.kicked[i] = nil
+		cs.kicked = false
+		switch {
+		case cs.closed || cs.closing:
+		case s.full(cs):
+			s.parkConn(cs)
+		case cs.busy || cs.c.InboundBuffered() > 0:
+			_ = cs.c.Wake(nil) // OnTraffic(cs) again, with no new bytes
+		}
+	}
+	s.kicked = s.kicked[:0]
+}
+
+// parkConn waits for cs's socket to drain before serving it again (checked each tick).
+func (s *Server) parkConn(cs *conn) {
+	if !cs.parked {
+		cs.parked = true
+		s.parked = append(s.parked, cs)
+	}
+}
+
+// unpark runs on each tick: parked connections whose socket has taken enough are kicked.
+func (s *Server) unpark() {
+	kept := s.parked[:0]
+	for _, cs := range s.parked {
+		if cs.closed {
+			cs.parked = false
+			continue
+		}
+		cs.sent = cs.c.OutboundBuffered()
+		if s.full(cs) {
+			kept = append(kept, cs)
+			continue
+		}
+		cs.parked = false
+		s.kick(cs)
+	}
+	clear(s.parked[len(kept):])
+	s.parked = kept
+}
+
+// runFlushed runs f on the loop (from another goroutine) and flushes what it produced.
+func (s *Server) runFlushed(f func()) {
+	el, ok := s.el.Load().(gnet.EventLoop)
+	if !ok {
+		return
+	}
+	_ = el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+		f()
+		s.flush()
+		return nil
+	}))
+}
