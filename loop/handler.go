@@ -11,7 +11,6 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
-
 )
 
 // OnBoot runs on Run's goroutine before the loop starts: it tunes each listener and records

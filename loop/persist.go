@@ -21,10 +21,10 @@ import (
 type persistState struct {
 	w     *aof.Writer
 	path  string
-	seq   uint64 // stream bytes handed to the writer
-	ack   uint64 // stream bytes written (or, with always, fsynced)
-	buf   []byte  // records being encoded
-	held  []*conn // connections with replies waiting for the log (gateMark)
+	seq   uint64                // stream bytes handed to the writer
+	ack   uint64                // stream bytes written (or, with always, fsynced)
+	buf   []byte                // records being encoded
+	held  []*conn               // connections with replies waiting for the log (gateMark)
 	emit  func(*store.KeyState) // appendRecord, bound once so that passing it allocates nothing
 	fatal atomic.Pointer[error]
 
