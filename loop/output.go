@@ -118,6 +118,9 @@ func (s *Server) write(cs *conn) {
 		s.m.bytesSent(cs.proto, n)
 		_, err := cs.c.Write(cs.out[:n])
 		if cs.closed || err != nil {
+			if cs.proto == ProtoPool {
+				s.pools.Stats().FailedSends++ // PoolCounter's STATS counts replies it could not send
+			}
 			s.release(cs) // the failed Write ran OnClose
 			return
 		}
