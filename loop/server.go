@@ -1,5 +1,20 @@
 // Package loop runs tallyd's one gnet event loop: it accepts connections, feeds their bytes to
 // the codec of the listener they arrived on, applies requests to the store, and writes replies.
+//
+// One request takes one path. OnTraffic peeks the connection's input and asks the
+// connection's handler (one per protocol: conn.go) to parse one request and execute it, until
+// no whole request is left; the views parse returns are valid until the loop discards what was
+// parsed, once, at the end. A handler calls the store with the time passed in, and appends its
+// reply to the connection's output buffer (Server.out, Server.put); wake-ups the store returns
+// for other connections (a PoolCounter grant, a slock lock handed over, a timeout) are appended
+// to theirs the same way. Nothing writes to a socket but the flush (output.go) that ends every
+// event — OnTraffic, OnClose, a tick, the log writer's progress — and writes each pending
+// connection once, up to what the append-only log has acknowledged (persist.go). Closes the
+// loop decides on wait until the flush is over, so no handler runs inside another.
+//
+// Timed work (waits that time out, expiries, garbage collection, log rewrites) runs on the
+// loop from ticks: OnTick, on gnet's ticker goroutine, only hands it over with
+// EventLoop.Execute.
 package loop
 
 import (
