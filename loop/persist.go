@@ -170,32 +170,39 @@ type gateMark struct {
 	seq uint64
 }
 
-// gateReply runs as a reply is added to slock connection cs's output at offset from: the
-// store's changes so far are handed to the log, and while the log has not acknowledged them
-// the reply waits for it. This is how a reply never overtakes the change it reports (nor one
-// it saw).
+// gateReply runs as a reply is added to slock connection cs's output at offset from: while
+// the store has changes the log has not yet acknowledged (or not even been handed), the
+// reply waits for them. Which log position it waits for is settled at the flush, after the
+// changes made so far are handed to the log in one batch (gate). This is how a reply never
+// overtakes the change it reports (nor one it saw).
 func (s *Server) gateReply(cs *conn, from int) {
 	p := &s.persist
-	s.journal(p.lastNow)
-	if p.seq <= p.ack {
+	if p.seq <= p.ack && !s.locks.Journaled() {
 		return
 	}
-	if n := len(cs.gates); n > 0 && cs.gates[n-1].seq == p.seq {
+	if n := len(cs.gates); n > 0 && (cs.gates[n-1].seq == 0 || cs.gates[n-1].seq == p.seq && !s.locks.Journaled()) {
 		return // the mark before covers it
 	}
-	cs.gates = append(cs.gates, gateMark{from, p.seq})
+	cs.gates = append(cs.gates, gateMark{from, 0})
 	s.hold(cs)
 }
 
 // gate returns how much of cs's output may be written now: up to the first mark the log has
-// not yet passed.
+// not yet passed. Marks still unsettled wait for everything handed to the log so far.
 func (s *Server) gate(cs *conn) int {
 	g := cs.gates
 	if len(g) == 0 {
 		return len(cs.out)
 	}
+	p := &s.persist
+	s.journal(p.lastNow)
+	for j := range g {
+		if g[j].seq == 0 {
+			g[j].seq = p.seq
+		}
+	}
 	i := 0
-	for i < len(g) && g[i].seq <= s.persist.ack {
+	for i < len(g) && g[i].seq <= p.ack {
 		i++
 	}
 	cs.gates = g[:copy(g, g[i:])]
