@@ -1,9 +1,10 @@
-package main
+package e2e
 
 import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -23,7 +24,7 @@ import (
 var binPath string
 
 // TestMain builds the real binary once: these tests run it as a process, the way
-// deployment scripts do.
+// deployment scripts do. It is built by import path, so the tests work from any directory.
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "tallyd-bin")
 	if err != nil {
@@ -31,7 +32,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binPath = filepath.Join(dir, "tallyd")
-	out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", binPath, "tallyd").CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
 		os.Exit(1)
@@ -169,15 +170,30 @@ func dialRetry(t *testing.T, addr string) net.Conn {
 	}
 }
 
+// runBin runs the binary to its end and returns its exit status and everything it printed.
+func runBin(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	out, err := exec.Command(binPath, args...).CombinedOutput()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, string(out)
+	case errors.As(err, &ee):
+		return ee.ExitCode(), string(out)
+	}
+	t.Fatalf("tallyd %q: %v", args, err)
+	return -1, ""
+}
+
 func TestHelpAndVersion(t *testing.T) {
-	var buf bytes.Buffer
-	if code := run([]string{"--help"}, &buf); code != 0 {
+	code, help := runBin(t, "--help")
+	if code != 0 {
 		t.Fatalf("--help exited %d", code)
 	}
 	for _, want := range []string{"Usage: tallyd", "-l, --bind", "--counter-port", "--semaphore-port",
 		"--config", "--max-connections", "--max-body", "--max-objects", "--max-output",
 		"--log-level", "--log-format", "--version", "counter.stat_interval", "SIGTERM"} {
-		if !strings.Contains(buf.String(), want) {
+		if !strings.Contains(help, want) {
 			t.Errorf("--help does not mention %q", want)
 		}
 	}
@@ -185,9 +201,8 @@ func TestHelpAndVersion(t *testing.T) {
 	if err != nil || !strings.HasPrefix(string(out), "tallyd ") {
 		t.Fatalf("--version: %q, %v", out, err)
 	}
-	buf.Reset()
-	if code := run([]string{"--no-such-flag"}, &buf); code != 2 || !strings.Contains(buf.String(), "no-such-flag") {
-		t.Fatalf("unknown flag: exit %d, %q", code, buf.String())
+	if code, out := runBin(t, "--no-such-flag"); code != 2 || !strings.Contains(out, "no-such-flag") {
+		t.Fatalf("unknown flag: exit %d, %q", code, out)
 	}
 }
 

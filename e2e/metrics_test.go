@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // --metrics-addr on the real binary: the address it logs, /metrics and /healthz over HTTP,
 // the config key, and a clean stop.
@@ -55,6 +55,12 @@ func TestMetricsFlagServesMetricsAndHealthz(t *testing.T) {
 	}
 	if r := call(t, c, counter.AppendRelease(nil, 2, 9, []byte("m"))); r.Status != counter.StatusNotAcquired {
 		t.Fatalf("release: %v", r.Status)
+	}
+	// The version build_info must carry is the one the binary prints.
+	_, out := runBin(t, "--version")
+	version, ok := strings.CutPrefix(strings.TrimSpace(out), "tallyd ")
+	if !ok || version == "" {
+		t.Fatalf("--version printed %q", out)
 	}
 	code, body := httpGet(t, base+"/metrics")
 	if code != http.StatusOK {

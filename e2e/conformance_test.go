@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // Conformance: a client written from the spec alone (scripts/yc-cnt) against tallyd, and
 // tallyd against the real yrmcds 1.1.9 (Debian's yrmcdsd) byte for byte, except where
@@ -876,7 +876,7 @@ func cfSetDiff(ref, tal []string) string {
 // ---------------------------------------------------------------------------------------
 // scripts/yc-cnt, a client written from the spec alone.
 
-const ycPath = "scripts/yc-cnt"
+const ycPath = "../scripts/yc-cnt"
 
 var (
 	ycOnce   sync.Once
