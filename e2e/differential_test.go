@@ -125,40 +125,27 @@ counter.stat_interval = 86400
 	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "-f", path)
-	log := &syncBuf{}
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", bin, err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
-		if t.Failed() {
-			t.Logf("yrmcdsd log:\n%s", log.String())
+	var p *proc
+	t.Cleanup(func() { // after the kill (cleanups run last first): the whole log
+		if p != nil && t.Failed() {
+			t.Logf("yrmcdsd log:\n%s", p.log.String())
 		}
 	})
+	p = startCmd(t, exec.Command(bin, "-f", path))
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(counterPort))
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		select {
-		case err := <-done:
-			done <- err
-			t.Fatalf("yrmcdsd exited at start (%v):\n%s", err, log.String())
-		default:
+	if !waitUntil(time.Now().Add(10*time.Second), 20*time.Millisecond, func() bool {
+		if exited, err := p.exited(); exited {
+			t.Fatalf("yrmcdsd exited at start (%v):\n%s", err, p.log.String())
 		}
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			c.Close()
-			return addr
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("yrmcdsd never listened on %s:\n%s", addr, log.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+		return err == nil
+	}) {
+		t.Fatalf("yrmcdsd never listened on %s:\n%s", addr, p.log.String())
 	}
+	return addr
 }
 
 // ---------------------------------------------------------------------------------------
@@ -506,12 +493,9 @@ func TestDifferentialAgainstYrmcds(t *testing.T) {
 		// Known difference: the order of entries (hash order) is not compared. Two
 		// counters are set aside: "wrap" exists on tallyd only, and "rst" is still held on
 		// the reference if it has not noticed the reset yet.
-		entry := func(o, cur, max uint32, name string) []byte {
-			return cfReply(cfDump, 0, o, append(append(cfU32(cur), cfU32(max)...), cfName(name)...))
-		}
 		var rs, ts [][]byte
 		var refRST []byte
-		tallyOnly := entry(77, 0, 0xffffffff, "wrap") // its holder has closed
+		tallyOnly := cfDumpEntry(77, 0, 0xffffffff, "wrap") // its holder has closed
 		for _, f := range rf[:len(rf)-1] {
 			if bytes.HasSuffix(f, cfName("rst")) && len(f) == 12+10+3 {
 				refRST = f
@@ -524,16 +508,16 @@ func TestDifferentialAgainstYrmcds(t *testing.T) {
 			switch {
 			case bytes.Equal(f, tallyOnly):
 				foundWrap = true
-			case bytes.Equal(f, entry(77, 0, 4, "rst")):
+			case bytes.Equal(f, cfDumpEntry(77, 0, 4, "rst")):
 				foundRST = true
 			default:
 				ts = append(ts, f)
 			}
 		}
 		if !foundWrap || !foundRST {
-			t.Errorf("tallyd's dump lacks % x or % x", tallyOnly, entry(77, 0, 4, "rst"))
+			t.Errorf("tallyd's dump lacks % x or % x", tallyOnly, cfDumpEntry(77, 0, 4, "rst"))
 		}
-		if wantRST := entry(77, 0, 4, "rst"); !refRSTReleased && bytes.Equal(refRST, entry(77, 4, 4, "rst")) {
+		if wantRST := cfDumpEntry(77, 0, 4, "rst"); !refRSTReleased && bytes.Equal(refRST, cfDumpEntry(77, 4, 4, "rst")) {
 			t.Logf("yrmcds still holds rst (% x): the documented RST delay", refRST)
 		} else if !bytes.Equal(refRST, wantRST) {
 			t.Errorf("yrmcds's rst entry: % x, want % x", refRST, wantRST)
@@ -542,7 +526,7 @@ func TestDifferentialAgainstYrmcds(t *testing.T) {
 			t.Errorf("dump entries differ (as sets):\n%s", d)
 		}
 		// What d-1 must look like: current 3, maximum 7 (4+3 before the release).
-		want := entry(77, 3, 7, n)
+		want := cfDumpEntry(77, 3, 7, n)
 		found := false
 		for _, f := range tf {
 			found = found || bytes.Equal(f, want)
@@ -580,16 +564,12 @@ func cfGetOn(t *testing.T, c *cfConn, name string) int64 {
 // and returns whether it got there and the last value seen.
 func cfPollUntil(t *testing.T, c *cfConn, name string, want int64, deadline time.Time) (bool, int64) {
 	t.Helper()
-	for {
-		got := cfGetOn(t, c, name)
-		if got == want {
-			return true, got
-		}
-		if time.Now().After(deadline) {
-			return false, got
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	var got int64
+	ok := waitUntil(deadline, 20*time.Millisecond, func() bool {
+		got = cfGetOn(t, c, name)
+		return got == want
+	})
+	return ok, got
 }
 
 // cfPoll waits (up to 15 s: the reference may take seconds to notice a close) until a

@@ -49,15 +49,38 @@ func TestMain(m *testing.M) {
 func runBin(t *testing.T, args ...string) (int, string) {
 	t.Helper()
 	out, err := exec.Command(binPath, args...).CombinedOutput()
+	code, ok := exitStatus(err)
+	if !ok {
+		t.Fatalf("tallyd %q: %v", args, err)
+	}
+	return code, string(out)
+}
+
+// exitStatus is the exit status that a Wait or Run error stands for (-1: killed by a
+// signal); false if it stands for none (the process could not be run or waited for).
+func exitStatus(err error) (int, bool) {
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
-		return 0, string(out)
+		return 0, true
 	case errors.As(err, &ee):
-		return ee.ExitCode(), string(out)
+		return ee.ExitCode(), true
 	}
-	t.Fatalf("tallyd %q: %v", args, err)
-	return -1, ""
+	return -1, false
+}
+
+// waitUntil asks cond every interval until it says true or the deadline passes, and
+// returns its last answer.
+func waitUntil(deadline time.Time, every time.Duration, cond func() bool) bool {
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(every)
+	}
 }
 
 // syncBuf is a bytes.Buffer safe for the process's writer and the test's reader.
@@ -70,10 +93,11 @@ func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(
 
 func (s *syncBuf) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
+// proc is a server process: tallyd or the reference yrmcdsd.
 type proc struct {
 	cmd  *exec.Cmd
 	log  *syncBuf
-	done chan error
+	done chan error // Wait's result, put back by whoever takes it
 }
 
 // start runs the binary (through bash when a ulimit is wanted) and kills it when the test ends.
@@ -90,16 +114,20 @@ func start(t *testing.T, ulimit int, args ...string) *proc {
 	if j := strings.Join(args, " "); !strings.Contains(j, "--data-dir") && !strings.Contains(j, "--appendonly") {
 		args = append(args, "--data-dir="+t.TempDir())
 	}
-	var cmd *exec.Cmd
 	if ulimit > 0 {
-		cmd = exec.Command("bash", append([]string{"-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, ulimit), binPath}, args...)...)
-	} else {
-		cmd = exec.Command(binPath, args...)
+		return startCmd(t, exec.Command("bash", append([]string{"-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, ulimit), binPath}, args...)...))
 	}
+	return startCmd(t, exec.Command(binPath, args...))
+}
+
+// startCmd starts a server process, its output going to its log, and kills it when the
+// test ends.
+func startCmd(t *testing.T, cmd *exec.Cmd) *proc {
+	t.Helper()
 	p := &proc{cmd: cmd, log: &syncBuf{}, done: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = p.log, p.log
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		t.Fatalf("start %s: %v", cmd.Path, err)
 	}
 	go func() { p.done <- cmd.Wait() }()
 	t.Cleanup(func() {
@@ -111,12 +139,21 @@ func start(t *testing.T, ulimit int, args ...string) *proc {
 
 func (p *proc) waitLog(t *testing.T, substr string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(p.log.String(), substr) {
-		if time.Now().After(deadline) {
-			t.Fatalf("log never said %q:\n%s", substr, p.log.String())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !waitUntil(time.Now().Add(10*time.Second), 10*time.Millisecond, func() bool {
+		return strings.Contains(p.log.String(), substr)
+	}) {
+		t.Fatalf("log never said %q:\n%s", substr, p.log.String())
+	}
+}
+
+// exited tells, without waiting, whether the process has ended, and Wait's error if so.
+func (p *proc) exited() (bool, error) {
+	select {
+	case err := <-p.done:
+		p.done <- err // for exitCode and the cleanup
+		return true, err
+	default:
+		return false, nil
 	}
 }
 
@@ -126,11 +163,8 @@ func (p *proc) exitCode(t *testing.T) int {
 	select {
 	case err := <-p.done:
 		p.done <- err // for the cleanup
-		if err == nil {
-			return 0
-		}
-		if ee, ok := err.(*exec.ExitError); ok {
-			return ee.ExitCode()
+		if code, ok := exitStatus(err); ok {
+			return code
 		}
 		t.Fatalf("wait: %v", err)
 	case <-time.After(15 * time.Second):
@@ -152,18 +186,16 @@ func freePort(t *testing.T) int {
 
 func dialRetry(t *testing.T, addr string) net.Conn {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			t.Cleanup(func() { c.Close() })
-			return c
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("dial %s: %v", addr, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var c net.Conn
+	var err error
+	if !waitUntil(time.Now().Add(10*time.Second), 20*time.Millisecond, func() bool {
+		c, err = net.DialTimeout("tcp", addr, time.Second)
+		return err == nil
+	}) {
+		t.Fatalf("dial %s: %v", addr, err)
 	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
 // call sends one request and reads its response.
@@ -173,14 +205,9 @@ func call(t *testing.T, c net.Conn, req []byte) counter.Response {
 	if _, err := c.Write(req); err != nil {
 		t.Fatalf("write: %v", err)
 	}
-	hdr := make([]byte, 12)
-	if _, err := io.ReadFull(c, hdr); err != nil {
+	buf, err := readFrame(c)
+	if err != nil {
 		t.Fatalf("read: %v", err)
-	}
-	buf := make([]byte, 12+binary.BigEndian.Uint32(hdr[4:]))
-	copy(buf, hdr)
-	if _, err := io.ReadFull(c, buf[12:]); err != nil {
-		t.Fatalf("read body: %v", err)
 	}
 	var r counter.Response
 	if _, err := counter.ParseResponse(buf, 1<<20, &r); err != nil {
@@ -305,6 +332,11 @@ func cfErr(op, status byte, opaque uint32) []byte {
 
 func cfOK(op byte, opaque uint32) []byte { return cfReply(op, 0, opaque, nil) }
 
+// cfDumpEntry is one entry of a Dump reply: `u32 Current, u32 Maximum, u16 NameLen, Name`.
+func cfDumpEntry(opaque, cur, max uint32, name string) []byte {
+	return cfReply(cfDump, 0, opaque, append(append(cfU32(cur), cfU32(max)...), cfName(name)...))
+}
+
 func cfCat(frames ...[]byte) []byte { return bytes.Join(frames, nil) }
 
 // ---------------------------------------------------------------------------------------
@@ -325,18 +357,28 @@ func cfDial(t *testing.T, name, addr string) *cfConn {
 // frame reads one reply frame, waiting at most 5 s.
 func (c *cfConn) frame() ([]byte, error) {
 	_ = c.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	f, err := readFrame(c.r)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.name, err)
+	}
+	return f, nil
+}
+
+// readFrame reads one yrmcds frame: its 12-byte header and the body the header announces
+// (1 MiB at most).
+func readFrame(r io.Reader) ([]byte, error) {
 	hdr := make([]byte, 12)
-	if _, err := io.ReadFull(c.r, hdr); err != nil {
-		return nil, fmt.Errorf("%s: reading a reply header: %w", c.name, err)
+	if _, err := io.ReadFull(r, hdr); err != nil {
+		return nil, fmt.Errorf("reading a reply header: %w", err)
 	}
 	n := binary.BigEndian.Uint32(hdr[4:])
 	if n > 1<<20 {
-		return nil, fmt.Errorf("%s: reply header % x claims a %d-byte body", c.name, hdr, n)
+		return nil, fmt.Errorf("reply header % x claims a %d-byte body", hdr, n)
 	}
 	f := make([]byte, 12+n)
 	copy(f, hdr)
-	if _, err := io.ReadFull(c.r, f[12:]); err != nil {
-		return nil, fmt.Errorf("%s: reading a %d-byte reply body: %w", c.name, n, err)
+	if _, err := io.ReadFull(r, f[12:]); err != nil {
+		return nil, fmt.Errorf("reading a %d-byte reply body: %w", n, err)
 	}
 	return f, nil
 }

@@ -79,22 +79,16 @@ func TestOpenFileLimitNeverStopsTheEngine(t *testing.T) {
 		c.Close()
 	}
 	// And, once the flood is gone, new clients get in.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	if !waitUntil(time.Now().Add(10*time.Second), 50*time.Millisecond, func() bool {
 		c := dialRetry(t, addr)
 		_ = c.SetDeadline(time.Now().Add(time.Second))
 		_, _ = c.Write(counter.AppendRequest(nil, counter.OpNoop, 3, nil))
-		if n, _ := io.ReadFull(c, make([]byte, 12)); n == 12 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no new connection served after the flood:\n%s", p.log.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+		n, _ := io.ReadFull(c, make([]byte, 12))
+		return n == 12
+	}) {
+		t.Fatalf("no new connection served after the flood:\n%s", p.log.String())
 	}
-	select {
-	case err := <-p.done:
+	if exited, err := p.exited(); exited {
 		t.Fatalf("server exited: %v\n%s", err, p.log.String())
-	default:
 	}
 }

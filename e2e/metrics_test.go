@@ -101,16 +101,13 @@ func TestMetricsAddrFromConfigFile(t *testing.T) {
 	}
 	p := start(t, 0, "--counter-port", strconv.Itoa(freePort(t)), "--config", conf)
 	base := "http://" + p.metricsAddr(t)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		code, body := httpGet(t, base+"/healthz")
-		if code == http.StatusOK {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/healthz: %d %q", code, body)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var code int
+	var body string
+	if !waitUntil(time.Now().Add(10*time.Second), 20*time.Millisecond, func() bool {
+		code, body = httpGet(t, base+"/healthz")
+		return code == http.StatusOK
+	}) {
+		t.Fatalf("/healthz: %d %q", code, body)
 	}
 }
 

@@ -75,10 +75,8 @@ func TestSecondServerOnSamePortExits1(t *testing.T) {
 	if code := b.exitCode(t); code != 1 || !strings.Contains(b.log.String(), "address already in use") {
 		t.Fatalf("second server: exit %d:\n%s", code, b.log.String())
 	}
-	select {
-	case err := <-a.done:
+	if exited, err := a.exited(); exited {
 		t.Fatalf("first server exited: %v", err)
-	default:
 	}
 }
 

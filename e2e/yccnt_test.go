@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -61,15 +60,23 @@ func ycRun(t *testing.T, stdin string, args ...string) (stdout, stderr string, c
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err := cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee) && ctx.Err() == nil:
-		code = ee.ExitCode()
-	default:
+	code, ok := exitStatus(err)
+	if !ok || err != nil && ctx.Err() != nil { // not run, or killed at the timeout
 		t.Fatalf("yc-cnt %q: %v\nstderr: %s", args, err, e.String())
 	}
 	return o.String(), e.String(), code
+}
+
+// ycWaitZero runs `yc-cnt get NAME` until it prints 0 (10 s at most), and returns whether
+// it did and what it printed last.
+func ycWaitZero(t *testing.T, srv []string, name string) (bool, string) {
+	t.Helper()
+	var out string
+	ok := waitUntil(time.Now().Add(10*time.Second), 20*time.Millisecond, func() bool {
+		out, _, _ = ycRun(t, "", append(srv, "get", name)...)
+		return out == "0\n"
+	})
+	return ok, out
 }
 
 func ycLines(s string) []string {
@@ -190,15 +197,8 @@ stats
 
 	t.Run("exit statuses of single commands", func(t *testing.T) {
 		// The session above has ended: its holdings of s1 went with its connection.
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			if out, _, _ := ycRun(t, "", append(srv, "get", "s1")...); out == "0\n" {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("s1 is still held 10 s after the session ended")
-			}
-			time.Sleep(20 * time.Millisecond)
+		if ok, _ := ycWaitZero(t, srv, "s1"); !ok {
+			t.Fatal("s1 is still held 10 s after the session ended")
 		}
 		for _, c := range []struct {
 			args       []string
@@ -303,16 +303,8 @@ stats
 		if err := holder.Wait(); err != nil {
 			t.Fatalf("holder: %v; stderr: %s", err, holderErr.String())
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			out, _, _ := ycRun(t, "", append(srv, "get", "held")...)
-			if out == "0\n" {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("held is still %q 10 s after its holder exited", out)
-			}
-			time.Sleep(20 * time.Millisecond)
+		if ok, out := ycWaitZero(t, srv, "held"); !ok {
+			t.Fatalf("held is still %q 10 s after its holder exited", out)
 		}
 		check("OK 10\n", 0, "acquire", "held", "10", "10")
 	})
@@ -377,9 +369,6 @@ func ycFakeServer(t *testing.T) {
 			}
 		}
 	}
-	dumpEntry := func(o, cur, max uint32, name string) []byte {
-		return cfReply(cfDump, 0, o, append(append(cfU32(cur), cfU32(max)...), cfName(name)...))
-	}
 	stat := func(name, value string) []byte {
 		b := binary.BigEndian.AppendUint16(nil, uint16(len(name)))
 		b = binary.BigEndian.AppendUint16(b, uint16(len(value)))
@@ -411,7 +400,7 @@ func ycFakeServer(t *testing.T) {
 				{cfReq(cfGet, 2, cfGetBody("n\x00\\")), [][]byte{cfReply(cfGet, 0, 2, cfU32(4294967295))}},
 				{cfReq(cfRelease, 3, cfRelBody(0, "n")), [][]byte{cfOK(cfRelease, 3)}},
 				{cfReq(cfStats, 4, nil), [][]byte{cfReply(cfStats, 0, 4, cfCat(stat("objects", "2"), stat("command:get", "17")))}},
-				{cfReq(cfDump, 5, nil), [][]byte{dumpEntry(5, 1, 2, "a b"), dumpEntry(5, 0, 9, "\\\xff"), cfOK(cfDump, 5)}},
+				{cfReq(cfDump, 5, nil), [][]byte{cfDumpEntry(5, 1, 2, "a b"), cfDumpEntry(5, 0, 9, "\\\xff"), cfOK(cfDump, 5)}},
 			},
 			out: "OK\n4294967295\nOK\nobjects 2\ncommand:get 17\na\\x20b 1 2\n\\\\\\xff 0 9\n",
 		},
