@@ -3,7 +3,7 @@ GO       ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 FUZZTIME ?= 10s
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: all build run test vet deps unit race fuzz clean
+.PHONY: all build run test vet deps unit e2e race fuzz clean
 
 all: build
 
@@ -28,6 +28,11 @@ vet:
 
 unit:
 	$(GO) test -count=1 ./...
+
+# Only the end-to-end tests (e2e/): they build tallyd, run it as a process and talk to it
+# over TCP. `unit` runs them too.
+e2e:
+	$(GO) test -count=1 ./e2e/
 
 race:
 	$(GO) test -count=1 -race ./store/... ./loop/... ./aof/... ./stats/... ./client/...

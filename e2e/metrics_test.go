@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // --metrics-addr on the real binary: the address it logs, /metrics and /healthz over HTTP,
 // the config key, and a clean stop.
@@ -56,6 +56,12 @@ func TestMetricsFlagServesMetricsAndHealthz(t *testing.T) {
 	if r := call(t, c, counter.AppendRelease(nil, 2, 9, []byte("m"))); r.Status != counter.StatusNotAcquired {
 		t.Fatalf("release: %v", r.Status)
 	}
+	// The version build_info must carry is the one the binary prints.
+	_, out := runBin(t, "--version")
+	version, ok := strings.CutPrefix(strings.TrimSpace(out), "tallyd ")
+	if !ok || version == "" {
+		t.Fatalf("--version printed %q", out)
+	}
 	code, body := httpGet(t, base+"/metrics")
 	if code != http.StatusOK {
 		t.Fatalf("/metrics: %d\n%s", code, body)
@@ -95,16 +101,13 @@ func TestMetricsAddrFromConfigFile(t *testing.T) {
 	}
 	p := start(t, 0, "--counter-port", strconv.Itoa(freePort(t)), "--config", conf)
 	base := "http://" + p.metricsAddr(t)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		code, body := httpGet(t, base+"/healthz")
-		if code == http.StatusOK {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/healthz: %d %q", code, body)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var code int
+	var body string
+	if !waitUntil(time.Now().Add(10*time.Second), 20*time.Millisecond, func() bool {
+		code, body = httpGet(t, base+"/healthz")
+		return code == http.StatusOK
+	}) {
+		t.Fatalf("/healthz: %d %q", code, body)
 	}
 }
 

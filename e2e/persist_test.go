@@ -1,12 +1,11 @@
-package main
+package e2e
+
+// The append-only log through the binary: writes survive kill -9, a damaged log is cut or
+// refused, and the aof.* config keys.
 
 import (
-	"bufio"
-	"context"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -14,63 +13,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"tallyd/proto/resp"
 )
-
-// rconn is a minimal Redis client for these tests.
-type rconn struct {
-	c  net.Conn
-	br *bufio.Reader
-}
-
-func dialR(t *testing.T, addr string) *rconn {
-	c := dialRetry(t, addr)
-	return &rconn{c: c, br: bufio.NewReader(c)}
-}
-
-// do sends one command and returns its reply as text: "+OK", ":5", "$v", "$-1", "-ERR ...".
-func (r *rconn) do(args ...string) (string, error) {
-	_ = r.c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := r.c.Write(resp.AppendCommand(nil, args...)); err != nil {
-		return "", err
-	}
-	var buf []byte
-	for {
-		line, err := r.br.ReadBytes('\n')
-		if err != nil {
-			return "", err
-		}
-		buf = append(buf, line...)
-		rep, n, err := resp.ParseReply(buf)
-		if err != nil {
-			return "", err
-		}
-		if n == 0 {
-			continue
-		}
-		switch rep.Kind {
-		case ':':
-			return ":" + strconv.FormatInt(rep.Int, 10), nil
-		case '$':
-			if rep.Null {
-				return "$-1", nil
-			}
-			return "$" + string(rep.Str), nil
-		case '*':
-			return fmt.Sprintf("*%d", len(rep.Elems)), nil
-		}
-		return string(rep.Kind) + string(rep.Str), nil
-	}
-}
-
-func (r *rconn) must(t *testing.T, want string, args ...string) {
-	t.Helper()
-	got, err := r.do(args...)
-	if err != nil || got != want {
-		t.Fatalf("%s: got %q (%v), want %q", strings.Join(args, " "), got, err, want)
-	}
-}
 
 // TestKill9KeepsAcknowledgedWrites kills the server with SIGKILL while clients write, then
 // restarts it on the same log: every write that was answered is there, with each fsync
@@ -205,66 +148,6 @@ func TestLogDamage(t *testing.T) {
 	if after, _ := os.ReadFile(path); len(after) != len(cut) {
 		t.Fatal("start-up changed a log it refused")
 	}
-}
-
-// TestRedisToolsAgainstTallyd runs redis-cli and redis-benchmark -t set,get,incr against
-// the key/value commands.
-func TestRedisToolsAgainstTallyd(t *testing.T) {
-	cli, err1 := exec.LookPath("redis-cli")
-	bench, err2 := exec.LookPath("redis-benchmark")
-	if err1 != nil || err2 != nil {
-		t.Skip("redis-cli or redis-benchmark is not installed: run scripts/ensure-redis-tools.sh (Debian package redis-tools)")
-	}
-	port := freePort(t)
-	p := start(t, 0, "--counter-port=0", "--slock-port="+strconv.Itoa(port))
-	p.waitLog(t, "tallyd listening")
-	ps := strconv.Itoa(port)
-	run := func(name string, args ...string) string {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		out, err := exec.CommandContext(ctx, name, append([]string{"-h", "127.0.0.1", "-p", ps}, args...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("%s %q: %v\n%s", name, args, err, out)
-		}
-		return strings.TrimRight(string(out), "\n")
-	}
-	for _, c := range []struct{ args, want string }{
-		{"SET greeting hello", "OK"},
-		{"GET greeting", "hello"},
-		{"INCRBY visits 41", "41"},
-		{"INCR visits", "42"},
-		{"GET visits", "42"},
-		{"EXISTS greeting visits nothere", "2"},
-		{"DEL greeting", "1"},
-		{"GET greeting", ""},
-		{"INCR visits x", "ERR value is not an integer or out of range"},
-	} {
-		if got := run(cli, strings.Fields(c.args)...); got != c.want {
-			t.Fatalf("redis-cli %s: %q, want %q", c.args, got, c.want)
-		}
-	}
-	out := run(bench, "-t", "set,get,incr", "-n", "20000", "-c", "16", "-P", "8", "--csv")
-	rows := 0
-	for _, line := range strings.Split(out, "\n") {
-		f := strings.Split(line, ",")
-		if len(f) < 2 || !strings.HasPrefix(f[0], `"SET"`) && !strings.HasPrefix(f[0], `"GET"`) && !strings.HasPrefix(f[0], `"INCR"`) {
-			continue
-		}
-		rps, err := strconv.ParseFloat(strings.Trim(f[1], `"`), 64)
-		if err != nil || rps <= 0 {
-			t.Fatalf("redis-benchmark row %q", line)
-		}
-		rows++
-	}
-	if rows != 3 || strings.Contains(out, "WARNING") || strings.Contains(out, "ERR") {
-		t.Fatalf("redis-benchmark printed:\n%s", out)
-	}
-	// Every INCR of the benchmark counted: it increments one key, counter:__rand_int__.
-	if got := run(cli, "GET", "counter:__rand_int__"); got != "20000" {
-		t.Fatalf("counter after 20,000 INCRs: %q\n%s", got, out)
-	}
-	t.Logf("redis-benchmark:\n%s", out)
 }
 
 // TestLogConfigKeys: the aof.* keys of the config file set the log, flags win over them,
