@@ -1,15 +1,12 @@
 package loop
 
 import (
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
 
 	"github.com/panjf2000/gnet/v2"
 
-	"tallyd/proto/resp"
 	"tallyd/proto/slock"
 	"tallyd/store"
 )
@@ -23,15 +20,15 @@ type slockConn struct {
 
 	// Redis-text side.
 	text     slock.Text
-	waiting  bool     // a LOCK/UNLOCK is unresolved: later commands wait behind it
-	waitID   [16]byte // its RequestId
-	waitLock bool     // it is a LOCK (its LockId becomes the default for UNLOCK)
-	seq      uint64   // for RequestIds and LockIds of text commands
-	kv       slock.KV // the key/value command being served
-	kvActive bool     // the awaited reply is kv's
-	kvMulti  bool     // kv is a DEL or EXISTS of several keys: replies are counted
-	kvN      int64    // their count
-	kvInt    int64    // the INCR family's new value
+	waiting  bool          // a LOCK/UNLOCK is unresolved: later commands wait behind it
+	waitID   [16]byte      // its RequestId
+	waitLock bool          // it is a LOCK (its LockId becomes the default for UNLOCK)
+	seq      uint64        // for RequestIds and LockIds of text commands
+	req      slock.Request // the command being served (req.KV: the key/value command awaited)
+	kvActive bool          // the awaited reply is req.KV's
+	kvMulti  bool          // req.KV is one key of a command on several: replies are counted
+	kvN      int64         // their count
+	kvInt    int64         // the INCR family's new value
 
 	// Replies held until the append-only log has the records before them (persist.go).
 	held    []byte
@@ -371,152 +368,6 @@ func (s *Server) slockExpire(now int64) {
 		s.lockReplies, s.execs = s.locks.Expire(now, s.lockReplies[:0], s.execs[:0])
 		s.drainLocks(now)
 	}
-}
-
-// slockText serves the Redis-text commands buffered on cs, stopping behind a LOCK or
-// UNLOCK that has not resolved yet.
-func (s *Server) slockText(cs *conn, now int64) gnet.Action {
-	c := cs.c
-	sc := cs.slock
-	if sc.waiting {
-		return gnet.None
-	}
-	buf, _ := c.Peek(-1)
-	used := 0
-	defer func() {
-		if used > 0 && !cs.closed {
-			_, _ = c.Discard(used)
-		}
-	}()
-	for used < len(buf) && !sc.waiting {
-		args, n, err := s.respDec.Parse(buf[used:], s.args[:0])
-		s.args = args[:0]
-		if err != nil {
-			why := "bad RESP request"
-			if errors.Is(err, resp.ErrInline) {
-				why = "inline text command"
-			}
-			s.log.Warn().Uint64("conn", uint64(cs.owner)).Str("remote", c.RemoteAddr().String()).Err(err).
-				Msg("closing slock connection: " + why)
-			return gnet.Close
-		}
-		if n == 0 {
-			break
-		}
-		used += n
-		if len(args) == 0 {
-			continue
-		}
-		if s.slockCommand(cs, args, now) {
-			return gnet.Close
-		}
-		if cs.closed {
-			return gnet.Close
-		}
-		if len(s.out) >= flushAt && !s.write(cs, s.out) {
-			return gnet.Close
-		}
-	}
-	return gnet.None
-}
-
-// slockCommand runs one text command; true means close the connection after the reply.
-func (s *Server) slockCommand(cs *conn, args [][]byte, now int64) (quit bool) {
-	sc := cs.slock
-	name := args[0]
-	defer s.textDone(s.textBegin(name))
-	switch {
-	case resp.Is(name, "LOCK"), resp.Is(name, "UNLOCK"), resp.Is(name, "PUSH"):
-		s.dataBuf = s.dataBuf[:0]
-		var f slock.Frame
-		will, buf, err := slock.ParseTextLock(args, &sc.text, func() [16]byte { return s.textID(cs) }, &f, s.dataBuf)
-		s.dataBuf = buf
-		if err != nil {
-			var te *slock.TextError
-			if errors.As(err, &te) {
-				s.out = resp.AppendError(s.out, "ERR "+te.Msg)
-			} else {
-				s.out = resp.AppendError(s.out, "ERR "+err.Error())
-			}
-			return false
-		}
-		cmd := frameCommand(&f)
-		if will {
-			cmd.Data = append([]byte(nil), cmd.Data...)
-			sc.wills = append(sc.wills, cmd)
-			s.out = resp.AppendSimple(s.out, "OK")
-			return false
-		}
-		if resp.Is(name, "PUSH") {
-			s.out = resp.AppendSimple(s.out, "OK") // PUSH does not wait for the result
-			s.runLock(cs.owner, &cmd, now)
-			return false
-		}
-		sc.waiting, sc.waitID, sc.waitLock = true, cmd.RequestID, cmd.Type == uint8(slock.TypeLock)
-		s.runLock(cs.owner, &cmd, now)
-	case resp.Is(name, "PING"):
-		if len(args) > 1 {
-			s.out = resp.AppendBulk(s.out, args[1])
-		} else {
-			s.out = resp.AppendSimple(s.out, "PONG")
-		}
-	case resp.Is(name, "ECHO"):
-		if len(args) != 2 {
-			s.out = resp.AppendError(s.out, "ERR wrong number of arguments for 'echo' command")
-		} else {
-			s.out = resp.AppendBulk(s.out, args[1])
-		}
-	case resp.Is(name, "QUIT"):
-		s.out = resp.AppendSimple(s.out, "OK")
-		return true
-	case resp.Is(name, "SELECT"):
-		n, ok := resp.ParseInt(argAt(args, 1))
-		if !ok || n < 0 || n > store.MaxLockDB {
-			s.out = resp.AppendError(s.out, "ERR DB index is out of range")
-		} else {
-			sc.text.DB = uint8(n)
-			s.out = resp.AppendSimple(s.out, "OK")
-		}
-	case resp.Is(name, "TIMEOUT"):
-		switch {
-		case resp.Is(argAt(args, 1), "SET"):
-			n, ok := resp.ParseInt(argAt(args, 2))
-			if !ok || n < 0 || n > 0xffffffff {
-				s.out = resp.AppendError(s.out, "ERR Command Parse Args Error")
-			} else {
-				sc.text.Timeout, sc.text.TimeoutFlag = uint16(n), uint16(n>>16)
-				s.out = resp.AppendSimple(s.out, "OK")
-			}
-		case resp.Is(argAt(args, 1), "GET"):
-			s.out = resp.AppendInt(s.out, int64(sc.text.TimeoutFlag)<<16|int64(sc.text.Timeout))
-		default:
-			s.out = resp.AppendError(s.out, "ERR Command Parse Args Error")
-		}
-	case resp.Is(name, "INFO"):
-		s.out = resp.AppendBulk(s.out, resp.InfoSections(s.slockInfo(now), args[1:]))
-	default:
-		if op, cname := slock.LookupKV(name); op != slock.OpNone {
-			s.slockKV(cs, args, op, cname, now)
-		} else if !s.slockAdmin(cs, args) {
-			s.out = resp.AppendError(s.out, "ERR Unknown Command")
-		}
-	}
-	return false
-}
-
-func argAt(args [][]byte, i int) []byte {
-	if i < len(args) {
-		return args[i]
-	}
-	return nil
-}
-
-// textID makes a RequestId or LockId for a text command: unique per server run.
-func (s *Server) textID(cs *conn) (id [16]byte) {
-	cs.slock.seq++
-	binary.BigEndian.PutUint64(id[:8], uint64(s.started)^uint64(cs.owner)<<20)
-	binary.BigEndian.PutUint64(id[8:], uint64(cs.owner)<<32|cs.slock.seq)
-	return id
 }
 
 // slockInfo renders INFO: the server, its clients, and each database's lock counts.

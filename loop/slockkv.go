@@ -1,7 +1,6 @@
 package loop
 
 import (
-	"errors"
 	"strconv"
 
 	"tallyd/proto/resp"
@@ -9,19 +8,15 @@ import (
 	"tallyd/store"
 )
 
-// slockKV serves a Redis key/value command on a text connection: most run as a Lock or
+// slockKV serves the key/value command parsed into cs's request: most run as a Lock or
 // Unlock on the key (slock-protocol.md §8.2) and answer when it resolves; TTL, KEYS,
 // SCAN, DBSIZE and FLUSHDB read or reset the store directly.
-func (s *Server) slockKV(cs *conn, args [][]byte, op slock.Op, name string, now int64) {
+func (s *Server) slockKV(cs *conn, now int64) {
 	sc := cs.slock
-	kv := &sc.kv
-	var err error
-	s.dataBuf, err = slock.ParseKV(args, op, name, &sc.text, now/1e6, func() [16]byte { return s.textID(cs) }, kv, s.dataBuf[:0])
-	if err != nil {
-		s.kvError(err)
-		return
-	}
+	kv := &sc.req.KV
+	op := kv.Op
 	db := sc.text.DB
+	var err error
 	switch op {
 	case slock.OpTTL, slock.OpPTTL:
 		id := slock.TextID(kv.Keys[0])
@@ -32,15 +27,15 @@ func (s *Server) slockKV(cs *conn, args [][]byte, op slock.Op, name string, now 
 		if ms >= 0 && op == slock.OpTTL {
 			ms = (ms + 500) / 1000 // rounded, as Redis does
 		}
-		s.out = resp.AppendInt(s.out, ms)
+		s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), ms))
 		return
 	case slock.OpKeys, slock.OpScan:
-		s.kvKeys(db, kv.Value, op == slock.OpScan)
+		s.kvKeys(cs, db, kv.Value, op == slock.OpScan)
 		return
 	case slock.OpDBSize:
 		n := 0
 		s.locks.EachValue(db, func([16]byte, []byte) bool { n++; return true })
-		s.out = resp.AppendInt(s.out, int64(n))
+		s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), int64(n)))
 		return
 	case slock.OpFlushDB, slock.OpFlushAll:
 		lo, hi := int(db), int(db)
@@ -51,7 +46,7 @@ func (s *Server) slockKV(cs *conn, args [][]byte, op slock.Op, name string, now 
 			s.lockReplies, s.execs, _ = s.locks.Flush(uint8(d), now, s.lockReplies[:0], s.execs[:0])
 			s.drainLocks(now)
 		}
-		s.out = resp.AppendSimple(s.out, "OK")
+		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
 		return
 	case slock.OpIncr:
 		old, err := slock.Int(s.locks.Value(db, kv.Frame.Key))
@@ -62,7 +57,7 @@ func (s *Server) slockKV(cs *conn, args [][]byte, op slock.Op, name string, now 
 			s.dataBuf, err = kv.SetNumber(s.dataBuf, sc.kvInt)
 		}
 		if err != nil {
-			s.kvError(err)
+			s.textError(cs, err)
 			return
 		}
 	case slock.OpDel, slock.OpExists:
@@ -73,18 +68,26 @@ func (s *Server) slockKV(cs *conn, args [][]byte, op slock.Op, name string, now 
 				s.runKV(cs, now)
 			}
 			sc.kvMulti = false
-			s.out = resp.AppendInt(s.out, sc.kvN)
+			s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), sc.kvN))
 			kv.Keys = nil
 			return
 		}
 	}
-	if n := s.kvSize(kv, db); n > int(s.cfg.SlockMaxData) {
-		s.kvError(&slock.TextError{Msg: "value too long: " + strconv.Itoa(n) + " bytes with its key name, limit " +
-			strconv.Itoa(int(s.cfg.SlockMaxData)) + " (--slock-max-data)"})
+	if err = s.kvFits(kv, db); err != nil {
+		s.textError(cs, err)
 		return
 	}
 	s.runKV(cs, now)
 	kv.Keys, kv.Value = nil, nil // views into the request: gone once it is served
+}
+
+// kvFits answers an error if the value record kv would leave is longer than the store keeps.
+func (s *Server) kvFits(kv *slock.KV, db uint8) error {
+	if n := s.kvSize(kv, db); n > int(s.cfg.SlockMaxData) {
+		return &slock.TextError{Msg: "value too long: " + strconv.Itoa(n) + " bytes with its key name, limit " +
+			strconv.Itoa(int(s.cfg.SlockMaxData)) + " (--slock-max-data)"}
+	}
+	return nil
 }
 
 // kvSize is the length of the value record kv would leave (for APPEND, with the value it
@@ -104,7 +107,7 @@ func (s *Server) kvSize(kv *slock.KV, db uint8) int {
 // runKV runs kv.Frame for cs, which waits for its reply (kvReply renders it).
 func (s *Server) runKV(cs *conn, now int64) {
 	sc := cs.slock
-	cmd := frameCommand(&sc.kv.Frame)
+	cmd := frameCommand(&sc.req.KV.Frame)
 	sc.waiting, sc.waitID, sc.waitLock, sc.kvActive = true, cmd.RequestID, false, true
 	s.runLock(cs.owner, &cmd, now)
 }
@@ -113,31 +116,21 @@ func (s *Server) runKV(cs *conn, now int64) {
 func (s *Server) kvReply(cs *conn, r *slock.LockReply) {
 	sc := cs.slock
 	if sc.kvMulti {
-		if slock.KVCount(sc.kv.Op, r.Result, r.Value) {
+		if slock.KVCount(sc.req.KV.Op, r.Result, r.Value) {
 			sc.kvN++
 		}
 		return
 	}
 	sc.kvActive = false
-	s.sendTo(cs, slock.AppendKVReply(s.scratchFor(cs), &sc.kv, r.Result, r.Value, sc.kvInt))
+	s.sendTo(cs, slock.AppendKVReply(s.scratchFor(cs), &sc.req.KV, r.Result, r.Value, sc.kvInt))
 	if cs != s.serving {
 		_ = cs.c.Wake(nil) // serve the commands that waited behind it
 	}
 }
 
-// kvError answers a key/value command that could not run.
-func (s *Server) kvError(err error) {
-	var te *slock.TextError
-	if errors.As(err, &te) {
-		s.out = resp.AppendError(s.out, "ERR "+te.Msg)
-		return
-	}
-	s.out = resp.AppendError(s.out, "ERR "+err.Error())
-}
-
 // kvKeys answers KEYS pattern, or SCAN (one pass: cursor 0 and every match), with the
 // names of db's keys that have a value, sorted by nothing.
-func (s *Server) kvKeys(db uint8, pattern []byte, scan bool) {
+func (s *Server) kvKeys(cs *conn, db uint8, pattern []byte, scan bool) {
 	names := s.args[:0] // s.args is free again: the command's arguments are parsed
 	all := len(pattern) == 1 && pattern[0] == '*'
 	s.locks.EachValue(db, func(_ [16]byte, v []byte) bool {
@@ -146,22 +139,25 @@ func (s *Server) kvKeys(db uint8, pattern []byte, scan bool) {
 		}
 		return true
 	})
+	b := s.scratchFor(cs)
 	if scan {
-		s.out = resp.AppendArray(s.out, 2)
-		s.out = resp.AppendBulkString(s.out, "0")
+		b = resp.AppendArray(b, 2)
+		b = resp.AppendBulkString(b, "0")
 	}
-	s.out = resp.AppendArray(s.out, len(names))
+	b = resp.AppendArray(b, len(names))
 	for _, n := range names {
-		s.out = resp.AppendBulk(s.out, n)
+		b = resp.AppendBulk(b, n)
 	}
+	s.sendTo(cs, b)
 	s.args = names[:0]
 }
 
 // slockAdmin answers the Redis housekeeping commands clients send on connect (CONFIG GET,
-// CLIENT, COMMAND), reporting false for anything else.
-func (s *Server) slockAdmin(cs *conn, args [][]byte) bool {
+// CLIENT, COMMAND).
+func (s *Server) slockAdmin(cs *conn, args [][]byte) {
 	name := args[0]
 	sub := argAt(args, 1)
+	b := s.scratchFor(cs)
 	switch {
 	case resp.Is(name, "CONFIG"):
 		switch {
@@ -174,43 +170,41 @@ func (s *Server) slockAdmin(cs *conn, args [][]byte) bool {
 					}
 				}
 			}
-			s.out = resp.AppendArray(s.out, 2*len(hits))
+			b = resp.AppendArray(b, 2*len(hits))
 			for _, kv := range hits {
-				s.out = resp.AppendBulkString(resp.AppendBulkString(s.out, kv[0]), kv[1])
+				b = resp.AppendBulkString(resp.AppendBulkString(b, kv[0]), kv[1])
 			}
 		case resp.Is(sub, "SET"):
-			s.out = resp.AppendError(s.out, "ERR CONFIG SET is not supported: restart tallyd with other flags")
+			b = resp.AppendError(b, "ERR CONFIG SET is not supported: restart tallyd with other flags")
 		case resp.Is(sub, "RESETSTAT"):
-			s.out = resp.AppendSimple(s.out, "OK")
+			b = resp.AppendSimple(b, "OK")
 		default:
-			s.out = resp.AppendError(s.out, "ERR unknown subcommand or wrong number of arguments for 'config' command")
+			b = resp.AppendError(b, "ERR unknown subcommand or wrong number of arguments for 'config' command")
 		}
 	case resp.Is(name, "CLIENT"):
 		switch {
 		case resp.Is(sub, "SETNAME") && len(args) == 3, resp.Is(sub, "SETINFO") && len(args) == 4,
 			resp.Is(sub, "NO-EVICT"), resp.Is(sub, "NO-TOUCH"), resp.Is(sub, "REPLY") && len(args) == 3:
-			s.out = resp.AppendSimple(s.out, "OK")
+			b = resp.AppendSimple(b, "OK")
 		case resp.Is(sub, "GETNAME"):
-			s.out = resp.AppendNull(s.out)
+			b = resp.AppendNull(b)
 		case resp.Is(sub, "ID"):
-			s.out = resp.AppendInt(s.out, int64(cs.owner))
+			b = resp.AppendInt(b, int64(cs.owner))
 		case resp.Is(sub, "LIST"), resp.Is(sub, "INFO"):
 			line := "id=" + strconv.FormatUint(uint64(cs.owner), 10) + " addr=" + cs.c.RemoteAddr().String() +
 				" db=" + strconv.Itoa(int(cs.slock.text.DB)) + "\n"
-			s.out = resp.AppendBulkString(s.out, line)
+			b = resp.AppendBulkString(b, line)
 		default:
-			s.out = resp.AppendError(s.out, "ERR unknown subcommand or wrong number of arguments for 'client' command")
+			b = resp.AppendError(b, "ERR unknown subcommand or wrong number of arguments for 'client' command")
 		}
-	case resp.Is(name, "COMMAND"):
+	default: // COMMAND
 		if resp.Is(sub, "COUNT") {
-			s.out = resp.AppendInt(s.out, 0)
+			b = resp.AppendInt(b, 0)
 		} else {
-			s.out = resp.AppendArray(s.out, 0) // no command table: clients fall back to plain use
+			b = resp.AppendArray(b, 0) // no command docs: clients fall back to plain use
 		}
-	default:
-		return false
 	}
-	return true
+	s.sendTo(cs, b)
 }
 
 // configItems are the CONFIG GET parameters tallyd answers (redis-benchmark asks for save

@@ -55,44 +55,14 @@ type KV struct {
 	NX, XX bool
 }
 
-var kvCmds = []struct {
-	name string
-	op   Op
-}{
-	{"SET", OpSet}, {"GETSET", OpGetSet}, {"SETNX", OpSetNX}, {"SETEX", OpSet}, {"PSETEX", OpSet},
-	{"GET", OpGet}, {"EXISTS", OpExists}, {"TYPE", OpType}, {"STRLEN", OpStrlen},
-	{"INCR", OpIncr}, {"INCRBY", OpIncr}, {"DECR", OpIncr}, {"DECRBY", OpIncr}, {"APPEND", OpAppend},
-	{"DEL", OpDel}, {"UNLINK", OpDel}, {"EXPIRE", OpExpire}, {"PEXPIRE", OpExpire}, {"EXPIREAT", OpExpire},
-	{"PEXPIREAT", OpExpire}, {"PERSIST", OpPersist}, {"TTL", OpTTL}, {"PTTL", OpPTTL}, {"KEYS", OpKeys},
-	{"SCAN", OpScan}, {"DBSIZE", OpDBSize}, {"FLUSHDB", OpFlushDB}, {"FLUSHALL", OpFlushAll},
-}
-
-var kvIndex = func() map[string]int {
-	m := make(map[string]int, len(kvCmds))
-	for i, c := range kvCmds {
-		m[c.name] = i
-	}
-	return m
-}()
-
 // LookupKV returns the key/value command named name (any case) and its canonical name;
 // OpNone and "" for another name.
 func LookupKV(name []byte) (Op, string) {
-	if len(name) > 16 {
+	s := Lookup(name)
+	if s == nil || s.Cmd != CmdKV {
 		return OpNone, ""
 	}
-	var up [16]byte
-	for i, c := range name {
-		if 'a' <= c && c <= 'z' {
-			c -= 'a' - 'A'
-		}
-		up[i] = c
-	}
-	i, ok := kvIndex[string(up[:len(name)])] // the compiler does not allocate for this lookup
-	if !ok {
-		return OpNone, ""
-	}
-	return kvCmds[i].op, kvCmds[i].name
+	return s.Op, s.Name
 }
 
 // Expiry flags and values of key/value locks.
@@ -115,14 +85,14 @@ const (
 type kvErr = TextError
 
 func arity(name string) error {
-	return &kvErr{"wrong number of arguments for '" + lower(name) + "' command"}
+	return &kvErr{Msg: "wrong number of arguments for '" + lower(name) + "' command"}
 }
 
 var (
-	errSyntax   = &kvErr{"syntax error"}
-	errNotInt   = &kvErr{"value is not an integer or out of range"}
-	errExpire   = &kvErr{"invalid expire time in 'set' command"}
-	errOverflow = &kvErr{"increment or decrement would overflow"}
+	errSyntax   = &kvErr{Msg: "syntax error"}
+	errNotInt   = &kvErr{Msg: "value is not an integer or out of range"}
+	errExpire   = &kvErr{Msg: "invalid expire time in 'set' command"}
+	errOverflow = &kvErr{Msg: "increment or decrement would overflow"}
 )
 
 // ErrNotInteger and ErrOverflow are the Redis errors of the INCR family, for the server's
@@ -159,7 +129,7 @@ func ParseKV(args [][]byte, op Op, name string, t *Text, nowMs int64, newID func
 			}
 			ms, ok := resp.ParseInt(args[2])
 			if !ok || ms <= 0 {
-				return buf, &kvErr{"invalid expire time in '" + lower(name) + "' command"}
+				return buf, &kvErr{Msg: "invalid expire time in '" + lower(name) + "' command"}
 			}
 			if name == "SETEX" {
 				ms *= 1000
@@ -321,7 +291,7 @@ func ParseKV(args [][]byte, op Op, name string, t *Text, nowMs int64, newID func
 			return buf, errSyntax
 		}
 		if c, ok := resp.ParseInt(args[1]); !ok || c < 0 {
-			return buf, &kvErr{"invalid cursor"}
+			return buf, &kvErr{Msg: "invalid cursor"}
 		}
 		kv.Value = []byte("*")
 		for i := 2; i+1 < n; i += 2 {
@@ -349,7 +319,7 @@ func ParseKV(args [][]byte, op Op, name string, t *Text, nowMs int64, newID func
 		}
 		return buf, nil
 	}
-	return buf, &kvErr{"Unknown Command"}
+	return buf, &kvErr{Msg: "Unknown Command"}
 }
 
 // setFrame builds the Lock of SET and its variants: Update with a SET record, expiring
@@ -384,7 +354,7 @@ func (kv *KV) lockFrame(t *Text, newID func() [16]byte, flag uint8, timeout, exp
 func (kv *KV) dataRecord(buf []byte, cmd, flag uint8, value []byte) ([]byte, error) {
 	key := kv.Keys[0]
 	if len(key) > 0xffff {
-		return buf, &kvErr{"key longer than 65535 bytes"}
+		return buf, &kvErr{Msg: "key longer than 65535 bytes"}
 	}
 	start := len(buf)
 	props := [1]Property{{Code: PropKey, Value: key}}
