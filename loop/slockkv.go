@@ -48,18 +48,6 @@ func (s *Server) slockKV(cs *conn, now int64) {
 		}
 		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
 		return
-	case slock.OpIncr:
-		old, err := slock.Int(s.locks.Value(db, kv.Frame.Key))
-		if err == nil {
-			sc.kvInt, err = slock.Add(old, kv.Delta)
-		}
-		if err == nil {
-			s.dataBuf, err = kv.SetNumber(s.dataBuf, sc.kvInt)
-		}
-		if err != nil {
-			s.textError(cs, err)
-			return
-		}
 	case slock.OpDel, slock.OpExists:
 		if len(kv.Keys) > 1 {
 			sc.kvMulti, sc.kvN = true, 0
@@ -79,6 +67,60 @@ func (s *Server) slockKV(cs *conn, now int64) {
 	}
 	s.runKV(cs, now)
 	kv.Keys, kv.Value = nil, nil // views into the request: gone once it is served
+}
+
+// kvMGet answers MGET key...: an array of what GET answers for each key.
+func (s *Server) kvMGet(cs *conn, args [][]byte, now int64) {
+	sc := cs.slock
+	s.sendTo(cs, resp.AppendArray(s.scratchFor(cs), len(args)-1))
+	for i := 1; i < len(args); i++ {
+		sc.req.KV.GetKey(args, i, &sc.text, func() [16]byte { return s.textID(cs) })
+		s.runKV(cs, now) // a probe: answered at once
+	}
+	sc.req.KV.Keys = nil
+}
+
+// kvMSet answers MSET key value... (or with nx MSETNX: only if none of the keys exists):
+// every key is checked before any is set, so all are set or none.
+func (s *Server) kvMSet(cs *conn, args [][]byte, nx bool, now int64) {
+	sc := cs.slock
+	kv := &sc.req.KV
+	db := sc.text.DB
+	newID := func() [16]byte { return s.textID(cs) }
+	defer func() { kv.Keys, kv.Value = nil, nil }()
+	var err error
+	for i := 1; i < len(args); i += 2 {
+		if s.dataBuf, err = kv.SetPair(args, i, &sc.text, newID, s.dataBuf[:0]); err == nil {
+			err = s.kvFits(kv, db)
+		}
+		if err != nil {
+			s.textError(cs, err)
+			return
+		}
+		held, mine := s.locks.Holds(db, kv.Frame.Key, kv.Frame.LockID)
+		switch {
+		case nx && held: // MSETNX: a key that exists (or is locked) sets nothing
+			s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), 0))
+			return
+		case held && !mine:
+			s.textError(cs, &slock.TextError{Msg: "key '" + string(args[i]) + "' is held by a LOCK: nothing was set"})
+			return
+		}
+	}
+	sc.kvMulti, sc.kvN = true, 0
+	for i := 1; i < len(args); i += 2 {
+		s.dataBuf, _ = kv.SetPair(args, i, &sc.text, newID, s.dataBuf[:0])
+		s.runKV(cs, now)
+	}
+	sc.kvMulti = false
+	switch want := int64(len(args)-1) / 2; {
+	case sc.kvN < want:
+		s.textError(cs, &slock.TextError{Msg: strconv.FormatInt(want-sc.kvN, 10) + " of the keys could not be set"})
+	case nx:
+		s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), 1))
+	default:
+		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
+	}
 }
 
 // kvFits answers an error if the value record kv would leave is longer than the store keeps.
@@ -107,7 +149,11 @@ func (s *Server) kvSize(kv *slock.KV, db uint8) int {
 // runKV runs kv.Frame for cs, which waits for its reply (kvReply renders it).
 func (s *Server) runKV(cs *conn, now int64) {
 	sc := cs.slock
-	cmd := frameCommand(&sc.req.KV.Frame)
+	kv := &sc.req.KV
+	cmd := frameCommand(&kv.Frame)
+	if kv.Op == slock.OpIncr {
+		cmd.Add, cmd.Delta = true, kv.Delta // the store adds (and checks) the delta
+	}
 	sc.waiting, sc.waitID, sc.waitLock, sc.kvActive = true, cmd.RequestID, false, true
 	s.runLock(cs.owner, &cmd, now)
 }
@@ -122,7 +168,14 @@ func (s *Server) kvReply(cs *conn, r *slock.LockReply) {
 		return
 	}
 	sc.kvActive = false
-	s.sendTo(cs, slock.AppendKVReply(s.scratchFor(cs), &sc.req.KV, r.Result, r.Value, sc.kvInt))
+	switch r.Result {
+	case store.LockNotInteger:
+		s.textError(cs, slock.ErrNotInteger)
+	case store.LockOverflow:
+		s.textError(cs, slock.ErrOverflow)
+	default:
+		s.sendTo(cs, slock.AppendKVReply(s.scratchFor(cs), &sc.req.KV, r.Result, r.Value))
+	}
 	if cs != s.serving {
 		_ = cs.c.Wake(nil) // serve the commands that waited behind it
 	}

@@ -27,7 +27,7 @@ const (
 	OpExists
 	OpType
 	OpStrlen
-	OpIncr // INCR, INCRBY, DECR, DECRBY: the server computes the new value (KV.Delta)
+	OpIncr // INCR, INCRBY, DECR, DECRBY: the store adds KV.Delta to the value
 	OpAppend
 	OpDel
 	OpExpire  // EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT
@@ -96,7 +96,7 @@ var (
 )
 
 // ErrNotInteger and ErrOverflow are the Redis errors of the INCR family, for the server's
-// own checks of the stored value.
+// answers to the store's results.
 var (
 	ErrNotInteger error = errNotInt
 	ErrOverflow   error = errOverflow
@@ -240,9 +240,10 @@ func ParseKV(args [][]byte, op Op, name string, t *Text, nowMs int64, newID func
 			kv.Delta = -kv.Delta
 		}
 		kv.Keys = args[1:2]
-		// The server fills in the new value (SetNumber) once it has read the old one.
+		// The store adds Delta to the key's value and stores the sum in place of the 0 of
+		// this NUMBER record (store.LockCommand.Add), keeping its KEY property.
 		kv.lockFrame(t, newID, flagUpdate|FlagData, 0, keepExpiry, unlimitedFlag)
-		return buf, nil
+		return kv.SetNumber(buf, 0)
 	case OpExpire:
 		if n != 3 {
 			return buf, arity(name)
@@ -364,6 +365,19 @@ func (kv *KV) dataRecord(buf []byte, cmd, flag uint8, value []byte) ([]byte, err
 	return buf, nil
 }
 
+// SetPair sets kv to the SET of args[i] to args[i+1] (a pair of MSET or MSETNX), its data
+// record built into buf.
+func (kv *KV) SetPair(args [][]byte, i int, t *Text, newID func() [16]byte, buf []byte) ([]byte, error) {
+	*kv = KV{Op: OpSet, Name: "MSET", Keys: args[i : i+1], Value: args[i+1]}
+	return kv.setFrame(t, newID, buf, 0, 0, 0, 0)
+}
+
+// GetKey sets kv to the GET of args[i] (a key of MGET).
+func (kv *KV) GetKey(args [][]byte, i int, t *Text, newID func() [16]byte) {
+	*kv = KV{Op: OpGet, Name: "MGET", Keys: args[i : i+1]}
+	kv.KeyFrame(t, newID, 0)
+}
+
 // SetNumber makes kv.Frame (an INCR family Lock) store n as a NUMBER record, built into buf.
 func (kv *KV) SetNumber(buf []byte, n int64) ([]byte, error) {
 	var v [8]byte
@@ -420,20 +434,11 @@ func Int(rec []byte) (int64, error) {
 	return n, nil
 }
 
-// Add returns a + b, or ErrOverflow.
-func Add(a, b int64) (int64, error) {
-	c := a + b
-	if (c > a) != (b > 0) {
-		return 0, ErrOverflow
-	}
-	return c, nil
-}
-
 // AppendKVReply renders the result of kv's lock command (result, and the value record the
-// reply carried: the key's value before the command, or nil) as its Redis reply. newInt is
-// the INCR family's new value. DEL and EXISTS of several keys are counted by the caller
+// reply carried: the key's value before the command, or nil; for the INCR family the value
+// it made) as its Redis reply. DEL and EXISTS of several keys are counted by the caller
 // (KVCount) instead.
-func AppendKVReply(dst []byte, kv *KV, result Result, value []byte, newInt int64) []byte {
+func AppendKVReply(dst []byte, kv *KV, result Result, value []byte) []byte {
 	ok := result == ResultOK || result == ResultLockedError
 	switch kv.Op {
 	case OpSet:
@@ -468,7 +473,8 @@ func AppendKVReply(dst []byte, kv *KV, result Result, value []byte, newInt int64
 		return resp.AppendInt(dst, int64(Strlen(value)))
 	case OpIncr:
 		if ok {
-			return resp.AppendInt(dst, newInt)
+			n, _ := Int(value)
+			return resp.AppendInt(dst, n)
 		}
 	case OpAppend:
 		switch {
@@ -493,11 +499,14 @@ func AppendKVReply(dst []byte, kv *KV, result Result, value []byte, newInt int64
 	return resp.AppendError(dst, "ERR "+strconv.Itoa(int(result)))
 }
 
-// KVCount reports whether a DEL or EXISTS of one key counts: DEL unlocked it, or the key
-// exists with a value.
+// KVCount reports whether one key of a command on several counts: DEL unlocked it, EXISTS
+// found a value, SET (of MSET) set it.
 func KVCount(op Op, result Result, value []byte) bool {
-	if op == OpDel {
+	switch op {
+	case OpDel:
 		return result == ResultOK
+	case OpSet:
+		return result == ResultOK || result == ResultLockedError
 	}
 	return HasValue(value)
 }
