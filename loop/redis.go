@@ -3,6 +3,7 @@ package loop
 import (
 	"encoding/binary"
 	"errors"
+	"strconv"
 
 	"github.com/panjf2000/gnet/v2"
 
@@ -67,6 +68,11 @@ func (s *Server) slockText(cs *conn, now int64) gnet.Action {
 func (s *Server) slockCommand(cs *conn, args [][]byte, raw []byte, now int64) (quit bool) {
 	sc := cs.slock
 	spec := slock.Lookup(args[0])
+	if sc.tx.active && (spec == nil || spec.Flags&slock.CmdTx == 0) {
+		s.txQueue(cs, spec, args, raw)
+		return false
+	}
+	s.slockExpire(now) // a key that an earlier command of this batch expired is gone for this one
 	defer s.textDone(s.textBegin(args[0]))
 	if spec == nil {
 		s.sendTo(cs, resp.AppendError(s.scratchFor(cs), "ERR Unknown Command"))
@@ -82,6 +88,9 @@ func (s *Server) slockCommand(cs *conn, args [][]byte, raw []byte, now int64) (q
 	if err != nil {
 		s.textError(cs, err)
 		return false
+	}
+	if sc.tx.exec && spec.Flags&slock.CmdMayWait != 0 {
+		r.Frame.Timeout, r.KV.Frame.Timeout = 0, 0 // nothing waits inside EXEC
 	}
 	switch spec.Cmd {
 	case slock.CmdLock, slock.CmdUnlock, slock.CmdPush:
@@ -113,6 +122,33 @@ func (s *Server) slockCommand(cs *conn, args [][]byte, raw []byte, now int64) (q
 		s.sendTo(cs, resp.AppendBulk(s.scratchFor(cs), resp.InfoSections(s.slockInfo(now), args[1:])))
 	case slock.CmdConfig, slock.CmdClient, slock.CmdCommand:
 		s.slockAdmin(cs, args)
+	case slock.CmdMGet:
+		s.kvMGet(cs, args, now)
+	case slock.CmdMSet, slock.CmdMSetNX:
+		s.kvMSet(cs, args, spec.Cmd == slock.CmdMSetNX, now)
+	case slock.CmdMulti:
+		if sc.tx.active {
+			s.sendTo(cs, resp.AppendError(s.scratchFor(cs), "ERR MULTI calls can not be nested"))
+			break
+		}
+		sc.tx.active = true
+		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
+	case slock.CmdExec:
+		s.txExec(cs, now)
+	case slock.CmdDiscard:
+		if !sc.tx.active {
+			s.sendTo(cs, resp.AppendError(s.scratchFor(cs), "ERR DISCARD without MULTI"))
+			break
+		}
+		s.txReset(cs)
+		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
+	case slock.CmdWatch:
+		s.txWatch(cs, args[1:])
+	case slock.CmdUnwatch:
+		s.unwatchAll(cs)
+		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
+	case slock.CmdHello:
+		s.hello(cs)
 	default:
 		s.sendTo(cs, resp.AppendError(s.scratchFor(cs), "ERR Unknown Command"))
 	}
@@ -156,4 +192,164 @@ func argAt(args [][]byte, i int) []byte {
 		return args[i]
 	}
 	return nil
+}
+
+// txState is a connection's MULTI/EXEC transaction and its WATCHed keys.
+type txState struct {
+	active  bool   // between MULTI and EXEC or DISCARD: commands are queued
+	dirty   bool   // a command was refused while queueing: EXEC aborts
+	exec    bool   // EXEC is running the queue: commands that could wait do not
+	n       int    // commands queued
+	queue   []byte // their command lines as they came, copied out of the input buffer
+	watches map[watchKey]uint64
+}
+
+// watchKey is a WATCHed key: its database and id.
+type watchKey struct {
+	db  uint8
+	key [16]byte
+}
+
+// Bounds of a connection's transaction.
+const (
+	maxWatches    = 1 << 16 // keys one connection may WATCH
+	txKeepQueue   = 64 << 10
+	execAbortText = "EXECABORT Transaction discarded because of previous errors."
+)
+
+// txQueue answers a command sent between MULTI and EXEC: it is queued (copied: the input
+// buffer is only valid during this call), up to --max-input bytes of queue. An unknown
+// command, a wrong arity or a queue over its limit answers an error and makes EXEC abort.
+func (s *Server) txQueue(cs *conn, spec *slock.Spec, args [][]byte, raw []byte) {
+	tx := &cs.slock.tx
+	b := s.scratchFor(cs)
+	switch {
+	case spec == nil:
+		tx.dirty = true
+		b = resp.AppendError(b, "ERR Unknown Command")
+	case !spec.ArityOK(len(args)):
+		tx.dirty = true
+		b = slock.AppendTextError(b, spec.ArityError())
+	case spec.Flags&slock.CmdNoMulti != 0:
+		tx.dirty = true
+		b = resp.AppendError(b, "ERR Command not allowed inside a transaction")
+	case len(tx.queue)+len(raw) > s.cfg.MaxInput:
+		tx.dirty = true
+		tx.queue, tx.n = nil, 0
+		b = resp.AppendError(b, "ERR MULTI queue over "+strconv.Itoa(s.cfg.MaxInput)+
+			" bytes (--max-input): the transaction will be discarded")
+	default:
+		if !tx.dirty { // EXEC will abort anyway: keep nothing
+			tx.queue = append(tx.queue, raw...)
+			tx.n++
+		}
+		b = resp.AppendSimple(b, "QUEUED")
+	}
+	s.sendTo(cs, b)
+}
+
+// txExec answers EXEC: the queued commands run one after another with nothing in between,
+// none of them waiting, and their replies go out as one array; a null array if a WATCHed
+// key changed since it was watched.
+func (s *Server) txExec(cs *conn, now int64) {
+	sc := cs.slock
+	tx := &sc.tx
+	if !tx.active {
+		s.sendTo(cs, resp.AppendError(s.scratchFor(cs), "ERR EXEC without MULTI"))
+		return
+	}
+	defer s.txReset(cs)
+	if tx.dirty {
+		s.sendTo(cs, resp.AppendError(s.scratchFor(cs), execAbortText))
+		return
+	}
+	for w, ver := range tx.watches {
+		if s.locks.WatchVersion(w.db, w.key) != ver {
+			s.sendTo(cs, resp.AppendNullArray(s.scratchFor(cs)))
+			return
+		}
+	}
+	s.sendTo(cs, resp.AppendArray(s.scratchFor(cs), tx.n))
+	tx.active, tx.exec = false, true
+	defer func() { tx.exec = false }()
+	for q := tx.queue; len(q) > 0; {
+		args, n, err := s.respDec.Parse(q, s.execArgs[:0])
+		s.execArgs = args[:0]
+		if err != nil || n == 0 || len(args) == 0 { // cannot be: each line parsed once already
+			break
+		}
+		s.slockCommand(cs, args, q[:n], now) // QUIT is never queued
+		q = q[n:]
+		if sc.waiting { // the store queued a command despite its timeout 0: never wait here
+			sc.waiting, sc.kvActive, sc.kvMulti = false, false, false
+			s.sendTo(cs, resp.AppendError(s.scratchFor(cs), "ERR the command would wait inside EXEC"))
+		}
+		if cs.closed {
+			return
+		}
+	}
+}
+
+// txReset ends cs's transaction (EXEC, DISCARD) and its WATCHes.
+func (s *Server) txReset(cs *conn) {
+	tx := &cs.slock.tx
+	tx.active, tx.dirty, tx.n = false, false, 0
+	tx.queue = tx.queue[:0]
+	if cap(tx.queue) > txKeepQueue {
+		tx.queue = nil
+	}
+	s.unwatchAll(cs)
+}
+
+// txWatch answers WATCH key...: each key of the current database is watched until EXEC,
+// DISCARD, UNWATCH or the close of the connection.
+func (s *Server) txWatch(cs *conn, keys [][]byte) {
+	tx := &cs.slock.tx
+	if tx.active {
+		s.sendTo(cs, resp.AppendError(s.scratchFor(cs), "ERR WATCH inside MULTI is not allowed"))
+		return
+	}
+	db := cs.slock.text.DB
+	for _, k := range keys {
+		w := watchKey{db, slock.TextID(k)}
+		if _, ok := tx.watches[w]; ok {
+			continue
+		}
+		if len(tx.watches) >= maxWatches {
+			s.sendTo(cs, resp.AppendError(s.scratchFor(cs), "ERR more than "+strconv.Itoa(maxWatches)+
+				" keys watched by one connection"))
+			return
+		}
+		if tx.watches == nil {
+			tx.watches = make(map[watchKey]uint64)
+		}
+		tx.watches[w] = s.locks.Watch(w.db, w.key)
+	}
+	s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
+}
+
+// unwatchAll ends every WATCH of cs.
+func (s *Server) unwatchAll(cs *conn) {
+	tx := &cs.slock.tx
+	for w := range tx.watches {
+		s.locks.Unwatch(w.db, w.key)
+	}
+	tx.watches = nil
+}
+
+// redisVersion is the Redis version tallyd's Redis-text side answers as (INFO, HELLO).
+const redisVersion = "7.0.0"
+
+// hello answers HELLO [2]: the connection's properties, as Redis 6+ does for protocol 2
+// (a flat array of names and values). HELLO 3 was refused by the parse.
+func (s *Server) hello(cs *conn) {
+	b := resp.AppendArray(s.scratchFor(cs), 14)
+	b = resp.AppendBulkString(resp.AppendBulkString(b, "server"), "redis")
+	b = resp.AppendBulkString(resp.AppendBulkString(b, "version"), redisVersion)
+	b = resp.AppendInt(resp.AppendBulkString(b, "proto"), 2)
+	b = resp.AppendInt(resp.AppendBulkString(b, "id"), int64(cs.owner))
+	b = resp.AppendBulkString(resp.AppendBulkString(b, "mode"), "standalone")
+	b = resp.AppendBulkString(resp.AppendBulkString(b, "role"), "master")
+	b = resp.AppendArray(resp.AppendBulkString(b, "modules"), 0)
+	s.sendTo(cs, b)
 }

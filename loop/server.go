@@ -163,6 +163,7 @@ type Server struct {
 	slockClosed  map[store.Owner][16]byte // closed connections that had sent INIT
 	respDec      resp.Decoder
 	args         [][]byte
+	execArgs     [][]byte // arguments of the command EXEC runs
 	dataBuf      []byte
 	scratch      []byte
 	infoBuf      []byte

@@ -28,7 +28,7 @@ type slockConn struct {
 	kvActive bool          // the awaited reply is req.KV's
 	kvMulti  bool          // req.KV is one key of a command on several: replies are counted
 	kvN      int64         // their count
-	kvInt    int64         // the INCR family's new value
+	tx       txState       // MULTI/EXEC and WATCH (redis.go)
 
 	// Replies held until the append-only log has the records before them (persist.go).
 	held    []byte
@@ -347,6 +347,7 @@ func (s *Server) sendTo(cs *conn, b []byte) {
 // ClientId, if one comes.
 func (s *Server) slockClose(cs *conn, now int64) {
 	sc := cs.slock
+	s.unwatchAll(cs)
 	for _, w := range sc.wills {
 		s.willQueue = append(s.willQueue, pendingWill{owner: cs.owner, cmd: w})
 	}
@@ -373,7 +374,7 @@ func (s *Server) slockExpire(now int64) {
 // slockInfo renders INFO: the server, its clients, and each database's lock counts.
 func (s *Server) slockInfo(now int64) []byte {
 	b := s.infoBuf[:0]
-	b = append(b, "# Server\r\nredis_version:7.0.0\r\ntallyd_version:"...)
+	b = append(b, "# Server\r\nredis_version:"+redisVersion+"\r\ntallyd_version:"...)
 	b = append(b, s.cfg.Version...)
 	b = append(b, "\r\nredis_mode:standalone\r\nserver_name:tallyd\r\nprocess_id:"...)
 	b = strconv.AppendInt(b, int64(os.Getpid()), 10)

@@ -201,6 +201,10 @@ func Parse(spec *Spec, args [][]byte, t *Text, nowMs int64, newID func() [16]byt
 		if len(args) > 1 {
 			r.Arg = args[1]
 		}
+	case CmdMSet, CmdMSetNX:
+		if len(args)%2 == 0 {
+			return buf, spec.ArityError()
+		}
 	case CmdSelect:
 		n, ok := resp.ParseInt(args[1])
 		if !ok || n < 0 || n > maxDB {
