@@ -92,6 +92,7 @@ func (s *Server) slockCommand(cs *conn, args [][]byte, raw []byte, now int64) (q
 	if sc.tx.exec && spec.Flags&slock.CmdMayWait != 0 {
 		r.Frame.Timeout, r.KV.Frame.Timeout = 0, 0 // nothing waits inside EXEC
 	}
+	defer func() { r.Args, r.Arg = nil, nil }() // views into the input: gone once served
 	switch spec.Cmd {
 	case slock.CmdLock, slock.CmdUnlock, slock.CmdPush:
 		s.textLock(cs, r, now)
@@ -218,7 +219,8 @@ const (
 )
 
 // txQueue answers a command sent between MULTI and EXEC: it is queued (copied: the input
-// buffer is only valid during this call), up to --max-input bytes of queue. An unknown
+// buffer is only valid during this call), up to --max-input bytes of queue. As in Redis, only
+// a command's name and arity are checked now, the rest when EXEC runs it. An unknown
 // command, a wrong arity or a queue over its limit answers an error and makes EXEC abort.
 func (s *Server) txQueue(cs *conn, spec *slock.Spec, args [][]byte, raw []byte) {
 	tx := &cs.slock.tx
@@ -230,9 +232,6 @@ func (s *Server) txQueue(cs *conn, spec *slock.Spec, args [][]byte, raw []byte) 
 	case !spec.ArityOK(len(args)):
 		tx.dirty = true
 		b = slock.AppendTextError(b, spec.ArityError())
-	case spec.Flags&slock.CmdNoMulti != 0:
-		tx.dirty = true
-		b = resp.AppendError(b, "ERR Command not allowed inside a transaction")
 	case len(tx.queue)+len(raw) > s.cfg.MaxInput:
 		tx.dirty = true
 		tx.queue, tx.n = nil, 0

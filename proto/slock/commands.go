@@ -48,7 +48,6 @@ const (
 	CmdReadonly                      // reads keys only
 	CmdMayWait                       // may wait for a lock (inside EXEC it never waits: timeout 0)
 	CmdAdmin                         // server administration
-	CmdNoMulti                       // refused inside MULTI
 	CmdTx                            // transaction control: runs at once inside MULTI, not queued
 )
 
