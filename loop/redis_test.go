@@ -312,7 +312,7 @@ func TestRedisMGetMSet(t *testing.T) {
 	// A key held by a LOCK under another LockId: MSET sets nothing, MSETNX answers 0.
 	expectText(t, parseTextLock(t, rc.cmd("LOCK", "locked", "EXPRIED", "60")), "0", "1", "1", "1", "1")
 	r := rc.cmd("MSET", "free", "1", "locked", "2")
-	if r.Kind != '-' || !strings.Contains(string(r.Str), "held by a LOCK") {
+	if r.Kind != '-' || !strings.Contains(string(r.Str), "held under another LockId") {
 		t.Fatalf("MSET over a LOCK: %s", showResp(r))
 	}
 	runKV(t, rc, []kvStep{kv(`:0`, "EXISTS", "free"), kv(`:0`, "MSETNX", "free", "1", "locked", "2"), kv(`:0`, "EXISTS", "free")})

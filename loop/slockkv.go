@@ -103,7 +103,7 @@ func (s *Server) kvMSet(cs *conn, args [][]byte, nx bool, now int64) {
 			s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), 0))
 			return
 		case held && !mine:
-			s.textError(cs, &slock.TextError{Msg: "key '" + string(args[i]) + "' is held by a LOCK: nothing was set"})
+			s.textError(cs, &slock.TextError{Msg: "key '" + string(args[i]) + "' is held under another LockId (LOCK, SETNX): nothing was set"})
 			return
 		}
 	}

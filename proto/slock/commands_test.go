@@ -102,3 +102,32 @@ func TestLookupAllocs(t *testing.T) {
 		t.Fatalf("%v allocations", n)
 	}
 }
+
+// FuzzParseRequest: any command line parses to a request or a *TextError, never a panic.
+func FuzzParseRequest(f *testing.F) {
+	for _, s := range []string{"SET k v EX 10 NX", "HELLO 2 SETNAME x", "HELLO 3", "MSET a 1 b", "SELECT 300",
+		"TIMEOUT SET 4294967296", "LOCK k SET v EXECUTE 1 LOCK k2", "MGET a b", "WATCH a", "INCRBY k 5"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		args := argsOf(line)
+		if len(args) == 0 {
+			return
+		}
+		spec := Lookup(args[0])
+		if spec == nil || !spec.ArityOK(len(args)) {
+			return
+		}
+		var r Request
+		_, err := Parse(spec, args, &Text{Timeout: 15}, 1e12, func() (id [16]byte) { return id }, &r, nil)
+		if err != nil {
+			if _, ok := err.(*TextError); !ok {
+				t.Fatalf("%q: error of type %T", line, err)
+			}
+			return
+		}
+		if r.Spec != spec {
+			t.Fatalf("%q: spec %v", line, r.Spec)
+		}
+	})
+}
