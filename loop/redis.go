@@ -53,14 +53,20 @@ func (s *Server) slockText(cs *conn, now int64) gnet.Action {
 		if s.slockCommand(cs, args, raw, now) {
 			return gnet.Close
 		}
-		if cs.closed {
-			return gnet.Close
-		}
-		if len(s.out) >= flushAt && !s.write(cs, s.out) {
+		if cs.closed || !s.textFlush(cs) {
 			return gnet.Close
 		}
 	}
 	return gnet.None
+}
+
+// textDiscard drops the replies built so far for the connection being served.
+func (s *Server) textDiscard() { s.out = s.out[:0] }
+
+// textFlush writes the replies built so far for cs once they are many (a long pipeline, a
+// big EXEC), so that what waits in memory stays bounded; false means close the connection.
+func (s *Server) textFlush(cs *conn) bool {
+	return len(s.out) < flushAt || s.write(cs, s.out)
 }
 
 // slockCommand runs one text command line (raw: its bytes as they came); true means close
@@ -135,7 +141,7 @@ func (s *Server) slockCommand(cs *conn, args [][]byte, raw []byte, now int64) (q
 		sc.tx.active = true
 		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
 	case slock.CmdExec:
-		s.txExec(cs, now)
+		return s.txExec(cs, now)
 	case slock.CmdDiscard:
 		if !sc.tx.active {
 			s.sendTo(cs, resp.AppendError(s.scratchFor(cs), "ERR DISCARD without MULTI"))
@@ -249,23 +255,24 @@ func (s *Server) txQueue(cs *conn, spec *slock.Spec, args [][]byte, raw []byte) 
 
 // txExec answers EXEC: the queued commands run one after another with nothing in between,
 // none of them waiting, and their replies go out as one array; a null array if a WATCHed
-// key changed since it was watched.
-func (s *Server) txExec(cs *conn, now int64) {
+// key changed since it was watched. True means close the connection: its replies are not
+// read (max-output); the transaction still runs whole.
+func (s *Server) txExec(cs *conn, now int64) (closeConn bool) {
 	sc := cs.slock
 	tx := &sc.tx
 	if !tx.active {
 		s.sendTo(cs, resp.AppendError(s.scratchFor(cs), "ERR EXEC without MULTI"))
-		return
+		return false
 	}
 	defer s.txReset(cs)
 	if tx.dirty {
 		s.sendTo(cs, resp.AppendError(s.scratchFor(cs), execAbortText))
-		return
+		return false
 	}
 	for w, ver := range tx.watches {
 		if s.locks.WatchVersion(w.db, w.key) != ver {
 			s.sendTo(cs, resp.AppendNullArray(s.scratchFor(cs)))
-			return
+			return false
 		}
 	}
 	s.sendTo(cs, resp.AppendArray(s.scratchFor(cs), tx.n))
@@ -283,10 +290,14 @@ func (s *Server) txExec(cs *conn, now int64) {
 			sc.waiting, sc.kvActive, sc.kvMulti = false, false, false
 			s.sendTo(cs, resp.AppendError(s.scratchFor(cs), "ERR the command would wait inside EXEC"))
 		}
-		if cs.closed {
-			return
+		if !closeConn && (cs.closed || !s.textFlush(cs)) {
+			closeConn = true // the client does not read (or is gone): close once all have run
+		}
+		if closeConn {
+			s.textDiscard() // the rest still runs, all or nothing, unanswered
 		}
 	}
+	return closeConn
 }
 
 // txReset ends cs's transaction (EXEC, DISCARD) and its WATCHes.

@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -365,5 +366,72 @@ func TestRedisHello(t *testing.T) {
 		kv(`-ERR Protocol version is not an integer or out of range`, "HELLO", "two"),
 		kv(`+PONG`, "PING"),
 	})
+	ts.healthy(t)
+}
+
+// TestRedisExecBigReplies: an EXEC whose replies are many (past the loop's flush size) is
+// answered whole and in order; to a client that does not read, past --max-output, the
+// connection is closed, yet the transaction has run whole.
+func TestRedisExecBigReplies(t *testing.T) {
+	ts := startSlock(t, func(c *Config) { c.MaxOutput = 256 << 10 })
+	rc := dialResp(t, ts.slockAddr)
+	big := strings.Repeat("v", 20_000)
+	runKV(t, rc, []kvStep{kv(`+OK`, "SET", "big", big)})
+	const gets = 40 // 800 kB of replies
+	cmds := [][]string{c("MULTI")}
+	for range gets {
+		cmds = append(cmds, c("GET", "big"))
+	}
+	cmds = append(cmds, c("INCR", "after"))
+	var b []byte
+	for _, c := range append(cmds, c("EXEC")) {
+		b = resp.AppendCommand(b, c...)
+	}
+	rc.write(b)
+	for range cmds {
+		rc.reply()
+	}
+	r := rc.reply()
+	if r.Kind != '*' || len(r.Elems) != gets+1 || r.Elems[gets].Int != 1 {
+		t.Fatalf("EXEC: %d elements", len(r.Elems))
+	}
+	for i, e := range r.Elems[:gets] {
+		if string(e.Str) != big {
+			t.Fatalf("element %d: %d bytes", i, len(e.Str))
+		}
+	}
+
+	// A client that does not read: 250 GETs of 100 kB are 25 MB, more than the socket
+	// buffers hold and far past --max-output.
+	runKV(t, rc, []kvStep{kv(`+OK`, "SET", "huge", strings.Repeat("h", 100_000))})
+	quiet := dialResp(t, ts.slockAddr)
+	b = resp.AppendCommand(nil, "MULTI")
+	for range 250 {
+		b = resp.AppendCommand(b, "GET", "huge")
+	}
+	b = resp.AppendCommand(b, "INCR", "after")
+	b = resp.AppendCommand(b, "EXEC")
+	quiet.write(b)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r := rc.cmd("GET", "after")
+		if r.Int == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the transaction's last INCR did not run: GET after %s", showResp(r))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = quiet.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var sink [64 << 10]byte
+	for {
+		if _, err := quiet.c.Read(sink[:]); err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				t.Fatal("the connection that does not read was not closed")
+			}
+			break
+		}
+	}
 	ts.healthy(t)
 }
