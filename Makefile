@@ -21,6 +21,7 @@ test: vet deps unit race fuzz
 deps:
 	-./scripts/ensure-yrmcds.sh
 	-./scripts/ensure-redis-tools.sh
+	-./scripts/ensure-python-redis.sh
 	-./scripts/ensure-tmux.sh
 
 vet:

@@ -131,7 +131,9 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 	cs.ln.live--
 	s.stats[cs.proto].CurrConnections--
 	s.publishDue()
-	s.flush() // what its close owes others (unless a flush in progress runs it)
+	if s.cur == nil {
+		s.flush() // what its close owes others (an OnTraffic running flushes at its end)
+	}
 	if e := s.log.Debug(); e.Enabled() {
 		why := "closed by server"
 		if err != nil {

@@ -1,13 +1,11 @@
 package loop
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"strconv"
 
-	"tallyd/proto/resp"
 	"tallyd/proto/slock"
 	"tallyd/store"
 )
@@ -21,15 +19,15 @@ type slockConn struct {
 
 	// Redis-text side.
 	text     slock.Text
-	waiting  bool     // a LOCK/UNLOCK is unresolved: later commands wait behind it
-	waitID   [16]byte // its RequestId
-	waitLock bool     // it is a LOCK (its LockId becomes the default for UNLOCK)
-	seq      uint64   // for RequestIds and LockIds of text commands
-	kv       slock.KV // the key/value command being served
-	kvActive bool     // the awaited reply is kv's
-	kvMulti  bool     // kv is a DEL or EXISTS of several keys: replies are counted
-	kvN      int64    // their count
-	kvInt    int64    // the INCR family's new value
+	waiting  bool          // a LOCK/UNLOCK is unresolved: later commands wait behind it
+	waitID   [16]byte      // its RequestId
+	waitLock bool          // it is a LOCK (its LockId becomes the default for UNLOCK)
+	seq      uint64        // for RequestIds and LockIds of text commands
+	req      slock.Request // the command being served (req.KV: the key/value command awaited)
+	kvActive bool          // the awaited reply is req.KV's
+	kvMulti  bool          // req.KV is one key of a command on several: replies are counted
+	kvN      int64         // their count
+	tx       txState       // MULTI/EXEC and WATCH (redis.go)
 }
 
 func newSlockConn() *slockConn { return &slockConn{text: slock.Text{Timeout: 15}} }
@@ -308,6 +306,7 @@ func (s *Server) sendTo(cs *conn, b []byte) { s.put(cs, b) }
 // ClientId, if one comes.
 func (s *Server) slockClose(cs *conn, now int64) {
 	sc := cs.slock
+	s.unwatchAll(cs)
 	for _, w := range sc.wills {
 		s.sl.willQueue = append(s.sl.willQueue, pendingWill{owner: cs.owner, cmd: w})
 	}
@@ -331,146 +330,10 @@ func (s *Server) slockExpire(now int64) {
 	}
 }
 
-// textHandler serves Redis-text commands on the slock port. A LOCK or UNLOCK (or a
-// key/value command run as one) that has not resolved holds the commands behind it back.
-type textHandler struct {
-	s    *Server
-	dec  resp.Decoder
-	args [][]byte
-}
-
-func (h *textHandler) parse(cs *conn, in []byte) (int, error) {
-	args, n, err := h.dec.Parse(in, h.args[:0])
-	h.args = args
-	if err != nil {
-		if errors.Is(err, resp.ErrInline) {
-			return 0, fmt.Errorf("inline text command: %w", err)
-		}
-		return 0, fmt.Errorf("bad RESP request: %w", err)
-	}
-	return n, nil
-}
-
-func (h *textHandler) exec(cs *conn, now int64) {
-	args := h.args
-	h.args = args[:0]
-	if len(args) == 0 {
-		return
-	}
-	if h.s.slockCommand(cs, args, now) {
-		cs.quit = true
-	}
-	cs.busy = cs.slock.waiting
-}
-
-func (h *textHandler) more(cs *conn, now int64) { cs.busy = cs.slock.waiting }
-func (h *textHandler) closed(cs *conn, now int64) {
-	h.s.slockClose(cs, now)
-}
-
-// slockCommand runs one text command; true means close the connection after the reply.
-func (s *Server) slockCommand(cs *conn, args [][]byte, now int64) (quit bool) {
-	sc := cs.slock
-	name := args[0]
-	defer s.textDone(s.textBegin(cs, name))
-	switch {
-	case resp.Is(name, "LOCK"), resp.Is(name, "UNLOCK"), resp.Is(name, "PUSH"):
-		s.sl.dataBuf = s.sl.dataBuf[:0]
-		var f slock.Frame
-		will, buf, err := slock.ParseTextLock(args, &sc.text, func() [16]byte { return s.textID(cs) }, &f, s.sl.dataBuf)
-		s.sl.dataBuf = buf
-		if err != nil {
-			var te *slock.TextError
-			if errors.As(err, &te) {
-				s.put(cs, resp.AppendError(s.out(cs), "ERR "+te.Msg))
-			} else {
-				s.put(cs, resp.AppendError(s.out(cs), "ERR "+err.Error()))
-			}
-			return false
-		}
-		cmd := frameCommand(&f)
-		if will {
-			cmd.Data = append([]byte(nil), cmd.Data...)
-			sc.wills = append(sc.wills, cmd)
-			s.put(cs, resp.AppendSimple(s.out(cs), "OK"))
-			return false
-		}
-		if resp.Is(name, "PUSH") {
-			s.put(cs, resp.AppendSimple(s.out(cs), "OK")) // PUSH does not wait for the result
-			s.runLock(cs.owner, &cmd, now)
-			return false
-		}
-		sc.waiting, sc.waitID, sc.waitLock = true, cmd.RequestID, cmd.Type == uint8(slock.TypeLock)
-		s.runLock(cs.owner, &cmd, now)
-	case resp.Is(name, "PING"):
-		if len(args) > 1 {
-			s.put(cs, resp.AppendBulk(s.out(cs), args[1]))
-		} else {
-			s.put(cs, resp.AppendSimple(s.out(cs), "PONG"))
-		}
-	case resp.Is(name, "ECHO"):
-		if len(args) != 2 {
-			s.put(cs, resp.AppendError(s.out(cs), "ERR wrong number of arguments for 'echo' command"))
-		} else {
-			s.put(cs, resp.AppendBulk(s.out(cs), args[1]))
-		}
-	case resp.Is(name, "QUIT"):
-		s.put(cs, resp.AppendSimple(s.out(cs), "OK"))
-		return true
-	case resp.Is(name, "SELECT"):
-		n, ok := resp.ParseInt(argAt(args, 1))
-		if !ok || n < 0 || n > store.MaxLockDB {
-			s.put(cs, resp.AppendError(s.out(cs), "ERR DB index is out of range"))
-		} else {
-			sc.text.DB = uint8(n)
-			s.put(cs, resp.AppendSimple(s.out(cs), "OK"))
-		}
-	case resp.Is(name, "TIMEOUT"):
-		switch {
-		case resp.Is(argAt(args, 1), "SET"):
-			n, ok := resp.ParseInt(argAt(args, 2))
-			if !ok || n < 0 || n > 0xffffffff {
-				s.put(cs, resp.AppendError(s.out(cs), "ERR Command Parse Args Error"))
-			} else {
-				sc.text.Timeout, sc.text.TimeoutFlag = uint16(n), uint16(n>>16)
-				s.put(cs, resp.AppendSimple(s.out(cs), "OK"))
-			}
-		case resp.Is(argAt(args, 1), "GET"):
-			s.put(cs, resp.AppendInt(s.out(cs), int64(sc.text.TimeoutFlag)<<16|int64(sc.text.Timeout)))
-		default:
-			s.put(cs, resp.AppendError(s.out(cs), "ERR Command Parse Args Error"))
-		}
-	case resp.Is(name, "INFO"):
-		s.put(cs, resp.AppendBulk(s.out(cs), resp.InfoSections(s.slockInfo(now), args[1:])))
-	default:
-		if op, cname := slock.LookupKV(name); op != slock.OpNone {
-			s.slockKV(cs, args, op, cname, now)
-		} else if !s.slockAdmin(cs, args) {
-			s.put(cs, resp.AppendError(s.out(cs), "ERR Unknown Command"))
-		}
-	}
-	return false
-}
-
-func argAt(args [][]byte, i int) []byte {
-	if i < len(args) {
-		return args[i]
-	}
-	return nil
-}
-
-// textID makes a RequestId or LockId for a text command: unique per server run.
-func (s *Server) textID(cs *conn) (id [16]byte) {
-	cs.slock.seq++
-	binary.BigEndian.PutUint64(id[:8], uint64(s.started)^uint64(cs.owner)<<20)
-	binary.BigEndian.PutUint64(id[8:], uint64(cs.owner)<<32|cs.slock.seq)
-	return id
-}
-
 // slockInfo renders INFO: the server, its clients, and each database's lock counts.
 func (s *Server) slockInfo(now int64) []byte {
 	b := s.sl.infoBuf[:0]
-	b = append(b, "# Server\r\nredis_version:7.0.0\r\ntallyd_version:"...)
+	b = append(b, "# Server\r\nredis_version:"+redisVersion+"\r\ntallyd_version:"...)
 	b = append(b, s.cfg.Version...)
 	b = append(b, "\r\nredis_mode:standalone\r\nserver_name:tallyd\r\nprocess_id:"...)
 	b = strconv.AppendInt(b, int64(os.Getpid()), 10)

@@ -1,7 +1,6 @@
 package loop
 
 import (
-	"errors"
 	"strconv"
 
 	"tallyd/proto/resp"
@@ -9,19 +8,15 @@ import (
 	"tallyd/store"
 )
 
-// slockKV serves a Redis key/value command on a text connection: most run as a Lock or
+// slockKV serves the key/value command parsed into cs's request: most run as a Lock or
 // Unlock on the key (slock-protocol.md §8.2) and answer when it resolves; TTL, KEYS,
 // SCAN, DBSIZE and FLUSHDB read or reset the store directly.
-func (s *Server) slockKV(cs *conn, args [][]byte, op slock.Op, name string, now int64) {
+func (s *Server) slockKV(cs *conn, now int64) {
 	sc := cs.slock
-	kv := &sc.kv
-	var err error
-	s.sl.dataBuf, err = slock.ParseKV(args, op, name, &sc.text, now/1e6, func() [16]byte { return s.textID(cs) }, kv, s.sl.dataBuf[:0])
-	if err != nil {
-		s.kvError(cs, err)
-		return
-	}
+	kv := &sc.req.KV
+	op := kv.Op
 	db := sc.text.DB
+	var err error
 	switch op {
 	case slock.OpTTL, slock.OpPTTL:
 		id := slock.TextID(kv.Keys[0])
@@ -32,7 +27,7 @@ func (s *Server) slockKV(cs *conn, args [][]byte, op slock.Op, name string, now 
 		if ms >= 0 && op == slock.OpTTL {
 			ms = (ms + 500) / 1000 // rounded, as Redis does
 		}
-		s.put(cs, resp.AppendInt(s.out(cs), ms))
+		s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), ms))
 		return
 	case slock.OpKeys, slock.OpScan:
 		s.kvKeys(cs, db, kv.Value, op == slock.OpScan)
@@ -40,7 +35,7 @@ func (s *Server) slockKV(cs *conn, args [][]byte, op slock.Op, name string, now 
 	case slock.OpDBSize:
 		n := 0
 		s.locks.EachValue(db, func([16]byte, []byte) bool { n++; return true })
-		s.put(cs, resp.AppendInt(s.out(cs), int64(n)))
+		s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), int64(n)))
 		return
 	case slock.OpFlushDB, slock.OpFlushAll:
 		lo, hi := int(db), int(db)
@@ -51,20 +46,8 @@ func (s *Server) slockKV(cs *conn, args [][]byte, op slock.Op, name string, now 
 			s.sl.replies, s.sl.execs, _ = s.locks.Flush(uint8(d), now, s.sl.replies[:0], s.sl.execs[:0])
 			s.drainLocks(now)
 		}
-		s.put(cs, resp.AppendSimple(s.out(cs), "OK"))
+		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
 		return
-	case slock.OpIncr:
-		old, err := slock.Int(s.locks.Value(db, kv.Frame.Key))
-		if err == nil {
-			sc.kvInt, err = slock.Add(old, kv.Delta)
-		}
-		if err == nil {
-			s.sl.dataBuf, err = kv.SetNumber(s.sl.dataBuf, sc.kvInt)
-		}
-		if err != nil {
-			s.kvError(cs, err)
-			return
-		}
 	case slock.OpDel, slock.OpExists:
 		if len(kv.Keys) > 1 {
 			sc.kvMulti, sc.kvN = true, 0
@@ -73,18 +56,80 @@ func (s *Server) slockKV(cs *conn, args [][]byte, op slock.Op, name string, now 
 				s.runKV(cs, now)
 			}
 			sc.kvMulti = false
-			s.put(cs, resp.AppendInt(s.out(cs), sc.kvN))
+			s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), sc.kvN))
 			kv.Keys = nil
 			return
 		}
 	}
-	if n := s.kvSize(kv, db); n > int(s.cfg.SlockMaxData) {
-		s.kvError(cs, &slock.TextError{Msg: "value too long: " + strconv.Itoa(n) + " bytes with its key name, limit " +
-			strconv.Itoa(int(s.cfg.SlockMaxData)) + " (--slock-max-data)"})
+	if err = s.kvFits(kv, db); err != nil {
+		s.textError(cs, err)
 		return
 	}
 	s.runKV(cs, now)
 	kv.Keys, kv.Value = nil, nil // views into the request: gone once it is served
+}
+
+// kvMGet answers MGET key...: an array of what GET answers for each key.
+func (s *Server) kvMGet(cs *conn, args [][]byte, now int64) {
+	sc := cs.slock
+	s.sendTo(cs, resp.AppendArray(s.scratchFor(cs), len(args)-1))
+	for i := 1; i < len(args); i++ {
+		sc.req.KV.GetKey(args, i, &sc.text, func() [16]byte { return s.textID(cs) })
+		s.runKV(cs, now) // a probe: answered at once
+	}
+	sc.req.KV.Keys = nil
+}
+
+// kvMSet answers MSET key value... (or with nx MSETNX: only if none of the keys exists):
+// every key is checked before any is set, so all are set or none.
+func (s *Server) kvMSet(cs *conn, args [][]byte, nx bool, now int64) {
+	sc := cs.slock
+	kv := &sc.req.KV
+	db := sc.text.DB
+	newID := func() [16]byte { return s.textID(cs) }
+	defer func() { kv.Keys, kv.Value = nil, nil }()
+	var err error
+	for i := 1; i < len(args); i += 2 {
+		if s.sl.dataBuf, err = kv.SetPair(args, i, &sc.text, newID, s.sl.dataBuf[:0]); err == nil {
+			err = s.kvFits(kv, db)
+		}
+		if err != nil {
+			s.textError(cs, err)
+			return
+		}
+		held, mine := s.locks.Holds(db, kv.Frame.Key, kv.Frame.LockID)
+		switch {
+		case nx && held: // MSETNX: a key that exists (or is locked) sets nothing
+			s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), 0))
+			return
+		case held && !mine:
+			s.textError(cs, &slock.TextError{Msg: "key '" + string(args[i]) + "' is held under another LockId (LOCK, SETNX): nothing was set"})
+			return
+		}
+	}
+	sc.kvMulti, sc.kvN = true, 0
+	for i := 1; i < len(args); i += 2 {
+		s.sl.dataBuf, _ = kv.SetPair(args, i, &sc.text, newID, s.sl.dataBuf[:0])
+		s.runKV(cs, now)
+	}
+	sc.kvMulti = false
+	switch want := int64(len(args)-1) / 2; {
+	case sc.kvN < want:
+		s.textError(cs, &slock.TextError{Msg: strconv.FormatInt(want-sc.kvN, 10) + " of the keys could not be set"})
+	case nx:
+		s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), 1))
+	default:
+		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
+	}
+}
+
+// kvFits answers an error if the value record kv would leave is longer than the store keeps.
+func (s *Server) kvFits(kv *slock.KV, db uint8) error {
+	if n := s.kvSize(kv, db); n > int(s.cfg.SlockMaxData) {
+		return &slock.TextError{Msg: "value too long: " + strconv.Itoa(n) + " bytes with its key name, limit " +
+			strconv.Itoa(int(s.cfg.SlockMaxData)) + " (--slock-max-data)"}
+	}
+	return nil
 }
 
 // kvSize is the length of the value record kv would leave (for APPEND, with the value it
@@ -104,7 +149,11 @@ func (s *Server) kvSize(kv *slock.KV, db uint8) int {
 // runKV runs kv.Frame for cs, which waits for its reply (kvReply renders it).
 func (s *Server) runKV(cs *conn, now int64) {
 	sc := cs.slock
-	cmd := frameCommand(&sc.kv.Frame)
+	kv := &sc.req.KV
+	cmd := frameCommand(&kv.Frame)
+	if kv.Op == slock.OpIncr {
+		cmd.Add, cmd.Delta = true, kv.Delta // the store adds (and checks) the delta
+	}
 	sc.waiting, sc.waitID, sc.waitLock, sc.kvActive = true, cmd.RequestID, false, true
 	s.runLock(cs.owner, &cmd, now)
 }
@@ -113,23 +162,20 @@ func (s *Server) runKV(cs *conn, now int64) {
 func (s *Server) kvReply(cs *conn, r *slock.LockReply) {
 	sc := cs.slock
 	if sc.kvMulti {
-		if slock.KVCount(sc.kv.Op, r.Result, r.Value) {
+		if slock.KVCount(sc.req.KV.Op, r.Result, r.Value) {
 			sc.kvN++
 		}
 		return
 	}
 	sc.kvActive = false
-	s.sendTo(cs, slock.AppendKVReply(s.scratchFor(cs), &sc.kv, r.Result, r.Value, sc.kvInt))
-}
-
-// kvError answers a key/value command that could not run.
-func (s *Server) kvError(cs *conn, err error) {
-	var te *slock.TextError
-	if errors.As(err, &te) {
-		s.put(cs, resp.AppendError(s.out(cs), "ERR "+te.Msg))
-		return
+	switch r.Result {
+	case store.LockNotInteger:
+		s.textError(cs, slock.ErrNotInteger)
+	case store.LockOverflow:
+		s.textError(cs, slock.ErrOverflow)
+	default:
+		s.sendTo(cs, slock.AppendKVReply(s.scratchFor(cs), &sc.req.KV, r.Result, r.Value))
 	}
-	s.put(cs, resp.AppendError(s.out(cs), "ERR "+err.Error()))
 }
 
 // kvKeys answers KEYS pattern, or SCAN (one pass: cursor 0 and every match), with the
@@ -143,23 +189,26 @@ func (s *Server) kvKeys(cs *conn, db uint8, pattern []byte, scan bool) {
 		}
 		return true
 	})
+	b := s.scratchFor(cs)
 	if scan {
-		s.put(cs, resp.AppendArray(s.out(cs), 2))
-		s.put(cs, resp.AppendBulkString(s.out(cs), "0"))
+		b = resp.AppendArray(b, 2)
+		b = resp.AppendBulkString(b, "0")
 	}
-	s.put(cs, resp.AppendArray(s.out(cs), len(names)))
+	b = resp.AppendArray(b, len(names))
 	for _, n := range names {
-		s.put(cs, resp.AppendBulk(s.out(cs), n))
+		b = resp.AppendBulk(b, n)
 	}
+	s.sendTo(cs, b)
 	clear(names)
 	s.sl.names = names[:0]
 }
 
 // slockAdmin answers the Redis housekeeping commands clients send on connect (CONFIG GET,
-// CLIENT, COMMAND), reporting false for anything else.
-func (s *Server) slockAdmin(cs *conn, args [][]byte) bool {
+// CLIENT, COMMAND).
+func (s *Server) slockAdmin(cs *conn, args [][]byte) {
 	name := args[0]
 	sub := argAt(args, 1)
+	b := s.scratchFor(cs)
 	switch {
 	case resp.Is(name, "CONFIG"):
 		switch {
@@ -172,43 +221,41 @@ func (s *Server) slockAdmin(cs *conn, args [][]byte) bool {
 					}
 				}
 			}
-			s.put(cs, resp.AppendArray(s.out(cs), 2*len(hits)))
+			b = resp.AppendArray(b, 2*len(hits))
 			for _, kv := range hits {
-				s.put(cs, resp.AppendBulkString(resp.AppendBulkString(s.out(cs), kv[0]), kv[1]))
+				b = resp.AppendBulkString(resp.AppendBulkString(b, kv[0]), kv[1])
 			}
 		case resp.Is(sub, "SET"):
-			s.put(cs, resp.AppendError(s.out(cs), "ERR CONFIG SET is not supported: restart tallyd with other flags"))
+			b = resp.AppendError(b, "ERR CONFIG SET is not supported: restart tallyd with other flags")
 		case resp.Is(sub, "RESETSTAT"):
-			s.put(cs, resp.AppendSimple(s.out(cs), "OK"))
+			b = resp.AppendSimple(b, "OK")
 		default:
-			s.put(cs, resp.AppendError(s.out(cs), "ERR unknown subcommand or wrong number of arguments for 'config' command"))
+			b = resp.AppendError(b, "ERR unknown subcommand or wrong number of arguments for 'config' command")
 		}
 	case resp.Is(name, "CLIENT"):
 		switch {
 		case resp.Is(sub, "SETNAME") && len(args) == 3, resp.Is(sub, "SETINFO") && len(args) == 4,
 			resp.Is(sub, "NO-EVICT"), resp.Is(sub, "NO-TOUCH"), resp.Is(sub, "REPLY") && len(args) == 3:
-			s.put(cs, resp.AppendSimple(s.out(cs), "OK"))
+			b = resp.AppendSimple(b, "OK")
 		case resp.Is(sub, "GETNAME"):
-			s.put(cs, resp.AppendNull(s.out(cs)))
+			b = resp.AppendNull(b)
 		case resp.Is(sub, "ID"):
-			s.put(cs, resp.AppendInt(s.out(cs), int64(cs.owner)))
+			b = resp.AppendInt(b, int64(cs.owner))
 		case resp.Is(sub, "LIST"), resp.Is(sub, "INFO"):
 			line := "id=" + strconv.FormatUint(uint64(cs.owner), 10) + " addr=" + cs.c.RemoteAddr().String() +
 				" db=" + strconv.Itoa(int(cs.slock.text.DB)) + "\n"
-			s.put(cs, resp.AppendBulkString(s.out(cs), line))
+			b = resp.AppendBulkString(b, line)
 		default:
-			s.put(cs, resp.AppendError(s.out(cs), "ERR unknown subcommand or wrong number of arguments for 'client' command"))
+			b = resp.AppendError(b, "ERR unknown subcommand or wrong number of arguments for 'client' command")
 		}
-	case resp.Is(name, "COMMAND"):
+	default: // COMMAND
 		if resp.Is(sub, "COUNT") {
-			s.put(cs, resp.AppendInt(s.out(cs), 0))
+			b = resp.AppendInt(b, 0)
 		} else {
-			s.put(cs, resp.AppendArray(s.out(cs), 0)) // no command table: clients fall back to plain use
+			b = resp.AppendArray(b, 0) // no command docs: clients fall back to plain use
 		}
-	default:
-		return false
 	}
-	return true
+	s.sendTo(cs, b)
 }
 
 // configItems are the CONFIG GET parameters tallyd answers (redis-benchmark asks for save

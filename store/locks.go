@@ -20,6 +20,12 @@ type LockCommand struct {
 	// Data is the data record, whole (u32 N + N bytes, N >= 2), or nil. The
 	// store copies what it keeps.
 	Data []byte
+
+	// Add makes a Lock that carries a SET record an INCRBY of Delta (see
+	// locks_add.go): the record's value becomes the key's integer value plus
+	// Delta. Never set by a frame from the wire.
+	Add   bool
+	Delta int64
 }
 
 // LockReply is one reply frame owed to a connection: to the command's
@@ -41,7 +47,8 @@ type LockReply struct {
 	Rcount  uint8
 
 	// Value is the key's value record to attach (u32 N + N bytes), nil for
-	// none. It is valid until the next call on the Locks.
+	// none: its value before the command, except after an Add, whose reply
+	// carries the value it made. It is valid until the next call on the Locks.
 	Value []byte
 }
 
@@ -70,6 +77,10 @@ const (
 	LockStateError     = 10
 	LockUnknownError   = 11 // also: the key limit (MaxKeys) is reached
 	LockAckWaiting     = 12 // never sent by a standalone server
+
+	// Results of an Add only (never on the wire).
+	LockNotInteger = 64 // the key's value is not an integer
+	LockOverflow   = 65 // the sum does not fit an int64
 )
 
 // Lock flags (byte 19 of a Lock).
@@ -225,6 +236,11 @@ type Locks struct {
 	cursor     *lockKey                // the next key SnapshotNext writes, nil when done
 	aging      deadlines[*agedItem]    // holders that will persist once held PersistAfter, by when
 	snap       KeyState
+
+	// WATCH (locks_add.go).
+	watches map[keyRef]*watch
+	wseq    uint64
+	addBuf  []byte
 }
 
 // lockDB is one database.
@@ -394,6 +410,10 @@ func (l *Locks) Do(owner Owner, cmd *LockCommand, now int64, replies []LockReply
 	case 1, 8:
 		c := *cmd
 		c.Type = 1
+		if c.Add {
+			l.add(owner, &c, now)
+			break
+		}
 		l.lock(owner, &c, cmd.Data, now)
 	case 2, 9:
 		c := *cmd
@@ -646,6 +666,9 @@ func (l *Locks) settle(k *lockKey) {
 		return
 	}
 	d := k.db
+	if k.has {
+		l.modified(k)
+	}
 	if k.logged {
 		l.goneKeys = append(l.goneKeys, keyRef{d.id, k.key})
 		l.setLogged(k, false)
@@ -917,6 +940,7 @@ func (l *Locks) relock(o Owner, h *lockItem, c *LockCommand, data []byte, now in
 	k := h.k
 	if c.Flag&lockUpdate != 0 {
 		before := l.current(k)
+		l.modified(k) // an Update sets the value or the expiry
 		if data != nil {
 			h.execs = h.execs[:0]
 			l.applyData(k, h, o, c.DB, data, k.levels == 1)

@@ -13,6 +13,15 @@ func (l *Locks) Value(db uint8, key [16]byte) []byte {
 	return k.value
 }
 
+// Holds reports whether key in db has holders, and whether lockID is one of them.
+func (l *Locks) Holds(db uint8, key, lockID [16]byte) (held, by bool) {
+	k := l.key(db, key)
+	if k == nil || k.hold.n == 0 {
+		return false, false
+	}
+	return true, k.find(lockID) != nil
+}
+
 // EachValue calls fn with every key of db that has a value and its value
 // record (a view), in no particular order, until fn returns false. fn must
 // not change the Locks.
@@ -47,6 +56,7 @@ func (l *Locks) Flush(db uint8, now int64, replies []LockReply, execs []Exec) ([
 			if k.has {
 				k.has = false
 				l.changed(k)
+				l.modified(k)
 			}
 			l.wake(k, now)
 			l.settle(k)

@@ -142,6 +142,11 @@ func (l *Locks) info(k *lockKey) LockInfo {
 // counts are right; each database's gauges are the actual numbers; the
 // value parses. It scans everything; it is meant for tests.
 func (l *Locks) Check() error {
+	for ref, w := range l.watches {
+		if w.n <= 0 || w.ver > l.wseq || ref.db > MaxLockDB {
+			return fmt.Errorf("store: watch of key %x of db %d: %d watchers, version %d of %d", ref.key, ref.db, w.n, w.ver, l.wseq)
+		}
+	}
 	scheduled, kept, keys := 0, 0, 0
 	waits := map[Owner]int{}
 	for id, d := range l.dbs {

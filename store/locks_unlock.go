@@ -148,9 +148,11 @@ func (l *Locks) applyData(k *lockKey, h *lockItem, o Owner, db uint8, rec []byte
 		k.has = true
 		k.valueCmd = cmd
 		l.changed(k)
+		l.modified(k)
 	case eff == unset:
 		k.has = false
 		l.changed(k)
+		l.modified(k)
 	}
 }
 

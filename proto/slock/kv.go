@@ -27,7 +27,7 @@ const (
 	OpExists
 	OpType
 	OpStrlen
-	OpIncr // INCR, INCRBY, DECR, DECRBY: the server computes the new value (KV.Delta)
+	OpIncr // INCR, INCRBY, DECR, DECRBY: the store adds KV.Delta to the value
 	OpAppend
 	OpDel
 	OpExpire  // EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT
@@ -55,44 +55,14 @@ type KV struct {
 	NX, XX bool
 }
 
-var kvCmds = []struct {
-	name string
-	op   Op
-}{
-	{"SET", OpSet}, {"GETSET", OpGetSet}, {"SETNX", OpSetNX}, {"SETEX", OpSet}, {"PSETEX", OpSet},
-	{"GET", OpGet}, {"EXISTS", OpExists}, {"TYPE", OpType}, {"STRLEN", OpStrlen},
-	{"INCR", OpIncr}, {"INCRBY", OpIncr}, {"DECR", OpIncr}, {"DECRBY", OpIncr}, {"APPEND", OpAppend},
-	{"DEL", OpDel}, {"UNLINK", OpDel}, {"EXPIRE", OpExpire}, {"PEXPIRE", OpExpire}, {"EXPIREAT", OpExpire},
-	{"PEXPIREAT", OpExpire}, {"PERSIST", OpPersist}, {"TTL", OpTTL}, {"PTTL", OpPTTL}, {"KEYS", OpKeys},
-	{"SCAN", OpScan}, {"DBSIZE", OpDBSize}, {"FLUSHDB", OpFlushDB}, {"FLUSHALL", OpFlushAll},
-}
-
-var kvIndex = func() map[string]int {
-	m := make(map[string]int, len(kvCmds))
-	for i, c := range kvCmds {
-		m[c.name] = i
-	}
-	return m
-}()
-
 // LookupKV returns the key/value command named name (any case) and its canonical name;
 // OpNone and "" for another name.
 func LookupKV(name []byte) (Op, string) {
-	if len(name) > 16 {
+	s := Lookup(name)
+	if s == nil || s.Cmd != CmdKV {
 		return OpNone, ""
 	}
-	var up [16]byte
-	for i, c := range name {
-		if 'a' <= c && c <= 'z' {
-			c -= 'a' - 'A'
-		}
-		up[i] = c
-	}
-	i, ok := kvIndex[string(up[:len(name)])] // the compiler does not allocate for this lookup
-	if !ok {
-		return OpNone, ""
-	}
-	return kvCmds[i].op, kvCmds[i].name
+	return s.Op, s.Name
 }
 
 // Expiry flags and values of key/value locks.
@@ -115,18 +85,18 @@ const (
 type kvErr = TextError
 
 func arity(name string) error {
-	return &kvErr{"wrong number of arguments for '" + lower(name) + "' command"}
+	return &kvErr{Msg: "wrong number of arguments for '" + lower(name) + "' command"}
 }
 
 var (
-	errSyntax   = &kvErr{"syntax error"}
-	errNotInt   = &kvErr{"value is not an integer or out of range"}
-	errExpire   = &kvErr{"invalid expire time in 'set' command"}
-	errOverflow = &kvErr{"increment or decrement would overflow"}
+	errSyntax   = &kvErr{Msg: "syntax error"}
+	errNotInt   = &kvErr{Msg: "value is not an integer or out of range"}
+	errExpire   = &kvErr{Msg: "invalid expire time in 'set' command"}
+	errOverflow = &kvErr{Msg: "increment or decrement would overflow"}
 )
 
 // ErrNotInteger and ErrOverflow are the Redis errors of the INCR family, for the server's
-// own checks of the stored value.
+// answers to the store's results.
 var (
 	ErrNotInteger error = errNotInt
 	ErrOverflow   error = errOverflow
@@ -159,7 +129,7 @@ func ParseKV(args [][]byte, op Op, name string, t *Text, nowMs int64, newID func
 			}
 			ms, ok := resp.ParseInt(args[2])
 			if !ok || ms <= 0 {
-				return buf, &kvErr{"invalid expire time in '" + lower(name) + "' command"}
+				return buf, &kvErr{Msg: "invalid expire time in '" + lower(name) + "' command"}
 			}
 			if name == "SETEX" {
 				ms *= 1000
@@ -270,9 +240,10 @@ func ParseKV(args [][]byte, op Op, name string, t *Text, nowMs int64, newID func
 			kv.Delta = -kv.Delta
 		}
 		kv.Keys = args[1:2]
-		// The server fills in the new value (SetNumber) once it has read the old one.
+		// The store adds Delta to the key's value and stores the sum in place of the 0 of
+		// this NUMBER record (store.LockCommand.Add), keeping its KEY property.
 		kv.lockFrame(t, newID, flagUpdate|FlagData, 0, keepExpiry, unlimitedFlag)
-		return buf, nil
+		return kv.SetNumber(buf, 0)
 	case OpExpire:
 		if n != 3 {
 			return buf, arity(name)
@@ -321,7 +292,7 @@ func ParseKV(args [][]byte, op Op, name string, t *Text, nowMs int64, newID func
 			return buf, errSyntax
 		}
 		if c, ok := resp.ParseInt(args[1]); !ok || c < 0 {
-			return buf, &kvErr{"invalid cursor"}
+			return buf, &kvErr{Msg: "invalid cursor"}
 		}
 		kv.Value = []byte("*")
 		for i := 2; i+1 < n; i += 2 {
@@ -349,7 +320,7 @@ func ParseKV(args [][]byte, op Op, name string, t *Text, nowMs int64, newID func
 		}
 		return buf, nil
 	}
-	return buf, &kvErr{"Unknown Command"}
+	return buf, &kvErr{Msg: "Unknown Command"}
 }
 
 // setFrame builds the Lock of SET and its variants: Update with a SET record, expiring
@@ -384,7 +355,7 @@ func (kv *KV) lockFrame(t *Text, newID func() [16]byte, flag uint8, timeout, exp
 func (kv *KV) dataRecord(buf []byte, cmd, flag uint8, value []byte) ([]byte, error) {
 	key := kv.Keys[0]
 	if len(key) > 0xffff {
-		return buf, &kvErr{"key longer than 65535 bytes"}
+		return buf, &kvErr{Msg: "key longer than 65535 bytes"}
 	}
 	start := len(buf)
 	props := [1]Property{{Code: PropKey, Value: key}}
@@ -392,6 +363,19 @@ func (kv *KV) dataRecord(buf []byte, cmd, flag uint8, value []byte) ([]byte, err
 	kv.Frame.Flag |= FlagData
 	kv.Frame.Data = buf[start:]
 	return buf, nil
+}
+
+// SetPair sets kv to the SET of args[i] to args[i+1] (a pair of MSET or MSETNX), its data
+// record built into buf.
+func (kv *KV) SetPair(args [][]byte, i int, t *Text, newID func() [16]byte, buf []byte) ([]byte, error) {
+	*kv = KV{Op: OpSet, Name: "MSET", Keys: args[i : i+1], Value: args[i+1]}
+	return kv.setFrame(t, newID, buf, 0, 0, 0, 0)
+}
+
+// GetKey sets kv to the GET of args[i] (a key of MGET).
+func (kv *KV) GetKey(args [][]byte, i int, t *Text, newID func() [16]byte) {
+	*kv = KV{Op: OpGet, Name: "MGET", Keys: args[i : i+1]}
+	kv.KeyFrame(t, newID, 0)
 }
 
 // SetNumber makes kv.Frame (an INCR family Lock) store n as a NUMBER record, built into buf.
@@ -450,20 +434,11 @@ func Int(rec []byte) (int64, error) {
 	return n, nil
 }
 
-// Add returns a + b, or ErrOverflow.
-func Add(a, b int64) (int64, error) {
-	c := a + b
-	if (c > a) != (b > 0) {
-		return 0, ErrOverflow
-	}
-	return c, nil
-}
-
 // AppendKVReply renders the result of kv's lock command (result, and the value record the
-// reply carried: the key's value before the command, or nil) as its Redis reply. newInt is
-// the INCR family's new value. DEL and EXISTS of several keys are counted by the caller
+// reply carried: the key's value before the command, or nil; for the INCR family the value
+// it made) as its Redis reply. DEL and EXISTS of several keys are counted by the caller
 // (KVCount) instead.
-func AppendKVReply(dst []byte, kv *KV, result Result, value []byte, newInt int64) []byte {
+func AppendKVReply(dst []byte, kv *KV, result Result, value []byte) []byte {
 	ok := result == ResultOK || result == ResultLockedError
 	switch kv.Op {
 	case OpSet:
@@ -498,7 +473,8 @@ func AppendKVReply(dst []byte, kv *KV, result Result, value []byte, newInt int64
 		return resp.AppendInt(dst, int64(Strlen(value)))
 	case OpIncr:
 		if ok {
-			return resp.AppendInt(dst, newInt)
+			n, _ := Int(value)
+			return resp.AppendInt(dst, n)
 		}
 	case OpAppend:
 		switch {
@@ -523,11 +499,14 @@ func AppendKVReply(dst []byte, kv *KV, result Result, value []byte, newInt int64
 	return resp.AppendError(dst, "ERR "+strconv.Itoa(int(result)))
 }
 
-// KVCount reports whether a DEL or EXISTS of one key counts: DEL unlocked it, or the key
-// exists with a value.
+// KVCount reports whether one key of a command on several counts: DEL unlocked it, EXISTS
+// found a value, SET (of MSET) set it.
 func KVCount(op Op, result Result, value []byte) bool {
-	if op == OpDel {
+	switch op {
+	case OpDel:
 		return result == ResultOK
+	case OpSet:
+		return result == ResultOK || result == ResultLockedError
 	}
 	return HasValue(value)
 }

@@ -90,7 +90,7 @@ func FuzzParseKV(f *testing.F) {
 			}
 			return
 		}
-		out := AppendKVReply(nil, &kv, Result(result%13), value, 7)
+		out := AppendKVReply(nil, &kv, Result(result%13), value)
 		if _, used, perr := resp.ParseReply(out); perr != nil || used != len(out) {
 			t.Fatalf("%q: reply %q does not parse as one RESP reply: %v", line, out, perr)
 		}

@@ -15,14 +15,18 @@ type Text struct {
 	LastLockID  [16]byte // the last successful LOCK's id: UNLOCK's default
 }
 
-// TextError is a text command the server answers with `-ERR Msg`.
-type TextError struct{ Msg string }
+// TextError is a text command the server answers with `-Code Msg` (AppendTextError);
+// Code is ERR when empty.
+type TextError struct {
+	Code string
+	Msg  string
+}
 
 func (e *TextError) Error() string { return "slock: text command: " + e.Msg }
 
 var (
-	errArgCount = &TextError{"Command Parse Args Count Error"}
-	errArg      = &TextError{"Command Parse Args Error"}
+	errArgCount = &TextError{Msg: "Command Parse Args Count Error"}
+	errArg      = &TextError{Msg: "Command Parse Args Error"}
 )
 
 // ParseTextLock builds the frame of a text `LOCK key [opt val]...`, `UNLOCK key [opt
@@ -148,7 +152,7 @@ func parseTextOptions(opts [][]byte, t *Text, newID func() [16]byte, f *Frame, b
 			buf, hasData = AppendDataRecord(buf[:start], DataExecute, stage, 0, nil, frame), true
 			i = len(opts) // consumed
 		default:
-			return false, buf, &TextError{"Unknown Command Option " + strconv.Quote(string(name))}
+			return false, buf, &TextError{Msg: "Unknown Command Option " + strconv.Quote(string(name))}
 		}
 	}
 	if hasData {

@@ -1,0 +1,370 @@
+package loop
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"tallyd/proto/resp"
+	"tallyd/proto/slock"
+)
+
+// This file is slock's Redis-text side: the commands of a connection that speaks RESP,
+// looked up in proto/slock's command table and dispatched by their typed form. Key/value
+// commands are in slockkv.go.
+
+// textHandler serves Redis-text commands on the slock port. A LOCK or UNLOCK (or a
+// key/value command run as one) that has not resolved holds the commands behind it back.
+type textHandler struct {
+	s        *Server
+	dec      resp.Decoder
+	args     [][]byte
+	raw      []byte   // the line args came from
+	execArgs [][]byte // the arguments of a queued command EXEC runs
+}
+
+func (h *textHandler) parse(cs *conn, in []byte) (int, error) {
+	args, n, err := h.dec.Parse(in, h.args[:0])
+	h.args = args
+	if err != nil {
+		if errors.Is(err, resp.ErrInline) {
+			return 0, fmt.Errorf("inline text command: %w", err)
+		}
+		return 0, fmt.Errorf("bad RESP request: %w", err)
+	}
+	h.raw = in[:n]
+	return n, nil
+}
+
+func (h *textHandler) exec(cs *conn, now int64) {
+	args := h.args
+	h.args = args[:0]
+	if len(args) == 0 {
+		return
+	}
+	if h.s.slockCommand(cs, args, h.raw, now) {
+		cs.quit = true
+	}
+	h.raw = nil
+	cs.busy = cs.slock.waiting
+}
+
+func (h *textHandler) more(cs *conn, now int64) { cs.busy = cs.slock.waiting }
+func (h *textHandler) closed(cs *conn, now int64) {
+	h.s.slockClose(cs, now)
+}
+
+// flushAt is the size of the replies an EXEC builds for one connection past which they are
+// written before it goes on: a transaction runs whole in one turn, however much it answers.
+const flushAt = 256 << 10
+
+// textDiscard drops the replies not yet written to cs (it is being closed).
+func (s *Server) textDiscard(cs *conn) {
+	cs.out, cs.gates = cs.out[:0], cs.gates[:0]
+}
+
+// textFlush writes the replies an EXEC built so far for cs once they are many, so that what
+// waits in memory stays bounded; false means the connection is closed or must be.
+func (s *Server) textFlush(cs *conn) bool {
+	if len(cs.out) >= flushAt {
+		s.write(cs)
+	}
+	return !cs.closed && !cs.closing
+}
+
+// slockCommand runs one text command line (raw: its bytes as they came); true means close
+// the connection after the reply.
+func (s *Server) slockCommand(cs *conn, args [][]byte, raw []byte, now int64) (quit bool) {
+	sc := cs.slock
+	spec := slock.Lookup(args[0])
+	if sc.tx.active && (spec == nil || spec.Flags&slock.CmdTx == 0) {
+		s.txQueue(cs, spec, args, raw)
+		return false
+	}
+	s.slockExpire(now) // a key that an earlier command of this batch expired is gone for this one
+	defer s.textDone(s.textBegin(cs, args[0]))
+	if spec == nil {
+		s.sendTo(cs, resp.AppendError(s.scratchFor(cs), "ERR Unknown Command"))
+		return false
+	}
+	if !spec.ArityOK(len(args)) {
+		s.textError(cs, spec.ArityError())
+		return false
+	}
+	r := &sc.req
+	var err error
+	s.sl.dataBuf, err = slock.Parse(spec, args, &sc.text, now/1e6, func() [16]byte { return s.textID(cs) }, r, s.sl.dataBuf[:0])
+	if err != nil {
+		s.textError(cs, err)
+		return false
+	}
+	if sc.tx.exec && spec.Flags&slock.CmdMayWait != 0 {
+		r.Frame.Timeout, r.KV.Frame.Timeout = 0, 0 // nothing waits inside EXEC
+	}
+	defer func() { r.Args, r.Arg = nil, nil }() // views into the input: gone once served
+	switch spec.Cmd {
+	case slock.CmdLock, slock.CmdUnlock, slock.CmdPush:
+		s.textLock(cs, r, now)
+	case slock.CmdKV:
+		s.slockKV(cs, now)
+	case slock.CmdPing:
+		if len(args) > 1 {
+			s.sendTo(cs, resp.AppendBulk(s.scratchFor(cs), args[1]))
+		} else {
+			s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "PONG"))
+		}
+	case slock.CmdEcho:
+		s.sendTo(cs, resp.AppendBulk(s.scratchFor(cs), args[1]))
+	case slock.CmdQuit:
+		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
+		return true
+	case slock.CmdSelect:
+		sc.text.DB = uint8(r.N)
+		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
+	case slock.CmdTimeout:
+		if resp.Is(r.Arg, "SET") {
+			sc.text.Timeout, sc.text.TimeoutFlag = uint16(r.N), uint16(r.N>>16)
+			s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
+		} else {
+			s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), int64(sc.text.TimeoutFlag)<<16|int64(sc.text.Timeout)))
+		}
+	case slock.CmdInfo:
+		s.sendTo(cs, resp.AppendBulk(s.scratchFor(cs), resp.InfoSections(s.slockInfo(now), args[1:])))
+	case slock.CmdConfig, slock.CmdClient, slock.CmdCommand:
+		s.slockAdmin(cs, args)
+	case slock.CmdMGet:
+		s.kvMGet(cs, args, now)
+	case slock.CmdMSet, slock.CmdMSetNX:
+		s.kvMSet(cs, args, spec.Cmd == slock.CmdMSetNX, now)
+	case slock.CmdMulti:
+		if sc.tx.active {
+			s.sendTo(cs, resp.AppendError(s.scratchFor(cs), "ERR MULTI calls can not be nested"))
+			break
+		}
+		sc.tx.active = true
+		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
+	case slock.CmdExec:
+		return s.txExec(cs, now)
+	case slock.CmdDiscard:
+		if !sc.tx.active {
+			s.sendTo(cs, resp.AppendError(s.scratchFor(cs), "ERR DISCARD without MULTI"))
+			break
+		}
+		s.txReset(cs)
+		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
+	case slock.CmdWatch:
+		s.txWatch(cs, args[1:])
+	case slock.CmdUnwatch:
+		s.unwatchAll(cs)
+		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
+	case slock.CmdHello:
+		s.hello(cs)
+	default:
+		s.sendTo(cs, resp.AppendError(s.scratchFor(cs), "ERR Unknown Command"))
+	}
+	return false
+}
+
+// textError answers the command being served with err (slock.AppendTextError).
+func (s *Server) textError(cs *conn, err error) {
+	s.sendTo(cs, slock.AppendTextError(s.scratchFor(cs), err))
+}
+
+// textLock runs a text LOCK, UNLOCK or PUSH; LOCK and UNLOCK answer when it resolves.
+func (s *Server) textLock(cs *conn, r *slock.Request, now int64) {
+	sc := cs.slock
+	cmd := frameCommand(&r.Frame)
+	if r.Will {
+		cmd.Data = append([]byte(nil), cmd.Data...)
+		sc.wills = append(sc.wills, cmd)
+		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
+		return
+	}
+	if r.Spec.Cmd == slock.CmdPush {
+		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK")) // PUSH does not wait for the result
+		s.runLock(cs.owner, &cmd, now)
+		return
+	}
+	sc.waiting, sc.waitID, sc.waitLock = true, cmd.RequestID, cmd.Type == uint8(slock.TypeLock)
+	s.runLock(cs.owner, &cmd, now)
+}
+
+// textID makes a RequestId or LockId for a text command: unique per server run.
+func (s *Server) textID(cs *conn) (id [16]byte) {
+	cs.slock.seq++
+	binary.BigEndian.PutUint64(id[:8], uint64(s.started)^uint64(cs.owner)<<20)
+	binary.BigEndian.PutUint64(id[8:], uint64(cs.owner)<<32|cs.slock.seq)
+	return id
+}
+
+func argAt(args [][]byte, i int) []byte {
+	if i < len(args) {
+		return args[i]
+	}
+	return nil
+}
+
+// txState is a connection's MULTI/EXEC transaction and its WATCHed keys.
+type txState struct {
+	active  bool   // between MULTI and EXEC or DISCARD: commands are queued
+	dirty   bool   // a command was refused while queueing: EXEC aborts
+	exec    bool   // EXEC is running the queue: commands that could wait do not
+	n       int    // commands queued
+	queue   []byte // their command lines as they came, copied out of the input buffer
+	watches map[watchKey]uint64
+}
+
+// watchKey is a WATCHed key: its database and id.
+type watchKey struct {
+	db  uint8
+	key [16]byte
+}
+
+// Bounds of a connection's transaction.
+const (
+	maxWatches    = 1 << 16 // keys one connection may WATCH
+	txKeepQueue   = 64 << 10
+	execAbortText = "EXECABORT Transaction discarded because of previous errors."
+)
+
+// txQueue answers a command sent between MULTI and EXEC: it is queued (copied: the input
+// buffer is only valid during this call), up to --max-input bytes of queue. As in Redis, only
+// a command's name and arity are checked now, the rest when EXEC runs it. An unknown
+// command, a wrong arity or a queue over its limit answers an error and makes EXEC abort.
+func (s *Server) txQueue(cs *conn, spec *slock.Spec, args [][]byte, raw []byte) {
+	tx := &cs.slock.tx
+	b := s.scratchFor(cs)
+	switch {
+	case spec == nil:
+		tx.dirty = true
+		b = resp.AppendError(b, "ERR Unknown Command")
+	case !spec.ArityOK(len(args)):
+		tx.dirty = true
+		b = slock.AppendTextError(b, spec.ArityError())
+	case len(tx.queue)+len(raw) > s.cfg.MaxInput:
+		tx.dirty = true
+		tx.queue, tx.n = nil, 0
+		b = resp.AppendError(b, "ERR MULTI queue over "+strconv.Itoa(s.cfg.MaxInput)+
+			" bytes (--max-input): the transaction will be discarded")
+	default:
+		if !tx.dirty { // EXEC will abort anyway: keep nothing
+			tx.queue = append(tx.queue, raw...)
+			tx.n++
+		}
+		b = resp.AppendSimple(b, "QUEUED")
+	}
+	s.sendTo(cs, b)
+}
+
+// txExec answers EXEC: the queued commands run one after another with nothing in between,
+// none of them waiting, and their replies go out as one array; a null array if a WATCHed
+// key changed since it was watched. True means close the connection: its replies are not
+// read (max-output); the transaction still runs whole.
+func (s *Server) txExec(cs *conn, now int64) (closeConn bool) {
+	sc := cs.slock
+	tx := &sc.tx
+	if !tx.active {
+		s.sendTo(cs, resp.AppendError(s.scratchFor(cs), "ERR EXEC without MULTI"))
+		return false
+	}
+	defer s.txReset(cs)
+	if tx.dirty {
+		s.sendTo(cs, resp.AppendError(s.scratchFor(cs), execAbortText))
+		return false
+	}
+	for w, ver := range tx.watches {
+		if s.locks.WatchVersion(w.db, w.key) != ver {
+			s.sendTo(cs, resp.AppendNullArray(s.scratchFor(cs)))
+			return false
+		}
+	}
+	s.sendTo(cs, resp.AppendArray(s.scratchFor(cs), tx.n))
+	tx.active, tx.exec = false, true
+	defer func() { tx.exec = false }()
+	for q := tx.queue; len(q) > 0; {
+		h := &s.slockText
+		args, n, err := h.dec.Parse(q, h.execArgs[:0])
+		h.execArgs = args[:0]
+		if err != nil || n == 0 || len(args) == 0 { // cannot be: each line parsed once already
+			break
+		}
+		s.slockCommand(cs, args, q[:n], now) // QUIT is never queued
+		q = q[n:]
+		if sc.waiting { // the store queued a command despite its timeout 0: never wait here
+			sc.waiting, sc.kvActive, sc.kvMulti = false, false, false
+			s.sendTo(cs, resp.AppendError(s.scratchFor(cs), "ERR the command would wait inside EXEC"))
+		}
+		if !closeConn && (cs.closed || !s.textFlush(cs)) {
+			closeConn = true // the client does not read (or is gone): close once all have run
+		}
+		if closeConn {
+			s.textDiscard(cs) // the rest still runs, all or nothing, unanswered
+		}
+	}
+	return closeConn
+}
+
+// txReset ends cs's transaction (EXEC, DISCARD) and its WATCHes.
+func (s *Server) txReset(cs *conn) {
+	tx := &cs.slock.tx
+	tx.active, tx.dirty, tx.n = false, false, 0
+	tx.queue = tx.queue[:0]
+	if cap(tx.queue) > txKeepQueue {
+		tx.queue = nil
+	}
+	s.unwatchAll(cs)
+}
+
+// txWatch answers WATCH key...: each key of the current database is watched until EXEC,
+// DISCARD, UNWATCH or the close of the connection.
+func (s *Server) txWatch(cs *conn, keys [][]byte) {
+	tx := &cs.slock.tx
+	if tx.active {
+		s.sendTo(cs, resp.AppendError(s.scratchFor(cs), "ERR WATCH inside MULTI is not allowed"))
+		return
+	}
+	db := cs.slock.text.DB
+	for _, k := range keys {
+		w := watchKey{db, slock.TextID(k)}
+		if _, ok := tx.watches[w]; ok {
+			continue
+		}
+		if len(tx.watches) >= maxWatches {
+			s.sendTo(cs, resp.AppendError(s.scratchFor(cs), "ERR more than "+strconv.Itoa(maxWatches)+
+				" keys watched by one connection"))
+			return
+		}
+		if tx.watches == nil {
+			tx.watches = make(map[watchKey]uint64)
+		}
+		tx.watches[w] = s.locks.Watch(w.db, w.key)
+	}
+	s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
+}
+
+// unwatchAll ends every WATCH of cs.
+func (s *Server) unwatchAll(cs *conn) {
+	tx := &cs.slock.tx
+	for w := range tx.watches {
+		s.locks.Unwatch(w.db, w.key)
+	}
+	tx.watches = nil
+}
+
+// redisVersion is the Redis version tallyd's Redis-text side answers as (INFO, HELLO).
+const redisVersion = "7.0.0"
+
+// hello answers HELLO [2]: the connection's properties, as Redis 6+ does for protocol 2
+// (a flat array of names and values). HELLO 3 was refused by the parse.
+func (s *Server) hello(cs *conn) {
+	b := resp.AppendArray(s.scratchFor(cs), 14)
+	b = resp.AppendBulkString(resp.AppendBulkString(b, "server"), "redis")
+	b = resp.AppendBulkString(resp.AppendBulkString(b, "version"), redisVersion)
+	b = resp.AppendInt(resp.AppendBulkString(b, "proto"), 2)
+	b = resp.AppendInt(resp.AppendBulkString(b, "id"), int64(cs.owner))
+	b = resp.AppendBulkString(resp.AppendBulkString(b, "mode"), "standalone")
+	b = resp.AppendBulkString(resp.AppendBulkString(b, "role"), "master")
+	b = resp.AppendArray(resp.AppendBulkString(b, "modules"), 0)
+	s.sendTo(cs, b)
+}

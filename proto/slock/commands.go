@@ -1,0 +1,284 @@
+package slock
+
+import (
+	"tallyd/proto/resp"
+)
+
+// This file is the Redis-text command table, after Redis's server.c: every
+// command slock's text side serves, with its arity and flags, and the parse
+// of a command line into a typed Request. The server looks a command up once,
+// checks its arity here, and dispatches on Spec.Cmd.
+
+// Cmd is a Redis-text command, or a family of them (CmdKV: Spec.Op tells which).
+type Cmd uint8
+
+// Commands. CmdNone is no command.
+const (
+	CmdNone Cmd = iota
+	CmdLock
+	CmdUnlock
+	CmdPush
+	CmdPing
+	CmdEcho
+	CmdQuit
+	CmdSelect
+	CmdTimeout
+	CmdInfo
+	CmdConfig
+	CmdClient
+	CmdCommand
+	CmdKV // a key/value command run as a lock command (kv.go)
+	CmdMGet
+	CmdMSet
+	CmdMSetNX
+	CmdMulti
+	CmdExec
+	CmdDiscard
+	CmdWatch
+	CmdUnwatch
+	CmdHello
+)
+
+// CmdFlags are a command's properties.
+type CmdFlags uint16
+
+// Command flags.
+const (
+	CmdWrite    CmdFlags = 1 << iota // may change a key
+	CmdReadonly                      // reads keys only
+	CmdMayWait                       // may wait for a lock (inside EXEC it never waits: timeout 0)
+	CmdAdmin                         // server administration
+	CmdTx                            // transaction control: runs at once inside MULTI, not queued
+)
+
+// Spec is one command of the table.
+type Spec struct {
+	Name  string // canonical name, upper case (error texts use it in lower case)
+	Cmd   Cmd
+	Op    Op  // for CmdKV
+	Arity int // argument count with the name: n exactly, or with -n at least n
+	Flags CmdFlags
+}
+
+// ArityOK reports whether a command line of n arguments (the name included) has the
+// arity of s.
+func (s *Spec) ArityOK(n int) bool {
+	if s.Arity < 0 {
+		return n >= -s.Arity
+	}
+	return n == s.Arity
+}
+
+// ArityError is the error for a command line of s with the wrong number of arguments.
+func (s *Spec) ArityError() error { return arity(s.Name) }
+
+// commands is the table. slock's own commands (LOCK, UNLOCK, PUSH, TIMEOUT) take -1: their
+// parse answers slock's own count error, as the reference server does.
+var commands = []Spec{
+	{"LOCK", CmdLock, OpNone, -1, CmdWrite | CmdMayWait},
+	{"UNLOCK", CmdUnlock, OpNone, -1, CmdWrite},
+	{"PUSH", CmdPush, OpNone, -1, CmdWrite},
+	{"PING", CmdPing, OpNone, -1, 0},
+	{"ECHO", CmdEcho, OpNone, 2, 0},
+	{"QUIT", CmdQuit, OpNone, -1, CmdTx},
+	{"SELECT", CmdSelect, OpNone, 2, 0},
+	{"TIMEOUT", CmdTimeout, OpNone, -1, 0},
+	{"INFO", CmdInfo, OpNone, -1, 0},
+	{"CONFIG", CmdConfig, OpNone, -2, CmdAdmin},
+	{"CLIENT", CmdClient, OpNone, -2, CmdAdmin},
+	{"COMMAND", CmdCommand, OpNone, -1, 0},
+	{"HELLO", CmdHello, OpNone, -1, 0},
+	{"MULTI", CmdMulti, OpNone, 1, CmdTx},
+	{"EXEC", CmdExec, OpNone, 1, CmdTx},
+	{"DISCARD", CmdDiscard, OpNone, 1, CmdTx},
+	{"WATCH", CmdWatch, OpNone, -2, CmdTx},
+	{"UNWATCH", CmdUnwatch, OpNone, 1, 0},
+
+	{"SET", CmdKV, OpSet, -3, CmdWrite | CmdMayWait},
+	{"SETEX", CmdKV, OpSet, 4, CmdWrite},
+	{"PSETEX", CmdKV, OpSet, 4, CmdWrite},
+	{"GETSET", CmdKV, OpGetSet, 3, CmdWrite},
+	{"SETNX", CmdKV, OpSetNX, 3, CmdWrite | CmdMayWait},
+	{"GET", CmdKV, OpGet, 2, CmdReadonly},
+	{"EXISTS", CmdKV, OpExists, -2, CmdReadonly},
+	{"TYPE", CmdKV, OpType, 2, CmdReadonly},
+	{"STRLEN", CmdKV, OpStrlen, 2, CmdReadonly},
+	{"INCR", CmdKV, OpIncr, -2, CmdWrite}, // slock takes an optional delta
+	{"DECR", CmdKV, OpIncr, -2, CmdWrite},
+	{"INCRBY", CmdKV, OpIncr, 3, CmdWrite},
+	{"DECRBY", CmdKV, OpIncr, 3, CmdWrite},
+	{"APPEND", CmdKV, OpAppend, 3, CmdWrite},
+	{"DEL", CmdKV, OpDel, -2, CmdWrite},
+	{"UNLINK", CmdKV, OpDel, -2, CmdWrite},
+	{"EXPIRE", CmdKV, OpExpire, -3, CmdWrite},
+	{"PEXPIRE", CmdKV, OpExpire, -3, CmdWrite},
+	{"EXPIREAT", CmdKV, OpExpire, -3, CmdWrite},
+	{"PEXPIREAT", CmdKV, OpExpire, -3, CmdWrite},
+	{"PERSIST", CmdKV, OpPersist, -2, CmdWrite}, // the reference wants a dummy third argument
+	{"TTL", CmdKV, OpTTL, 2, CmdReadonly},
+	{"PTTL", CmdKV, OpPTTL, 2, CmdReadonly},
+	{"KEYS", CmdKV, OpKeys, 2, CmdReadonly},
+	{"SCAN", CmdKV, OpScan, -2, CmdReadonly},
+	{"DBSIZE", CmdKV, OpDBSize, 1, CmdReadonly},
+	{"FLUSHDB", CmdKV, OpFlushDB, -1, CmdWrite},
+	{"FLUSHALL", CmdKV, OpFlushAll, -1, CmdWrite},
+	{"MGET", CmdMGet, OpNone, -2, CmdReadonly},
+	{"MSET", CmdMSet, OpNone, -3, CmdWrite},
+	{"MSETNX", CmdMSetNX, OpNone, -3, CmdWrite},
+}
+
+// maxName is the longest command name.
+const maxName = 16
+
+var cmdIndex = func() map[string]*Spec {
+	m := make(map[string]*Spec, len(commands))
+	for i := range commands {
+		s := &commands[i]
+		if len(s.Name) > maxName || m[s.Name] != nil {
+			panic("slock: bad command table entry " + s.Name)
+		}
+		m[s.Name] = s
+	}
+	return m
+}()
+
+// Lookup returns the command named name (any case), nil if there is none.
+func Lookup(name []byte) *Spec {
+	if len(name) > maxName {
+		return nil
+	}
+	var up [maxName]byte
+	for i, c := range name {
+		if 'a' <= c && c <= 'z' {
+			c -= 'a' - 'A'
+		}
+		up[i] = c
+	}
+	return cmdIndex[string(up[:len(name)])] // the compiler does not allocate for this lookup
+}
+
+// Commands returns the table, in its order. The caller must not change it.
+func Commands() []Spec { return commands }
+
+// Request is a parsed Redis-text command. Its byte slices are views into the command line.
+type Request struct {
+	Spec *Spec
+	Args [][]byte // the command line, Args[0] the name
+
+	Frame Frame // LOCK, UNLOCK, PUSH: the lock command (Data a view of the parse buffer)
+	Will  bool  // LOCK, UNLOCK with WILL 1: run it when the connection closes
+	KV    KV    // CmdKV: the key/value command
+
+	Arg []byte // PING, ECHO: the text; CONFIG, CLIENT, COMMAND, TIMEOUT: the subcommand
+	N   int64  // SELECT: the database; TIMEOUT SET: the value; HELLO: the protocol (0: none given)
+}
+
+// Errors of the commands parsed here.
+var (
+	errDBIndex  = &TextError{Msg: "DB index is out of range"}
+	errNoProto  = &TextError{Code: "NOPROTO", Msg: "unsupported protocol version"}
+	errProtoInt = &TextError{Msg: "Protocol version is not an integer or out of range"}
+)
+
+// maxDB is the highest database SELECT accepts.
+const maxDB = 254
+
+// Parse parses args, a command line of spec whose arity has been checked, for a connection
+// in state t at nowMs (Unix milliseconds), into r. Lock commands and key/value commands build
+// their data record into buf; newID supplies RequestIds and fresh LockIds. Errors are
+// *TextError.
+func Parse(spec *Spec, args [][]byte, t *Text, nowMs int64, newID func() [16]byte, r *Request, buf []byte) ([]byte, error) {
+	r.Spec, r.Args, r.Arg, r.N, r.Will = spec, args, nil, 0, false
+	var err error
+	switch spec.Cmd {
+	case CmdLock, CmdUnlock, CmdPush:
+		r.Will, buf, err = ParseTextLock(args, t, newID, &r.Frame, buf)
+		return buf, err
+	case CmdKV:
+		return ParseKV(args, spec.Op, spec.Name, t, nowMs, newID, &r.KV, buf)
+	case CmdPing, CmdEcho, CmdConfig, CmdClient, CmdCommand:
+		if len(args) > 1 {
+			r.Arg = args[1]
+		}
+	case CmdMSet, CmdMSetNX:
+		if len(args)%2 == 0 {
+			return buf, spec.ArityError()
+		}
+	case CmdSelect:
+		n, ok := resp.ParseInt(args[1])
+		if !ok || n < 0 || n > maxDB {
+			return buf, errDBIndex
+		}
+		r.N = n
+	case CmdTimeout:
+		r.Arg = argAt(args, 1)
+		switch {
+		case resp.Is(r.Arg, "SET"):
+			n, ok := textUint(argAt(args, 2), 0xffffffff)
+			if !ok {
+				return buf, errArg
+			}
+			r.N = n
+		case resp.Is(r.Arg, "GET"):
+		default:
+			return buf, errArg
+		}
+	case CmdHello:
+		if len(args) > 1 {
+			n, ok := resp.ParseInt(args[1])
+			if !ok {
+				return buf, errProtoInt
+			}
+			if n != 2 {
+				return buf, errNoProto
+			}
+			r.N = n
+			for i := 2; i < len(args); i++ {
+				switch {
+				case resp.Is(args[i], "SETNAME") && i+1 < len(args):
+					i++
+				case resp.Is(args[i], "AUTH") && i+2 < len(args):
+					return buf, &TextError{Msg: "AUTH is not supported: tallyd has no users"}
+				default:
+					return buf, &TextError{Msg: "Syntax error in HELLO option '" + string(args[i]) + "'"}
+				}
+			}
+		}
+	}
+	return buf, nil
+}
+
+func argAt(args [][]byte, i int) []byte {
+	if i < len(args) {
+		return args[i]
+	}
+	return nil
+}
+
+// AppendTextError renders err, a command's error, as a Redis error reply: a *TextError with
+// its code (ERR by default), anything else as ERR and its text.
+func AppendTextError(dst []byte, err error) []byte {
+	if te, ok := err.(*TextError); ok {
+		code := te.Code
+		if code == "" {
+			code = "ERR"
+		}
+		dst = append(dst, '-')
+		dst = append(dst, code...)
+		dst = append(dst, ' ')
+		return appendErrLine(dst, te.Msg)
+	}
+	return resp.AppendError(dst, "ERR "+err.Error())
+}
+
+// appendErrLine appends msg and CRLF, each CR or LF of msg written as a space.
+func appendErrLine(dst []byte, msg string) []byte {
+	for i := 0; i < len(msg); i++ {
+		c := msg[i]
+		if c == '\r' || c == '\n' {
+			c = ' '
+		}
+		dst = append(dst, c)
+	}
+	return append(dst, '\r', '\n')
+}
