@@ -296,7 +296,7 @@ func TestHashAllocs(t *testing.T) {
 // lock command included), and ApplyHash alone.
 func BenchmarkHashIncr(b *testing.B) {
 	l := store.NewLocks(store.LocksConfig{})
-	c := hashc(1, "counters:user:12345")
+	c := hashc(1, "counters:u12345")
 	var args []string
 	for i := range 10 {
 		args = append(args, fmt.Sprintf("field%d", i), "100")
