@@ -222,6 +222,7 @@ type Locks struct {
 	ex    []Exec
 	arena []byte // Value and Frame bytes of this call
 	tmp   []byte // records being computed
+	htmp  []byte // the record a hash command leaves (locks_hash.go)
 
 	freeItems  *lockItem
 	nfreeItems int
@@ -247,6 +248,7 @@ type Locks struct {
 type lockDB struct {
 	id   uint8
 	keys map[[16]byte]*lockKey
+	vals []*lockKey // the keys with a value (locks_values.go)
 	st   LockState
 }
 
@@ -260,6 +262,7 @@ type lockKey struct {
 	byID     map[[16]byte]*lockItem // holders by LockId, once there are many
 	value    []byte                 // the value record while has
 	has      bool
+	vslot    int32 // 1 + its index in db.vals while has
 	valueCmd uint8
 	next     *lockKey // free list
 	logged   bool     // the log's latest record of the key has holders; then on Locks.loggedKeys
@@ -673,6 +676,8 @@ func (l *Locks) settle(k *lockKey) {
 		l.goneKeys = append(l.goneKeys, keyRef{d.id, k.key})
 		l.setLogged(k, false)
 	}
+	k.has = false
+	l.syncValue(k)
 	delete(d.keys, k.key)
 	d.st.KeyCount--
 	l.nkeys--

@@ -55,6 +55,7 @@ func (l *Locks) Flush(db uint8, now int64, replies []LockReply, execs []Exec) ([
 			}
 			if k.has {
 				k.has = false
+				l.syncValue(k)
 				l.changed(k)
 				l.modified(k)
 			}

@@ -156,6 +156,9 @@ func (l *Locks) Check() error {
 		if int(d.id) != id {
 			return fmt.Errorf("store: lock db %d filed as %d", d.id, id)
 		}
+		if err := l.checkValues(d); err != nil {
+			return err
+		}
 		var levels, waiting uint32
 		for name, k := range d.keys {
 			keys++

@@ -266,6 +266,7 @@ func (l *Locks) Restore(s *KeyState, now int64) {
 		k.value = append(k.value[:0], s.Value...)
 		k.has = true
 	}
+	l.syncValue(k) // only now: a key that keeps its value keeps its place for SCAN
 	if k.hold.n == 0 {
 		l.setLogged(k, false)
 		l.settle(k)

@@ -147,10 +147,12 @@ func (l *Locks) applyData(k *lockKey, h *lockItem, o Owner, db uint8, rec []byte
 		k.value = append(k.value[:0], l.tmp[start:end]...)
 		k.has = true
 		k.valueCmd = cmd
+		l.syncValue(k)
 		l.changed(k)
 		l.modified(k)
 	case eff == unset:
 		k.has = false
+		l.syncValue(k)
 		l.changed(k)
 		l.modified(k)
 	}
