@@ -15,8 +15,6 @@ import (
 // as part of a lock command, the way a SET record is applied. A hash is an
 // ordinary value record, so the journal logs and restores it as any value.
 
-// dataKV is the data flag bit of a value of key, value pairs.
-const dataKV = 0x04
 
 // HashKind is a hash write.
 type HashKind uint8

@@ -2,7 +2,6 @@ package store_test
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -15,10 +14,6 @@ import (
 // once, keep the holder's counters on Update.
 const kvFlags = 0x4000 | 0x0100 | 0x2000
 
-// keyProp is the property area (without its u16 P) naming key: code 1, u16 length, bytes.
-func keyProp(key string) []byte {
-	return append(binary.LittleEndian.AppendUint16([]byte{1}, uint16(len(key))), key...)
-}
 
 // hashc is the Lock a hash write runs as: the Update APPEND uses, its record the
 // template of a new hash (KV flag, the key's name as property).

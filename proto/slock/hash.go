@@ -91,7 +91,7 @@ func ParseHash(args [][]byte, op HashOp, name string, t *Text, newID func() [16]
 	*h = Hash{Op: op, Name: name}
 	i, ok := hashIndex[name]
 	if !ok || hashCmds[i].op != op {
-		return buf, &kvErr{"Unknown Command"}
+		return buf, &kvErr{Msg: "Unknown Command"}
 	}
 	n, a := len(args), hashCmds[i].arity
 	if a > 0 && n != a || a < 0 && n < -a || op == HashSet && n%2 != 0 {
@@ -109,7 +109,7 @@ func ParseHash(args [][]byte, op HashOp, name string, t *Text, newID func() [16]
 		return buf, nil
 	}
 	if len(h.Key) > 0xffff {
-		return buf, &kvErr{"key longer than 65535 bytes"}
+		return buf, &kvErr{Msg: "key longer than 65535 bytes"}
 	}
 	id := TextID(h.Key)
 	h.Frame = Frame{Type: TypeLock, RequestID: newID(), Flag: flagUpdate | FlagData, DB: t.DB, LockID: id, Key: id,
@@ -126,7 +126,7 @@ var (
 	// ErrWrongType is answered `-WRONGTYPE ...` (no ERR): a hash command on a key that
 	// holds a string, or a string command on a hash.
 	ErrWrongType    error = &WrongTypeError{}
-	ErrHashNotInt   error = &kvErr{"hash value is not an integer"}
+	ErrHashNotInt   error = &kvErr{Msg: "hash value is not an integer"}
 	ErrHashOverflow error = errOverflow
 )
 
@@ -140,7 +140,7 @@ func (*WrongTypeError) Error() string {
 // ValueTooLong is the error of a write whose value record (N, the key's name included)
 // would be longer than --slock-max-data.
 func ValueTooLong(size, limit int) error {
-	return &kvErr{"value too long: " + strconv.Itoa(size) + " bytes with its key name, limit " +
+	return &kvErr{Msg: "value too long: " + strconv.Itoa(size) + " bytes with its key name, limit " +
 		strconv.Itoa(limit) + " (--slock-max-data)"}
 }
 

@@ -34,7 +34,7 @@ func ParseScan(args [][]byte, s *Scan) error {
 	}
 	c, err := strconv.ParseUint(string(args[1]), 10, 64)
 	if err != nil {
-		return &kvErr{"invalid cursor"}
+		return &kvErr{Msg: "invalid cursor"}
 	}
 	s.Cursor = c
 	for i := 2; i < len(args); i += 2 {
@@ -104,6 +104,6 @@ const KeysLimit = 100_000
 // KeysRefused is the error of a KEYS over a database of n keys with a value, more than
 // limit.
 func KeysRefused(n, limit int) error {
-	return &kvErr{"KEYS would examine " + strconv.Itoa(n) + " keys, more than the " + strconv.Itoa(limit) +
+	return &kvErr{Msg: "KEYS would examine " + strconv.Itoa(n) + " keys, more than the " + strconv.Itoa(limit) +
 		" it examines at once: use SCAN"}
 }
