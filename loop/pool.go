@@ -5,7 +5,6 @@ import (
 	"github.com/panjf2000/gnet/v2"
 
 	"tallyd/proto/pool"
-	"tallyd/stats"
 	"tallyd/store"
 )
 
@@ -90,16 +89,15 @@ func (s *Server) poolLine(cs *conn, r *pool.Request, now int64) {
 		if bytes.EqualFold(r.StatArg, statsKeysArg) {
 			s.poolKeys = s.pools.Busiest(s.poolKeys[:0], statsKeys)
 			for _, k := range s.poolKeys {
-				s.out = stats.AppendKeyLine(s.out, k.Name, k.Processing, k.Workers, k.Waiting, k.MaxQueue)
+				s.out = pool.AppendKeyLine(s.out, k.Name, k.Processing, k.Workers, k.Waiting, k.MaxQueue)
 			}
 			s.out = append(s.out, '\n')
 			s.m.countPoolOther(r.Cmd, true)
 			break
 		}
-		h, p, w := s.pools.Gauges()
+		st := poolStats(s.pools, now/1e9-s.started/1e9)
 		var ok bool
-		s.out, ok = s.pools.Stats().AppendStats(s.out, r.StatArg, now/1e9-s.started/1e9,
-			stats.PoolGauges{HashtableEntries: h, ProcessingWorkers: p, WaitingWorkers: w})
+		s.out, ok = pool.AppendStatsReply(s.out, r.StatArg, &st)
 		if !ok {
 			s.out = pool.AppendReply(s.out, pool.WrongStat)
 		}
@@ -138,6 +136,22 @@ func (s *Server) deliverWakes() {
 	}
 	s.wakes = s.wakes[:0]
 	s.delivering = false
+}
+
+// poolStats gathers the figures of a PoolCounter STATS reply.
+func poolStats(p *store.Pools, uptime int64) pool.Stats {
+	st := p.Stats()
+	h, w, q := p.Gauges()
+	return pool.Stats{Uptime: uptime,
+		TotalAcquired: st.TotalAcquired, TotalReleases: st.TotalReleases,
+		HashtableEntries: h, ProcessingWorkers: w, WaitingWorkers: q,
+		ConnectErrors: st.ConnectErrors, FailedSends: st.FailedSends, FullQueues: st.FullQueues,
+		LockMismatch: st.LockMismatch, LockWhileWaiting: st.LockWhileWaiting,
+		ReleaseMismatch: st.ReleaseMismatch, ProcessedCount: st.ProcessedCount,
+		TotalProcessingTime: st.TotalProcessingTime, GainedTime: st.GainedTime,
+		WaitingTime: st.WaitingTime, WaitingTimeForMe: st.WaitingTimeForMe,
+		WaitingTimeForAnyone: st.WaitingTimeForAnyone, WaitingTimeForGood: st.WaitingTimeForGood,
+		WastedTimeoutTime: st.WastedTimeoutTime}
 }
 
 // statsKeys is how many keys STATS KEYS (a tallyd extension) lists, busiest first.
