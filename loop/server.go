@@ -21,7 +21,6 @@ import (
 	"tallyd/proto/pool"
 	"tallyd/proto/resp"
 	"tallyd/proto/slock"
-	"tallyd/stats"
 	"tallyd/store"
 )
 
@@ -133,7 +132,7 @@ type Server struct {
 	semaphores *store.Semaphores
 	pools      *store.Pools
 	locks      *store.Locks
-	stats      [numProtos]stats.Yrmcds
+	stats      [numProtos]listenerStats
 	conns      map[store.Owner]*conn // live connections, by owner id
 	dumping    map[*conn]struct{}
 	byPort     map[int]*listenerState
@@ -167,7 +166,6 @@ type Server struct {
 	scratch      []byte
 	infoBuf      []byte
 	out          []byte
-	statBuf      []counter.Stat
 	dumpBuf      []store.DumpEntry
 	lastSemGC    time.Time
 	fdCap        int
@@ -226,7 +224,6 @@ func New(cfg Config) (*Server, error) {
 		byPort:  make(map[int]*listenerState),
 		ready:   make(chan struct{}),
 		out:     make([]byte, 0, 64<<10),
-		statBuf: make([]counter.Stat, 0, 16),
 		dumpBuf: make([]store.DumpEntry, 0, 512),
 	}
 	if s.now == nil {

@@ -4,7 +4,6 @@ import (
 	"github.com/panjf2000/gnet/v2"
 
 	"tallyd/proto/counter"
-	"tallyd/stats"
 	"tallyd/store"
 )
 
@@ -118,7 +117,7 @@ func (s *Server) yrmcds(cs *conn, r *counter.Request, out []byte, now int64) []b
 		return counter.AppendError(out, r.Opcode, r.Status, r.Opaque)
 	}
 	st := &s.stats[cs.proto]
-	if cmd, ok := stats.CommandOf(r.Opcode); ok {
+	if cmd, ok := counter.StatCmdOf(r.Opcode); ok {
 		st.Commands[cmd]++
 	}
 	isCounter := cs.proto == ProtoCounter
@@ -166,8 +165,11 @@ func (s *Server) yrmcds(cs *conn, r *counter.Request, out []byte, now int64) []b
 		} else {
 			info = s.semaphores.Info()
 		}
-		s.statBuf = st.Render(s.statBuf[:0], info.Objects, info.TotalObjects, info.UsedMemory, isCounter)
-		return counter.AppendStats(out, r.Opaque, s.statBuf)
+		return counter.AppendServerStats(out, r.Opaque, &counter.ServerStats{
+			Objects: info.Objects, TotalObjects: info.TotalObjects, UsedMemory: info.UsedMemory,
+			GCCount: st.GCCount, LastGCElapsed: st.LastGCElapsed, TotalGCElapsed: st.TotalGCElapsed,
+			CurrConnections: st.CurrConnections, TotalConnections: st.TotalConnections,
+			Commands: st.Commands, WithDump: isCounter})
 	case counter.OpDump: // the decoder refuses Dump in the semaphore dialect
 		cs.dump = s.counters.DumpStart()
 		cs.dumpOp = r.Opaque
