@@ -382,7 +382,7 @@ func (m *metrics) lockFinish() {
 func (m *metrics) lockReply(r *store.LockReply) {
 	lk := &m.lk
 	if lk.pending && !lk.matched && r.Owner == lk.owner && r.RequestID == lk.id && r.Type == lk.typ {
-		lk.matched, lk.result = true, r.Result
+		lk.matched, lk.result = true, uint8(slockResults[r.Result])
 		return
 	}
 	if r.Type != uint8(slock.TypeLock) {

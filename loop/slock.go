@@ -287,7 +287,7 @@ func (s *Server) deliverLock(r *store.LockReply) {
 	if cs == nil || cs.closed || cs.slock == nil {
 		return
 	}
-	rep := slock.LockReply{Type: slock.Type(r.Type), RequestID: r.RequestID, Result: slock.Result(r.Result),
+	rep := slock.LockReply{Type: slock.Type(r.Type), RequestID: r.RequestID, Result: slockResults[r.Result],
 		DB: r.DB, LockID: r.LockID, Key: r.Key, Lcount: r.Lcount, Count: r.Count, Lrcount: r.Lrcount,
 		Rcount: r.Rcount, Value: r.Value}
 	sc := cs.slock

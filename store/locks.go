@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/binary"
 	"math/rand/v2"
+	"strconv"
 )
 
 // LockCommand is one Lock or Unlock as a client sent it (binary frame, or
@@ -30,7 +31,7 @@ type LockReply struct {
 	Owner     Owner // the connection the frame is for: the owner that sent the request, or last locked the holder
 	Type      uint8 // 1 or 2
 	RequestID [16]byte
-	Result    uint8
+	Result    LockResult
 	DB        uint8
 
 	LockID, Key [16]byte
@@ -55,22 +56,42 @@ type Exec struct {
 	Frame []byte
 }
 
-// Lock and Unlock results (byte 19 of a reply).
+// LockResult is the outcome of a Lock or Unlock. It is the store's own: the
+// caller maps it to the protocol's result code.
+type LockResult uint8
+
+// Lock and Unlock outcomes.
 const (
-	LockOK             = 0
-	LockUnknownMagic   = 1
-	LockUnknownVersion = 2
-	LockUnknownDB      = 3
-	LockUnknownCommand = 4
-	LockLockedError    = 5
-	LockUnlockError    = 6
-	LockUnownError     = 7 // held by someone else
-	LockTimeout        = 8
-	LockExpried        = 9
-	LockStateError     = 10
-	LockUnknownError   = 11 // also: the key limit (MaxKeys) is reached
-	LockAckWaiting     = 12 // never sent by a standalone server
+	LockOK             LockResult = iota // granted, released or cancelled as asked
+	LockUnknownDB                        // no such database: DbId 255, or an Unlock in one never created
+	LockUnknownCommand                   // neither a Lock nor an Unlock
+	LockLockedError                      // reentry refused, an Update, a wait cancelled by its own Unlock
+	LockUnlockError                      // nothing to unlock; the cancelled wait itself
+	LockUnownError                       // held by someone else
+	LockTimeout                          // a wait ran out, or a try-lock failed
+	LockExpried                          // a hold ran out
+	LockUnknownError                     // the key limit (MaxKeys) is reached
+	NumLockResults                       // the number of outcomes
 )
+
+var lockResultNames = [NumLockResults]string{
+	LockOK:             "LockOK",
+	LockUnknownDB:      "LockUnknownDB",
+	LockUnknownCommand: "LockUnknownCommand",
+	LockLockedError:    "LockLockedError",
+	LockUnlockError:    "LockUnlockError",
+	LockUnownError:     "LockUnownError",
+	LockTimeout:        "LockTimeout",
+	LockExpried:        "LockExpried",
+	LockUnknownError:   "LockUnknownError",
+}
+
+func (r LockResult) String() string {
+	if r < NumLockResults {
+		return lockResultNames[r]
+	}
+	return "LockResult(" + strconv.Itoa(int(r)) + ")"
+}
 
 // Lock flags (byte 19 of a Lock).
 const (
@@ -592,7 +613,7 @@ func (l *Locks) current(k *lockKey) []byte {
 }
 
 // reply appends a reply to c by its sender o.
-func (l *Locks) reply(o Owner, c *LockCommand, result uint8, lockID [16]byte, levels uint32, lr uint8, value []byte) {
+func (l *Locks) reply(o Owner, c *LockCommand, result LockResult, lockID [16]byte, levels uint32, lr uint8, value []byte) {
 	l.out = append(l.out, LockReply{
 		Owner: o, Type: c.Type, RequestID: c.RequestID, Result: result, DB: c.DB,
 		LockID: lockID, Key: c.Key, Lcount: uint16(levels), Count: c.Count, Lrcount: lr, Rcount: c.Rcount,
@@ -1142,7 +1163,7 @@ func (l *Locks) expired(h *lockItem, now int64) {
 		LockID: h.cmd.LockID, Key: k.key, Lcount: uint16(k.levels), Count: h.cmd.Count, Rcount: h.cmd.Rcount,
 		Value: v,
 	})
-	l.fire(h, StageExpried, empty)
+	l.fire(h, stageExpried, empty)
 	l.wake(k, now)
 	l.settle(k)
 	if h.cmd.ExpriedFlag&timeReverse != 0 {
