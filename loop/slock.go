@@ -3,9 +3,7 @@ package loop
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"os"
-	"strconv"
 
 	"github.com/panjf2000/gnet/v2"
 
@@ -521,31 +519,18 @@ func (s *Server) textID(cs *conn) (id [16]byte) {
 
 // slockInfo renders INFO: the server, its clients, and each database's lock counts.
 func (s *Server) slockInfo(now int64) []byte {
-	b := s.infoBuf[:0]
-	b = append(b, "# Server\r\nredis_version:7.0.0\r\ntallyd_version:"...)
-	b = append(b, s.cfg.Version...)
-	b = append(b, "\r\nredis_mode:standalone\r\nserver_name:tallyd\r\nprocess_id:"...)
-	b = strconv.AppendInt(b, int64(os.Getpid()), 10)
-	b = append(b, "\r\nuptime_in_seconds:"...)
-	b = strconv.AppendInt(b, (now-s.started)/1e9, 10)
-	b = append(b, "\r\n\r\n# Clients\r\nconnected_clients:"...)
-	b = strconv.AppendUint(b, s.stats[ProtoSlock].CurrConnections, 10)
-	b = append(b, "\r\ntotal_connections_received:"...)
-	b = strconv.AppendUint(b, s.stats[ProtoSlock].TotalConnections, 10)
-	b = append(b, "\r\n\r\n"...)
-	b = s.appendPersistInfo(b)
-	b = append(b, "# Keyspace\r\n"...)
+	in := resp.Info{Version: s.cfg.Version, PID: os.Getpid(), Uptime: (now - s.started) / 1e9,
+		Clients: s.stats[ProtoSlock].CurrConnections, ConnectionsTotal: s.stats[ProtoSlock].TotalConnections,
+		AOF: s.persistInfo()}
 	for db := 0; db <= store.MaxLockDB; db++ {
-		st, ok := s.locks.State(uint8(db))
-		if !ok {
-			continue
+		if st, ok := s.locks.State(uint8(db)); ok {
+			in.DBs = append(in.DBs, resp.InfoDB{DB: uint8(db), Keys: st.KeyCount, Locked: st.LockedCount,
+				Waiting: st.WaitCount, LockCount: st.LockCount, UnlockCount: st.UnLockCount,
+				Timeouted: st.TimeoutedCount, Expried: st.ExpriedCount, UnlockErrors: st.UnlockErrorCount})
 		}
-		b = fmt.Appendf(b, "db%d:keys=%d,locked=%d,waiting=%d,lock_count=%d,unlock_count=%d,timeouted=%d,expried=%d,unlock_errors=%d\r\n",
-			db, st.KeyCount, st.LockedCount, st.WaitCount, st.LockCount, st.UnLockCount,
-			st.TimeoutedCount, st.ExpriedCount, st.UnlockErrorCount)
 	}
-	s.infoBuf = b
-	return b
+	s.infoBuf = resp.AppendInfo(s.infoBuf[:0], &in)
+	return s.infoBuf
 }
 
 // slockCall answers a CALL: the LIST_LOCK, LIST_LOCKED and LIST_WAIT listings.
