@@ -174,7 +174,7 @@ const (
 //     a wait, from running out while the owning connection is open; both
 //     count down from Disconnected. A keep-alive item of a connection
 //     already closed (a WILL command, an EXECUTE) counts down at once.
-//   - A Lock that would add a key beyond MaxKeys gets UNKNOWN_ERROR (11);
+//   - A Lock that would add a key beyond MaxKeys gets UNKNOWN_ERROR (LockUnknownError);
 //     probes (Expried 0), which keep no key, are exempt. Queued requests
 //     beyond MaxWaitersPerKey or MaxWaitersPerOwner get TIMEOUT at once.
 //   - An INCR whose delta is not exactly 8 bytes is ignored (the command
@@ -182,7 +182,7 @@ const (
 //     value; a data command whose result would exceed MaxValue is ignored.
 //   - Less-lock-version on a key with waiters but no holder queues or times
 //     out as usual. REQUIRE_ACKED (0x1000) is a plain grant, whatever the
-//     persistence flags: result 12 is never sent.
+//     persistence flags: LOCK_ACK_WAITING is never answered.
 //   - A queued request whose LockId has become a holder by the time the
 //     queue reaches it is taken as a reentry (or Update) of that holder.
 //   - Only a grant that adds a level wakes waiters: a probe on a free key
@@ -202,7 +202,7 @@ const (
 //   - STATE: TimeoutedCount counts queued requests that timed out, not
 //     immediate TIMEOUTs; UnLockCount counts levels released by Unlocks and
 //     cancelled waits, not expiries; UnlockErrorCount counts Unlocks
-//     answered 6 or 7 in an existing database.
+//     answered UNLOCK_ERROR or UNOWN_ERROR in an existing database.
 
 // Locks is slock's lock namespace: databases by DbId, each a set of keys,
 // each key with its holders (oldest first), its queue of waiting requests
