@@ -32,7 +32,7 @@ const DefaultPublishEvery = 250 * time.Millisecond
 
 // Commands and outcomes of the yrmcds protocols (counter and semaphore).
 const (
-	ycOther   = 6 // commands 0-5 are stats.Command's order: noop, get, acquire, release, stats, dump
+	ycOther   = 6 // commands 0-5 are counter.StatCmd's order: noop, get, acquire, release, stats, dump
 	yoOther   = 7
 	poStats   = uint8(store.Waiting) + 1 // PoolCounter outcomes 0-9 are store.Outcome's
 	poWrong   = poStats + 1
@@ -140,8 +140,8 @@ func (h *hist) snapshot(bounds []float64) stats.Histogram {
 		Count: h.count, Sum: float64(h.sumNs) / 1e9}
 }
 
-// metrics is everything the loop counts for /metrics beyond what stats.Yrmcds, stats.Pool
-// and the store keep. Only the loop touches it, except the fields marked otherwise.
+// metrics is everything the loop counts for /metrics beyond what listenerStats and the
+// store keep. Only the loop touches it, except the fields marked otherwise.
 type metrics struct {
 	requests [4 << 10]uint64 // by protocol (4), command (64) and outcome (16): see count
 	bytesIn  [numProtos]uint64
@@ -238,7 +238,7 @@ func (m *metrics) countYrmcds(p Proto, op counter.Opcode, st counter.Status) {
 var yrmcdsCommand, yrmcdsOutcome = func() (cmd, outcome [256]uint8) {
 	for op := range 256 {
 		cmd[op] = ycOther
-		if c, ok := stats.CommandOf(counter.Opcode(op)); ok {
+		if c, ok := counter.StatCmdOf(counter.Opcode(op)); ok {
 			cmd[op] = uint8(c)
 		}
 		outcome[op] = yoOther
@@ -379,7 +379,7 @@ func (m *metrics) lockFinish() {
 func (m *metrics) lockReply(r *store.LockReply) {
 	lk := &m.lk
 	if lk.pending && !lk.matched && r.Owner == lk.owner && r.RequestID == lk.id && r.Type == lk.typ {
-		lk.matched, lk.result = true, r.Result
+		lk.matched, lk.result = true, uint8(slockResults[r.Result])
 		return
 	}
 	if r.Type != uint8(slock.TypeLock) {

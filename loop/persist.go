@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
 
 	"tallyd/aof"
+	"tallyd/proto/resp"
 	"tallyd/store"
 )
 
@@ -278,76 +278,26 @@ func (s *Server) rewriteStep(now int64) {
 	}
 }
 
-// appendPersistInfo adds INFO's Persistence section.
-func (s *Server) appendPersistInfo(b []byte) []byte {
+// persistInfo gathers INFO's Persistence figures; nil when the log is off.
+func (s *Server) persistInfo() *resp.InfoAOF {
 	p := &s.persist
-	b = append(b, "# Persistence\r\naof_enabled:"...)
 	if p.w == nil {
-		return append(b, "0\r\n\r\n"...)
+		return nil
 	}
 	st := p.w.Stats()
 	now := s.now()
-	b = append(b, "1\r\naof_file:"...)
-	b = append(b, p.path...)
-	b = append(b, "\r\naof_fsync_policy:"...)
-	b = append(b, st.Policy.String()...)
-	b = append(b, "\r\naof_rewrite_in_progress:"...)
-	b = appendBool(b, p.rewriting)
-	b = append(b, "\r\naof_rewrites:"...)
-	b = strconv.AppendInt(b, st.Rewrites, 10)
-	b = append(b, "\r\naof_last_rewrite_time_sec:"...)
-	if st.LastRewrite.IsZero() {
-		b = append(b, "-1"...)
-	} else {
-		b = strconv.AppendFloat(b, st.LastRewriteTime.Seconds(), 'f', 3, 64)
+	a := &resp.InfoAOF{File: p.path, FsyncPolicy: st.Policy.String(), RewriteInProgress: p.rewriting,
+		Rewrites: st.Rewrites, Rewritten: !st.LastRewrite.IsZero(), CurrentSize: st.Size, BaseSize: st.BaseSize,
+		RewriteSize: s.cfg.AOFRewriteSize, PendingBytes: st.Pending, UnsyncedBytes: st.Unsynced,
+		LastFsyncAgo: int64(now.Sub(st.LastSync).Seconds()), HeldRepliesConns: len(p.held),
+		LastWriteError: st.LastWriteErr, LoadedRecords: int64(p.replayed.Records), LoadedKeys: int64(p.keys),
+		LoggedKeys: int64(s.locks.LoggedKeys()), PersistAfterMS: s.cfg.LockPersistAfter.Milliseconds()}
+	if a.Rewritten {
+		a.LastRewriteTime = st.LastRewriteTime.Seconds()
+		a.LastRewriteAgo = int64(now.Sub(st.LastRewrite).Seconds())
 	}
-	b = append(b, "\r\naof_last_rewrite_ago_sec:"...)
-	if st.LastRewrite.IsZero() {
-		b = append(b, "-1"...)
-	} else {
-		b = strconv.AppendInt(b, int64(now.Sub(st.LastRewrite).Seconds()), 10)
-	}
-	b = append(b, "\r\naof_current_size:"...)
-	b = strconv.AppendInt(b, st.Size, 10)
-	b = append(b, "\r\naof_base_size:"...)
-	b = strconv.AppendInt(b, st.BaseSize, 10)
-	b = append(b, "\r\naof_rewrite_size:"...)
-	b = strconv.AppendInt(b, s.cfg.AOFRewriteSize, 10)
-	b = append(b, "\r\naof_pending_bytes:"...)
-	b = strconv.AppendInt(b, st.Pending, 10)
-	b = append(b, "\r\naof_unsynced_bytes:"...)
-	b = strconv.AppendInt(b, st.Unsynced, 10)
-	b = append(b, "\r\naof_fsync_lag_sec:"...)
-	lag := 0.0
 	if st.Unsynced > 0 {
-		lag = now.Sub(st.LastSync).Seconds()
+		a.FsyncLag = now.Sub(st.LastSync).Seconds()
 	}
-	b = strconv.AppendFloat(b, lag, 'f', 3, 64)
-	b = append(b, "\r\naof_last_fsync_ago_sec:"...)
-	b = strconv.AppendInt(b, int64(now.Sub(st.LastSync).Seconds()), 10)
-	b = append(b, "\r\naof_held_replies_conns:"...)
-	b = strconv.AppendInt(b, int64(len(p.held)), 10)
-	b = append(b, "\r\naof_last_write_status:"...)
-	if st.LastWriteErr == "" {
-		b = append(b, "ok"...)
-	} else {
-		b = append(b, "err\r\naof_last_write_error:"...)
-		b = append(b, st.LastWriteErr...)
-	}
-	b = append(b, "\r\naof_loaded_records:"...)
-	b = strconv.AppendInt(b, int64(p.replayed.Records), 10)
-	b = append(b, "\r\naof_loaded_keys:"...)
-	b = strconv.AppendInt(b, int64(p.keys), 10)
-	b = append(b, "\r\naof_logged_keys:"...)
-	b = strconv.AppendInt(b, int64(s.locks.LoggedKeys()), 10)
-	b = append(b, "\r\naof_lock_persist_after_ms:"...)
-	b = strconv.AppendInt(b, s.cfg.LockPersistAfter.Milliseconds(), 10)
-	return append(b, "\r\n\r\n"...)
-}
-
-func appendBool(b []byte, v bool) []byte {
-	if v {
-		return append(b, '1')
-	}
-	return append(b, '0')
+	return a
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"tallyd/proto/pool"
-	"tallyd/stats"
 	"tallyd/store"
 )
 
@@ -69,16 +68,15 @@ func (h *poolHandler) exec(cs *conn, now int64) {
 		if bytes.EqualFold(r.StatArg, statsKeysArg) {
 			h.keys = s.pools.Busiest(h.keys[:0], statsKeys)
 			for _, k := range h.keys {
-				out = stats.AppendKeyLine(out, k.Name, k.Processing, k.Workers, k.Waiting, k.MaxQueue)
+				out = pool.AppendKeyLine(out, k.Name, k.Processing, k.Workers, k.Waiting, k.MaxQueue)
 			}
 			s.put(cs, append(out, '\n'))
 			s.m.countPoolOther(r.Cmd, true)
 			break
 		}
-		g1, g2, g3 := s.pools.Gauges()
+		st := poolStats(s.pools, now/1e9-s.started/1e9)
 		var ok bool
-		out, ok = s.pools.Stats().AppendStats(out, r.StatArg, now/1e9-s.started/1e9,
-			stats.PoolGauges{HashtableEntries: g1, ProcessingWorkers: g2, WaitingWorkers: g3})
+		out, ok = pool.AppendStatsReply(out, r.StatArg, &st)
 		if !ok {
 			out = pool.AppendReply(out, pool.WrongStat)
 		}
@@ -107,6 +105,22 @@ func (h *poolHandler) deliver() {
 		}
 	}
 	h.wakes = h.wakes[:0]
+}
+
+// poolStats gathers the figures of a PoolCounter STATS reply.
+func poolStats(p *store.Pools, uptime int64) pool.Stats {
+	st := p.Stats()
+	h, w, q := p.Gauges()
+	return pool.Stats{Uptime: uptime,
+		TotalAcquired: st.TotalAcquired, TotalReleases: st.TotalReleases,
+		HashtableEntries: h, ProcessingWorkers: w, WaitingWorkers: q,
+		ConnectErrors: st.ConnectErrors, FailedSends: st.FailedSends, FullQueues: st.FullQueues,
+		LockMismatch: st.LockMismatch, LockWhileWaiting: st.LockWhileWaiting,
+		ReleaseMismatch: st.ReleaseMismatch, ProcessedCount: st.ProcessedCount,
+		TotalProcessingTime: st.TotalProcessingTime, GainedTime: st.GainedTime,
+		WaitingTime: st.WaitingTime, WaitingTimeForMe: st.WaitingTimeForMe,
+		WaitingTimeForAnyone: st.WaitingTimeForAnyone, WaitingTimeForGood: st.WaitingTimeForGood,
+		WastedTimeoutTime: st.WastedTimeoutTime}
 }
 
 // statsKeys is how many keys STATS KEYS (a tallyd extension) lists, busiest first.

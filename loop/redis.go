@@ -352,15 +352,12 @@ func (s *Server) unwatchAll(cs *conn) {
 	tx.watches = nil
 }
 
-// redisVersion is the Redis version tallyd's Redis-text side answers as (INFO, HELLO).
-const redisVersion = "7.0.0"
-
 // hello answers HELLO [2]: the connection's properties, as Redis 6+ does for protocol 2
 // (a flat array of names and values). HELLO 3 was refused by the parse.
 func (s *Server) hello(cs *conn) {
 	b := resp.AppendArray(s.scratchFor(cs), 14)
 	b = resp.AppendBulkString(resp.AppendBulkString(b, "server"), "redis")
-	b = resp.AppendBulkString(resp.AppendBulkString(b, "version"), redisVersion)
+	b = resp.AppendBulkString(resp.AppendBulkString(b, "version"), resp.RedisVersion)
 	b = resp.AppendInt(resp.AppendBulkString(b, "proto"), 2)
 	b = resp.AppendInt(resp.AppendBulkString(b, "id"), int64(cs.owner))
 	b = resp.AppendBulkString(resp.AppendBulkString(b, "mode"), "standalone")

@@ -35,7 +35,6 @@ import (
 	"tallyd/proto/counter"
 	"tallyd/proto/pool"
 	"tallyd/proto/slock"
-	"tallyd/stats"
 	"tallyd/store"
 )
 
@@ -147,7 +146,7 @@ type Server struct {
 	semaphores *store.Semaphores
 	pools      *store.Pools
 	locks      *store.Locks
-	stats      [numProtos]stats.Yrmcds
+	stats      [numProtos]listenerStats
 	conns      map[store.Owner]*conn // live connections, by owner id
 	byPort     map[int]*listenerState
 	live       int
@@ -166,7 +165,6 @@ type Server struct {
 	slockBin  binaryHandler
 	slockText textHandler
 	sl        slockState
-	statBuf   []counter.Stat
 	dumpBuf   []store.DumpEntry
 
 	// The one output path (output.go).
@@ -228,7 +226,6 @@ func New(cfg Config) (*Server, error) {
 		conns:   make(map[store.Owner]*conn),
 		byPort:  make(map[int]*listenerState),
 		ready:   make(chan struct{}),
-		statBuf: make([]counter.Stat, 0, 16),
 		dumpBuf: make([]store.DumpEntry, 0, 512),
 	}
 	if s.now == nil {

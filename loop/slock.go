@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
+	"tallyd/proto/resp"
 
 	"tallyd/proto/slock"
 	"tallyd/store"
@@ -268,7 +268,7 @@ func (s *Server) deliverLock(r *store.LockReply, discard store.Owner) {
 	if cs == nil || cs.closed || cs.slock == nil {
 		return
 	}
-	rep := slock.LockReply{Type: slock.Type(r.Type), RequestID: r.RequestID, Result: slock.Result(r.Result),
+	rep := slock.LockReply{Type: slock.Type(r.Type), RequestID: r.RequestID, Result: slockResults[r.Result],
 		DB: r.DB, LockID: r.LockID, Key: r.Key, Lcount: r.Lcount, Count: r.Count, Lrcount: r.Lrcount,
 		Rcount: r.Rcount, Value: r.Value}
 	sc := cs.slock
@@ -279,7 +279,7 @@ func (s *Server) deliverLock(r *store.LockReply, discard store.Owner) {
 		sc.waiting = false
 		s.kick(cs) // serve the commands that waited behind it
 		if sc.kvActive {
-			s.kvReply(cs, &rep)
+			s.kvReply(cs, &rep, r.Result)
 			return
 		}
 		if r.Result == store.LockOK {
@@ -332,31 +332,18 @@ func (s *Server) slockExpire(now int64) {
 
 // slockInfo renders INFO: the server, its clients, and each database's lock counts.
 func (s *Server) slockInfo(now int64) []byte {
-	b := s.sl.infoBuf[:0]
-	b = append(b, "# Server\r\nredis_version:"+redisVersion+"\r\ntallyd_version:"...)
-	b = append(b, s.cfg.Version...)
-	b = append(b, "\r\nredis_mode:standalone\r\nserver_name:tallyd\r\nprocess_id:"...)
-	b = strconv.AppendInt(b, int64(os.Getpid()), 10)
-	b = append(b, "\r\nuptime_in_seconds:"...)
-	b = strconv.AppendInt(b, (now-s.started)/1e9, 10)
-	b = append(b, "\r\n\r\n# Clients\r\nconnected_clients:"...)
-	b = strconv.AppendUint(b, s.stats[ProtoSlock].CurrConnections, 10)
-	b = append(b, "\r\ntotal_connections_received:"...)
-	b = strconv.AppendUint(b, s.stats[ProtoSlock].TotalConnections, 10)
-	b = append(b, "\r\n\r\n"...)
-	b = s.appendPersistInfo(b)
-	b = append(b, "# Keyspace\r\n"...)
+	in := resp.Info{Version: s.cfg.Version, PID: os.Getpid(), Uptime: (now - s.started) / 1e9,
+		Clients: s.stats[ProtoSlock].CurrConnections, ConnectionsTotal: s.stats[ProtoSlock].TotalConnections,
+		AOF: s.persistInfo()}
 	for db := 0; db <= store.MaxLockDB; db++ {
-		st, ok := s.locks.State(uint8(db))
-		if !ok {
-			continue
+		if st, ok := s.locks.State(uint8(db)); ok {
+			in.DBs = append(in.DBs, resp.InfoDB{DB: uint8(db), Keys: st.KeyCount, Locked: st.LockedCount,
+				Waiting: st.WaitCount, LockCount: st.LockCount, UnlockCount: st.UnLockCount,
+				Timeouted: st.TimeoutedCount, Expried: st.ExpriedCount, UnlockErrors: st.UnlockErrorCount})
 		}
-		b = fmt.Appendf(b, "db%d:keys=%d,locked=%d,waiting=%d,lock_count=%d,unlock_count=%d,timeouted=%d,expried=%d,unlock_errors=%d\r\n",
-			db, st.KeyCount, st.LockedCount, st.WaitCount, st.LockCount, st.UnLockCount,
-			st.TimeoutedCount, st.ExpriedCount, st.UnlockErrorCount)
 	}
-	s.sl.infoBuf = b
-	return b
+	s.sl.infoBuf = resp.AppendInfo(s.sl.infoBuf[:0], &in)
+	return s.sl.infoBuf
 }
 
 // slockCall answers a CALL: the LIST_LOCK, LIST_LOCKED and LIST_WAIT listings.

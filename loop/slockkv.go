@@ -159,7 +159,7 @@ func (s *Server) runKV(cs *conn, now int64) {
 }
 
 // kvReply answers the key/value command cs waited for with the reply to its lock command.
-func (s *Server) kvReply(cs *conn, r *slock.LockReply) {
+func (s *Server) kvReply(cs *conn, r *slock.LockReply, res store.LockResult) {
 	sc := cs.slock
 	if sc.kvMulti {
 		if slock.KVCount(sc.req.KV.Op, r.Result, r.Value) {
@@ -168,7 +168,7 @@ func (s *Server) kvReply(cs *conn, r *slock.LockReply) {
 		return
 	}
 	sc.kvActive = false
-	switch r.Result {
+	switch res {
 	case store.LockNotInteger:
 		s.textError(cs, slock.ErrNotInteger)
 	case store.LockOverflow:

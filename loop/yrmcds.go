@@ -2,7 +2,6 @@ package loop
 
 import (
 	"tallyd/proto/counter"
-	"tallyd/stats"
 	"tallyd/store"
 )
 
@@ -57,7 +56,7 @@ func (s *Server) yrmcdsReq(cs *conn, r *counter.Request, out []byte, now int64) 
 		return counter.AppendError(out, r.Opcode, r.Status, r.Opaque), r.Status
 	}
 	st := &s.stats[cs.proto]
-	if cmd, ok := stats.CommandOf(r.Opcode); ok {
+	if cmd, ok := counter.StatCmdOf(r.Opcode); ok {
 		st.Commands[cmd]++
 	}
 	isCounter := cs.proto == ProtoCounter
@@ -105,8 +104,11 @@ func (s *Server) yrmcdsReq(cs *conn, r *counter.Request, out []byte, now int64) 
 		} else {
 			info = s.semaphores.Info()
 		}
-		s.statBuf = st.Render(s.statBuf[:0], info.Objects, info.TotalObjects, info.UsedMemory, isCounter)
-		return counter.AppendStats(out, r.Opaque, s.statBuf), counter.StatusOK
+		return counter.AppendServerStats(out, r.Opaque, &counter.ServerStats{
+			Objects: info.Objects, TotalObjects: info.TotalObjects, UsedMemory: info.UsedMemory,
+			GCCount: st.GCCount, LastGCElapsed: st.LastGCElapsed, TotalGCElapsed: st.TotalGCElapsed,
+			CurrConnections: st.CurrConnections, TotalConnections: st.TotalConnections,
+			Commands: st.Commands, WithDump: isCounter}), counter.StatusOK
 	case counter.OpDump: // the decoder refuses Dump in the semaphore dialect
 		cs.dump = s.counters.DumpStart()
 		cs.dumpOp = r.Opaque

@@ -1,3 +1,4 @@
+// Package stats publishes snapshots of the event loop's counters and serves them as Prometheus metrics over HTTP.
 package stats
 
 import (

@@ -9,26 +9,30 @@ import "encoding/binary"
 // A record is u32 N, then N bytes: byte 4 is stage<<6 | command, byte 5 the
 // data flag, then, with flag 0x10, u16 P and P bytes of properties, then the
 // value. Every record the store produces has byte 4 = 0x00.
+//
+// The layout constants below are the store's private copies of the wire
+// values that proto/slock exports (the store imports only the standard
+// library); a test in loop checks that the two agree.
 
 // Data commands (bits 5–0 of byte 4 of a record).
 const (
-	DataSet      = 0
-	DataUnset    = 1
-	DataIncr     = 2
-	DataAppend   = 3
-	DataShift    = 4
-	DataExecute  = 5
-	DataPipeline = 6
-	DataPush     = 7
-	DataPop      = 8
+	dataSet      = 0
+	dataUnset    = 1
+	dataIncr     = 2
+	dataAppend   = 3
+	dataShift    = 4
+	dataExecute  = 5
+	dataPipeline = 6
+	dataPush     = 7
+	dataPop      = 8
 )
 
 // Stages (bits 7–6 of byte 4 of a record).
 const (
-	StageCurrent = 0 // apply as part of the command
-	StageUnlock  = 1 // EXECUTE when the carrying holder is fully released by an Unlock
-	StageTimeout = 2 // EXECUTE when a holder awaiting replication times out: never on a standalone server
-	StageExpried = 3 // EXECUTE when the carrying holder expires
+	stageCurrent = 0 // apply as part of the command
+	stageUnlock  = 1 // EXECUTE when the carrying holder is fully released by an Unlock
+	stageTimeout = 2 // EXECUTE when a holder awaiting replication times out: never on a standalone server
+	stageExpried = 3 // EXECUTE when the carrying holder expires
 )
 
 // Data flag bits (byte 5 of a record).
@@ -130,16 +134,16 @@ func leUint(b []byte, size int) uint64 {
 // itself still succeeds), and SHIFT past the end of the value empties it.
 func applyEffect(dst []byte, has bool, v, r *record) ([]byte, effect) {
 	switch r.cmd {
-	case DataSet:
+	case dataSet:
 		dst = append(dst, r.raw...)
 		dst[len(dst)-len(r.raw)+4] = 0x00
 		return dst, replaced
-	case DataUnset:
+	case dataUnset:
 		if !has {
 			return dst, unchanged
 		}
 		return dst, unset
-	case DataIncr:
+	case dataIncr:
 		if len(r.value) != 8 {
 			return dst, unchanged
 		}
@@ -150,28 +154,28 @@ func applyEffect(dst []byte, has bool, v, r *record) ([]byte, effect) {
 		var num [8]byte
 		binary.LittleEndian.PutUint64(num[:], uint64(base+int64(binary.LittleEndian.Uint64(r.value))))
 		return appendRecord(dst, r.flag|dataNumber, r.props, num[:]), replaced
-	case DataAppend:
+	case dataAppend:
 		if !has {
 			dst = append(dst, r.raw...)
 			dst[len(dst)-len(r.raw)+4] = 0x00
 			return dst, replaced
 		}
 		return appendRecord(dst, v.flag, v.props, v.value, r.value), replaced
-	case DataShift:
+	case dataShift:
 		n := leUint(r.value, 4)
 		if !has || n == 0 {
 			return dst, unchanged
 		}
 		n = min(n, uint64(len(v.value)))
 		return appendRecord(dst, v.flag, v.props, v.value[n:]), replaced
-	case DataPush:
+	case dataPush:
 		var size [4]byte
 		binary.LittleEndian.PutUint32(size[:], uint32(len(r.value)))
 		if !has || v.flag&dataArray == 0 {
 			return appendRecord(dst, r.flag&0xF8|dataArray, r.props, size[:], r.value), replaced
 		}
 		return appendRecord(dst, v.flag&0xF8|dataArray, v.props, v.value, size[:], r.value), replaced
-	case DataPop:
+	case dataPop:
 		n := leUint(r.value, 4)
 		if !has || v.flag&dataArray == 0 || n == 0 {
 			return dst, unchanged
@@ -238,6 +242,6 @@ func nextElement(b []byte) (el, rest []byte, ok bool) {
 type LockData struct {
 	Record  []byte // the whole record (u32 N + N bytes), nil for no value
 	Value   []byte // the value bytes, after the header and properties
-	Command uint8  // the data command that produced it (DataSet, DataIncr, ...)
+	Command uint8  // the data command that produced it (bits 5–0 of byte 4: 0 SET, 2 INCR, ...)
 	Flag    uint8  // the record's data flag
 }

@@ -22,9 +22,9 @@ func effectOf(t *testing.T, start, r []byte) []byte {
 	if start != nil && start[4]&0x3f == store.DataUnset {
 		before = nil
 	}
-	h.one(1, with(l, func(c *store.LockCommand) { c.Flag = 0x02; c.Data = r }), rp{o: 1, req: 1, res: 5, id: "a", key: "k", lc: 1, lr: 1, v: before})
+	h.one(1, with(l, func(c *store.LockCommand) { c.Flag = 0x02; c.Data = r }), rp{o: 1, req: 1, res: store.LockLockedError, id: "a", key: "k", lc: 1, lr: 1, v: before})
 	rs := h.do(2, with(lockc(2, "b", "k"), func(c *store.LockCommand) { c.Flag = 0x01 }))
-	if len(rs) != 1 || rs[0].Result != 7 {
+	if len(rs) != 1 || rs[0].Result != store.LockUnownError {
 		t.Fatalf("show: %v", rs)
 	}
 	return rs[0].Value
@@ -300,13 +300,13 @@ func TestExecute(t *testing.T) {
 func TestDataOnFailure(t *testing.T) {
 	h := newLkh(t, store.LocksConfig{})
 	holdV(h, nil)
-	h.one(2, with(lockc(1, "b", "k"), func(c *store.LockCommand) { c.Timeout = 0; c.Data = setW }), rp{o: 2, req: 1, res: 8, id: "b", key: "k", lc: 1, v: setV})
-	h.one(2, with(unlockc(2, "b", "k"), func(c *store.LockCommand) { c.Data = setW }), rp{o: 2, t: 2, req: 2, res: 7, id: "b", key: "k", lc: 1, v: setV})
+	h.one(2, with(lockc(1, "b", "k"), func(c *store.LockCommand) { c.Timeout = 0; c.Data = setW }), rp{o: 2, req: 1, res: store.LockTimeout, id: "b", key: "k", lc: 1, v: setV})
+	h.one(2, with(unlockc(2, "b", "k"), func(c *store.LockCommand) { c.Data = setW }), rp{o: 2, t: 2, req: 2, res: store.LockUnownError, id: "b", key: "k", lc: 1, v: setV})
 	h.one(2, with(lockc(3, "b", "k"), func(c *store.LockCommand) { c.Data = setW }))
-	expect(t, "b times out", h.advance(6*time.Second), rp{o: 2, req: 3, res: 8, id: "b", key: "k", lc: 1, v: setV})
+	expect(t, "b times out", h.advance(6*time.Second), rp{o: 2, req: 3, res: store.LockTimeout, id: "b", key: "k", lc: 1, v: setV})
 	// INCR callers add the delta to the old value.
 	h.one(1, with(lockc(4, "a", "k"), func(c *store.LockCommand) { c.Flag = 0x02; c.Data = rec(store.DataIncr, 0, i64(5)) }),
-		rp{o: 1, req: 4, res: 5, id: "a", key: "k", lc: 1, lr: 1, v: setV})
+		rp{o: 1, req: 4, res: store.LockLockedError, id: "a", key: "k", lc: 1, lr: 1, v: setV})
 	got := h.do(1, with(lockc(5, "a", "k"), func(c *store.LockCommand) { c.Flag = 0x02 }))
 	if n := int64(binary.LittleEndian.Uint64(got[0].Value[6:])); n != 'v'+5 {
 		t.Fatalf("INCR of \"v\" by 5 = %d", n)

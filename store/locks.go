@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/binary"
 	"math/rand/v2"
+	"strconv"
 )
 
 // LockCommand is one Lock or Unlock as a client sent it (binary frame, or
@@ -36,7 +37,7 @@ type LockReply struct {
 	Owner     Owner // the connection the frame is for: the owner that sent the request, or last locked the holder
 	Type      uint8 // 1 or 2
 	RequestID [16]byte
-	Result    uint8
+	Result    LockResult
 	DB        uint8
 
 	LockID, Key [16]byte
@@ -62,26 +63,46 @@ type Exec struct {
 	Frame []byte
 }
 
-// Lock and Unlock results (byte 19 of a reply).
-const (
-	LockOK             = 0
-	LockUnknownMagic   = 1
-	LockUnknownVersion = 2
-	LockUnknownDB      = 3
-	LockUnknownCommand = 4
-	LockLockedError    = 5
-	LockUnlockError    = 6
-	LockUnownError     = 7 // held by someone else
-	LockTimeout        = 8
-	LockExpried        = 9
-	LockStateError     = 10
-	LockUnknownError   = 11 // also: the key limit (MaxKeys) is reached
-	LockAckWaiting     = 12 // never sent by a standalone server
+// LockResult is the outcome of a Lock or Unlock. It is the store's own: the
+// caller maps it to the protocol's result code.
+type LockResult uint8
 
-	// Results of an Add only (never on the wire).
-	LockNotInteger = 64 // the key's value is not an integer
-	LockOverflow   = 65 // the sum does not fit an int64
+// Lock and Unlock outcomes.
+const (
+	LockOK             LockResult = iota // granted, released or cancelled as asked
+	LockUnknownDB                        // no such database: DbId 255, or an Unlock in one never created
+	LockUnknownCommand                   // neither a Lock nor an Unlock
+	LockLockedError                      // reentry refused, an Update, a wait cancelled by its own Unlock
+	LockUnlockError                      // nothing to unlock; the cancelled wait itself
+	LockUnownError                       // held by someone else
+	LockTimeout                          // a wait ran out, or a try-lock failed
+	LockExpried                          // a hold ran out
+	LockUnknownError                     // the key limit (MaxKeys) is reached
+	LockNotInteger                       // an Add's key holds a value that is not an integer
+	LockOverflow                         // an Add's sum does not fit an int64
+	NumLockResults                       // the number of outcomes
 )
+
+var lockResultNames = [NumLockResults]string{
+	LockOK:             "LockOK",
+	LockUnknownDB:      "LockUnknownDB",
+	LockUnknownCommand: "LockUnknownCommand",
+	LockLockedError:    "LockLockedError",
+	LockUnlockError:    "LockUnlockError",
+	LockUnownError:     "LockUnownError",
+	LockTimeout:        "LockTimeout",
+	LockExpried:        "LockExpried",
+	LockUnknownError:   "LockUnknownError",
+	LockNotInteger:     "LockNotInteger",
+	LockOverflow:       "LockOverflow",
+}
+
+func (r LockResult) String() string {
+	if r < NumLockResults {
+		return lockResultNames[r]
+	}
+	return "LockResult(" + strconv.Itoa(int(r)) + ")"
+}
 
 // Lock flags (byte 19 of a Lock).
 const (
@@ -164,7 +185,7 @@ const (
 //     a wait, from running out while the owning connection is open; both
 //     count down from Disconnected. A keep-alive item of a connection
 //     already closed (a WILL command, an EXECUTE) counts down at once.
-//   - A Lock that would add a key beyond MaxKeys gets UNKNOWN_ERROR (11);
+//   - A Lock that would add a key beyond MaxKeys gets UNKNOWN_ERROR (LockUnknownError);
 //     probes (Expried 0), which keep no key, are exempt. Queued requests
 //     beyond MaxWaitersPerKey or MaxWaitersPerOwner get TIMEOUT at once.
 //   - An INCR whose delta is not exactly 8 bytes is ignored (the command
@@ -172,7 +193,7 @@ const (
 //     value; a data command whose result would exceed MaxValue is ignored.
 //   - Less-lock-version on a key with waiters but no holder queues or times
 //     out as usual. REQUIRE_ACKED (0x1000) is a plain grant, whatever the
-//     persistence flags: result 12 is never sent.
+//     persistence flags: LOCK_ACK_WAITING is never answered.
 //   - A queued request whose LockId has become a holder by the time the
 //     queue reaches it is taken as a reentry (or Update) of that holder.
 //   - Only a grant that adds a level wakes waiters: a probe on a free key
@@ -192,7 +213,7 @@ const (
 //   - STATE: TimeoutedCount counts queued requests that timed out, not
 //     immediate TIMEOUTs; UnLockCount counts levels released by Unlocks and
 //     cancelled waits, not expiries; UnlockErrorCount counts Unlocks
-//     answered 6 or 7 in an existing database.
+//     answered UNLOCK_ERROR or UNOWN_ERROR in an existing database.
 
 // Locks is slock's lock namespace: databases by DbId, each a set of keys,
 // each key with its holders (oldest first), its queue of waiting requests
@@ -615,7 +636,7 @@ func (l *Locks) current(k *lockKey) []byte {
 }
 
 // reply appends a reply to c by its sender o.
-func (l *Locks) reply(o Owner, c *LockCommand, result uint8, lockID [16]byte, levels uint32, lr uint8, value []byte) {
+func (l *Locks) reply(o Owner, c *LockCommand, result LockResult, lockID [16]byte, levels uint32, lr uint8, value []byte) {
 	l.out = append(l.out, LockReply{
 		Owner: o, Type: c.Type, RequestID: c.RequestID, Result: result, DB: c.DB,
 		LockID: lockID, Key: c.Key, Lcount: uint16(levels), Count: c.Count, Lrcount: lr, Rcount: c.Rcount,
@@ -1171,7 +1192,7 @@ func (l *Locks) expired(h *lockItem, now int64) {
 		LockID: h.cmd.LockID, Key: k.key, Lcount: uint16(k.levels), Count: h.cmd.Count, Rcount: h.cmd.Rcount,
 		Value: v,
 	})
-	l.fire(h, StageExpried, empty)
+	l.fire(h, stageExpried, empty)
 	l.wake(k, now)
 	l.settle(k)
 	if h.cmd.ExpriedFlag&timeReverse != 0 {

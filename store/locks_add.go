@@ -19,7 +19,7 @@ func (l *Locks) add(o Owner, c *LockCommand, now int64) {
 	}
 	k := l.key(c.DB, c.Key)
 	r, ok := parseRecord(c.Data)
-	if !ok || r.cmd != DataSet || r.stage != StageCurrent {
+	if !ok || r.cmd != dataSet || r.stage != stageCurrent {
 		l.reply(o, c, LockUnknownCommand, c.LockID, k.levelsOf(), 0, nil)
 		return
 	}
@@ -55,7 +55,7 @@ func (l *Locks) add(o Owner, c *LockCommand, now int64) {
 // KV value or other text.
 func recordInt(v *record) (int64, bool) {
 	switch {
-	case v.cmd == DataUnset:
+	case v.cmd == dataUnset:
 		return 0, true
 	case v.flag&dataNumber != 0:
 		return int64(leUint(v.value, 8)), true

@@ -43,7 +43,7 @@ func number(t *testing.T, r store.LockReply) int64 {
 // the reply carries the new value.
 func TestLocksAdd(t *testing.T) {
 	h := newLkh(t, store.LocksConfig{})
-	one := func(c store.LockCommand, result uint8) store.LockReply {
+	one := func(c store.LockCommand, result store.LockResult) store.LockReply {
 		t.Helper()
 		rs := h.do(1, c)
 		if len(rs) != 1 || rs[0].Result != result {

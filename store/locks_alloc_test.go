@@ -34,10 +34,10 @@ func (b *lockBench) expire() []store.LockReply {
 func (b *lockBench) pair(tb testing.TB, lk, un *store.LockCommand, i int) {
 	binary.LittleEndian.PutUint32(lk.Key[:], uint32(i))
 	un.Key = lk.Key
-	if rs := b.do(1, lk); len(rs) != 1 || rs[0].Result != 0 || rs[0].Lcount != 1 {
+	if rs := b.do(1, lk); len(rs) != 1 || rs[0].Result != store.LockOK || rs[0].Lcount != 1 {
 		tb.Fatalf("lock: %+v", rs)
 	}
-	if rs := b.do(1, un); len(rs) != 1 || rs[0].Result != 0 || rs[0].Lcount != 0 {
+	if rs := b.do(1, un); len(rs) != 1 || rs[0].Result != store.LockOK || rs[0].Lcount != 0 {
 		tb.Fatalf("unlock: %+v", rs)
 	}
 }
@@ -49,7 +49,7 @@ func (b *lockBench) contended(tb testing.TB, la, lb, ua, ub *store.LockCommand) 
 		un, lk   *store.LockCommand
 		from, to store.Owner
 	}{{ua, la, 1, 2}, {ub, lb, 2, 1}} {
-		if rs := b.do(s.from, s.un); len(rs) != 2 || rs[0].Result != 0 || rs[1].Result != 0 || rs[1].Owner != s.to {
+		if rs := b.do(s.from, s.un); len(rs) != 2 || rs[0].Result != store.LockOK || rs[1].Result != store.LockOK || rs[1].Owner != s.to {
 			tb.Fatalf("unlock by %d: %+v", s.from, rs)
 		}
 		if rs := b.do(s.from, s.lk); len(rs) != 0 {
@@ -62,7 +62,7 @@ func contendedSetup(tb testing.TB, b *lockBench) (la, lb, ua, ub store.LockComma
 	la, lb = lockc(1, "a", "hot"), lockc(2, "b", "hot")
 	la.Timeout, lb.Timeout = 60, 60
 	ua, ub = unlockc(3, "a", "hot"), unlockc(4, "b", "hot")
-	if rs := b.do(1, &la); len(rs) != 1 || rs[0].Result != 0 {
+	if rs := b.do(1, &la); len(rs) != 1 || rs[0].Result != store.LockOK {
 		tb.Fatalf("setup: %+v", rs)
 	}
 	if rs := b.do(2, &lb); len(rs) != 0 {
@@ -118,10 +118,10 @@ func TestLocksNoAllocs(t *testing.T) {
 	b.do(1, &set)
 	b.do(1, &uset)
 	noAllocs(t, "lock, unlock with data records", 10000, func(int) {
-		if rs := b.do(1, &set); len(rs) != 1 || rs[0].Result != 0 || rs[0].Lcount != 2 || rs[0].Value == nil {
+		if rs := b.do(1, &set); len(rs) != 1 || rs[0].Result != store.LockOK || rs[0].Lcount != 2 || rs[0].Value == nil {
 			t.Fatalf("lock with data: %+v", rs)
 		}
-		if rs := b.do(1, &uset); len(rs) != 1 || rs[0].Result != 0 || len(rs[0].Value) != 14 {
+		if rs := b.do(1, &uset); len(rs) != 1 || rs[0].Result != store.LockOK || len(rs[0].Value) != 14 {
 			t.Fatalf("unlock with data: %+v", rs)
 		}
 	})
@@ -134,16 +134,16 @@ func TestLocksExpireNoAllocs(t *testing.T) {
 	round := func(i int) {
 		binary.LittleEndian.PutUint32(lk.Key[:], uint32(i%64))
 		w.Key = lk.Key
-		if rs := b.do(1, &lk); len(rs) != 1 || rs[0].Result != 0 {
+		if rs := b.do(1, &lk); len(rs) != 1 || rs[0].Result != store.LockOK {
 			t.Fatalf("lock: %+v", rs)
 		}
 		b.do(2, &w)
 		b.now += 3e6
-		if rs := b.expire(); len(rs) != 1 || rs[0].Result != 8 {
+		if rs := b.expire(); len(rs) != 1 || rs[0].Result != store.LockTimeout {
 			t.Fatalf("timeout: %+v", rs)
 		}
 		b.now += 3e6
-		if rs := b.expire(); len(rs) != 1 || rs[0].Result != 9 {
+		if rs := b.expire(); len(rs) != 1 || rs[0].Result != store.LockExpried {
 			t.Fatalf("expiry: %+v", rs)
 		}
 	}
@@ -177,7 +177,7 @@ func BenchmarkLockExpire(b *testing.B) {
 		binary.LittleEndian.PutUint32(lk.Key[:], uint32(i&1023))
 		lb.do(1, &lk)
 		lb.now += 1e6
-		if rs := lb.expire(); len(rs) != 1 || rs[0].Result != 9 {
+		if rs := lb.expire(); len(rs) != 1 || rs[0].Result != store.LockExpried {
 			b.Fatalf("expire: %+v", rs)
 		}
 	}

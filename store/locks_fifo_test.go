@@ -19,7 +19,7 @@ func TestFIFOTenThousand(t *testing.T) {
 	}
 	c := with(lockc(0, "", "hot"), func(c *store.LockCommand) { c.LockID = idOf(0); c.Timeout = 600; c.Expried = 600 })
 	rs, _ := l.Do(0, &c, now, nil, nil)
-	if len(rs) != 1 || rs[0].Result != 0 {
+	if len(rs) != 1 || rs[0].Result != store.LockOK {
 		t.Fatalf("first lock: %+v", rs)
 	}
 	for i := 1; i <= n; i++ {
@@ -39,8 +39,8 @@ func TestFIFOTenThousand(t *testing.T) {
 		u.LockID = idOf(i)
 		rs, _ = l.Do(store.Owner(i), &u, now, rs[:0], nil)
 		next := i + 1
-		if len(rs) != 2 || rs[0].Result != 0 || rs[0].Owner != store.Owner(i) ||
-			rs[1].Result != 0 || rs[1].Owner != store.Owner(next) || rs[1].LockID != idOf(next) || rs[1].RequestID != rid(uint16(next)) || rs[1].Lcount != 1 {
+		if len(rs) != 2 || rs[0].Result != store.LockOK || rs[0].Owner != store.Owner(i) ||
+			rs[1].Result != store.LockOK || rs[1].Owner != store.Owner(next) || rs[1].LockID != idOf(next) || rs[1].RequestID != rid(uint16(next)) || rs[1].Lcount != 1 {
 			t.Fatalf("unlock %d: %+v", i, rs)
 		}
 		if i == n/2 {
@@ -50,7 +50,7 @@ func TestFIFOTenThousand(t *testing.T) {
 		}
 	}
 	u.LockID = idOf(n)
-	if rs, _ = l.Do(store.Owner(n), &u, now, rs[:0], nil); len(rs) != 1 || rs[0].Result != 0 {
+	if rs, _ = l.Do(store.Owner(n), &u, now, rs[:0], nil); len(rs) != 1 || rs[0].Result != store.LockOK {
 		t.Fatalf("last unlock: %+v", rs)
 	}
 	if err := l.Check(); err != nil {
@@ -73,19 +73,19 @@ func TestManyHolders(t *testing.T) {
 		})
 	}
 	for i := 0; i < 40; i++ {
-		if rs := h.do(1, r(i)); len(rs) != 1 || rs[0].Result != 0 || rs[0].Lcount != uint16(i+1) {
+		if rs := h.do(1, r(i)); len(rs) != 1 || rs[0].Result != store.LockOK || rs[0].Lcount != uint16(i+1) {
 			t.Fatalf("reader %d: %+v", i, rs)
 		}
 	}
 	for i := 0; i < 40; i += 3 {
-		if rs := h.do(1, r(i)); len(rs) != 1 || rs[0].Result != 0 || rs[0].Lrcount != 2 {
+		if rs := h.do(1, r(i)); len(rs) != 1 || rs[0].Result != store.LockOK || rs[0].Lrcount != 2 {
 			t.Fatalf("reentry %d: %+v", i, rs)
 		}
 	}
 	for i := 39; i >= 0; i-- {
 		u := r(i)
 		u.Type, u.Rcount = 2, 0
-		if rs := h.do(1, u); len(rs) != 1 || rs[0].Result != 0 || rs[0].Lrcount != 0 {
+		if rs := h.do(1, u); len(rs) != 1 || rs[0].Result != store.LockOK || rs[0].Lrcount != 0 {
 			t.Fatalf("unlock %d: %+v", i, rs)
 		}
 	}

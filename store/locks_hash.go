@@ -15,7 +15,6 @@ import (
 // as part of a lock command, the way a SET record is applied. A hash is an
 // ordinary value record, so the journal logs and restores it as any value.
 
-
 // HashKind is a hash write.
 type HashKind uint8
 
@@ -53,7 +52,7 @@ func (e *ValueTooLongError) Error() string {
 }
 
 // unsetRecord drops a key's value.
-var unsetRecord = []byte{2, 0, 0, 0, DataUnset, 0}
+var unsetRecord = []byte{2, 0, 0, 0, dataUnset, 0}
 
 // Hash runs op, a write to the hash that is the value of cmd.Key, as part of
 // cmd, which owner sent at now: a Lock whose LockId is the key, the Update

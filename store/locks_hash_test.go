@@ -14,7 +14,6 @@ import (
 // once, keep the holder's counters on Update.
 const kvFlags = 0x4000 | 0x0100 | 0x2000
 
-
 // hashc is the Lock a hash write runs as: the Update APPEND uses, its record the
 // template of a new hash (KV flag, the key's name as property).
 func hashc(req uint16, key string) store.LockCommand {
@@ -56,7 +55,7 @@ func bargs(ss []string) [][]byte {
 
 // hash runs op on key from owner 1 and fails unless it returns want and err, and
 // (without an error) answers the sender with result res and nothing else.
-func (h *lkh) hash(req uint16, key string, op *store.HashOp, want int64, wantErr error, res uint8) {
+func (h *lkh) hash(req uint16, key string, op *store.HashOp, want int64, wantErr error, res store.LockResult) {
 	h.t.Helper()
 	c := hashc(req, key)
 	rs, ex, n, err := h.l.Hash(1, &c, op, h.now, nil, nil)

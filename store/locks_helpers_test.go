@@ -192,7 +192,7 @@ type rp struct {
 	o       store.Owner
 	t       uint8 // 0 means 1
 	req     int
-	res     uint8
+	res     store.LockResult
 	db      uint8
 	id, key string
 	lc, c   uint16
@@ -265,7 +265,7 @@ func show(c store.LockCommand) string {
 }
 
 func showReply(r store.LockReply) string {
-	return fmt.Sprintf("{owner %d type %d req %x result %d db %d id %s key %s lcount %d count %d lrcount %d rcount %d value %x(nil %v)}",
+	return fmt.Sprintf("{owner %d type %d req %x result %v db %d id %s key %s lcount %d count %d lrcount %d rcount %d value %x(nil %v)}",
 		r.Owner, r.Type, r.RequestID[12:], r.Result, r.DB, name(r.LockID), name(r.Key), r.Lcount, r.Count,
 		r.Lrcount, r.Rcount, r.Value, r.Value == nil)
 }

@@ -17,8 +17,8 @@ func TestTimeoutWhenData(t *testing.T) {
 	td := with(lockc(2, "b", "k"), func(c *store.LockCommand) { c.TimeoutFlag = 0x0008 })
 	h.one(2, td) // no value: it queues
 	h.one(1, with(lockc(3, "a", "k"), func(c *store.LockCommand) { c.Flag = 0x02; c.Data = setV }),
-		rp{o: 1, req: 3, res: 5, id: "a", key: "k", lc: 1, lr: 1})
-	h.one(3, with(td, func(c *store.LockCommand) { c.LockID = id16("c") }), rp{o: 3, req: 2, res: 8, id: "c", key: "k", lc: 1, v: setV})
+		rp{o: 1, req: 3, res: store.LockLockedError, id: "a", key: "k", lc: 1, lr: 1})
+	h.one(3, with(td, func(c *store.LockCommand) { c.LockID = id16("c") }), rp{o: 3, req: 2, res: store.LockTimeout, id: "c", key: "k", lc: 1, v: setV})
 }
 
 // TestRequireAcked: TimeoutFlag 0x1000 on a standalone server is a plain
@@ -44,7 +44,7 @@ func TestTreeUnlock(t *testing.T) {
 		if tree {
 			c.Flag = 0x10
 		}
-		if r := h.do(1, c); len(r) != 1 || r[0].Result != 0 {
+		if r := h.do(1, c); len(r) != 1 || r[0].Result != store.LockOK {
 			t.Fatalf("hold %s on %s: %v", id, key, r)
 		}
 	}
@@ -57,11 +57,11 @@ func TestTreeUnlock(t *testing.T) {
 	u := with(unlockc(50, "C", "G"), func(c *store.LockCommand) { c.Flag = 0x10; c.Count = 0xFFFF })
 	got := h.do(1, u)
 	expect(t, "tree unlock", got,
-		rp{o: 1, t: 2, req: 50, id: "G", key: "C", c: 0xFFFF},         // G empty: LockKey and LockId swapped
-		rp{o: 1, t: 2, req: -1, id: "R", key: "C", lc: 1, c: 0xFFFF},  // link G released; the marker R remains
-		rp{o: 1, t: 2, req: -1, id: "C", key: "R", c: 0xFFFF},         // marker released: C empty
-		rp{o: 1, t: 2, req: -1, id: "R", key: "C", c: 0xFFFF},         // link C on R released: R empty
-		rp{o: 1, t: 2, req: -1, res: 6, id: "R", key: "C", c: 0xFFFF}) // C is gone: the end
+		rp{o: 1, t: 2, req: 50, id: "G", key: "C", c: 0xFFFF},                             // G empty: LockKey and LockId swapped
+		rp{o: 1, t: 2, req: -1, id: "R", key: "C", lc: 1, c: 0xFFFF},                      // link G released; the marker R remains
+		rp{o: 1, t: 2, req: -1, id: "C", key: "R", c: 0xFFFF},                             // marker released: C empty
+		rp{o: 1, t: 2, req: -1, id: "R", key: "C", c: 0xFFFF},                             // link C on R released: R empty
+		rp{o: 1, t: 2, req: -1, res: store.LockUnlockError, id: "R", key: "C", c: 0xFFFF}) // C is gone: the end
 	seen := map[[16]byte]bool{u.RequestID: true}
 	for i, r := range got[1:] {
 		ms := binary.BigEndian.Uint64(r.RequestID[:8]) >> 16
@@ -95,7 +95,7 @@ func TestKeepAlive(t *testing.T) {
 	if ttl := h.l.TTL(0, id16("k"), h.now); ttl != -1 {
 		t.Fatalf("TTL of a kept-alive lock = %d, want -1", ttl)
 	}
-	expect(t, "plain expires", h.advance(100*time.Second), rp{o: 1, req: 2, res: 9, id: "b", key: "plain"})
+	expect(t, "plain expires", h.advance(100*time.Second), rp{o: 1, req: 2, res: store.LockExpried, id: "b", key: "plain"})
 	if next, ok := h.l.NextDeadline(); !ok || next != at(201) {
 		t.Fatalf("NextDeadline = %d, %v; want only v's wait", next, ok)
 	}
@@ -108,19 +108,19 @@ func TestKeepAlive(t *testing.T) {
 	}
 	// w still waits, kept by its open connection 2; it gets k at 103 s.
 	expect(t, "a expires", h.advance(2500*time.Millisecond),
-		rp{o: 1, req: 1, res: 9, id: "a", key: "k"},
+		rp{o: 1, req: 1, res: store.LockExpried, id: "a", key: "k"},
 		rp{o: 2, req: 3, id: "w", key: "k", lc: 1, lr: 1})
 	// w holds without keep-alive: 10 s. Then v, also of 2, gets k.
 	expect(t, "w expires", h.advance(11*time.Second),
-		rp{o: 2, req: 3, res: 9, id: "w", key: "k"},
+		rp{o: 2, req: 3, res: store.LockExpried, id: "w", key: "k"},
 		rp{o: 2, req: 4, id: "v", key: "k", lc: 1, lr: 1})
 	h.l.Disconnected(2, h.now)
 	h.check("Disconnected(2)")
 	// A keep-alive wait of a closed connection (a WILL command) is armed at
 	// once; replies still name owner 2, the caller decides where they go.
 	h.one(2, with(wka, func(c *store.LockCommand) { c.RequestID, c.LockID = rid(5), id16("x") }))
-	expect(t, "x times out", h.advance(2*time.Second), rp{o: 2, req: 5, res: 8, id: "x", key: "k", lc: 1})
-	expect(t, "v expires", h.advance(9*time.Second), rp{o: 2, req: 4, res: 9, id: "v", key: "k"})
+	expect(t, "x times out", h.advance(2*time.Second), rp{o: 2, req: 5, res: store.LockTimeout, id: "x", key: "k", lc: 1})
+	expect(t, "v expires", h.advance(9*time.Second), rp{o: 2, req: 4, res: store.LockExpried, id: "v", key: "k"})
 	// Likewise a keep-alive holder.
 	h.one(1, with(ka, func(c *store.LockCommand) { c.Key = id16("will") }), rp{o: 1, req: 1, id: "a", key: "will", lc: 1, lr: 1})
 	if ttl := h.l.TTL(0, id16("will"), h.now); ttl != 3000 {
@@ -140,7 +140,7 @@ func TestKeepAliveOwnerChange(t *testing.T) {
 	expect(t, "still kept by 2", h.advance(time.Hour))
 	h.l.Disconnected(2, h.now)
 	h.check("Disconnected(2)")
-	expect(t, "released 2-3 s after 2 closed", h.advance(3*time.Second), rp{o: 2, req: 1, res: 9, id: "a", key: "k", rc: 5})
+	expect(t, "released 2-3 s after 2 closed", h.advance(3*time.Second), rp{o: 2, req: 1, res: store.LockExpried, id: "a", key: "k", rc: 5})
 }
 
 // TestTimes: seconds run to the start of the second after base + value,
@@ -158,14 +158,14 @@ func TestTimes(t *testing.T) {
 		t.Fatalf("NextDeadline = %d, %v; want in 20 ms", at, ok)
 	}
 	expect(t, "19 ms", h.advance(19*time.Millisecond))
-	expect(t, "20 ms", h.advance(time.Millisecond), rp{o: 2, req: 4, res: 8, id: "w", key: "s", lc: 1})
+	expect(t, "20 ms", h.advance(time.Millisecond), rp{o: 2, req: 4, res: store.LockTimeout, id: "w", key: "s", lc: 1})
 	expect(t, "x.999", h.advance(1480*time.Millisecond-1)) // x's 1 s wait ends at (0 + 1 + 1) s, 1.7 s after it began
-	expect(t, "x.8", h.advance(1), rp{o: 1, req: 3, res: 9, id: "ms", key: "ms"})
-	expect(t, "2 s", h.advance(200*time.Millisecond), rp{o: 3, req: 5, res: 8, id: "x", key: "s", lc: 1})
+	expect(t, "x.8", h.advance(1), rp{o: 1, req: 3, res: store.LockExpried, id: "ms", key: "ms"})
+	expect(t, "2 s", h.advance(200*time.Millisecond), rp{o: 3, req: 5, res: store.LockTimeout, id: "x", key: "s", lc: 1})
 	expect(t, "5.999 s", h.advance(4*time.Second-1))
-	expect(t, "6 s", h.advance(1), rp{o: 1, req: 1, res: 9, id: "s", key: "s"})
+	expect(t, "6 s", h.advance(1), rp{o: 1, req: 1, res: store.LockExpried, id: "s", key: "s"})
 	expect(t, "120.999 s", h.advance(115*time.Second-1))
-	expect(t, "121 s", h.advance(1), rp{o: 1, req: 2, res: 9, id: "m", key: "m"})
+	expect(t, "121 s", h.advance(1), rp{o: 1, req: 2, res: store.LockExpried, id: "m", key: "m"})
 
 	// TTL right after a lock of 100 s at a whole second reads 101 s.
 	h.now = at(1000)
@@ -186,14 +186,14 @@ func TestTimes(t *testing.T) {
 	b := with(lockc(7, "b", "t"), func(c *store.LockCommand) { c.Timeout, c.TimeoutFlag, c.Expried = 200, 0x0100, 5 })
 	h.one(2, b)
 	expect(t, "t expires, b granted and expired", h.advance(101*time.Second),
-		rp{o: 1, req: 6, res: 9, id: "t", key: "t"},
+		rp{o: 1, req: 6, res: store.LockExpried, id: "t", key: "t"},
 		rp{o: 2, req: 7, id: "b", key: "t", lc: 1, lr: 1},
-		rp{o: 2, req: 7, res: 9, id: "b", key: "t"})
+		rp{o: 2, req: 7, res: store.LockExpried, id: "b", key: "t"})
 	// Without it the hold counts from the grant.
 	h.one(1, with(lockc(8, "t", "t"), func(c *store.LockCommand) { c.Expried = 1 }), rp{o: 1, req: 8, id: "t", key: "t", lc: 1, lr: 1})
 	h.one(2, with(b, func(c *store.LockCommand) { c.TimeoutFlag = 0 }))
 	expect(t, "t expires, b granted", h.advance(2*time.Second),
-		rp{o: 1, req: 8, res: 9, id: "t", key: "t"},
+		rp{o: 1, req: 8, res: store.LockExpried, id: "t", key: "t"},
 		rp{o: 2, req: 7, id: "b", key: "t", lc: 1, lr: 1})
 	if ttl := h.l.TTL(0, id16("t"), h.now); ttl != 5500 {
 		t.Fatalf("TTL of b = %d, want 5500", ttl)
@@ -208,15 +208,15 @@ func TestLimits(t *testing.T) {
 	h.one(1, lockc(1, "a", "k1"), rp{o: 1, req: 1, id: "a", key: "k1", lc: 1, lr: 1})
 	h.one(2, lockc(2, "b", "k1"))
 	h.one(3, lockc(3, "c", "k1"))
-	h.one(4, lockc(4, "d", "k1"), rp{o: 4, req: 4, res: 8, id: "d", key: "k1", lc: 1})
+	h.one(4, lockc(4, "d", "k1"), rp{o: 4, req: 4, res: store.LockTimeout, id: "d", key: "k1", lc: 1})
 	h.one(1, lockc(5, "a", "k2"), rp{o: 1, req: 5, id: "a", key: "k2", lc: 1, lr: 1})
 	h.one(1, lockc(6, "a", "k3"), rp{o: 1, req: 6, id: "a", key: "k3", lc: 1, lr: 1})
-	h.one(1, lockc(7, "a", "k4"), rp{o: 1, req: 7, res: 11, id: "a", key: "k4"})
+	h.one(1, lockc(7, "a", "k4"), rp{o: 1, req: 7, res: store.LockUnknownError, id: "a", key: "k4"})
 	h.one(1, with(lockc(7, "a", "k4"), func(c *store.LockCommand) { c.Expried = 0 }), rp{o: 1, req: 7, id: "a", key: "k4"})
 	h.one(5, lockc(8, "e", "k2"))
 	h.one(5, lockc(9, "e", "k3"))
 	h.one(5, with(lockc(10, "e", "k3"), func(c *store.LockCommand) { c.LockID = id16("f") }))
-	h.one(5, with(lockc(11, "g", "k2"), func(c *store.LockCommand) { c.Timeout = 9 }), rp{o: 5, req: 11, res: 8, id: "g", key: "k2", lc: 1})
+	h.one(5, with(lockc(11, "g", "k2"), func(c *store.LockCommand) { c.Timeout = 9 }), rp{o: 5, req: 11, res: store.LockTimeout, id: "g", key: "k2", lc: 1})
 	h.state(0, store.LockState{LockCount: 4, LockedCount: 3, WaitCount: 5, KeyCount: 3})
 }
 
@@ -314,7 +314,7 @@ func TestOtherTypes(t *testing.T) {
 	for _, typ := range []uint8{0, 3, 7, 10, 200} {
 		c := with(lockc(3, "a", "k"), func(c *store.LockCommand) { c.Type = typ })
 		got := h.do(1, c)
-		if len(got) != 1 || got[0].Type != typ || got[0].Result != 4 || got[0].RequestID != rid(3) || got[0].Owner != 1 {
+		if len(got) != 1 || got[0].Type != typ || got[0].Result != store.LockUnknownCommand || got[0].RequestID != rid(3) || got[0].Owner != 1 {
 			t.Fatalf("type %d: %+v", typ, got)
 		}
 	}
@@ -329,7 +329,7 @@ func TestMaxValue(t *testing.T) {
 	h.one(1, l, rp{o: 1, req: 1, id: "a", key: "k", lc: 1, lr: 1})
 	up := func(r []byte, want []byte) {
 		t.Helper()
-		h.one(1, with(l, func(c *store.LockCommand) { c.Flag = 0x02; c.Data = r }), rp{o: 1, req: 1, res: 5, id: "a", key: "k", lc: 1, lr: 1, v: want})
+		h.one(1, with(l, func(c *store.LockCommand) { c.Flag = 0x02; c.Data = r }), rp{o: 1, req: 1, res: store.LockLockedError, id: "a", key: "k", lc: 1, lr: 1, v: want})
 	}
 	up(rec(store.DataAppend, 0, []byte("9")), rec(0, 0, []byte("12345678")))
 	up(rec(store.DataAppend, 0, []byte("0")), rec(0, 0, []byte("123456789")))

@@ -84,7 +84,7 @@ func newLockModel(maxWK, maxWO int) *lockModel {
 		gone: map[store.Owner]bool{}, maxWK: maxWK, maxWO: maxWO}
 }
 
-func (m *lockModel) reply(o store.Owner, c *store.LockCommand, res uint8, id [16]byte, levels, lr int, v []byte) {
+func (m *lockModel) reply(o store.Owner, c *store.LockCommand, res store.LockResult, id [16]byte, levels, lr int, v []byte) {
 	m.out = append(m.out, store.LockReply{Owner: o, Type: c.Type, RequestID: c.RequestID, Result: res, DB: c.DB,
 		LockID: id, Key: c.Key, Lcount: uint16(levels), Count: c.Count, Lrcount: uint8(lr), Rcount: c.Rcount, Value: bytes.Clone(v)})
 }
@@ -205,14 +205,14 @@ func (m *lockModel) lock(o store.Owner, c store.LockCommand, now int64) {
 	data := c.Data
 	c.Data = nil
 	if c.DB == 255 {
-		m.reply(o, &c, 3, c.LockID, 0, 0, nil)
+		m.reply(o, &c, store.LockUnknownDB, c.LockID, 0, 0, nil)
 		return
 	}
 	m.state(c.DB) // a Lock creates the database
 	k := m.keys[pmName{c.DB, c.Key}]
 	lv := k.levels()
 	if c.Flag&0x08 != 0 && c.Timeout == 0 && (c.Count < 0xFFFF && lv > int(c.Count) || c.TimeoutFlag&0x0200 != 0 && lv == 0) {
-		m.reply(o, &c, 8, c.LockID, lv, 0, k.cur())
+		m.reply(o, &c, store.LockTimeout, c.LockID, lv, 0, k.cur())
 		return
 	}
 	if lv > 0 {
@@ -220,7 +220,7 @@ func (m *lockModel) lock(o store.Owner, c store.LockCommand, now int64) {
 		if c.Flag&0x01 != 0 {
 			head := k.holders[0]
 			if c.Flag&0x02 == 0 {
-				m.out = append(m.out, store.LockReply{Owner: o, Type: 1, RequestID: c.RequestID, Result: 7, DB: c.DB, LockID: head.cmd.LockID,
+				m.out = append(m.out, store.LockReply{Owner: o, Type: 1, RequestID: c.RequestID, Result: store.LockUnownError, DB: c.DB, LockID: head.cmd.LockID,
 					Key: c.Key, Lcount: uint16(lv), Count: head.cmd.Count, Lrcount: uint8(head.levels), Rcount: head.cmd.Rcount, Value: bytes.Clone(k.value)})
 				return
 			}
@@ -242,7 +242,7 @@ func (m *lockModel) lock(o store.Owner, c store.LockCommand, now int64) {
 	switch {
 	case lv == 0 && c.TimeoutFlag&0x0200 != 0:
 		if k != nil && len(k.waiters) > 0 && c.Count == 0 {
-			m.reply(o, &c, 7, c.LockID, 0, 0, k.value)
+			m.reply(o, &c, store.LockUnownError, c.LockID, 0, 0, k.value)
 			return
 		}
 		admitted = false
@@ -264,11 +264,11 @@ func (m *lockModel) lock(o store.Owner, c store.LockCommand, now int64) {
 		before := bytes.Clone(k.value)
 		m.state(c.DB).LockCount++
 		m.apply(k, data, lv == 1)
-		m.reply(o, &c, 0, k.holders[0].cmd.LockID, lv, 0, before)
+		m.reply(o, &c, store.LockOK, k.holders[0].cmd.LockID, lv, 0, before)
 		return
 	}
 	if c.Timeout == 0 || c.TimeoutFlag&0x0008 != 0 && k != nil && k.value != nil || m.waitersFull(k, o) {
-		m.reply(o, &c, 8, c.LockID, lv, 0, k.cur())
+		m.reply(o, &c, store.LockTimeout, c.LockID, lv, 0, k.cur())
 		return
 	}
 	k = m.getKey(&c)
@@ -293,16 +293,16 @@ func (m *lockModel) relock(o store.Owner, k *pmKey, h *pmItem, c store.LockComma
 				m.armHold(h, now)
 			}
 		}
-		m.reply(o, &c, 5, c.LockID, lv, h.levels, before)
+		m.reply(o, &c, store.LockLockedError, c.LockID, lv, h.levels, before)
 		return
 	}
 	if h.levels >= 255 || h.levels > int(c.Rcount) || c.TimeoutFlag&0x0010 != 0 {
-		m.reply(o, &c, 5, c.LockID, lv, h.levels, k.value)
+		m.reply(o, &c, store.LockLockedError, c.LockID, lv, h.levels, k.value)
 		return
 	}
 	st.LockCount++
 	if c.Expried == 0 {
-		m.reply(o, &c, 0, c.LockID, lv, h.levels, k.value)
+		m.reply(o, &c, store.LockOK, c.LockID, lv, h.levels, k.value)
 		return
 	}
 	h.levels++
@@ -310,7 +310,7 @@ func (m *lockModel) relock(o store.Owner, k *pmKey, h *pmItem, c store.LockComma
 	h.cmd, h.owner, h.arrived = c, o, now
 	m.apply(k, data, lv+1 == 1)
 	m.armHold(h, now)
-	m.reply(o, &c, 0, c.LockID, lv+1, h.levels, before)
+	m.reply(o, &c, store.LockOK, c.LockID, lv+1, h.levels, before)
 }
 
 func (m *lockModel) enqueue(k *pmKey, w *pmItem) {
@@ -336,7 +336,7 @@ func (m *lockModel) grant(o store.Owner, k *pmKey, c store.LockCommand, data []b
 	st.LockCount++
 	if c.Expried == 0 {
 		m.apply(k, data, k.levels() == 1)
-		m.reply(o, &c, 0, c.LockID, k.levels(), 0, before)
+		m.reply(o, &c, store.LockOK, c.LockID, k.levels(), 0, before)
 		return
 	}
 	h := &pmItem{owner: o, cmd: c, levels: 1, arrived: arrived}
@@ -348,7 +348,7 @@ func (m *lockModel) grant(o store.Owner, k *pmKey, c store.LockCommand, data []b
 		base = arrived
 	}
 	m.armHold(h, base)
-	m.reply(o, &c, 0, c.LockID, k.levels(), 1, before)
+	m.reply(o, &c, store.LockOK, c.LockID, k.levels(), 1, before)
 }
 
 func (m *lockModel) unqueue(k *pmKey, w *pmItem) {
@@ -382,13 +382,13 @@ func (m *lockModel) unlock(o store.Owner, c store.LockCommand, now int64) {
 	c.Data = nil
 	st := m.st[c.DB]
 	if c.DB == 255 || st == nil {
-		m.reply(o, &c, 3, c.LockID, 0, 0, nil)
+		m.reply(o, &c, store.LockUnknownDB, c.LockID, 0, 0, nil)
 		return
 	}
 	k := m.keys[pmName{c.DB, c.Key}]
 	if k == nil {
 		st.UnlockErrorCount++
-		m.reply(o, &c, 6, c.LockID, 0, 0, nil)
+		m.reply(o, &c, store.LockUnlockError, c.LockID, 0, 0, nil)
 		return
 	}
 	var h *pmItem
@@ -403,8 +403,8 @@ func (m *lockModel) unlock(o store.Owner, c store.LockCommand, now int64) {
 				if w.cmd.LockID == c.LockID {
 					m.unqueue(k, w)
 					st.UnLockCount++
-					m.reply(o, &c, 5, c.LockID, k.levels(), 0, k.value)
-					m.reply(w.owner, &w.cmd, 6, w.cmd.LockID, k.levels(), 0, k.value)
+					m.reply(o, &c, store.LockLockedError, c.LockID, k.levels(), 0, k.value)
+					m.reply(w.owner, &w.cmd, store.LockUnlockError, w.cmd.LockID, k.levels(), 0, k.value)
 					m.settle(k)
 					return
 				}
@@ -412,14 +412,14 @@ func (m *lockModel) unlock(o store.Owner, c store.LockCommand, now int64) {
 		}
 		if len(k.holders) == 0 {
 			st.UnlockErrorCount++
-			m.reply(o, &c, 6, c.LockID, 0, 0, k.value)
+			m.reply(o, &c, store.LockUnlockError, c.LockID, 0, 0, k.value)
 			return
 		}
 		if c.Flag&0x01 == 0 {
 			st.UnlockErrorCount++
-			res := uint8(7)
+			res := store.LockUnownError
 			if c.Flag&0x02 != 0 {
-				res = 6 // nothing to cancel (§5.5)
+				res = store.LockUnlockError // nothing to cancel (§5.5)
 			}
 			m.reply(o, &c, res, c.LockID, k.levels(), 0, k.value)
 			return
@@ -448,13 +448,13 @@ func (m *lockModel) unlock(o store.Owner, c store.LockCommand, now int64) {
 	if requeue && h.cmd.TimeoutFlag&0x4000 != 0 {
 		binary.LittleEndian.PutUint64(id[:8], pmVersion(id)+1)
 	}
-	m.reply(o, &c, 0, id, k.levels(), lr, before)
+	m.reply(o, &c, store.LockOK, id, k.levels(), lr, before)
 	if requeue {
 		rc := h.cmd
 		rc.LockID = id
 		rc.Timeout, rc.TimeoutFlag, rc.Expried, rc.ExpriedFlag, rc.Count, rc.Rcount = c.Timeout, c.TimeoutFlag, c.Expried, c.ExpriedFlag, c.Count, c.Rcount
 		if m.waitersFull(k, h.owner) {
-			m.reply(h.owner, &rc, 8, id, k.levels(), 0, k.value)
+			m.reply(h.owner, &rc, store.LockTimeout, id, k.levels(), 0, k.value)
 		} else {
 			m.enqueue(k, &pmItem{owner: h.owner, cmd: rc, arrived: now})
 		}
@@ -483,7 +483,7 @@ func (m *lockModel) expire(now int64) {
 		if slices.Contains(fk.waiters, first) {
 			m.unqueue(fk, first)
 			st.TimeoutedCount++
-			m.reply(first.owner, &first.cmd, 8, first.cmd.LockID, fk.levels(), 0, fk.value)
+			m.reply(first.owner, &first.cmd, store.LockTimeout, first.cmd.LockID, fk.levels(), 0, fk.value)
 			m.settle(fk)
 			if first.cmd.TimeoutFlag&0x0080 != 0 {
 				c := first.cmd
@@ -499,7 +499,7 @@ func (m *lockModel) expire(now int64) {
 			v = fk.value
 		}
 		c := first.cmd
-		m.out = append(m.out, store.LockReply{Owner: first.owner, Type: 1, RequestID: c.RequestID, Result: 9, DB: fk.db, LockID: c.LockID,
+		m.out = append(m.out, store.LockReply{Owner: first.owner, Type: 1, RequestID: c.RequestID, Result: store.LockExpried, DB: fk.db, LockID: c.LockID,
 			Key: fk.key, Lcount: uint16(fk.levels()), Count: c.Count, Rcount: c.Rcount, Value: bytes.Clone(v)})
 		m.wake(fk, now)
 		m.settle(fk)

@@ -26,7 +26,7 @@ func (l *Locks) unhold(o Owner, h *lockItem, c *LockCommand, now int64) bool {
 		l.applyData(k, h, o, c.DB, c.Data, k.levels == 0 && k.wait.n == 0)
 	}
 	if full {
-		l.fire(h, StageUnlock, k.hold.n == 0 && k.wait.n == 0)
+		l.fire(h, stageUnlock, k.hold.n == 0 && k.wait.n == 0)
 	}
 
 	requeue := c.Flag&unlockRequeue != 0 && one && c.Timeout > 0
@@ -108,8 +108,8 @@ func (l *Locks) applyData(k *lockKey, h *lockItem, o Owner, db uint8, rec []byte
 	if !ok {
 		return
 	}
-	if r.stage != StageCurrent {
-		if r.cmd == DataExecute {
+	if r.stage != stageCurrent {
+		if r.cmd == dataExecute {
 			l.attach(h, &r, db)
 		}
 		return
@@ -117,7 +117,7 @@ func (l *Locks) applyData(k *lockKey, h *lockItem, o Owner, db uint8, rec []byte
 	if r.flag&dataFirstOrLast != 0 && !fol {
 		return
 	}
-	if r.cmd == DataExecute {
+	if r.cmd == dataExecute {
 		l.execNow(o, db, r.value)
 		return
 	}
@@ -134,7 +134,7 @@ func (l *Locks) applyData(k *lockKey, h *lockItem, o Owner, db uint8, rec []byte
 		start, end int
 		cmd        = r.cmd
 	)
-	if r.cmd == DataPipeline {
+	if r.cmd == dataPipeline {
 		start, end, eff, cmd = l.pipeline(k.has, &v, h, o, db, r.value, fol, 0)
 	} else {
 		l.tmp, eff = applyEffect(l.tmp, k.has, &v, &r)
@@ -174,8 +174,8 @@ func (l *Locks) pipeline(has bool, v *record, h *lockItem, o Owner, db uint8, b 
 		if !ok {
 			continue
 		}
-		if r.stage != StageCurrent {
-			if r.cmd == DataExecute {
+		if r.stage != stageCurrent {
+			if r.cmd == dataExecute {
 				l.attach(h, &r, db)
 			}
 			continue
@@ -184,9 +184,9 @@ func (l *Locks) pipeline(has bool, v *record, h *lockItem, o Owner, db uint8, b 
 			continue
 		}
 		switch r.cmd {
-		case DataExecute:
+		case dataExecute:
 			l.execNow(o, db, r.value)
-		case DataPipeline:
+		case dataPipeline:
 			if depth < maxPipelineDepth {
 				if s, e, ef, c := l.pipeline(has, v, h, o, db, r.value, fol, depth+1); ef != unchanged {
 					start, end, eff, cmd = s, e, ef, c
@@ -214,7 +214,7 @@ func (l *Locks) execNow(o Owner, db uint8, v []byte) {
 // attach keeps the stage 1 or 3 EXECUTE record r with holder h, to run when
 // h is released or expires. Stage 2 never fires on a standalone server.
 func (l *Locks) attach(h *lockItem, r *record, db uint8) {
-	if h == nil || r.stage == StageTimeout {
+	if h == nil || r.stage == stageTimeout {
 		return
 	}
 	f, ok := execFrame(r.value, db)

@@ -5,8 +5,6 @@ import (
 	"math"
 	"sort"
 	"strconv"
-
-	"tallyd/stats"
 )
 
 // DefaultPoolEntries is the default number of entries, held or waiting, one
@@ -112,7 +110,7 @@ type Pools struct {
 	nfree      int
 	maxEntries int
 	maxKeys    int
-	st         stats.Pool
+	st         PoolStats
 }
 
 // PoolClient is one connection's state in a Pools. The event loop keeps it
@@ -393,10 +391,33 @@ func (p *Pools) Busiest(out []PoolKeyInfo, n int) []PoolKeyInfo {
 	return out
 }
 
+// PoolStats are the PoolCounter statistics (NOTES §3 "STATS"). Times are
+// seconds, accumulated in float64 (the reference keeps them in float32, whose
+// rounding shows in its output: that is not copied).
+type PoolStats struct {
+	TotalAcquired    uint64 // every LOCKED sent
+	TotalReleases    uint64 // every RELEASED sent
+	ConnectErrors    uint64 // the caller's: connections refused at accept
+	FailedSends      uint64 // the caller's: wake-ups that could not be written
+	FullQueues       uint64 // QUEUE_FULL replies
+	LockMismatch     uint64 // LOCK_HELD replies
+	LockWhileWaiting uint64 // ERROR WAIT_FOR_RESPONSE replies
+	ReleaseMismatch  uint64 // NOT_LOCKED replies
+	ProcessedCount   uint64 // held locks that ended, by release or disconnect
+
+	TotalProcessingTime  float64 // hold time of every held lock that ended
+	GainedTime           float64 // a releaser's hold time, once per DONE it caused
+	WaitingTime          float64 // wait of every waiter that inherited a slot
+	WaitingTimeForMe     float64 // the part of WaitingTime spent in ACQ4ME queues
+	WaitingTimeForAnyone float64 // the part of WaitingTime spent in ACQ4ANY queues
+	WaitingTimeForGood   float64 // wait of every DONE waiter
+	WastedTimeoutTime    float64 // wait of every TIMEOUT waiter
+}
+
 // Stats returns the PoolCounter statistics. The counters the store cannot
 // see (ConnectErrors, FailedSends) are the caller's to bump through the
 // pointer.
-func (p *Pools) Stats() *stats.Pool { return &p.st }
+func (p *Pools) Stats() *PoolStats { return &p.st }
 
 // Gauges returns the live numbers for STATS: keys with entries, held entries
 // and waiting entries.

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"testing"
 
-	"tallyd/stats"
 	"tallyd/store"
 )
 
@@ -266,7 +265,7 @@ func (m *poolModel) compare(p *store.Pools, cs []*store.PoolClient) error {
 		return fmt.Errorf("NextDeadline %d, %v; model has %d waiters", at, ok, len(ws))
 	}
 	s := p.Stats()
-	want := stats.Pool{
+	want := store.PoolStats{
 		TotalAcquired: m.st.acquired, TotalReleases: m.st.releases, FullQueues: m.st.fullQueues,
 		LockMismatch: m.st.lockMismatch, LockWhileWaiting: m.st.lockWhileWaiting,
 		ReleaseMismatch: m.st.releaseMismatch, ProcessedCount: m.st.processed,

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"tallyd/stats"
 	"tallyd/store"
 )
 
@@ -123,7 +122,7 @@ func (h *pools) next(ms int64) {
 	}
 }
 
-func (h *pools) stats(want stats.Pool) {
+func (h *pools) stats(want store.PoolStats) {
 	h.t.Helper()
 	if got := *h.p.Stats(); got != want {
 		h.t.Fatalf("Stats:\n got %+v\nwant %+v", got, want)
@@ -152,28 +151,28 @@ func TestPoolAcquireSteps(t *testing.T) {
 		setup func(h *pools) // client 1 is the one asking
 		req   req
 		want  store.Outcome
-		stat  func(s *stats.Pool) uint64
+		stat  func(s *store.PoolStats) uint64
 	}{
 		{"1 LOCK_HELD at MaxEntries", func(h *pools) {
 			for _, k := range []string{"a", "b", "c", "d"} {
 				h.me(1, k, 0, 0, locked)
 			}
-		}, req{store.AcqMe, "e", 1, 10, 5}, store.LockHeld, func(s *stats.Pool) uint64 { return s.LockMismatch }},
+		}, req{store.AcqMe, "e", 1, 10, 5}, store.LockHeld, func(s *store.PoolStats) uint64 { return s.LockMismatch }},
 		{"1 beats 2: full and newest waiting", func(h *pools) {
 			h.me(2, "w", 0, 0, locked)
 			for _, k := range []string{"a", "b", "c"} {
 				h.me(1, k, 0, 0, locked)
 			}
 			h.me(1, "w", 5, 0, waiting)
-		}, req{store.AcqMe, "", 0, 0, 0}, store.LockHeld, func(s *stats.Pool) uint64 { return s.LockMismatch }},
+		}, req{store.AcqMe, "", 0, 0, 0}, store.LockHeld, func(s *store.PoolStats) uint64 { return s.LockMismatch }},
 		{"2 WAIT_FOR_RESPONSE", func(h *pools) {
 			h.me(2, "w", 0, 0, locked)
 			h.any(1, "w", 5, 0, waiting)
-		}, req{store.AcqMe, "x", 1, 10, 5}, store.WaitForResponse, func(s *stats.Pool) uint64 { return s.LockWhileWaiting }},
+		}, req{store.AcqMe, "x", 1, 10, 5}, store.WaitForResponse, func(s *store.PoolStats) uint64 { return s.LockWhileWaiting }},
 		{"2 beats 3: bad syntax while waiting", func(h *pools) {
 			h.me(2, "w", 0, 0, locked)
 			h.me(1, "w", 5, 0, waiting)
-		}, req{store.AcqMe, "", 0, 0, 0}, store.WaitForResponse, func(s *stats.Pool) uint64 { return s.LockWhileWaiting }},
+		}, req{store.AcqMe, "", 0, 0, 0}, store.WaitForResponse, func(s *store.PoolStats) uint64 { return s.LockWhileWaiting }},
 		{"3 empty key", nil, req{store.AcqMe, "", 1, 10, 5}, store.BadSyntax, nil},
 		{"3 workers 0", nil, req{store.AcqAny, "k", 0, 10, 5}, store.BadSyntax, nil},
 		{"3 maxqueue 0", nil, req{store.AcqMe, "k", 1, 0, 5}, store.BadSyntax, nil},
@@ -184,20 +183,20 @@ func TestPoolAcquireSteps(t *testing.T) {
 		{"4 QUEUE_FULL", func(h *pools) {
 			h.me(2, "k", 0, 0, locked)
 			h.me(3, "k", 5, 0, waiting)
-		}, req{store.AcqMe, "k", 1, 2, 5}, store.QueueFull, func(s *stats.Pool) uint64 { return s.FullQueues }},
+		}, req{store.AcqMe, "k", 1, 2, 5}, store.QueueFull, func(s *store.PoolStats) uint64 { return s.FullQueues }},
 		{"4 beats 5: full though a slot is free", func(h *pools) {
 			h.acq(2, store.AcqMe, "k", 5, 10, 0, 0, locked)
 			h.acq(3, store.AcqAny, "k", 5, 10, 0, 0, locked)
-		}, req{store.AcqMe, "k", 5, 2, 5}, store.QueueFull, func(s *stats.Pool) uint64 { return s.FullQueues }},
-		{"5 LOCKED on a new key", nil, req{store.AcqMe, "k", 1, 1, 0}, store.Locked, func(s *stats.Pool) uint64 { return s.TotalAcquired }},
+		}, req{store.AcqMe, "k", 5, 2, 5}, store.QueueFull, func(s *store.PoolStats) uint64 { return s.FullQueues }},
+		{"5 LOCKED on a new key", nil, req{store.AcqMe, "k", 1, 1, 0}, store.Locked, func(s *store.PoolStats) uint64 { return s.TotalAcquired }},
 		{"5 LOCKED even if others wait", func(h *pools) {
 			h.me(2, "k", 0, 0, locked)
 			h.me(3, "k", 5, 0, waiting)
 			h.any(4, "k", 5, 0, waiting)
-		}, req{store.AcqAny, "k", 2, 10, 0}, store.Locked, func(s *stats.Pool) uint64 { return s.TotalAcquired }},
+		}, req{store.AcqAny, "k", 2, 10, 0}, store.Locked, func(s *store.PoolStats) uint64 { return s.TotalAcquired }},
 		{"5 beats 6: timeout 0 but lockable", func(h *pools) {
 			h.acq(2, store.AcqMe, "k", 2, 10, 0, 0, locked)
-		}, req{store.AcqMe, "k", 2, 10, 0}, store.Locked, func(s *stats.Pool) uint64 { return s.TotalAcquired }},
+		}, req{store.AcqMe, "k", 2, 10, 0}, store.Locked, func(s *store.PoolStats) uint64 { return s.TotalAcquired }},
 		{"6 TIMEOUT at once", func(h *pools) {
 			h.me(2, "k", 0, 0, locked)
 		}, req{store.AcqMe, "k", 1, 10, 0}, store.Timeout, nil},
@@ -604,7 +603,7 @@ func TestPool200000Keys(t *testing.T) {
 // TestPoolStats: every counter and time sum, with exact values.
 func TestPoolStats(t *testing.T) {
 	h := newPools(t, store.PoolsConfig{MaxEntries: 2})
-	var want stats.Pool
+	var want store.PoolStats
 	h.me(1, "k", 0, 0, locked) // holds from 0
 	want.TotalAcquired++
 	h.any(2, "k", 10, 500, waiting)  // waits from 0.5 s

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"tallyd/proto/pool"
-	"tallyd/stats"
 )
 
 func init() {
@@ -162,9 +161,8 @@ func (poolProto) Answer(dst, buf []byte) ([]byte, int, error) {
 	case pool.CmdRelease:
 		dst = pool.AppendReply(dst, pool.Released)
 	case pool.CmdStats:
-		var st stats.Pool
 		var ok bool
-		if dst, ok = st.AppendStats(dst, req.StatArg, 0, stats.PoolGauges{}); !ok {
+		if dst, ok = pool.AppendStatsReply(dst, req.StatArg, &pool.Stats{}); !ok {
 			dst = pool.AppendReply(dst, pool.WrongStat)
 		}
 	default:

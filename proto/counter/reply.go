@@ -58,18 +58,25 @@ func AppendStats(dst []byte, opaque uint32, stats []Stat) []byte {
 	h := len(dst)
 	dst = AppendHeader(dst, OpStats, StatusOK, 0, opaque)
 	for _, s := range stats {
-		if len(s.Name) > MaxNameLen {
-			panic("counter: stat name length " + itoa(uint64(len(s.Name))) + " exceeds 65535")
-		}
-		p := len(dst)
-		dst = append(dst, 0, 0, 0, 0)
-		dst = append(dst, s.Name...)
-		v := len(dst)
-		dst = strconv.AppendUint(dst, s.Value, 10)
-		binary.BigEndian.PutUint16(dst[p:], uint16(len(s.Name)))
-		binary.BigEndian.PutUint16(dst[p+2:], uint16(len(dst)-v))
+		dst = appendStat(dst, s.Name, s.Value)
 	}
 	binary.BigEndian.PutUint32(dst[h+4:], uint32(len(dst)-h-HeaderLen))
+	return dst
+}
+
+// appendStat appends one Stats item. It panics if name is longer than
+// MaxNameLen.
+func appendStat(dst []byte, name string, value uint64) []byte {
+	if len(name) > MaxNameLen {
+		panic("counter: stat name length " + itoa(uint64(len(name))) + " exceeds 65535")
+	}
+	p := len(dst)
+	dst = append(dst, 0, 0, 0, 0)
+	dst = append(dst, name...)
+	v := len(dst)
+	dst = strconv.AppendUint(dst, value, 10)
+	binary.BigEndian.PutUint16(dst[p:], uint16(len(name)))
+	binary.BigEndian.PutUint16(dst[p+2:], uint16(len(dst)-v))
 	return dst
 }
 

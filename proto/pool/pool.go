@@ -8,7 +8,7 @@
 //	STATS arg
 //
 // and every reply is one line too, but for STATS FULL, which is a block of
-// lines (see package stats). The package is a pure codec: [Decoder.Parse]
+// lines ([AppendStatsReply]). The package is a pure codec: [Decoder.Parse]
 // turns a line into a [Request] without copying, and [AppendReply] writes a
 // reply onto a caller's buffer without allocating when it has room. The
 // client side ([AppendAcq4Me] and friends, [ParseReplyLine]) serves tests,

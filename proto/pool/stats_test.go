@@ -1,4 +1,4 @@
-package stats
+package pool
 
 import (
 	"math"
@@ -144,7 +144,7 @@ func FuzzAppendDuration(f *testing.F) {
 }
 
 func TestAppendStatsUptime(t *testing.T) {
-	var p Pool
+	var p Stats
 	for _, tc := range []struct {
 		up   int64
 		want string
@@ -158,7 +158,8 @@ func TestAppendStatsUptime(t *testing.T) {
 		{-5, "uptime: 0 days, 0h 0m 0s\n"},
 	} {
 		for _, arg := range []string{"UPTIME", "uptime", "UpTiMe"} {
-			got, ok := p.AppendStats([]byte("pre"), []byte(arg), tc.up, PoolGauges{})
+			p.Uptime = tc.up
+			got, ok := AppendStatsReply([]byte("pre"), []byte(arg), &p)
 			if !ok || string(got) != "pre"+tc.want {
 				t.Errorf("STATS %s at %d: %q, %v; want %q", arg, tc.up, got, ok, tc.want)
 			}
@@ -167,29 +168,28 @@ func TestAppendStatsUptime(t *testing.T) {
 }
 
 // samplePool is the poolcounter.md sample in tallyd's units, plus lock_while_waiting.
-func samplePool() (*Pool, PoolGauges) {
-	return &Pool{
-			TotalAcquired:        7739031655,
-			TotalReleases:        7736374042,
-			ConnectErrors:        0,
-			FailedSends:          1,
-			FullQueues:           10294544,
-			LockMismatch:         227,
-			LockWhileWaiting:     42,
-			ReleaseMismatch:      0,
-			ProcessedCount:       7739031536,
-			TotalProcessingTime:  hms(2059430, 0, 24),
-			GainedTime:           hms(44820, 50, 24),
-			WaitingTime:          hms(9365, 18, 24),
-			WaitingTimeForMe:     hms(9343, 3, 28),
-			WaitingTimeForAnyone: hms(22, 14, 53.898438),
-			WaitingTimeForGood:   hms(12503, 48, 24),
-			WastedTimeoutTime:    hms(11375, 2, 44),
-		}, PoolGauges{
-			HashtableEntries:  119,
-			ProcessingWorkers: 118,
-			WaitingWorkers:    216,
-		}
+func samplePool() *Stats {
+	return &Stats{
+		TotalAcquired:        7739031655,
+		TotalReleases:        7736374042,
+		ConnectErrors:        0,
+		FailedSends:          1,
+		FullQueues:           10294544,
+		LockMismatch:         227,
+		LockWhileWaiting:     42,
+		ReleaseMismatch:      0,
+		ProcessedCount:       7739031536,
+		TotalProcessingTime:  hms(2059430, 0, 24),
+		GainedTime:           hms(44820, 50, 24),
+		WaitingTime:          hms(9365, 18, 24),
+		WaitingTimeForMe:     hms(9343, 3, 28),
+		WaitingTimeForAnyone: hms(22, 14, 53.898438),
+		WaitingTimeForGood:   hms(12503, 48, 24),
+		WastedTimeoutTime:    hms(11375, 2, 44),
+		HashtableEntries:     119,
+		ProcessingWorkers:    118,
+		WaitingWorkers:       216,
+	}
 }
 
 const sampleFull = `uptime: 633 days, 15209h 42m 26s
@@ -217,10 +217,10 @@ processed_count: 7739031536
 `
 
 func TestAppendStatsFull(t *testing.T) {
-	p, g := samplePool()
-	const up = 15209*3600 + 42*60 + 26
+	p := samplePool()
+	p.Uptime = 15209*3600 + 42*60 + 26
 	for _, arg := range []string{"FULL", "full", "Full", "fULl"} {
-		got, ok := p.AppendStats(nil, []byte(arg), up, g)
+		got, ok := AppendStatsReply(nil, []byte(arg), p)
 		if !ok {
 			t.Fatalf("STATS %s: not ok", arg)
 		}
@@ -244,8 +244,8 @@ func TestAppendStatsFull(t *testing.T) {
 }
 
 func TestAppendStatsFullEmpty(t *testing.T) {
-	var p Pool
-	got, ok := p.AppendStats(nil, []byte("FULL"), 5, PoolGauges{WaitingWorkers: 3})
+	p := Stats{Uptime: 5, WaitingWorkers: 3}
+	got, ok := AppendStatsReply(nil, []byte("FULL"), &p)
 	want := "uptime: 0 days, 0h 0m 5s\n" +
 		"total processing time: 0.000000s\naverage processing time: 0.000000s\n" +
 		"gained time: 0.000000s\nwaiting time: 0.000000s\nwaiting time for me: 0.000000s\n" +
@@ -264,12 +264,12 @@ func TestAppendStatsFullEmpty(t *testing.T) {
 
 func TestAppendStatsCounters(t *testing.T) {
 	// Every counter a distinct value, so a swapped field shows.
-	p := &Pool{
+	p := &Stats{
 		TotalAcquired: 101, TotalReleases: 102, ConnectErrors: 106, FailedSends: 107,
 		FullQueues: 108, LockMismatch: 109, LockWhileWaiting: 110, ReleaseMismatch: 111,
 		ProcessedCount: 112, TotalProcessingTime: 1,
+		HashtableEntries: 103, ProcessingWorkers: 104, WaitingWorkers: 105,
 	}
-	g := PoolGauges{HashtableEntries: 103, ProcessingWorkers: 104, WaitingWorkers: 105}
 	names := []string{
 		"total_acquired", "total_releases", "hashtable_entries", "processing_workers",
 		"waiting_workers", "connect_errors", "failed_sends", "full_queues", "lock_mismatch",
@@ -278,28 +278,29 @@ func TestAppendStatsCounters(t *testing.T) {
 	for i, name := range names {
 		want := name + ": " + strconv.Itoa(101+i) + "\n"
 		for _, arg := range []string{name, strings.ToUpper(name), strings.ToUpper(name[:1]) + name[1:]} {
-			got, ok := p.AppendStats([]byte("pre"), []byte(arg), 0, g)
+			got, ok := AppendStatsReply([]byte("pre"), []byte(arg), p)
 			if !ok || string(got) != "pre"+want {
 				t.Errorf("STATS %s = %q, %v; want %q", arg, got, ok, want)
 			}
 		}
 	}
 	// The same counters, in the same order, end the FULL block.
-	full, _ := p.AppendStats(nil, []byte("FULL"), 0, g)
+	full, _ := AppendStatsReply(nil, []byte("FULL"), p)
 	lines := strings.Split(strings.TrimSuffix(string(full), "\n\n"), "\n")
 	for i, name := range names {
 		if got, want := lines[len(lines)-len(names)+i], name+": "+strconv.Itoa(101+i); got != want {
 			t.Errorf("FULL counter line %d = %q, want %q", i, got, want)
 		}
 	}
-	got, _ := (&Pool{ProcessedCount: 1 << 63}).AppendStats(nil, []byte("processed_count"), 0, g)
+	got, _ := AppendStatsReply(nil, []byte("processed_count"), &Stats{ProcessedCount: 1 << 63})
 	if string(got) != "processed_count: 9223372036854775808\n" {
 		t.Errorf("STATS processed_count of 2^63 = %q", got)
 	}
 }
 
 func TestAppendStatsWrongStat(t *testing.T) {
-	p, g := samplePool()
+	p := samplePool()
+	p.Uptime = 1
 	for _, arg := range []string{
 		"", " ", "FULL ", " FULL", "FULLX", "FUL", "FULL\r", "UPTIME ", "UP TIME", "uptime\x00",
 		"total processing time", "total_processing_time", "average processing time",
@@ -310,7 +311,7 @@ func TestAppendStatsWrongStat(t *testing.T) {
 		"lock_mismatch\n",
 	} {
 		dst := []byte("keep")
-		got, ok := p.AppendStats(dst, []byte(arg), 1, g)
+		got, ok := AppendStatsReply(dst, []byte(arg), p)
 		if ok || string(got) != "keep" {
 			t.Errorf("STATS %q = %q, %v; want WRONG_STAT with dst unchanged", arg, got, ok)
 		}
@@ -333,13 +334,15 @@ func TestEqualFold(t *testing.T) {
 }
 
 func TestPoolAllocs(t *testing.T) {
-	p, g := samplePool()
+	p := samplePool()
+	p.Uptime = 1e6
 	dst := make([]byte, 0, 2048)
 	for name, f := range map[string]func(){
-		"AppendDuration":   func() { dst = AppendDuration(dst[:0], 80093.898438) },
-		"AppendStats/FULL": func() { dst, _ = p.AppendStats(dst[:0], []byte("full"), 1e6, g) },
-		"AppendStats/one":  func() { dst, _ = p.AppendStats(dst[:0], []byte("PROCESSED_COUNT"), 1e6, g) },
-		"AppendStats/bad":  func() { dst, _ = p.AppendStats(dst[:0], []byte("nope"), 1e6, g) },
+		"AppendDuration":        func() { dst = AppendDuration(dst[:0], 80093.898438) },
+		"AppendStatsReply/FULL": func() { dst, _ = AppendStatsReply(dst[:0], []byte("full"), p) },
+		"AppendStatsReply/one":  func() { dst, _ = AppendStatsReply(dst[:0], []byte("PROCESSED_COUNT"), p) },
+		"AppendStatsReply/bad":  func() { dst, _ = AppendStatsReply(dst[:0], []byte("nope"), p) },
+		"AppendKeyLine":         func() { dst = AppendKeyLine(dst[:0], "some-key", 1, 2, 3, 4) },
 	} {
 		if allocs := testing.AllocsPerRun(100, f); allocs != 0 {
 			t.Errorf("%s allocates %.1f times with a pre-sized dst", name, allocs)
@@ -356,10 +359,22 @@ func BenchmarkAppendDuration(b *testing.B) {
 }
 
 func BenchmarkAppendStatsFull(b *testing.B) {
-	p, g := samplePool()
+	p := samplePool()
+	p.Uptime = 54754946
 	dst := make([]byte, 0, 2048)
 	b.ReportAllocs()
 	for b.Loop() {
-		dst, _ = p.AppendStats(dst[:0], []byte("FULL"), 54754946, g)
+		dst, _ = AppendStatsReply(dst[:0], []byte("FULL"), p)
+	}
+}
+
+func TestAppendKeyLine(t *testing.T) {
+	got := string(AppendKeyLine([]byte("pre\n"), "db/host-1", 2, 3, 1, 9))
+	if want := "pre\ndb/host-1: processing 2 workers 3 waiting 1 maxqueue 9\n"; got != want {
+		t.Fatalf("AppendKeyLine = %q, want %q", got, want)
+	}
+	got = string(AppendKeyLine(nil, "k", 0, 4294967295, 0, 4294967295))
+	if want := "k: processing 0 workers 4294967295 waiting 0 maxqueue 4294967295\n"; got != want {
+		t.Fatalf("AppendKeyLine of extremes = %q, want %q", got, want)
 	}
 }

@@ -1,0 +1,118 @@
+package loop
+
+// The rooms keep their rules: this test reads the module's import graph with go list and
+// fails if a package depends on what its room forbids.
+
+import (
+	"go/build"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// layerRoots are the packages the rules speak of, as go list patterns.
+var layerRoots = []string{"tallyd/store", "tallyd/proto/...", "tallyd/stats", "tallyd/bench/..."}
+
+// layerRule says which module packages pkg may depend on (directly or not); std reports a
+// standard-library package. It returns "" when dep is allowed, else the rule it breaks.
+func layerRule(pkg, dep string, std bool) string {
+	if dep == pkg {
+		return ""
+	}
+	under := func(p, root string) bool { return p == root || strings.HasPrefix(p, root+"/") }
+	switch {
+	case pkg == "tallyd/store":
+		if !std {
+			return "store imports only the standard library"
+		}
+	case under(pkg, "tallyd/proto"):
+		for _, bad := range []string{"tallyd/store", "tallyd/loop", "tallyd/stats"} {
+			if under(dep, bad) {
+				return "proto imports neither store, loop nor stats"
+			}
+		}
+	case pkg == "tallyd/stats":
+		if under(dep, "tallyd") {
+			return "stats imports no other package of the module"
+		}
+	case under(pkg, "tallyd/bench"):
+		if under(dep, "tallyd") && !under(dep, "tallyd/proto") && !under(dep, "tallyd/bench") {
+			return "bench imports only proto (no stats, store or loop)"
+		}
+	}
+	return ""
+}
+
+// goList runs go list with args and returns its output lines.
+func goList(t *testing.T, args ...string) []string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		goBin = filepath.Join(build.Default.GOROOT, "bin", "go")
+	}
+	out, err := exec.Command(goBin, append([]string{"list"}, args...)...).Output()
+	if err != nil {
+		if ee, ok := err.(*exec.ExitError); ok {
+			t.Fatalf("go list %s: %v\n%s", strings.Join(args, " "), err, ee.Stderr)
+		}
+		t.Fatalf("go list %s: %v", strings.Join(args, " "), err)
+	}
+	return strings.Split(strings.TrimSpace(string(out)), "\n")
+}
+
+func TestLayers(t *testing.T) {
+	std := map[string]bool{}
+	for _, l := range goList(t, append([]string{"-deps", "-f", "{{.ImportPath}} {{.Standard}}"}, layerRoots...)...) {
+		path, isStd, _ := strings.Cut(l, " ")
+		std[path] = isStd == "true"
+	}
+	pkgs := 0
+	for _, l := range goList(t, append([]string{"-f", "{{.ImportPath}} {{join .Deps \" \"}}"}, layerRoots...)...) {
+		f := strings.Fields(l)
+		pkgs++
+		for _, dep := range f[1:] {
+			s, known := std[dep]
+			if !known {
+				t.Fatalf("%s: dependency %s missing from go list -deps", f[0], dep)
+			}
+			if rule := layerRule(f[0], dep, s); rule != "" {
+				t.Errorf("%s depends on %s: %s", f[0], dep, rule)
+			}
+		}
+	}
+	if pkgs < 8 { // store, stats, four proto packages, bench and two under it
+		t.Fatalf("go list found only %d packages under %v", pkgs, layerRoots)
+	}
+}
+
+// TestLayerRule: the rules themselves, on made-up dependencies.
+func TestLayerRule(t *testing.T) {
+	for _, c := range []struct {
+		pkg, dep string
+		std, ok  bool
+	}{
+		{"tallyd/store", "strconv", true, true},
+		{"tallyd/store", "tallyd/stats", false, false},
+		{"tallyd/store", "tallyd/proto/slock", false, false},
+		{"tallyd/store", "github.com/x/y", false, false},
+		{"tallyd/proto/pool", "tallyd/store", false, false},
+		{"tallyd/proto/pool", "tallyd/loop", false, false},
+		{"tallyd/proto/pool", "tallyd/stats", false, false},
+		{"tallyd/proto/slock", "tallyd/proto/resp", false, true},
+		{"tallyd/proto/slock", "google.golang.org/protobuf/encoding/protowire", false, true},
+		{"tallyd/proto/slock", "tallyd/storex", false, true},
+		{"tallyd/stats", "tallyd/proto/counter", false, false},
+		{"tallyd/stats", "github.com/prometheus/client_golang/prometheus", false, true},
+		{"tallyd/bench/load", "tallyd/stats", false, false},
+		{"tallyd/bench/load", "tallyd/store", false, false},
+		{"tallyd/bench/load", "tallyd/loop", false, false},
+		{"tallyd/bench", "tallyd/bench/report", false, true},
+		{"tallyd/bench/load", "tallyd/proto/counter", false, true},
+		{"tallyd/loop", "tallyd/store", false, true},
+	} {
+		if got := layerRule(c.pkg, c.dep, c.std) == ""; got != c.ok {
+			t.Errorf("layerRule(%s, %s) allowed %v, want %v", c.pkg, c.dep, got, c.ok)
+		}
+	}
+}
