@@ -62,3 +62,30 @@ func TestPoolArrivalOrderWarmConnections(t *testing.T) {
 		t.Fatalf("ACQ4ANY sent before the holder's RELEASE was served after it in %d of %d trials", bad, orderTrials)
 	}
 }
+
+// The same when b connects only after a holds the key and sends its line at once: b may
+// still wait in the listen queue when a's RELEASE arrives, but its line arrived first.
+func TestPoolArrivalOrderNewcomer(t *testing.T) {
+	_, addr := startPool(t, nil)
+	bad := 0
+	for i := range orderTrials {
+		a := dialPool(t, addr)
+		key := fmt.Sprintf("l%d", i)
+		a.expect("ACQ4ME "+key+" 1 5 5", "LOCKED")
+		b := dialPool(t, addr)
+		b.send("ACQ4ANY " + key + " 1 5 5\n")
+		a.send("RELEASE\n")
+		got := b.line()
+		if r := a.line(); r != "RELEASED" {
+			t.Fatalf("holder's RELEASE -> %q", r)
+		}
+		if got != "DONE" {
+			bad++
+		}
+		_ = a.c.Close()
+		_ = b.c.Close()
+	}
+	if bad > 0 {
+		t.Fatalf("ACQ4ANY sent before the holder's RELEASE was served after it in %d of %d trials", bad, orderTrials)
+	}
+}
