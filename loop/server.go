@@ -167,6 +167,7 @@ type Server struct {
 	scratch      []byte
 	infoBuf      []byte
 	out          []byte
+	early        early // serveEarly's scratch (order.go)
 	statBuf      []counter.Stat
 	dumpBuf      []store.DumpEntry
 	lastSemGC    time.Time
@@ -301,6 +302,10 @@ func (s *Server) Run() error {
 		gnet.WithReusePort(true),
 		gnet.WithReuseAddr(true),
 		gnet.WithTicker(true),
+		// Edge-triggered, so that connections are reported in the order their bytes
+		// arrived, not ahead of others because they were just served (see order.go);
+		// chunk 2 keeps one read per event.
+		gnet.WithEdgeTriggeredIOChunk(2),
 		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
 		gnet.WithTCPKeepAlive(5*time.Minute),
 		gnet.WithLogger(gnetLogger{s.log}),
