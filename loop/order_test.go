@@ -1,8 +1,13 @@
 package loop
 
 import (
+	"context"
 	"fmt"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
 )
 
 // orderTrials is how many times each arrival-order case is tried; the race it guards
@@ -88,4 +93,59 @@ func TestPoolArrivalOrderNewcomer(t *testing.T) {
 	if bad > 0 {
 		t.Fatalf("ACQ4ANY sent before the holder's RELEASE was served after it in %d of %d trials", bad, orderTrials)
 	}
+}
+
+// pauseLoop blocks the event loop in a runnable until resume is called (also at cleanup):
+// meanwhile nothing is accepted or read, so bytes pile up in the kernel.
+func (ts *testServer) pauseLoop(t *testing.T) (resume func()) {
+	t.Helper()
+	el, ok := ts.el.Load().(gnet.EventLoop)
+	if !ok {
+		t.Fatal("no event loop yet: open a connection first")
+	}
+	paused, release := make(chan struct{}), make(chan struct{})
+	err := el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+		close(paused)
+		<-release
+		return nil
+	}))
+	if err != nil {
+		t.Fatalf("Execute: %v", err)
+	}
+	select {
+	case <-paused:
+	case <-time.After(5 * time.Second):
+		t.Fatal("loop did not pause")
+	}
+	var once sync.Once
+	resume = func() { once.Do(func() { close(release) }) }
+	t.Cleanup(resume)
+	return resume
+}
+
+// A client that connects and sends while the loop is busy is still in the listen queue
+// when the holder's RELEASE arrives after its line: its whole lines are served as it is
+// accepted, before the RELEASE; a partial line behind them is left for the next read.
+func TestPoolNewcomerServedAtAccept(t *testing.T) {
+	ts, addr := startPool(t, nil)
+	a := dialPool(t, addr)
+	a.expect("ACQ4ME k 1 5 5", "LOCKED")
+	resume := ts.pauseLoop(t)
+	b := dialPool(t, addr) // connected by the kernel; not accepted yet
+	b.send("ACQ4ANY k 1 5 5\nSTATS waiting_wor")
+	a.send("RELEASE\n")
+	time.Sleep(20 * time.Millisecond) // loopback writes are there at once; margin anyway
+	resume()
+	if got := b.line(); got != "DONE" {
+		t.Fatalf("newcomer's ACQ4ANY, sent before the RELEASE, got %q", got)
+	}
+	if got := a.line(); got != "RELEASED" {
+		t.Fatalf("RELEASE -> %q", got)
+	}
+	b.send("kers\n")
+	if got := b.line(); got != "waiting_workers: 0" {
+		t.Fatalf("the line split across the early read and gnet's got %q", got)
+	}
+	b.expect("RELEASE", "NOT_LOCKED") // DONE holds nothing
+	a.expect("ACQ4ME k 1 5 5", "LOCKED")
 }
