@@ -77,38 +77,33 @@ func (e *earlyConn) InboundBuffered() int { return len(e.in) - e.used }
 // request that does not fit is left to gnet.
 const earlySize = 64 << 10
 
-// early is serveEarly's scratch, one per server.
-type early struct {
-	buf []byte
-	c   earlyConn
-}
-
 // serveEarly serves the whole requests already waiting on a connection that was just
 // accepted. It peeks at the socket, runs the usual request path over the copy, then takes
 // from the socket exactly the bytes that were served; the rest stays for gnet to read.
 // It costs one recv per accepted connection (EAGAIN when the client has not sent yet).
 func (s *Server) serveEarly(cs *conn) gnet.Action {
-	e := &s.early
-	if e.buf == nil {
-		e.buf = make([]byte, earlySize)
+	if s.early == nil {
+		s.early = make([]byte, earlySize)
 	}
 	fd := cs.c.Fd()
-	n, _, err := unix.Recvfrom(fd, e.buf, unix.MSG_PEEK|unix.MSG_DONTWAIT)
+	n, _, err := unix.Recvfrom(fd, s.early, unix.MSG_PEEK|unix.MSG_DONTWAIT)
 	if err != nil || n <= 0 {
 		return gnet.None // nothing yet, or the peer already closed: gnet will see it
 	}
 	real := cs.c
-	e.c = earlyConn{Conn: real, in: e.buf[:n]}
-	cs.c = &e.c
-	act := s.OnTraffic(&e.c)
+	// Its own value, not a field of Server: whatever keeps it after OnTraffic still
+	// writes to this connection.
+	ec := &earlyConn{Conn: real, in: s.early[:n]}
+	cs.c = ec
+	act := s.OnTraffic(ec)
 	cs.c = real
-	used := e.c.used
-	e.c = earlyConn{}
+	used := ec.used
+	ec.in, ec.used = nil, 0
 	if cs.closed || act != gnet.None {
 		return act // closing: what is left on the socket does not matter
 	}
 	for used > 0 {
-		m, err := unix.Read(fd, e.buf[:used])
+		m, err := unix.Read(fd, s.early[:used])
 		if err == unix.EINTR {
 			continue
 		}

@@ -167,7 +167,7 @@ type Server struct {
 	scratch      []byte
 	infoBuf      []byte
 	out          []byte
-	early        early // serveEarly's scratch (order.go)
+	early        []byte // serveEarly's scratch (order.go)
 	statBuf      []counter.Stat
 	dumpBuf      []store.DumpEntry
 	lastSemGC    time.Time
