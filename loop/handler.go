@@ -80,7 +80,7 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		e.Uint64("conn", uint64(cs.owner)).Stringer("proto", ln.Proto).
 			Stringer("remote", c.RemoteAddr()).Msg("connection opened")
 	}
-	return nil, gnet.None
+	return nil, s.serveEarly(cs) // before the rest of the turn: see order.go
 }
 
 // refuse closes a just-accepted connection without sending anything.

@@ -97,7 +97,7 @@ func (s *Server) flush() {
 		for i := 0; i < len(s.closing); i++ {
 			cs := s.closing[i]
 			s.closing[i] = nil
-			if !cs.closed {
+			if !cs.closed && cs != s.cur { // the one being served closes as OnTraffic returns
 				_ = cs.c.EventLoop().Close(cs.c) // runs OnClose now, which may owe others replies
 			}
 		}

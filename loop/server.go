@@ -175,6 +175,7 @@ type Server struct {
 	parked   []*conn // connections waiting for their socket to drain
 	free     [][]byte
 	flushing bool
+	early    []byte // serveEarly's scratch (order.go)
 
 	persist persistState
 	m       metrics // counted for /metrics (metrics.go)
@@ -298,6 +299,10 @@ func (s *Server) Run() error {
 		gnet.WithReusePort(true),
 		gnet.WithReuseAddr(true),
 		gnet.WithTicker(true),
+		// Edge-triggered, so that connections are reported in the order their bytes
+		// arrived, not ahead of others because they were just served (see order.go);
+		// chunk 2 keeps one read per event.
+		gnet.WithEdgeTriggeredIOChunk(2),
 		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
 		gnet.WithTCPKeepAlive(5*time.Minute),
 		gnet.WithLogger(gnetLogger{s.log}),

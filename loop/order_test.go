@@ -1,0 +1,151 @@
+package loop
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+)
+
+// orderTrials is how many times each arrival-order case is tried; the race it guards
+// against showed in 7 of 200 trials on fresh connections.
+const orderTrials = 200
+
+// orderTrial runs the issue 11 item 9 case once: a holds key (ACQ4ME → LOCKED), b sends
+// ACQ4ANY for it, and right after, without waiting, a sends RELEASE. b's line arrived first,
+// so b waits and the RELEASE hands it DONE. It returns b's answer, leaving key free.
+func orderTrial(t *testing.T, a, b *lineClient, key string) string {
+	t.Helper()
+	a.expect("ACQ4ME "+key+" 1 5 5", "LOCKED")
+	b.send("ACQ4ANY " + key + " 1 5 5\n")
+	a.send("RELEASE\n")
+	got := b.line()
+	if r := a.line(); r != "RELEASED" {
+		t.Fatalf("holder's RELEASE -> %q", r)
+	}
+	if got == "LOCKED" { // served after the RELEASE: b holds key now
+		b.expect("RELEASE", "RELEASED")
+	}
+	return got
+}
+
+// Lines from different PoolCounter connections are served in the order they arrived, on
+// connections opened for the trial.
+func TestPoolArrivalOrderFreshConnections(t *testing.T) {
+	_, addr := startPool(t, nil)
+	bad := 0
+	for i := range orderTrials {
+		a, b := dialPool(t, addr), dialPool(t, addr)
+		if got := orderTrial(t, a, b, fmt.Sprintf("l%d", i)); got != "DONE" {
+			bad++
+		}
+		_ = a.c.Close()
+		_ = b.c.Close()
+	}
+	if bad > 0 {
+		t.Fatalf("ACQ4ANY sent before the holder's RELEASE was served after it in %d of %d trials", bad, orderTrials)
+	}
+}
+
+// The same on two connections that have already exchanged lines with the server: each
+// trial follows the previous one on the same pair.
+func TestPoolArrivalOrderWarmConnections(t *testing.T) {
+	_, addr := startPool(t, nil)
+	a, b := dialPool(t, addr), dialPool(t, addr)
+	a.expect("STATS uptime_is_not_a_stat", "ERROR WRONG_STAT")
+	b.expect("STATS uptime_is_not_a_stat", "ERROR WRONG_STAT")
+	bad := 0
+	for range orderTrials {
+		if got := orderTrial(t, a, b, "l"); got != "DONE" {
+			bad++
+		}
+	}
+	if bad > 0 {
+		t.Fatalf("ACQ4ANY sent before the holder's RELEASE was served after it in %d of %d trials", bad, orderTrials)
+	}
+}
+
+// The same when b connects only after a holds the key and sends its line at once: b may
+// still wait in the listen queue when a's RELEASE arrives, but its line arrived first.
+func TestPoolArrivalOrderNewcomer(t *testing.T) {
+	_, addr := startPool(t, nil)
+	bad := 0
+	for i := range orderTrials {
+		a := dialPool(t, addr)
+		key := fmt.Sprintf("l%d", i)
+		a.expect("ACQ4ME "+key+" 1 5 5", "LOCKED")
+		b := dialPool(t, addr)
+		b.send("ACQ4ANY " + key + " 1 5 5\n")
+		a.send("RELEASE\n")
+		got := b.line()
+		if r := a.line(); r != "RELEASED" {
+			t.Fatalf("holder's RELEASE -> %q", r)
+		}
+		if got != "DONE" {
+			bad++
+		}
+		_ = a.c.Close()
+		_ = b.c.Close()
+	}
+	if bad > 0 {
+		t.Fatalf("ACQ4ANY sent before the holder's RELEASE was served after it in %d of %d trials", bad, orderTrials)
+	}
+}
+
+// pauseLoop blocks the event loop in a runnable until resume is called (also at cleanup):
+// meanwhile nothing is accepted or read, so bytes pile up in the kernel.
+func (ts *testServer) pauseLoop(t *testing.T) (resume func()) {
+	t.Helper()
+	el, ok := ts.el.Load().(gnet.EventLoop)
+	if !ok {
+		t.Fatal("no event loop yet: open a connection first")
+	}
+	paused, release := make(chan struct{}), make(chan struct{})
+	err := el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+		close(paused)
+		<-release
+		return nil
+	}))
+	if err != nil {
+		t.Fatalf("Execute: %v", err)
+	}
+	select {
+	case <-paused:
+	case <-time.After(5 * time.Second):
+		t.Fatal("loop did not pause")
+	}
+	var once sync.Once
+	resume = func() { once.Do(func() { close(release) }) }
+	t.Cleanup(resume)
+	return resume
+}
+
+// A client that connects and sends while the loop is busy is still in the listen queue
+// when the holder's RELEASE arrives after its line: its whole lines are served as it is
+// accepted, before the RELEASE; a partial line behind them is left for the next read.
+func TestPoolNewcomerServedAtAccept(t *testing.T) {
+	ts, addr := startPool(t, nil)
+	a := dialPool(t, addr)
+	a.expect("ACQ4ME k 1 5 5", "LOCKED")
+	resume := ts.pauseLoop(t)
+	b := dialPool(t, addr) // connected by the kernel; not accepted yet
+	b.send("ACQ4ANY k 1 5 5\nSTATS waiting_wor")
+	a.send("RELEASE\n")
+	time.Sleep(20 * time.Millisecond) // loopback writes are there at once; margin anyway
+	resume()
+	if got := b.line(); got != "DONE" {
+		t.Fatalf("newcomer's ACQ4ANY, sent before the RELEASE, got %q", got)
+	}
+	if got := a.line(); got != "RELEASED" {
+		t.Fatalf("RELEASE -> %q", got)
+	}
+	b.send("kers\n")
+	if got := b.line(); got != "waiting_workers: 0" {
+		t.Fatalf("the line split across the early read and gnet's got %q", got)
+	}
+	b.expect("RELEASE", "NOT_LOCKED") // DONE holds nothing
+	a.expect("ACQ4ME k 1 5 5", "LOCKED")
+}
