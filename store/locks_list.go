@@ -142,7 +142,7 @@ func (l *Locks) info(k *lockKey) LockInfo {
 // counts are right; each database's gauges are the actual numbers; the
 // value parses. It scans everything; it is meant for tests.
 func (l *Locks) Check() error {
-	scheduled, kept, keys := 0, 0, 0
+	scheduled, aging, kept, keys := 0, 0, 0, 0
 	waits := map[Owner]int{}
 	for id, d := range l.dbs {
 		if d == nil {
@@ -188,6 +188,16 @@ func (l *Locks) Check() error {
 				}
 				if h.dl.scheduled() {
 					scheduled++
+				}
+				if h.pdl.scheduled() {
+					aging++
+					switch {
+					case l.aging.h[h.pdl.i-1].it != (*agedItem)(h):
+						return fmt.Errorf("store: lock key %x: holder %x: aging handle points at another item", name, h.cmd.LockID)
+					case h.pdl.at != h.start+l.cfg.PersistAfter:
+						return fmt.Errorf("store: lock key %x: holder %x granted at %d ages at %d, not %d later",
+							name, h.cmd.LockID, h.start, h.pdl.at, l.cfg.PersistAfter)
+					}
 				}
 				if h.ko != nil {
 					kept++
@@ -248,11 +258,18 @@ func (l *Locks) Check() error {
 		return fmt.Errorf("store: %d lock keys, counted %d", keys, l.nkeys)
 	case l.cfg.MaxKeys > 0 && keys > l.cfg.MaxKeys:
 		return fmt.Errorf("store: %d lock keys, limit %d", keys, l.cfg.MaxKeys)
-	case scheduled != l.dl.len():
-		return fmt.Errorf("store: %d lock items in the deadline heap, %d scheduled", l.dl.len(), scheduled)
+	case scheduled != countIn[*lockItem](l.dl):
+		return fmt.Errorf("store: %d lock items in the deadline heap, %d scheduled", countIn[*lockItem](l.dl), scheduled)
+	case aging != countIn[*agedItem](l.aging):
+		return fmt.Errorf("store: %d holders in the aging heap, %d aging", countIn[*agedItem](l.aging), aging)
 	}
 	if err := l.dl.check(); err != nil {
 		return err
+	}
+	if l.aging != l.dl {
+		if err := l.aging.check(); err != nil {
+			return err
+		}
 	}
 	nkept, ring := 0, 0
 	for id, r := range l.owners {
