@@ -213,17 +213,11 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 // minTick is the shortest wait between ticks when a timeout or expiry is about to fall due.
 const minTick = 250 * time.Microsecond
 
-// publishDue tells the ticker goroutine when the next wait or expiry falls due, so that
+// publishDue tells the ticker goroutine when the store's next deadline falls due, so that
 // millisecond timeouts fire on time rather than at the next regular tick.
 func (s *Server) publishDue() {
 	due := int64(math.MaxInt64)
-	if at, ok := s.pools.NextDeadline(); ok {
-		due = at
-	}
-	if at, ok := s.locks.NextDeadline(); ok && at < due {
-		due = at
-	}
-	if at, ok := s.locks.NextPersist(); ok && at < due {
+	if at, ok := s.store.NextDeadline(); ok {
 		due = at
 	}
 	s.nextDue.Store(due)
@@ -244,24 +238,24 @@ func (s *Server) OnTick() (time.Duration, gnet.Action) {
 	return delay, gnet.None
 }
 
-// tick runs on the loop: timeouts and expiries that fell due, garbage collection at its
-// times, and streaming dumps resumed.
+// tick runs on the loop: what fell due in the store (timeouts, expiries, persistence,
+// garbage collection) is handed out, and streaming dumps resumed.
 func (s *Server) tick(context.Context) error {
 	now := s.now()
 	s.persist.lastNow = now.UnixNano()
 	s.metricsTick(now)
-	if at, ok := s.pools.NextDeadline(); ok && at <= now.UnixNano() {
-		s.wakes = s.pools.Expire(now.UnixNano(), s.wakes)
-		s.deliverWakes()
-	}
+	d := &s.due
+	d.Reset()
+	s.store.Advance(now.UnixNano(), d)
+	s.wakes = append(s.wakes, d.Wakes...)
+	s.deliverWakes()
 	s.slockExpire(now.UnixNano())
 	s.persistTick(now)
 	s.publishDue()
-	if s.counters.GCDue(now.UnixNano()) {
+	if d.CounterGC {
 		s.gcCounters(now)
 	}
-	if now.Sub(s.lastSemGC) >= s.cfg.SemaphoreGCInterval {
-		s.lastSemGC = now
+	if d.SemaphoreGC {
 		start := time.Now()
 		n := s.semaphores.GC()
 		s.stats[ProtoSemaphore].GC(uint64(time.Since(start).Microseconds()))

@@ -129,10 +129,12 @@ type Server struct {
 	now func() time.Time
 
 	// Owned by the loop goroutine (and by Run before the engine starts).
+	store      *store.Store // every family on one clock; the four below are its
 	counters   *store.Counters
 	semaphores *store.Semaphores
 	pools      *store.Pools
 	locks      *store.Locks
+	due        store.Due // what the tick's Advance found due
 	stats      [numProtos]stats.Yrmcds
 	conns      map[store.Owner]*conn // live connections, by owner id
 	dumping    map[*conn]struct{}
@@ -169,7 +171,6 @@ type Server struct {
 	out          []byte
 	statBuf      []counter.Stat
 	dumpBuf      []store.DumpEntry
-	lastSemGC    time.Time
 	fdCap        int
 	rejectLog    rateLog
 	inputLog     rateLog
@@ -233,18 +234,22 @@ func New(cfg Config) (*Server, error) {
 		s.now = time.Now
 	}
 	s.cfg.Listeners = append([]Listener(nil), cfg.Listeners...) // preflight fills in ports
-	s.counters = store.NewCounters(store.CountersConfig{
-		Interval: cfg.StatInterval, MaxObjects: cfg.MaxObjects, SizeHint: sizeHint(cfg.CounterBuckets),
+	now := s.now()
+	s.store = store.New(store.Config{
+		Counters: store.CountersConfig{
+			Interval: cfg.StatInterval, MaxObjects: cfg.MaxObjects, SizeHint: sizeHint(cfg.CounterBuckets),
+		},
+		Semaphores: store.SemaphoresConfig{MaxObjects: cfg.MaxObjects, SizeHint: sizeHint(cfg.SemaphoreBuckets)},
+		Pools:      store.PoolsConfig{MaxEntries: cfg.PoolMaxEntries, MaxKeys: cfg.MaxObjects},
+		Locks: store.LocksConfig{MaxWaitersPerKey: cfg.SlockMaxWaitersPerKey,
+			MaxWaitersPerOwner: cfg.SlockMaxWaitersPerConn, MaxKeys: cfg.MaxObjects, IDSeed: uint64(now.UnixNano()),
+			MaxValue: int(cfg.SlockMaxData), Persist: cfg.DataDir != "", PersistAfter: int64(cfg.LockPersistAfter)},
+		SemaphoreGCInterval: int64(cfg.SemaphoreGCInterval),
+		Start:               now.UnixNano(),
 	})
-	s.semaphores = store.NewSemaphores(store.SemaphoresConfig{
-		MaxObjects: cfg.MaxObjects, SizeHint: sizeHint(cfg.SemaphoreBuckets),
-	})
-	s.pools = store.NewPools(store.PoolsConfig{MaxEntries: cfg.PoolMaxEntries, MaxKeys: cfg.MaxObjects})
+	s.counters, s.semaphores, s.pools, s.locks = s.store.Counters, s.store.Semaphores, s.store.Pools, s.store.Locks
 	s.poolDec = pool.Decoder{MaxLine: cfg.PoolMaxLine}
 	s.wakes = make([]store.Wake, 0, 64)
-	s.locks = store.NewLocks(store.LocksConfig{MaxWaitersPerKey: cfg.SlockMaxWaitersPerKey,
-		MaxWaitersPerOwner: cfg.SlockMaxWaitersPerConn, MaxKeys: cfg.MaxObjects, IDSeed: uint64(s.now().UnixNano()),
-		MaxValue: int(cfg.SlockMaxData), Persist: cfg.DataDir != "", PersistAfter: int64(cfg.LockPersistAfter)})
 	s.slockDec = slock.Decoder{MaxData: cfg.SlockMaxData, MaxCall: cfg.SlockMaxData}
 	s.slockClients = make(map[[16]byte]*conn)
 	s.slockClosed = make(map[store.Owner][16]byte)
@@ -252,10 +257,8 @@ func New(cfg Config) (*Server, error) {
 	s.scratch = make([]byte, 0, 4096)
 	s.decoders[ProtoCounter] = counter.Decoder{Dialect: counter.Counter, MaxBody: cfg.MaxBody}
 	s.decoders[ProtoSemaphore] = counter.Decoder{Dialect: counter.Semaphore, MaxBody: cfg.MaxBody}
-	now := s.now()
 	s.started = now.UnixNano()
 	s.nextDue.Store(math.MaxInt64)
-	s.lastSemGC = now
 	s.gcCounters(now) // the reference collects at start
 	s.initMetrics()
 	fdCap, backlog, err := openFileCap(len(cfg.Listeners), cfg.Backlog)

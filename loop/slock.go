@@ -364,11 +364,13 @@ func (s *Server) slockClose(cs *conn, now int64) {
 	s.drainLocks(now)
 }
 
-// slockExpire runs the due waits and expiries; called from ticks.
+// slockExpire delivers the replies of the waits and expiries that the tick's Advance
+// found due, and runs the EXECUTEs they led to.
 func (s *Server) slockExpire(now int64) {
-	if at, ok := s.locks.NextDeadline(); ok && at <= now {
+	if d := &s.due; len(d.Replies) > 0 || len(d.Execs) > 0 {
 		s.m.lockBegin(0, nil, true)
-		s.lockReplies, s.execs = s.locks.Expire(now, s.lockReplies[:0], s.execs[:0])
+		s.lockReplies = append(s.lockReplies[:0], d.Replies...)
+		s.execs = append(s.execs[:0], d.Execs...)
 		s.drainLocks(now)
 	}
 }
