@@ -25,11 +25,11 @@ type CountersConfig struct {
 // before the current boundary is deleted by GC.
 type Counters struct {
 	t        table
-	interval int64     // seconds
-	gcAt     int64     // boundary of the last GC, in seconds
-	gcDone   bool      // GC has run at least once
-	q        *clock    // the Store's deadline heap, nil alone
-	gc       counterGC // when the next GC is due, in q
+	interval int64      // seconds
+	gcAt     int64      // boundary of the last GC, in seconds
+	gcDone   bool       // GC has run at least once
+	q        *deadlines // the Store's deadline heap, nil alone
+	gc       counterGC  // when the next GC is due, in q
 }
 
 // NewCounters returns an empty counter namespace.

@@ -199,8 +199,8 @@ const (
 type Locks struct {
 	dbs    [MaxLockDB + 1]*lockDB
 	nkeys  int
-	dl     *clock // waits and holds, by when they are due
-	shared bool   // dl and aging are a Store's
+	dl     *deadlines // waits and holds, by when they are due
+	shared bool       // dl and aging are a Store's
 	owners map[Owner]*lockOwner
 	gone   []Owner // recently closed connections, a ring
 	goneAt int
@@ -225,7 +225,7 @@ type Locks struct {
 	goneKeys   []keyRef                // logged keys deleted since the last Journal
 	loggedKeys list[lockKey, *lockKey] // keys whose latest log record has holders
 	cursor     *lockKey                // the next key SnapshotNext writes, nil when done
-	aging      *clock                  // holders that will persist once held PersistAfter, by when
+	aging      *deadlines              // holders that will persist once held PersistAfter, by when
 	snap       KeyState
 }
 
@@ -377,8 +377,8 @@ func NewLocks(cfg LocksConfig) *Locks {
 		cfg.MaxValue = DefaultMaxValue
 	}
 	return &Locks{
-		dl:     new(clock),
-		aging:  new(clock),
+		dl:     new(deadlines),
+		aging:  new(deadlines),
 		owners: make(map[Owner]*lockOwner),
 		cfg:    cfg,
 		rnd:    rand.NewPCG(cfg.IDSeed, cfg.IDSeed^0x9e3779b97f4a7c15),

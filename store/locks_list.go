@@ -192,7 +192,7 @@ func (l *Locks) Check() error {
 				if h.pdl.scheduled() {
 					aging++
 					switch {
-					case l.aging.h[h.pdl.i-1].it != (*agedItem)(h):
+					case l.aging.h[h.pdl.i-1].d != &h.pdl:
 						return fmt.Errorf("store: lock key %x: holder %x: aging handle points at another item", name, h.cmd.LockID)
 					case h.pdl.at != h.start+l.cfg.PersistAfter:
 						return fmt.Errorf("store: lock key %x: holder %x granted at %d ages at %d, not %d later",
@@ -324,7 +324,7 @@ func (l *Locks) Check() error {
 func (l *Locks) checkTimed(it *lockItem, flag uint16, never bool) error {
 	s, k := it.dl.scheduled(), it.ko != nil
 	switch {
-	case s && l.dl.h[it.dl.i-1].it != it:
+	case s && l.dl.h[it.dl.i-1].d != &it.dl:
 		return fmt.Errorf("deadline handle points at another item")
 	case never && (s || k):
 		return fmt.Errorf("never due, but scheduled %v, kept alive %v", s, k)

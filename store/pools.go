@@ -107,7 +107,7 @@ type Pools struct {
 	live       uint64              // keys with entries
 	processing uint64              // held entries
 	waiting    uint64              // waiting entries
-	dl         *clock              // waits, by when they time out
+	dl         *deadlines          // waits, by when they time out
 	shared     bool                // dl is a Store's
 	clients    []*PoolClient       // clients with entries; PoolClient.slot is index+1
 	free       *poolEntry          // unused entries, linked by next
@@ -165,7 +165,7 @@ type keyList = list[poolKey, *poolKey]
 
 // NewPools returns an empty PoolCounter namespace.
 func NewPools(cfg PoolsConfig) *Pools {
-	p := &Pools{keys: make(map[string]*poolKey), dl: new(clock), maxEntries: cfg.MaxEntries, maxKeys: cfg.MaxKeys}
+	p := &Pools{keys: make(map[string]*poolKey), dl: new(deadlines), maxEntries: cfg.MaxEntries, maxKeys: cfg.MaxKeys}
 	if p.maxEntries <= 0 {
 		p.maxEntries = DefaultPoolEntries
 	}
@@ -585,7 +585,7 @@ func (p *Pools) Check() error {
 			case e.waiting != e.dl.scheduled():
 				return fmt.Errorf("store: pool client of owner %d: entry %d on key %s waiting %v, in the deadline heap %v",
 					c.owner, j, quote(k.name), e.waiting, e.dl.scheduled())
-			case e.waiting && p.dl.h[e.dl.i-1].it != e:
+			case e.waiting && p.dl.h[e.dl.i-1].d != &e.dl:
 				return fmt.Errorf("store: pool client of owner %d: entry %d on key %s: its deadline handle points at another entry",
 					c.owner, j, quote(k.name))
 			case e.waiting && e.dl.at < e.since:

@@ -5,15 +5,6 @@ import (
 	"math"
 )
 
-// timer is what the store's one deadline heap holds: a PoolCounter wait
-// (*poolEntry), an slock wait or hold (*lockItem), an slock holder that will
-// persist once held long enough (*agedItem), or a garbage collection
-// (*counterGC, *semaphoreGC).
-type timer interface{ deadline() *deadline }
-
-// clock is a deadline heap of timers of every kind.
-type clock = deadlines[timer]
-
 // counterGC is the timer of the counters' next collection.
 type counterGC struct{ dl deadline }
 
@@ -55,7 +46,7 @@ type Store struct {
 	Pools      *Pools
 	Locks      *Locks
 
-	q        clock
+	q        deadlines
 	semGC    semaphoreGC
 	semEvery int64
 }
@@ -196,7 +187,7 @@ func (s *Store) Check() error {
 	}
 	cgc, sgc := 0, 0
 	for i := range s.q.h {
-		switch it := s.q.h[i].it.(type) {
+		switch it := s.q.h[i].d.it.(type) {
 		case *poolEntry, *lockItem, *agedItem:
 			// The families check their own.
 		case *counterGC:
@@ -237,10 +228,10 @@ func alone(shared bool, method string) {
 }
 
 // countIn returns how many items of q are of type T.
-func countIn[T timer](q *clock) int {
+func countIn[T timer](q *deadlines) int {
 	n := 0
 	for i := range q.h {
-		if _, ok := q.h[i].it.(T); ok {
+		if _, ok := q.h[i].d.it.(T); ok {
 			n++
 		}
 	}

@@ -43,9 +43,9 @@ func TestStoreCheckFinds(t *testing.T) {
 		{"heap order", "before its parent", func(s *Store) {
 			last := len(s.q.h) - 1
 			s.q.h[last].at = s.q.h[0].at - 1
-			s.q.h[last].it.deadline().at = s.q.h[last].at
+			s.q.h[last].d.at = s.q.h[last].at
 		}},
-		{"stale handle", "handle", func(s *Store) { s.q.h[1].it.deadline().i = 1 }},
+		{"stale handle", "handle", func(s *Store) { s.q.h[1].d.i = 1 }},
 		{"no semaphore collection", "0 semaphore collections", func(s *Store) { s.q.remove(&s.semGC) }},
 		{"counter collection too early", "before the interval after the last", func(s *Store) {
 			s.q.move(&s.Counters.gc, s.Counters.gcNext()-1)
@@ -54,7 +54,7 @@ func TestStoreCheckFinds(t *testing.T) {
 		{"foreign item", "*store.item", func(s *Store) { s.q.add(&item{}, 0) }},
 		{"pool wait lost", "in the deadline heap false", func(s *Store) {
 			for i := range s.q.h {
-				if e, ok := s.q.h[i].it.(*poolEntry); ok {
+				if e, ok := s.q.h[i].d.it.(*poolEntry); ok {
 					s.q.remove(e)
 					return
 				}
@@ -62,7 +62,7 @@ func TestStoreCheckFinds(t *testing.T) {
 		}},
 		{"waiter aging", "holders in the aging heap", func(s *Store) {
 			for i := range s.q.h {
-				if w, ok := s.q.h[i].it.(*lockItem); ok && w.waiting {
+				if w, ok := s.q.h[i].d.it.(*lockItem); ok && w.waiting {
 					s.q.add((*agedItem)(w), 0)
 					return
 				}
@@ -70,7 +70,7 @@ func TestStoreCheckFinds(t *testing.T) {
 		}},
 		{"aging at the wrong time", "ages at", func(s *Store) {
 			for i := range s.q.h {
-				if a, ok := s.q.h[i].it.(*agedItem); ok {
+				if a, ok := s.q.h[i].d.it.(*agedItem); ok {
 					s.q.move(a, a.pdl.at+1)
 					return
 				}
