@@ -231,17 +231,11 @@ func (cs *conn) held() int {
 // minTick is the shortest wait between ticks when a timeout or expiry is about to fall due.
 const minTick = 250 * time.Microsecond
 
-// publishDue tells the ticker goroutine when the next wait or expiry falls due, so that
+// publishDue tells the ticker goroutine when the store's next deadline falls due, so that
 // millisecond timeouts fire on time rather than at the next regular tick.
 func (s *Server) publishDue() {
 	due := int64(math.MaxInt64)
-	if at, ok := s.pools.NextDeadline(); ok {
-		due = at
-	}
-	if at, ok := s.locks.NextDeadline(); ok && at < due {
-		due = at
-	}
-	if at, ok := s.locks.NextPersist(); ok && at < due {
+	if at, ok := s.store.NextDeadline(); ok {
 		due = at
 	}
 	s.nextDue.Store(due)
@@ -262,24 +256,45 @@ func (s *Server) OnTick() (time.Duration, gnet.Action) {
 	return delay, gnet.None
 }
 
-// tick runs on the loop: timeouts and expiries that fell due, garbage collection at its
-// times, and streaming dumps resumed.
+// tick runs on the loop: what fell due in the store (timeouts, expiries, persistence,
+// garbage collection) is handed out, and streaming dumps resumed.
 func (s *Server) tick(context.Context) error {
 	now := s.now()
 	s.persist.lastNow = now.UnixNano()
 	s.metricsTick(now)
-	if at, ok := s.pools.NextDeadline(); ok && at <= now.UnixNano() {
-		s.poolH.wakes = s.pools.Expire(now.UnixNano(), s.poolH.wakes)
-		s.poolH.deliver()
-	}
-	s.slockExpire(now.UnixNano())
+	s.advance(now.UnixNano())
 	s.persistTick(now)
 	s.publishDue()
-	if s.counters.GCDue(now.UnixNano()) {
-		s.gcCounters(now)
+	s.unpark()
+	s.flush()
+	return nil
+}
+
+// advance hands the store the time and delivers, in order, everything that fell due: the
+// PoolCounter wake-ups, the slock replies (timeouts, expiries) and what they led to, and the
+// collections. Ticks run it, and so does each Redis-text command, so that a key a command
+// before it expired is gone for it even before the next tick.
+func (s *Server) advance(now int64) {
+	if at, ok := s.store.NextDeadline(); !ok || at > now {
+		return
 	}
-	if now.Sub(s.lastSemGC) >= s.cfg.SemaphoreGCInterval {
-		s.lastSemGC = now
+	d := &s.due
+	d.Reset()
+	s.store.Advance(now, d)
+	if len(d.Wakes) > 0 {
+		s.poolH.wakes = append(s.poolH.wakes, d.Wakes...)
+		s.poolH.deliver()
+	}
+	if len(d.Replies) > 0 || len(d.Execs) > 0 {
+		s.m.lockBegin(0, nil, true)
+		s.sl.replies = append(s.sl.replies[:0], d.Replies...)
+		s.sl.execs = append(s.sl.execs[:0], d.Execs...)
+		s.drainLocks(now)
+	}
+	if d.CounterGC {
+		s.gcCounters(time.Unix(0, now))
+	}
+	if d.SemaphoreGC {
 		start := time.Now()
 		n := s.semaphores.GC()
 		s.stats[ProtoSemaphore].GC(uint64(time.Since(start).Microseconds()))
@@ -287,9 +302,6 @@ func (s *Server) tick(context.Context) error {
 			s.log.Debug().Int("deleted", n).Msg("semaphore gc")
 		}
 	}
-	s.unpark()
-	s.flush()
-	return nil
 }
 
 // gcCounters deletes released counters whose interval has ended, and times it.

@@ -133,16 +133,10 @@ func (ts *testServer) onLoop(t *testing.T, f func()) {
 // checkInvariants verifies the store's invariants on the loop.
 func (ts *testServer) checkInvariants(t *testing.T) {
 	t.Helper()
-	var errC, errS error
-	ts.onLoop(t, func() {
-		errC = ts.counters.Check()
-		errS = ts.semaphores.Check()
-	})
-	if errC != nil {
-		t.Fatalf("counter invariant: %v", errC)
-	}
-	if errS != nil {
-		t.Fatalf("semaphore invariant: %v", errS)
+	var err error
+	ts.onLoop(t, func() { err = ts.store.Check() })
+	if err != nil {
+		t.Fatalf("store invariant: %v", err)
 	}
 }
 

@@ -228,8 +228,8 @@ func (s *Server) hold(cs *conn) {
 	}
 }
 
-// persistTick runs on each tick: locks that have now been held long enough are logged,
-// and a rewrite starts or goes on.
+// persistTick runs on each tick: locks that have now been held long enough (the tick's
+// Advance found them) are logged, and a rewrite starts or goes on.
 func (s *Server) persistTick(now time.Time) {
 	p := &s.persist
 	if p.w == nil {
@@ -237,7 +237,6 @@ func (s *Server) persistTick(now time.Time) {
 	}
 	ns := now.UnixNano()
 	p.lastNow = ns
-	s.locks.PersistDue(ns)
 	s.journal(ns)
 	if p.rewriting {
 		s.rewriteStep(ns)

@@ -82,7 +82,7 @@ func (s *Server) slockCommand(cs *conn, args [][]byte, raw []byte, now int64) (q
 		s.txQueue(cs, spec, args, raw)
 		return false
 	}
-	s.slockExpire(now) // a key that an earlier command of this batch expired is gone for this one
+	s.advance(now) // a key that an earlier command of this batch expired is gone for this one
 	defer s.textDone(s.textBegin(cs, args[0]))
 	if spec == nil {
 		s.sendTo(cs, resp.AppendError(s.scratchFor(cs), "ERR Unknown Command"))

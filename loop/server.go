@@ -142,17 +142,18 @@ type Server struct {
 	now func() time.Time
 
 	// Owned by the loop goroutine (and by Run before the engine starts).
+	store      *store.Store // every family on one clock; the four below are its
 	counters   *store.Counters
 	semaphores *store.Semaphores
 	pools      *store.Pools
 	locks      *store.Locks
+	due        store.Due // what the tick's Advance found due
 	stats      [numProtos]listenerStats
 	conns      map[store.Owner]*conn // live connections, by owner id
 	byPort     map[int]*listenerState
 	live       int
 	nextOwner  store.Owner
 	started    int64 // Unix ns, for uptime
-	lastSemGC  time.Time
 	fdCap      int
 	rejectLog  rateLog
 	inputLog   rateLog
@@ -233,27 +234,29 @@ func New(cfg Config) (*Server, error) {
 		s.now = time.Now
 	}
 	s.cfg.Listeners = append([]Listener(nil), cfg.Listeners...) // preflight fills in ports
-	s.counters = store.NewCounters(store.CountersConfig{
-		Interval: cfg.StatInterval, MaxObjects: cfg.MaxObjects, SizeHint: sizeHint(cfg.CounterBuckets),
+	now := s.now()
+	s.store = store.New(store.Config{
+		Counters: store.CountersConfig{
+			Interval: cfg.StatInterval, MaxObjects: cfg.MaxObjects, SizeHint: sizeHint(cfg.CounterBuckets),
+		},
+		Semaphores: store.SemaphoresConfig{MaxObjects: cfg.MaxObjects, SizeHint: sizeHint(cfg.SemaphoreBuckets)},
+		Pools:      store.PoolsConfig{MaxEntries: cfg.PoolMaxEntries, MaxKeys: cfg.MaxObjects},
+		Locks: store.LocksConfig{MaxWaitersPerKey: cfg.SlockMaxWaitersPerKey,
+			MaxWaitersPerOwner: cfg.SlockMaxWaitersPerConn, MaxKeys: cfg.MaxObjects, IDSeed: uint64(now.UnixNano()),
+			MaxValue: int(cfg.SlockMaxData), Persist: cfg.DataDir != "", PersistAfter: int64(cfg.LockPersistAfter)},
+		SemaphoreGCInterval: int64(cfg.SemaphoreGCInterval),
+		Start:               now.UnixNano(),
 	})
-	s.semaphores = store.NewSemaphores(store.SemaphoresConfig{
-		MaxObjects: cfg.MaxObjects, SizeHint: sizeHint(cfg.SemaphoreBuckets),
-	})
-	s.pools = store.NewPools(store.PoolsConfig{MaxEntries: cfg.PoolMaxEntries, MaxKeys: cfg.MaxObjects})
+	s.counters, s.semaphores, s.pools, s.locks = s.store.Counters, s.store.Semaphores, s.store.Pools, s.store.Locks
 	s.poolH = poolHandler{s: s, dec: pool.Decoder{MaxLine: cfg.PoolMaxLine}, wakes: make([]store.Wake, 0, 64)}
-	s.locks = store.NewLocks(store.LocksConfig{MaxWaitersPerKey: cfg.SlockMaxWaitersPerKey,
-		MaxWaitersPerOwner: cfg.SlockMaxWaitersPerConn, MaxKeys: cfg.MaxObjects, IDSeed: uint64(s.now().UnixNano()),
-		MaxValue: int(cfg.SlockMaxData), Persist: cfg.DataDir != "", PersistAfter: int64(cfg.LockPersistAfter)})
 	s.sniff = sniffHandler{s}
 	s.slockBin = binaryHandler{s: s, dec: slock.Decoder{MaxData: cfg.SlockMaxData, MaxCall: cfg.SlockMaxData}}
 	s.slockText = textHandler{s: s, args: make([][]byte, 0, 32)}
 	s.sl = slockState{clients: make(map[[16]byte]*conn), closed: make(map[store.Owner][16]byte)}
 	s.yrmcds[ProtoCounter] = yrmcdsHandler{s: s, dec: counter.Decoder{Dialect: counter.Counter, MaxBody: cfg.MaxBody}}
 	s.yrmcds[ProtoSemaphore] = yrmcdsHandler{s: s, dec: counter.Decoder{Dialect: counter.Semaphore, MaxBody: cfg.MaxBody}}
-	now := s.now()
 	s.started = now.UnixNano()
 	s.nextDue.Store(math.MaxInt64)
-	s.lastSemGC = now
 	s.gcCounters(now) // the reference collects at start
 	s.initMetrics()
 	fdCap, backlog, err := openFileCap(len(cfg.Listeners), cfg.Backlog)

@@ -321,15 +321,6 @@ func (s *Server) slockClose(cs *conn, now int64) {
 	s.drainLocks(now)
 }
 
-// slockExpire runs the due waits and expiries; called from ticks.
-func (s *Server) slockExpire(now int64) {
-	if at, ok := s.locks.NextDeadline(); ok && at <= now {
-		s.m.lockBegin(0, nil, true)
-		s.sl.replies, s.sl.execs = s.locks.Expire(now, s.sl.replies[:0], s.sl.execs[:0])
-		s.drainLocks(now)
-	}
-}
-
 // slockInfo renders INFO: the server, its clients, and each database's lock counts.
 func (s *Server) slockInfo(now int64) []byte {
 	in := resp.Info{Version: s.cfg.Version, PID: os.Getpid(), Uptime: (now - s.started) / 1e9,

@@ -1,6 +1,9 @@
 package store
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // DefaultInterval is the default length of a counter's max-consumption
 // interval, in seconds: one day, so boundaries fall at 00:00 UTC.
@@ -22,9 +25,11 @@ type CountersConfig struct {
 // before the current boundary is deleted by GC.
 type Counters struct {
 	t        table
-	interval int64 // seconds
-	gcAt     int64 // boundary of the last GC, in seconds
-	gcDone   bool  // GC has run at least once
+	interval int64      // seconds
+	gcAt     int64      // boundary of the last GC, in seconds
+	gcDone   bool       // GC has run at least once
+	q        *deadlines // the Store's deadline heap, nil alone
+	gc       counterGC  // when the next GC is due, in q
 }
 
 // NewCounters returns an empty counter namespace.
@@ -131,6 +136,9 @@ func (c *Counters) GCDue(now int64) bool {
 func (c *Counters) GC(now int64) int {
 	b := c.boundary(seconds(now))
 	c.gcAt, c.gcDone = b, true
+	if c.q != nil {
+		c.q.move(&c.gc, c.gcNext())
+	}
 	n := 0
 	for o := c.t.idle; o != nil; {
 		next := o.next
@@ -141,6 +149,28 @@ func (c *Counters) GC(now int64) int {
 		o = next
 	}
 	return n
+}
+
+// gcNext returns when GC is next due (Unix ns): at once if it has never
+// run, else at the boundary after that of the last GC.
+func (c *Counters) gcNext() int64 {
+	if !c.gcDone {
+		return math.MinInt64
+	}
+	return boundaryNanos(addSat(c.gcAt, c.interval))
+}
+
+// gcAfter returns when GC would next be due if it ran at now.
+func (c *Counters) gcAfter(now int64) int64 {
+	return boundaryNanos(addSat(c.boundary(seconds(now)), c.interval))
+}
+
+// boundaryNanos returns sec seconds in nanoseconds, at most math.MaxInt64.
+func boundaryNanos(sec int64) int64 {
+	if sec > math.MaxInt64/int64(1e9) {
+		return math.MaxInt64
+	}
+	return sec * 1e9
 }
 
 // Len returns the number of live counters.

@@ -5,22 +5,25 @@ import (
 	"math"
 )
 
-// deadline is the handle a timed item embeds: when it is due and where it sits
-// in its deadlines heap. The zero value is "not scheduled".
+// deadline is the handle a timed item embeds: when it is due, where it sits
+// in its deadlines heap, and the item itself, which the heap hands back when
+// it is due. The zero value is "not scheduled".
 type deadline struct {
 	at int64 // Unix nanoseconds; meaningful while scheduled
 	i  int32 // 1 + index in the heap while scheduled, else 0
+	it timer // the item embedding it, set when it is scheduled
 }
 
 // scheduled reports whether the item is in a deadlines heap.
 func (d *deadline) scheduled() bool { return d.i != 0 }
 
-// timed is what a deadlines heap holds: a pointer to an item embedding a
-// deadline, which the heap updates as the item moves.
-type timed interface {
-	comparable
-	deadline() *deadline
-}
+// timer is what a deadlines heap holds: a pointer to an item embedding a
+// deadline, which the heap updates as the item moves. The store's are a
+// PoolCounter wait (*poolEntry), an slock wait or hold (*lockItem), an slock
+// holder that will persist once held long enough (*agedItem), and the
+// collections (*counterGC, *semaphoreGC); whoever pops one tells them apart
+// by type.
+type timer interface{ deadline() *deadline }
 
 // deadlines is the store's one structure for things that happen at a time: a
 // binary min-heap of items by deadline, earliest first, items with equal
@@ -34,32 +37,33 @@ type timed interface {
 // for every millisecond up to the longest timeout (2^32 s for PoolCounter) or
 // cascade between levels; the heap needs no tuning, answers "when is the
 // next one due" exactly, and stays O(log n) at any number of items.
-type deadlines[T timed] struct {
-	h   []slot[T]
+type deadlines struct {
+	h   []slot
 	seq uint64 // order of additions, to keep equal deadlines first in, first out
 }
 
 // slot is one heap element. The deadline is copied here so that sifting
-// compares contiguous memory and touches an item only to record its index.
-type slot[T timed] struct {
+// compares contiguous memory and touches an item's handle only to record its
+// index, without a call.
+type slot struct {
 	at  int64
 	seq uint64
-	it  T
+	d   *deadline
 }
 
 // shrinkSlots is the smallest heap capacity given back when the heap falls to
 // a quarter of it.
 const shrinkSlots = 1024
 
-func (s *slot[T]) before(t *slot[T]) bool {
+func (s *slot) before(t *slot) bool {
 	return s.at < t.at || s.at == t.at && s.seq < t.seq
 }
 
 // len returns the number of scheduled items.
-func (q *deadlines[T]) len() int { return len(q.h) }
+func (q *deadlines) len() int { return len(q.h) }
 
 // add schedules it, which must not be scheduled, at at.
-func (q *deadlines[T]) add(it T, at int64) {
+func (q *deadlines) add(it timer, at int64) {
 	d := it.deadline()
 	if d.i != 0 {
 		panic("store: deadline added twice")
@@ -67,14 +71,14 @@ func (q *deadlines[T]) add(it T, at int64) {
 	if len(q.h) == math.MaxInt32-1 {
 		panic("store: too many deadlines")
 	}
-	d.at = at
+	d.at, d.it = at, it
 	q.seq++
-	q.h = append(q.h, slot[T]{at: at, seq: q.seq, it: it})
+	q.h = append(q.h, slot{at: at, seq: q.seq, d: d})
 	q.up(len(q.h) - 1)
 }
 
 // remove unschedules it, reporting whether it was scheduled.
-func (q *deadlines[T]) remove(it T) bool {
+func (q *deadlines) remove(it timer) bool {
 	d := it.deadline()
 	if d.i == 0 {
 		return false
@@ -85,7 +89,7 @@ func (q *deadlines[T]) remove(it T) bool {
 
 // move reschedules it, scheduled or not, at at. It counts as a new addition
 // among items with the same deadline.
-func (q *deadlines[T]) move(it T, at int64) {
+func (q *deadlines) move(it timer, at int64) {
 	d := it.deadline()
 	if d.i == 0 {
 		q.add(it, at)
@@ -101,7 +105,7 @@ func (q *deadlines[T]) move(it T, at int64) {
 }
 
 // next returns the earliest deadline, and false if nothing is scheduled.
-func (q *deadlines[T]) next() (at int64, ok bool) {
+func (q *deadlines) next() (at int64, ok bool) {
 	if len(q.h) == 0 {
 		return 0, false
 	}
@@ -110,36 +114,36 @@ func (q *deadlines[T]) next() (at int64, ok bool) {
 
 // pop unschedules and returns the earliest item due at now (deadline <= now),
 // and false if none is.
-func (q *deadlines[T]) pop(now int64) (it T, ok bool) {
+func (q *deadlines) pop(now int64) (it timer, ok bool) {
 	if len(q.h) == 0 || q.h[0].at > now {
-		return it, false
+		return nil, false
 	}
-	it = q.h[0].it
+	it = q.h[0].d.it
 	q.cut(0)
 	return it, true
 }
 
 // cut removes the item at index i.
-func (q *deadlines[T]) cut(i int) {
-	q.h[i].it.deadline().i = 0
+func (q *deadlines) cut(i int) {
+	q.h[i].d.i = 0
 	last := len(q.h) - 1
 	if i != last {
 		q.h[i] = q.h[last]
-		q.h[i].it.deadline().i = int32(i + 1)
+		q.h[i].d.i = int32(i + 1)
 	}
-	q.h[last] = slot[T]{}
+	q.h[last] = slot{}
 	q.h = q.h[:last]
 	if i != last && !q.up(i) {
 		q.down(i)
 	}
 	if cap(q.h) >= shrinkSlots && len(q.h) <= cap(q.h)/4 {
-		q.h = append(make([]slot[T], 0, 2*len(q.h)), q.h...)
+		q.h = append(make([]slot, 0, 2*len(q.h)), q.h...)
 	}
 }
 
 // up moves the item at i towards the root while it is due before its parent
 // and reports whether it moved.
-func (q *deadlines[T]) up(i int) bool {
+func (q *deadlines) up(i int) bool {
 	h := q.h
 	s := h[i]
 	start := i
@@ -149,16 +153,16 @@ func (q *deadlines[T]) up(i int) bool {
 			break
 		}
 		h[i] = h[p]
-		h[i].it.deadline().i = int32(i + 1)
+		h[i].d.i = int32(i + 1)
 		i = p
 	}
 	h[i] = s
-	s.it.deadline().i = int32(i + 1)
+	s.d.i = int32(i + 1)
 	return i != start
 }
 
 // down moves the item at i towards the leaves while a child is due before it.
-func (q *deadlines[T]) down(i int) {
+func (q *deadlines) down(i int) {
 	h := q.h
 	n := len(h)
 	s := h[i]
@@ -174,22 +178,24 @@ func (q *deadlines[T]) down(i int) {
 			break
 		}
 		h[i] = h[c]
-		h[i].it.deadline().i = int32(i + 1)
+		h[i].d.i = int32(i + 1)
 		i = c
 	}
 	h[i] = s
-	s.it.deadline().i = int32(i + 1)
+	s.d.i = int32(i + 1)
 }
 
 // check verifies the heap: the order, each item's handle pointing back at its
-// slot with the same deadline, and no item in two slots.
-func (q *deadlines[T]) check() error {
-	seen := make(map[T]bool, len(q.h))
+// slot with the same deadline and at the item, and no item in two slots.
+func (q *deadlines) check() error {
+	seen := make(map[*deadline]bool, len(q.h))
 	for i := range q.h {
 		s := &q.h[i]
-		d := s.it.deadline()
+		d := s.d
 		switch {
-		case seen[s.it]:
+		case d == nil || d.it == nil || d.it.deadline() != d:
+			return fmt.Errorf("store: deadline heap: item at %d has a handle that is not its own", i)
+		case seen[d]:
 			return fmt.Errorf("store: deadline heap: item at %d is also earlier in the heap", i)
 		case int(d.i) != i+1:
 			return fmt.Errorf("store: deadline heap: item at %d has handle %d", i, d.i)
@@ -200,7 +206,7 @@ func (q *deadlines[T]) check() error {
 		case i > 0 && s.before(&q.h[(i-1)/2]):
 			return fmt.Errorf("store: deadline heap: item at %d (due %d) before its parent (due %d)", i, s.at, q.h[(i-1)/2].at)
 		}
-		seen[s.it] = true
+		seen[d] = true
 	}
 	return nil
 }

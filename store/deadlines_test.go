@@ -24,13 +24,14 @@ func items(n int) []*item {
 }
 
 // popAll pops everything due at now and returns the ids in order.
-func popAll(q *deadlines[*item], now int64) []int {
+func popAll(q *deadlines, now int64) []int {
 	var ids []int
 	for {
-		it, ok := q.pop(now)
+		t, ok := q.pop(now)
 		if !ok {
 			return ids
 		}
+		it := t.(*item)
 		if it.dl.scheduled() {
 			panic("popped item still scheduled")
 		}
@@ -38,7 +39,7 @@ func popAll(q *deadlines[*item], now int64) []int {
 	}
 }
 
-func mustCheck(t *testing.T, q *deadlines[*item]) {
+func mustCheck(t *testing.T, q *deadlines) {
 	t.Helper()
 	if err := q.check(); err != nil {
 		t.Fatal(err)
@@ -46,12 +47,12 @@ func mustCheck(t *testing.T, q *deadlines[*item]) {
 }
 
 func TestDeadlinesEmpty(t *testing.T) {
-	var q deadlines[*item]
+	var q deadlines
 	if at, ok := q.next(); ok {
 		t.Fatalf("next on empty heap = %d, true", at)
 	}
 	if it, ok := q.pop(1 << 62); ok {
-		t.Fatalf("pop on empty heap = item %d", it.id)
+		t.Fatalf("pop on empty heap = item %d", it.(*item).id)
 	}
 	if q.remove(&item{}) {
 		t.Fatal("remove of an unscheduled item reported true")
@@ -59,7 +60,7 @@ func TestDeadlinesEmpty(t *testing.T) {
 }
 
 func TestDeadlinesOrder(t *testing.T) {
-	var q deadlines[*item]
+	var q deadlines
 	its := items(6)
 	for i, at := range []int64{50, 10, 40, 10, 30, 20} {
 		q.add(its[i], at)
@@ -85,7 +86,7 @@ func TestDeadlinesOrder(t *testing.T) {
 }
 
 func TestDeadlinesRemoveAndMove(t *testing.T) {
-	var q deadlines[*item]
+	var q deadlines
 	its := items(5)
 	for i, it := range its {
 		q.add(it, int64(10*(i+1))) // 10 20 30 40 50
@@ -113,7 +114,7 @@ func TestDeadlinesRemoveAndMove(t *testing.T) {
 }
 
 func TestDeadlinesAddTwicePanics(t *testing.T) {
-	var q deadlines[*item]
+	var q deadlines
 	it := &item{}
 	q.add(it, 1)
 	defer func() {
@@ -133,7 +134,7 @@ func TestDeadlinesModel(t *testing.T) {
 	}
 	for seed := range uint64(20) {
 		r := rand.New(rand.NewPCG(seed, 99))
-		var q deadlines[*item]
+		var q deadlines
 		its := items(1 + r.IntN(300))
 		var model []want
 		var seq, now int64
@@ -195,7 +196,7 @@ func TestDeadlinesModel(t *testing.T) {
 // TestDeadlinesShrink: a heap that grew large gives most of it back once it
 // empties, and still works.
 func TestDeadlinesShrink(t *testing.T) {
-	var q deadlines[*item]
+	var q deadlines
 	its := items(100000)
 	for i, it := range its {
 		q.add(it, int64(i))
@@ -214,7 +215,7 @@ func TestDeadlinesShrink(t *testing.T) {
 }
 
 func TestDeadlinesNoAllocs(t *testing.T) {
-	var q deadlines[*item]
+	var q deadlines
 	its := items(1000)
 	for i, it := range its {
 		q.add(it, int64(i*7%1000))
@@ -245,8 +246,8 @@ func TestDeadlinesNoAllocs(t *testing.T) {
 func BenchmarkDeadlines(b *testing.B) {
 	const n = 100000
 	r := rand.New(rand.NewPCG(1, 2))
-	setup := func() (*deadlines[*item], []*item) {
-		q := &deadlines[*item]{}
+	setup := func() (*deadlines, []*item) {
+		q := &deadlines{}
 		its := items(n)
 		for _, it := range its {
 			q.add(it, r.Int64N(n))

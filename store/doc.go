@@ -8,7 +8,11 @@
 // a fake clock. Results are returned as values; nothing calls back into the
 // caller. Replies owed to other connections (a PoolCounter hand-over, DONE or
 // TIMEOUT; an slock grant, timeout or expiry push) come back as Wakes or
-// LockReplies, in the order the caller must send them. Waits
-// time out through one deadline heap (deadlines.go) that the caller drives
-// with Expire from its ticks.
+// LockReplies, in the order the caller must send them.
+//
+// A Store (store.go) holds every family on one clock: waits, holds,
+// persistence and collections are scheduled in one deadline heap
+// (deadlines.go); the caller asks it when the next is due (NextDeadline) and
+// hands it the time (Advance), which returns, in deadline order, everything
+// that fell due. A family used alone drives its own deadlines (Expire).
 package store

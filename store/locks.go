@@ -220,9 +220,10 @@ const (
 // and its value record. A key exists while it has a holder or a waiter.
 //
 // Holders live until an Unlock or their expiry; a connection's close does
-// not release them. Waits and expiries are deadlines in the store's one
-// deadline heap, driven by Expire; keep-alive ones (flag 0x8000) are not
-// armed until their connection is Disconnected.
+// not release them. Waits and expiries are deadlines in a deadline heap,
+// the Locks' own driven by Expire, or in a Store the Store's, driven by
+// Store.Advance; keep-alive ones (flag 0x8000) are not armed until their
+// connection is Disconnected.
 //
 // Each call appends the replies it causes, in the order they must be sent,
 // and the EXECUTE inner commands to run next. Value and Frame slices in
@@ -230,7 +231,8 @@ const (
 type Locks struct {
 	dbs    [MaxLockDB + 1]*lockDB
 	nkeys  int
-	dl     deadlines[*lockItem]
+	dl     *deadlines // waits and holds, by when they are due
+	shared bool       // dl and aging are a Store's
 	owners map[Owner]*lockOwner
 	gone   []Owner // recently closed connections, a ring
 	goneAt int
@@ -256,7 +258,7 @@ type Locks struct {
 	goneKeys   []keyRef                // logged keys deleted since the last Journal
 	loggedKeys list[lockKey, *lockKey] // keys whose latest log record has holders
 	cursor     *lockKey                // the next key SnapshotNext writes, nil when done
-	aging      deadlines[*agedItem]    // holders that will persist once held PersistAfter, by when
+	aging      *deadlines              // holders that will persist once held PersistAfter, by when
 	snap       KeyState
 
 	// WATCH (locks_add.go).
@@ -415,6 +417,8 @@ func NewLocks(cfg LocksConfig) *Locks {
 		cfg.MaxValue = DefaultMaxValue
 	}
 	return &Locks{
+		dl:     new(deadlines),
+		aging:  new(deadlines),
 		owners: make(map[Owner]*lockOwner),
 		cfg:    cfg,
 		rnd:    rand.NewPCG(cfg.IDSeed, cfg.IDSeed^0x9e3779b97f4a7c15),
@@ -458,26 +462,36 @@ func (l *Locks) Do(owner Owner, cmd *LockCommand, now int64, replies []LockReply
 // of the request's arrival), so a lock lives between value and value + 1
 // seconds; a value in milliseconds (flag 0x0400) is due exactly base +
 // value. The caller should call Expire every few milliseconds, or at
-// NextDeadline.
+// NextDeadline. It panics on the Locks of a Store (see Store.Advance).
 func (l *Locks) Expire(now int64, replies []LockReply, execs []Exec) ([]LockReply, []Exec) {
+	alone(l.shared, "Locks.Expire")
 	l.begin(replies, execs)
 	for {
 		it, ok := l.dl.pop(now)
 		if !ok {
 			break
 		}
-		if it.waiting {
-			l.timedOut(it, now)
-		} else {
-			l.expired(it, now)
-		}
+		l.due(it.(*lockItem), now)
 	}
 	return l.end()
 }
 
+// due times out waiter it, or expires holder it, just taken off the deadline
+// heap, within a call.
+func (l *Locks) due(it *lockItem, now int64) {
+	if it.waiting {
+		l.timedOut(it, now)
+	} else {
+		l.expired(it, now)
+	}
+}
+
 // NextDeadline returns when the earliest wait or hold is due, and false if
-// none is.
-func (l *Locks) NextDeadline() (int64, bool) { return l.dl.next() }
+// none is. It panics on the Locks of a Store (see Store.NextDeadline).
+func (l *Locks) NextDeadline() (int64, bool) {
+	alone(l.shared, "Locks.NextDeadline")
+	return l.dl.next()
+}
 
 // Disconnected records that owner's connection closed at now. Its locks and
 // queued requests stay; those kept alive by the connection (KEEPLIVED,

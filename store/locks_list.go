@@ -147,7 +147,7 @@ func (l *Locks) Check() error {
 			return fmt.Errorf("store: watch of key %x of db %d: %d watchers, version %d of %d", ref.key, ref.db, w.n, w.ver, l.wseq)
 		}
 	}
-	scheduled, kept, keys := 0, 0, 0
+	scheduled, aging, kept, keys := 0, 0, 0, 0
 	waits := map[Owner]int{}
 	for id, d := range l.dbs {
 		if d == nil {
@@ -196,6 +196,16 @@ func (l *Locks) Check() error {
 				}
 				if h.dl.scheduled() {
 					scheduled++
+				}
+				if h.pdl.scheduled() {
+					aging++
+					switch {
+					case l.aging.h[h.pdl.i-1].d != &h.pdl:
+						return fmt.Errorf("store: lock key %x: holder %x: aging handle points at another item", name, h.cmd.LockID)
+					case h.pdl.at != h.start+l.cfg.PersistAfter:
+						return fmt.Errorf("store: lock key %x: holder %x granted at %d ages at %d, not %d later",
+							name, h.cmd.LockID, h.start, h.pdl.at, l.cfg.PersistAfter)
+					}
 				}
 				if h.ko != nil {
 					kept++
@@ -256,11 +266,18 @@ func (l *Locks) Check() error {
 		return fmt.Errorf("store: %d lock keys, counted %d", keys, l.nkeys)
 	case l.cfg.MaxKeys > 0 && keys > l.cfg.MaxKeys:
 		return fmt.Errorf("store: %d lock keys, limit %d", keys, l.cfg.MaxKeys)
-	case scheduled != l.dl.len():
-		return fmt.Errorf("store: %d lock items in the deadline heap, %d scheduled", l.dl.len(), scheduled)
+	case scheduled != countIn[*lockItem](l.dl):
+		return fmt.Errorf("store: %d lock items in the deadline heap, %d scheduled", countIn[*lockItem](l.dl), scheduled)
+	case aging != countIn[*agedItem](l.aging):
+		return fmt.Errorf("store: %d holders in the aging heap, %d aging", countIn[*agedItem](l.aging), aging)
 	}
 	if err := l.dl.check(); err != nil {
 		return err
+	}
+	if l.aging != l.dl {
+		if err := l.aging.check(); err != nil {
+			return err
+		}
 	}
 	nkept, ring := 0, 0
 	for id, r := range l.owners {
@@ -315,7 +332,7 @@ func (l *Locks) Check() error {
 func (l *Locks) checkTimed(it *lockItem, flag uint16, never bool) error {
 	s, k := it.dl.scheduled(), it.ko != nil
 	switch {
-	case s && l.dl.h[it.dl.i-1].it != it:
+	case s && l.dl.h[it.dl.i-1].d != &it.dl:
 		return fmt.Errorf("deadline handle points at another item")
 	case never && (s || k):
 		return fmt.Errorf("never due, but scheduled %v, kept alive %v", s, k)

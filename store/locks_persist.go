@@ -106,21 +106,32 @@ func (l *Locks) persists(k *lockKey, h *lockItem, now int64) bool {
 }
 
 // PersistDue marks the keys whose holders have now been held PersistAfter, for
-// the next Journal. The caller runs it from ticks.
+// the next Journal. The caller runs it from ticks. It panics on the Locks of
+// a Store (see Store.Advance).
 func (l *Locks) PersistDue(now int64) {
+	alone(l.shared, "Locks.PersistDue")
 	for {
 		a, ok := l.aging.pop(now)
 		if !ok {
 			return
 		}
-		if h := (*lockItem)(a); !h.k.has { // with a value it has persisted since its grant
-			l.changed(h.k)
-		}
+		l.aged(a.(*agedItem))
 	}
 }
 
-// NextPersist returns when PersistDue next has work, false if never.
-func (l *Locks) NextPersist() (int64, bool) { return l.aging.next() }
+// aged marks the key of a, just taken off the aging heap, for the journal.
+func (l *Locks) aged(a *agedItem) {
+	if h := (*lockItem)(a); !h.k.has { // with a value it has persisted since its grant
+		l.changed(h.k)
+	}
+}
+
+// NextPersist returns when PersistDue next has work, false if never. It
+// panics on the Locks of a Store (see Store.NextDeadline).
+func (l *Locks) NextPersist() (int64, bool) {
+	alone(l.shared, "Locks.NextPersist")
+	return l.aging.next()
+}
 
 // Journal calls emit with the state of each key whose persistent state changed
 // since the last Journal, at now, in the order the changes happened (a gone key

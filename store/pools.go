@@ -96,17 +96,19 @@ type Wake struct {
 //
 // Each connection has a PoolClient: its entries, held or waiting, newest
 // last. Only the newest can be waiting, since a connection cannot acquire
-// while it waits. Waits time out through the store's deadline heap; the
-// caller runs Expire from a periodic tick.
+// while it waits. Waits time out through a deadline heap: the Pools' own,
+// which the caller drives with Expire from a periodic tick, or in a Store
+// the Store's, driven by Store.Advance.
 type Pools struct {
 	keys       map[string]*poolKey // live keys and idle ones kept for reuse
 	idle       keyList             // keys with no entries, oldest first
 	live       uint64              // keys with entries
 	processing uint64              // held entries
 	waiting    uint64              // waiting entries
-	dl         deadlines[*poolEntry]
-	clients    []*PoolClient // clients with entries; PoolClient.slot is index+1
-	free       *poolEntry    // unused entries, linked by next
+	dl         *deadlines          // waits, by when they time out
+	shared     bool                // dl is a Store's
+	clients    []*PoolClient       // clients with entries; PoolClient.slot is index+1
+	free       *poolEntry          // unused entries, linked by next
 	nfree      int
 	maxEntries int
 	maxKeys    int
@@ -161,7 +163,7 @@ type keyList = list[poolKey, *poolKey]
 
 // NewPools returns an empty PoolCounter namespace.
 func NewPools(cfg PoolsConfig) *Pools {
-	p := &Pools{keys: make(map[string]*poolKey), maxEntries: cfg.MaxEntries, maxKeys: cfg.MaxKeys}
+	p := &Pools{keys: make(map[string]*poolKey), dl: new(deadlines), maxEntries: cfg.MaxEntries, maxKeys: cfg.MaxKeys}
 	if p.maxEntries <= 0 {
 		p.maxEntries = DefaultPoolEntries
 	}
@@ -333,27 +335,38 @@ func (p *Pools) Drop(c *PoolClient, now int64, wakes []Wake) []Wake {
 
 // Expire times out every wait due at now (started at least its timeout
 // before now): each gets Timeout and loses its entry. The wakes are appended
-// in deadline order.
+// in deadline order. It panics on the Pools of a Store (see Store.Advance).
 func (p *Pools) Expire(now int64, wakes []Wake) []Wake {
+	alone(p.shared, "Pools.Expire")
 	for {
 		e, ok := p.dl.pop(now)
 		if !ok {
 			return wakes
 		}
-		if e.c.pop() != e {
-			panic("store: waiting pool entry is not its client's newest")
-		}
-		p.unwait(e)
-		p.st.WastedTimeoutTime += seconds64(now - e.since)
-		wakes = append(wakes, Wake{e.c.owner, Timeout})
-		p.settle(e.key)
-		p.freeEntry(e)
+		wakes = p.timeout(e.(*poolEntry), now, wakes)
 	}
 }
 
+// timeout ends waiting entry e, just taken off the deadline heap, with a
+// Timeout wake appended to wakes.
+func (p *Pools) timeout(e *poolEntry, now int64, wakes []Wake) []Wake {
+	if e.c.pop() != e {
+		panic("store: waiting pool entry is not its client's newest")
+	}
+	p.unwait(e)
+	p.st.WastedTimeoutTime += seconds64(now - e.since)
+	wakes = append(wakes, Wake{e.c.owner, Timeout})
+	p.settle(e.key)
+	p.freeEntry(e)
+	return wakes
+}
+
 // NextDeadline returns when the earliest wait times out, and false if nothing
-// waits.
-func (p *Pools) NextDeadline() (at int64, ok bool) { return p.dl.next() }
+// waits. It panics on the Pools of a Store (see Store.NextDeadline).
+func (p *Pools) NextDeadline() (at int64, ok bool) {
+	alone(p.shared, "Pools.NextDeadline")
+	return p.dl.next()
+}
 
 // PoolKeyInfo is one live key as Busiest reports it.
 type PoolKeyInfo struct {
@@ -593,7 +606,7 @@ func (p *Pools) Check() error {
 			case e.waiting != e.dl.scheduled():
 				return fmt.Errorf("store: pool client of owner %d: entry %d on key %s waiting %v, in the deadline heap %v",
 					c.owner, j, quote(k.name), e.waiting, e.dl.scheduled())
-			case e.waiting && p.dl.h[e.dl.i-1].it != e:
+			case e.waiting && p.dl.h[e.dl.i-1].d != &e.dl:
 				return fmt.Errorf("store: pool client of owner %d: entry %d on key %s: its deadline handle points at another entry",
 					c.owner, j, quote(k.name))
 			case e.waiting && e.dl.at < e.since:
@@ -686,8 +699,8 @@ func (p *Pools) Check() error {
 	case p.live != uint64(live) || p.processing != uint64(held) || p.waiting != uint64(waiting):
 		return fmt.Errorf("store: pool gauges %d keys, %d processing, %d waiting; have %d, %d, %d",
 			p.live, p.processing, p.waiting, live, held, waiting)
-	case p.dl.len() != waiting:
-		return fmt.Errorf("store: %d pool entries in the deadline heap, %d waiting", p.dl.len(), waiting)
+	case countIn[*poolEntry](p.dl) != waiting:
+		return fmt.Errorf("store: %d pool entries in the deadline heap, %d waiting", countIn[*poolEntry](p.dl), waiting)
 	}
 	if err := p.dl.check(); err != nil {
 		return err
