@@ -133,6 +133,10 @@ func (s *Server) slockCommand(cs *conn, args [][]byte, raw []byte, now int64) (q
 		s.sendTo(cs, resp.AppendBulk(s.scratchFor(cs), resp.InfoSections(s.slockInfo(now), args[1:])))
 	case slock.CmdConfig, slock.CmdClient, slock.CmdCommand:
 		s.slockAdmin(cs, args)
+	case slock.CmdHash:
+		s.kvHash(cs, &r.Hash, now)
+	case slock.CmdScan:
+		s.kvScan(cs, sc.text.DB, &r.Scan)
 	case slock.CmdMGet:
 		s.kvMGet(cs, args, now)
 	case slock.CmdMSet, slock.CmdMSetNX:

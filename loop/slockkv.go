@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"errors"
 	"strconv"
 
 	"tallyd/proto/resp"
@@ -29,14 +30,17 @@ func (s *Server) slockKV(cs *conn, now int64) {
 		}
 		s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), ms))
 		return
-	case slock.OpKeys, slock.OpScan:
-		s.kvKeys(cs, db, kv.Value, op == slock.OpScan)
+	case slock.OpKeys:
+		s.kvKeys(cs, db, kv.Value)
 		return
 	case slock.OpDBSize:
-		n := 0
-		s.locks.EachValue(db, func([16]byte, []byte) bool { n++; return true })
-		s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), int64(n)))
+		s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), int64(s.locks.ValueCount(db))))
 		return
+	case slock.OpGetSet, slock.OpAppend, slock.OpIncr:
+		if hash, _ := slock.IsHash(s.locks.Value(db, kv.Frame.Key)); hash {
+			s.textError(cs, slock.ErrWrongType)
+			return
+		}
 	case slock.OpFlushDB, slock.OpFlushAll:
 		lo, hi := int(db), int(db)
 		if op == slock.OpFlushAll {
@@ -178,29 +182,95 @@ func (s *Server) kvReply(cs *conn, r *slock.LockReply, res store.LockResult) {
 	}
 }
 
-// kvKeys answers KEYS pattern, or SCAN (one pass: cursor 0 and every match), with the
-// names of db's keys that have a value, sorted by nothing.
-func (s *Server) kvKeys(cs *conn, db uint8, pattern []byte, scan bool) {
+// kvKeys answers KEYS pattern with the names of db's keys that have a value, in no order.
+// Its reply starts with the count, so it looks at every key at once: past slock.KeysLimit
+// keys it refuses (SCAN lists any number, a bounded step at a time), so that it never
+// stalls the loop.
+func (s *Server) kvKeys(cs *conn, db uint8, pattern []byte) {
+	n := s.locks.ValueCount(db)
+	if n > slock.KeysLimit {
+		s.textError(cs, slock.KeysRefused(n, slock.KeysLimit))
+		return
+	}
+	q := slock.Scan{Match: pattern}
+	if len(pattern) == 1 && pattern[0] == '*' {
+		q.Match = nil
+	}
 	names := s.sl.names[:0]
-	all := len(pattern) == 1 && pattern[0] == '*'
-	s.locks.EachValue(db, func(_ [16]byte, v []byte) bool {
-		if name, ok := slock.KeyName(v); ok && (all || slock.Match(pattern, name)) {
+	s.locks.ScanValues(db, 0, n, func(_ [16]byte, v []byte) {
+		if name, ok := q.Wants(v); ok {
 			names = append(names, name)
 		}
-		return true
 	})
-	b := s.scratchFor(cs)
-	if scan {
-		b = resp.AppendArray(b, 2)
-		b = resp.AppendBulkString(b, "0")
-	}
-	b = resp.AppendArray(b, len(names))
+	b := resp.AppendArray(s.scratchFor(cs), len(names))
 	for _, n := range names {
 		b = resp.AppendBulk(b, n)
 	}
 	s.sendTo(cs, b)
 	clear(names)
 	s.sl.names = names[:0]
+}
+
+// kvScan answers SCAN cursor [MATCH p] [COUNT n] [TYPE t]: the next step of a walk over
+// db's keys with a value, at most COUNT keys looked at.
+func (s *Server) kvScan(cs *conn, db uint8, q *slock.Scan) {
+	names := s.sl.names[:0]
+	next := s.locks.ScanValues(db, q.Cursor, q.Count, func(_ [16]byte, v []byte) {
+		if name, ok := q.Wants(v); ok {
+			names = append(names, name)
+		}
+	})
+	s.sendTo(cs, slock.AppendScanReply(s.scratchFor(cs), next, names))
+	clear(names)
+	s.sl.names = names[:0]
+}
+
+// kvHash answers a hash command: a read renders from the key's value record, a write runs
+// in the store as a lock command on the key that never waits.
+func (s *Server) kvHash(cs *conn, h *slock.Hash, now int64) {
+	db := cs.slock.text.DB
+	if !h.Writes() {
+		s.sendTo(cs, slock.AppendHashRead(s.scratchFor(cs), h, s.locks.Value(db, slock.TextID(h.Key))))
+		return
+	}
+	cmd := frameCommand(&h.Frame)
+	op := store.HashOp{Kind: hashKinds[h.Op], Args: h.Args, Delta: h.Delta}
+	s.m.lockBegin(cs.owner, &cmd, false)
+	var n int64
+	var err error
+	s.sl.replies, s.sl.execs, n, err = s.locks.Hash(cs.owner, &cmd, &op, now, s.sl.replies[:0], s.sl.execs[:0])
+	if err != nil {
+		s.textError(cs, hashError(err))
+		return
+	}
+	result := slock.ResultTimeout
+	for i := range s.sl.replies {
+		if r := &s.sl.replies[i]; r.Owner == cs.owner && r.RequestID == cmd.RequestID {
+			result = slockResults[r.Result]
+		}
+	}
+	s.drainLocks(now) // what the write led to for others (the text connection waits for nothing)
+	s.sendTo(cs, slock.AppendHashWrite(s.scratchFor(cs), h, result, n))
+}
+
+// hashKinds maps hash writes to the store's.
+var hashKinds = [...]store.HashKind{slock.HashSet: store.HashSet, slock.HashDel: store.HashDel,
+	slock.HashIncr: store.HashIncr}
+
+// hashError is the Redis error of a hash write the store refused.
+func hashError(err error) error {
+	var tl *store.ValueTooLongError
+	switch {
+	case errors.Is(err, store.ErrWrongType):
+		return slock.ErrWrongType
+	case errors.Is(err, store.ErrHashNotInteger):
+		return slock.ErrHashNotInt
+	case errors.Is(err, store.ErrHashOverflow):
+		return slock.ErrHashOverflow
+	case errors.As(err, &tl):
+		return slock.ValueTooLong(tl.Size, tl.Limit)
+	}
+	return err
 }
 
 // slockAdmin answers the Redis housekeeping commands clients send on connect (CONFIG GET,

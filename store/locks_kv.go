@@ -22,20 +22,6 @@ func (l *Locks) Holds(db uint8, key, lockID [16]byte) (held, by bool) {
 	return true, k.find(lockID) != nil
 }
 
-// EachValue calls fn with every key of db that has a value and its value
-// record (a view), in no particular order, until fn returns false. fn must
-// not change the Locks.
-func (l *Locks) EachValue(db uint8, fn func(key [16]byte, value []byte) bool) {
-	if db > MaxLockDB || l.dbs[db] == nil {
-		return
-	}
-	for id, k := range l.dbs[db].keys {
-		if k.has && !fn(id, k.value) {
-			return
-		}
-	}
-}
-
 // Flush releases every holder of every key of db, and drops its values, as
 // if each had been unlocked at once: waiters are then granted in their
 // order (their replies and EXECUTEs are appended as Do does). Expiry pushes

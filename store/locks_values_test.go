@@ -165,8 +165,8 @@ func TestValueTableShrinks(t *testing.T) {
 }
 
 // BenchmarkScanValues: one SCAN call of COUNT 10 over 300,000 keys with values, walking
-// the whole scan over and over (and over 3,000 for comparison); and, for KEYS, one walk over all of them with ScanValues
-// and with EachValue (the map walk KEYS used before).
+// the whole scan over and over (and over 3,000 for comparison); and, for KEYS, one walk over
+// all of them.
 func BenchmarkScanValues(b *testing.B) {
 	const keys = 300_000
 	l := store.NewLocks(store.LocksConfig{})
@@ -195,11 +195,6 @@ func BenchmarkScanValues(b *testing.B) {
 	b.Run("all-300k", func(b *testing.B) {
 		for b.Loop() {
 			l.ScanValues(0, 0, keys, fn)
-		}
-	})
-	b.Run("EachValue-300k", func(b *testing.B) {
-		for b.Loop() {
-			l.EachValue(0, func(k [16]byte, v []byte) bool { fn(k, v); return true })
 		}
 	})
 	if n == 0 {

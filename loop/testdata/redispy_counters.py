@@ -15,6 +15,8 @@ import redis
 def norm(v):
     if v is None or isinstance(v, bool):
         return v
+    if isinstance(v, dict):
+        return {k: norm(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
         return [norm(x) for x in v]
     if isinstance(v, Exception):
@@ -100,6 +102,54 @@ def main():
     except redis.ResponseError as e:
         expect("execabort", e, "error: Transaction")
     expect("execabort.after", r.get("c"), "11")
+
+    # Counter groups as hashes: one entity, several counters, read at once.
+    expect("hincrby", r.hincrby("likes:post7", "up", 3), "3")
+    expect("hincrby.neg", r.hincrby("likes:post7", "down", -2), "-2")
+    expect("hset", r.hset("likes:post7", mapping={"views": "10", "up": "4"}), "1")
+    expect("hgetall", r.hgetall("likes:post7"), {"up": "4", "down": "-2", "views": "10"})
+    expect("hmget", r.hmget("likes:post7", ["up", "nofield", "views"]), ["4", None, "10"])
+    expect("hget", r.hget("likes:post7", "down"), "-2")
+    expect("hlen", r.hlen("likes:post7"), "3")
+    expect("hexists", [r.hexists("likes:post7", "up"), r.hexists("likes:post7", "x")], [True, False])
+    expect("hkeys", sorted(r.hkeys("likes:post7")), ["down", "up", "views"])
+    expect("hvals", sorted(r.hvals("likes:post7")), ["-2", "10", "4"])
+    expect("hdel", r.hdel("likes:post7", "down", "nofield"), "1")
+    expect("type.hash", r.type("likes:post7"), "hash")
+    for name, call in (("get", lambda: r.get("likes:post7")), ("incr", lambda: r.incr("likes:post7")),
+                       ("hincrby.string", lambda: r.hincrby("s", "f", 1))):
+        try:
+            call()
+            expect("wrongtype." + name, "answered", "error: WRONGTYPE")
+        except redis.ResponseError as e:
+            expect("wrongtype." + name, e, "error: WRONGTYPE")
+    try:
+        r.hincrby("likes:post7", "views", 9223372036854775807)
+        expect("hincrby.overflow", "answered", "error: increment")
+    except redis.ResponseError as e:
+        expect("hincrby.overflow", e, "error: increment")
+    expect("mget.hash", r.mget("likes:post7", "a"), [None, "1"])
+    expect("hdel.last", r.hdel("likes:post7", "up", "views"), "2")
+    expect("hdel.gone", r.exists("likes:post7"), "0")
+    p = r.pipeline(transaction=True)
+    p.hincrby("g", "a", 1).hincrby("g", "b", 2).hgetall("g")
+    expect("hash.tx", p.execute(), ["1", "2", {"a": "1", "b": "2"}])
+
+    # SCAN with a real cursor: every key once over a full walk, a few per call.
+    r.mset({"scan:%d" % i: str(i) for i in range(50)})
+    seen = set()
+    cursor, calls = 0, 0
+    while True:
+        cursor, keys = r.scan(cursor, match="scan:*", count=7)
+        seen.update(keys)
+        calls += 1
+        if cursor == 0:
+            break
+    expect("scan.keys", len(seen), "50")
+    expect("scan.steps", calls > 3, True)
+    expect("scan_iter", len(set(r.scan_iter(match="scan:1*", count=5))), "11")
+    expect("keys", sorted(r.keys("scan:4*")), ["scan:4", "scan:40", "scan:41", "scan:42", "scan:43",
+                                                "scan:44", "scan:45", "scan:46", "scan:47", "scan:48", "scan:49"])
 
     # HELLO 2: the names of the fields.
     h = r.execute_command("HELLO", "2")

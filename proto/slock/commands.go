@@ -37,6 +37,8 @@ const (
 	CmdWatch
 	CmdUnwatch
 	CmdHello
+	CmdHash // a hash command (hash.go: Spec.Hash tells which)
+	CmdScan
 )
 
 // CmdFlags are a command's properties.
@@ -58,6 +60,7 @@ type Spec struct {
 	Op    Op  // for CmdKV
 	Arity int // argument count with the name: n exactly, or with -n at least n
 	Flags CmdFlags
+	Hash  HashOp // for CmdHash
 }
 
 // ArityOK reports whether a command line of n arguments (the name included) has the
@@ -75,56 +78,68 @@ func (s *Spec) ArityError() error { return arity(s.Name) }
 // commands is the table. slock's own commands (LOCK, UNLOCK, PUSH, TIMEOUT) take -1: their
 // parse answers slock's own count error, as the reference server does.
 var commands = []Spec{
-	{"LOCK", CmdLock, OpNone, -1, CmdWrite | CmdMayWait},
-	{"UNLOCK", CmdUnlock, OpNone, -1, CmdWrite},
-	{"PUSH", CmdPush, OpNone, -1, CmdWrite},
-	{"PING", CmdPing, OpNone, -1, 0},
-	{"ECHO", CmdEcho, OpNone, 2, 0},
-	{"QUIT", CmdQuit, OpNone, -1, CmdTx},
-	{"SELECT", CmdSelect, OpNone, 2, 0},
-	{"TIMEOUT", CmdTimeout, OpNone, -1, 0},
-	{"INFO", CmdInfo, OpNone, -1, 0},
-	{"CONFIG", CmdConfig, OpNone, -2, CmdAdmin},
-	{"CLIENT", CmdClient, OpNone, -2, CmdAdmin},
-	{"COMMAND", CmdCommand, OpNone, -1, 0},
-	{"HELLO", CmdHello, OpNone, -1, 0},
-	{"MULTI", CmdMulti, OpNone, 1, CmdTx},
-	{"EXEC", CmdExec, OpNone, 1, CmdTx},
-	{"DISCARD", CmdDiscard, OpNone, 1, CmdTx},
-	{"WATCH", CmdWatch, OpNone, -2, CmdTx},
-	{"UNWATCH", CmdUnwatch, OpNone, 1, 0},
+	{"LOCK", CmdLock, OpNone, -1, CmdWrite | CmdMayWait, HashNone},
+	{"UNLOCK", CmdUnlock, OpNone, -1, CmdWrite, HashNone},
+	{"PUSH", CmdPush, OpNone, -1, CmdWrite, HashNone},
+	{"PING", CmdPing, OpNone, -1, 0, HashNone},
+	{"ECHO", CmdEcho, OpNone, 2, 0, HashNone},
+	{"QUIT", CmdQuit, OpNone, -1, CmdTx, HashNone},
+	{"SELECT", CmdSelect, OpNone, 2, 0, HashNone},
+	{"TIMEOUT", CmdTimeout, OpNone, -1, 0, HashNone},
+	{"INFO", CmdInfo, OpNone, -1, 0, HashNone},
+	{"CONFIG", CmdConfig, OpNone, -2, CmdAdmin, HashNone},
+	{"CLIENT", CmdClient, OpNone, -2, CmdAdmin, HashNone},
+	{"COMMAND", CmdCommand, OpNone, -1, 0, HashNone},
+	{"HELLO", CmdHello, OpNone, -1, 0, HashNone},
+	{"MULTI", CmdMulti, OpNone, 1, CmdTx, HashNone},
+	{"EXEC", CmdExec, OpNone, 1, CmdTx, HashNone},
+	{"DISCARD", CmdDiscard, OpNone, 1, CmdTx, HashNone},
+	{"WATCH", CmdWatch, OpNone, -2, CmdTx, HashNone},
+	{"UNWATCH", CmdUnwatch, OpNone, 1, 0, HashNone},
 
-	{"SET", CmdKV, OpSet, -3, CmdWrite | CmdMayWait},
-	{"SETEX", CmdKV, OpSet, 4, CmdWrite},
-	{"PSETEX", CmdKV, OpSet, 4, CmdWrite},
-	{"GETSET", CmdKV, OpGetSet, 3, CmdWrite},
-	{"SETNX", CmdKV, OpSetNX, 3, CmdWrite | CmdMayWait},
-	{"GET", CmdKV, OpGet, 2, CmdReadonly},
-	{"EXISTS", CmdKV, OpExists, -2, CmdReadonly},
-	{"TYPE", CmdKV, OpType, 2, CmdReadonly},
-	{"STRLEN", CmdKV, OpStrlen, 2, CmdReadonly},
-	{"INCR", CmdKV, OpIncr, -2, CmdWrite}, // slock takes an optional delta
-	{"DECR", CmdKV, OpIncr, -2, CmdWrite},
-	{"INCRBY", CmdKV, OpIncr, 3, CmdWrite},
-	{"DECRBY", CmdKV, OpIncr, 3, CmdWrite},
-	{"APPEND", CmdKV, OpAppend, 3, CmdWrite},
-	{"DEL", CmdKV, OpDel, -2, CmdWrite},
-	{"UNLINK", CmdKV, OpDel, -2, CmdWrite},
-	{"EXPIRE", CmdKV, OpExpire, -3, CmdWrite},
-	{"PEXPIRE", CmdKV, OpExpire, -3, CmdWrite},
-	{"EXPIREAT", CmdKV, OpExpire, -3, CmdWrite},
-	{"PEXPIREAT", CmdKV, OpExpire, -3, CmdWrite},
-	{"PERSIST", CmdKV, OpPersist, -2, CmdWrite}, // the reference wants a dummy third argument
-	{"TTL", CmdKV, OpTTL, 2, CmdReadonly},
-	{"PTTL", CmdKV, OpPTTL, 2, CmdReadonly},
-	{"KEYS", CmdKV, OpKeys, 2, CmdReadonly},
-	{"SCAN", CmdKV, OpScan, -2, CmdReadonly},
-	{"DBSIZE", CmdKV, OpDBSize, 1, CmdReadonly},
-	{"FLUSHDB", CmdKV, OpFlushDB, -1, CmdWrite},
-	{"FLUSHALL", CmdKV, OpFlushAll, -1, CmdWrite},
-	{"MGET", CmdMGet, OpNone, -2, CmdReadonly},
-	{"MSET", CmdMSet, OpNone, -3, CmdWrite},
-	{"MSETNX", CmdMSetNX, OpNone, -3, CmdWrite},
+	{"SET", CmdKV, OpSet, -3, CmdWrite | CmdMayWait, HashNone},
+	{"SETEX", CmdKV, OpSet, 4, CmdWrite, HashNone},
+	{"PSETEX", CmdKV, OpSet, 4, CmdWrite, HashNone},
+	{"GETSET", CmdKV, OpGetSet, 3, CmdWrite, HashNone},
+	{"SETNX", CmdKV, OpSetNX, 3, CmdWrite | CmdMayWait, HashNone},
+	{"GET", CmdKV, OpGet, 2, CmdReadonly, HashNone},
+	{"EXISTS", CmdKV, OpExists, -2, CmdReadonly, HashNone},
+	{"TYPE", CmdKV, OpType, 2, CmdReadonly, HashNone},
+	{"STRLEN", CmdKV, OpStrlen, 2, CmdReadonly, HashNone},
+	{"INCR", CmdKV, OpIncr, -2, CmdWrite, HashNone}, // slock takes an optional delta
+	{"DECR", CmdKV, OpIncr, -2, CmdWrite, HashNone},
+	{"INCRBY", CmdKV, OpIncr, 3, CmdWrite, HashNone},
+	{"DECRBY", CmdKV, OpIncr, 3, CmdWrite, HashNone},
+	{"APPEND", CmdKV, OpAppend, 3, CmdWrite, HashNone},
+	{"DEL", CmdKV, OpDel, -2, CmdWrite, HashNone},
+	{"UNLINK", CmdKV, OpDel, -2, CmdWrite, HashNone},
+	{"EXPIRE", CmdKV, OpExpire, -3, CmdWrite, HashNone},
+	{"PEXPIRE", CmdKV, OpExpire, -3, CmdWrite, HashNone},
+	{"EXPIREAT", CmdKV, OpExpire, -3, CmdWrite, HashNone},
+	{"PEXPIREAT", CmdKV, OpExpire, -3, CmdWrite, HashNone},
+	{"PERSIST", CmdKV, OpPersist, -2, CmdWrite, HashNone}, // the reference wants a dummy third argument
+	{"TTL", CmdKV, OpTTL, 2, CmdReadonly, HashNone},
+	{"PTTL", CmdKV, OpPTTL, 2, CmdReadonly, HashNone},
+	{"KEYS", CmdKV, OpKeys, 2, CmdReadonly, HashNone},
+	{"SCAN", CmdScan, OpNone, -2, CmdReadonly, HashNone},
+	{"DBSIZE", CmdKV, OpDBSize, 1, CmdReadonly, HashNone},
+	{"FLUSHDB", CmdKV, OpFlushDB, -1, CmdWrite, HashNone},
+	{"FLUSHALL", CmdKV, OpFlushAll, -1, CmdWrite, HashNone},
+	{"MGET", CmdMGet, OpNone, -2, CmdReadonly, HashNone},
+	{"MSET", CmdMSet, OpNone, -3, CmdWrite, HashNone},
+	{"MSETNX", CmdMSetNX, OpNone, -3, CmdWrite, HashNone},
+
+	{"HSET", CmdHash, OpNone, -4, CmdWrite, HashSet},
+	{"HMSET", CmdHash, OpNone, -4, CmdWrite, HashSet},
+	{"HDEL", CmdHash, OpNone, -3, CmdWrite, HashDel},
+	{"HINCRBY", CmdHash, OpNone, 4, CmdWrite, HashIncr},
+	{"HGET", CmdHash, OpNone, 3, CmdReadonly, HashGet},
+	{"HMGET", CmdHash, OpNone, -3, CmdReadonly, HashMGet},
+	{"HGETALL", CmdHash, OpNone, 2, CmdReadonly, HashGetAll},
+	{"HLEN", CmdHash, OpNone, 2, CmdReadonly, HashLen},
+	{"HEXISTS", CmdHash, OpNone, 3, CmdReadonly, HashExists},
+	{"HKEYS", CmdHash, OpNone, 2, CmdReadonly, HashKeys},
+	{"HVALS", CmdHash, OpNone, 2, CmdReadonly, HashVals},
 }
 
 // maxName is the longest command name.
@@ -168,6 +183,8 @@ type Request struct {
 	Frame Frame // LOCK, UNLOCK, PUSH: the lock command (Data a view of the parse buffer)
 	Will  bool  // LOCK, UNLOCK with WILL 1: run it when the connection closes
 	KV    KV    // CmdKV: the key/value command
+	Hash  Hash  // CmdHash: the hash command
+	Scan  Scan  // CmdScan: the cursor and filters
 
 	Arg []byte // PING, ECHO: the text; CONFIG, CLIENT, COMMAND, TIMEOUT: the subcommand
 	N   int64  // SELECT: the database; TIMEOUT SET: the value; HELLO: the protocol (0: none given)
@@ -196,6 +213,10 @@ func Parse(spec *Spec, args [][]byte, t *Text, nowMs int64, newID func() [16]byt
 		return buf, err
 	case CmdKV:
 		return ParseKV(args, spec.Op, spec.Name, t, nowMs, newID, &r.KV, buf)
+	case CmdHash:
+		return ParseHash(args, spec.Hash, spec.Name, t, newID, &r.Hash, buf)
+	case CmdScan:
+		return buf, ParseScan(args, &r.Scan)
 	case CmdPing, CmdEcho, CmdConfig, CmdClient, CmdCommand:
 		if len(args) > 1 {
 			r.Arg = args[1]

@@ -42,42 +42,13 @@ type Hash struct {
 	Frame Frame    // writes: the Lock to run, its Data the template record (a view into the buffer)
 }
 
-var hashCmds = []struct {
-	name  string
-	op    HashOp
-	arity int // the number of arguments, the name included; -n: at least n
-}{
-	{"HSET", HashSet, -4}, {"HMSET", HashSet, -4}, {"HDEL", HashDel, -3}, {"HINCRBY", HashIncr, 4},
-	{"HGET", HashGet, 3}, {"HMGET", HashMGet, -3}, {"HGETALL", HashGetAll, 2}, {"HLEN", HashLen, 2},
-	{"HEXISTS", HashExists, 3}, {"HKEYS", HashKeys, 2}, {"HVALS", HashVals, 2},
-}
-
-var hashIndex = func() map[string]int {
-	m := make(map[string]int, len(hashCmds))
-	for i, c := range hashCmds {
-		m[c.name] = i
-	}
-	return m
-}()
-
 // LookupHash returns the hash command named name (any case) and its canonical name;
-// HashNone and "" for another name.
+// HashNone and "" for another name. The commands are in the command table (commands.go).
 func LookupHash(name []byte) (HashOp, string) {
-	if len(name) > 8 || len(name) < 4 || name[0]|0x20 != 'h' {
-		return HashNone, ""
+	if spec := Lookup(name); spec != nil && spec.Cmd == CmdHash {
+		return spec.Hash, spec.Name
 	}
-	var up [8]byte
-	for i, c := range name {
-		if 'a' <= c && c <= 'z' {
-			c -= 'a' - 'A'
-		}
-		up[i] = c
-	}
-	i, ok := hashIndex[string(up[:len(name)])]
-	if !ok {
-		return HashNone, ""
-	}
-	return hashCmds[i].op, hashCmds[i].name
+	return HashNone, ""
 }
 
 // Writes reports whether h is a write, which runs in the store (Frame).
@@ -89,12 +60,11 @@ func (h *Hash) Writes() bool { return h.Op == HashSet || h.Op == HashDel || h.Op
 // Errors are *TextError with the Redis error text.
 func ParseHash(args [][]byte, op HashOp, name string, t *Text, newID func() [16]byte, h *Hash, buf []byte) ([]byte, error) {
 	*h = Hash{Op: op, Name: name}
-	i, ok := hashIndex[name]
-	if !ok || hashCmds[i].op != op {
+	spec := cmdIndex[name]
+	if spec == nil || spec.Cmd != CmdHash || spec.Hash != op {
 		return buf, &kvErr{Msg: "Unknown Command"}
 	}
-	n, a := len(args), hashCmds[i].arity
-	if a > 0 && n != a || a < 0 && n < -a || op == HashSet && n%2 != 0 {
+	if n := len(args); !spec.ArityOK(n) || op == HashSet && n%2 != 0 {
 		return buf, arity(name)
 	}
 	h.Key, h.Args = args[1], args[2:]
@@ -125,36 +95,16 @@ func ParseHash(args [][]byte, op HashOp, name string, t *Text, newID func() [16]
 var (
 	// ErrWrongType is answered `-WRONGTYPE ...` (no ERR): a hash command on a key that
 	// holds a string, or a string command on a hash.
-	ErrWrongType    error = &WrongTypeError{}
+	ErrWrongType    error = &TextError{Code: "WRONGTYPE", Msg: "Operation against a key holding the wrong kind of value"}
 	ErrHashNotInt   error = &kvErr{Msg: "hash value is not an integer"}
 	ErrHashOverflow error = errOverflow
 )
-
-// WrongTypeError is the error of a command on a key of another type.
-type WrongTypeError struct{}
-
-func (*WrongTypeError) Error() string {
-	return "WRONGTYPE Operation against a key holding the wrong kind of value"
-}
 
 // ValueTooLong is the error of a write whose value record (N, the key's name included)
 // would be longer than --slock-max-data.
 func ValueTooLong(size, limit int) error {
 	return &kvErr{Msg: "value too long: " + strconv.Itoa(size) + " bytes with its key name, limit " +
 		strconv.Itoa(limit) + " (--slock-max-data)"}
-}
-
-// AppendError renders an error of this package as a Redis error reply: a
-// *WrongTypeError as -WRONGTYPE, a *TextError as -ERR with its text, anything else as
-// -ERR with its Error().
-func AppendError(dst []byte, err error) []byte {
-	switch e := err.(type) {
-	case *WrongTypeError:
-		return resp.AppendError(dst, e.Error())
-	case *TextError:
-		return resp.AppendError(dst, "ERR "+e.Msg)
-	}
-	return resp.AppendError(dst, "ERR "+err.Error())
 }
 
 // IsHash reports whether a value record holds a hash (KV, and neither NUMBER nor ARRAY,
@@ -214,7 +164,7 @@ const hmgetIndexAt = 4096
 func AppendHashRead(dst []byte, h *Hash, rec []byte) []byte {
 	v, ok := hashValue(rec)
 	if !ok {
-		return AppendError(dst, ErrWrongType)
+		return AppendTextError(dst, ErrWrongType)
 	}
 	switch h.Op {
 	case HashGet:

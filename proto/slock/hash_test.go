@@ -85,7 +85,7 @@ func TestParseHashErrors(t *testing.T) {
 		"HVALS k x":                       "wrong number of arguments for 'hvals' command",
 	} {
 		_, err := parseHash(t, line, 0)
-		if got := string(AppendError(nil, errOr(err))); got != "-ERR "+want+"\r\n" {
+		if got := string(AppendTextError(nil, errOr(err))); got != "-ERR "+want+"\r\n" {
 			t.Errorf("%s: %q, want -ERR %s", line, got, want)
 		}
 	}
@@ -236,8 +236,8 @@ func TestAppendHashWrite(t *testing.T) {
 		ValueTooLong(70, 64):   "-ERR value too long: 70 bytes with its key name, limit 64 (--slock-max-data)\r\n",
 		KeysRefused(300000, 7): "-ERR KEYS would examine 300000 keys, more than the 7 it examines at once: use SCAN\r\n",
 	} {
-		if got := string(AppendError(nil, err)); got != want {
-			t.Errorf("AppendError(%v) = %q, want %q", err, got, want)
+		if got := string(AppendTextError(nil, err)); got != want {
+			t.Errorf("AppendTextError(%v) = %q, want %q", err, got, want)
 		}
 	}
 }

@@ -463,13 +463,16 @@ func AppendKVReply(dst []byte, kv *KV, result Result, value []byte) []byte {
 			return resp.AppendInt(dst, 0)
 		}
 	case OpGet:
+		if hash, _ := IsHash(value); hash && kv.Name != "MGET" { // MGET answers nil for a hash
+			return AppendTextError(dst, ErrWrongType)
+		}
 		return AppendValue(dst, value)
 	case OpType:
-		if HasValue(value) {
-			return resp.AppendSimple(dst, "string")
-		}
-		return resp.AppendSimple(dst, "none")
+		return resp.AppendSimple(dst, TypeName(value))
 	case OpStrlen:
+		if hash, _ := IsHash(value); hash {
+			return AppendTextError(dst, ErrWrongType)
+		}
 		return resp.AppendInt(dst, int64(Strlen(value)))
 	case OpIncr:
 		if ok {
@@ -521,7 +524,8 @@ func HasValue(rec []byte) bool {
 }
 
 // AppendValue renders a value record as GET does: a NUMBER as an integer, an ARRAY as its
-// first element, anything else as a bulk string; no value is a null bulk string.
+// first element, anything else as a bulk string; no value (or a hash, as MGET answers it)
+// is a null bulk string.
 func AppendValue(dst []byte, rec []byte) []byte {
 	if rec == nil {
 		return resp.AppendNull(dst)
@@ -539,6 +543,8 @@ func AppendValue(dst []byte, rec []byte) []byte {
 			return resp.AppendNull(dst)
 		}
 		return resp.AppendBulk(dst, e)
+	case DataKind(d.Flag) == KindKV:
+		return resp.AppendNull(dst)
 	}
 	return resp.AppendBulk(dst, d.Value)
 }
