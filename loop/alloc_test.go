@@ -91,3 +91,58 @@ func BenchmarkRequestPath(b *testing.B) {
 		s.OnTraffic(fc)
 	}
 }
+
+// newPoolPathServer is newPathServer for a PoolCounter connection.
+func newPoolPathServer(tb testing.TB) (*Server, *fakeConn) {
+	tb.Helper()
+	cfg := Defaults()
+	cfg.Listeners = []Listener{{Proto: ProtoPool, Addr: "127.0.0.1:0"}}
+	s, err := New(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	fc := &fakeConn{}
+	cs := &conn{c: fc, owner: 1, proto: ProtoPool, ln: &listenerState{}}
+	cs.h = s.handlerFor(cs)
+	fc.ctx = cs
+	s.conns[cs.owner] = cs
+	return s, fc
+}
+
+// poolPairs is n pipelined ACQ4ME+RELEASE pairs on one key.
+func poolPairs(n int) []byte {
+	var b []byte
+	for range n {
+		b = append(b, "ACQ4ME hot 1 5 5\nRELEASE\n"...)
+	}
+	return b
+}
+
+// The PoolCounter request path allocates nothing once warm either.
+func TestPoolPathDoesNotAllocate(t *testing.T) {
+	s, fc := newPoolPathServer(t)
+	batch := poolPairs(16)
+	fc.in = batch
+	s.OnTraffic(fc)
+	allocs := testing.AllocsPerRun(200, func() {
+		fc.in = batch
+		s.OnTraffic(fc)
+	})
+	if allocs != 0 || len(fc.in) != 0 || fc.written == 0 {
+		t.Fatalf("%v allocations per batch, %d bytes left, %d written", allocs, len(fc.in), fc.written)
+	}
+}
+
+// BenchmarkPoolPath is one ACQ4ME+RELEASE pair through the loop, 16 pipelined per wake-up.
+func BenchmarkPoolPath(b *testing.B) {
+	s, fc := newPoolPathServer(b)
+	batch := poolPairs(16)
+	fc.in = batch
+	s.OnTraffic(fc)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i += 16 {
+		fc.in = batch
+		s.OnTraffic(fc)
+	}
+}
