@@ -767,6 +767,18 @@ func TestSlockExecute(t *testing.T) {
 	newLock(b, k2, 0, 60).Lock().want(slock.ResultTimeout)
 	// EXECUTE does not change the carrying key's value.
 	expectNoValue(t, newLock(b, k1, 0, 0).LockShow().want(slock.ResultUnownError))
+	// The store hands EXECUTE values back as they came; the loop runs only a Lock or Unlock
+	// frame of the carrying command's DbId, and ignores anything else (no reply, no lock).
+	kb := key16("ex-bad")
+	for i, bad := range [][]byte{
+		inner(slock.TypeLock, 3, kb, a.id(), a.id(), 60),      // another DbId
+		inner(slock.TypeLock, 0, kb, a.id(), a.id(), 60)[:63], // short
+		append([]byte{0x56, 0x01, byte(slock.TypeState)}, make([]byte, 61)...), // not a lock
+	} {
+		newLock(a, key16("ex-carrier"+string(rune('a'+i))), 5, 60).send(slock.TypeLock, 0, exec(slock.StageCurrent, bad)).want(slock.ResultOK)
+	}
+	a.noPush(100 * time.Millisecond)
+	newLock(b, kb, 0, 60).Lock().want(slock.ResultOK)
 
 	// Stage 1: runs when the carrying holder is released, on the connection that owns it,
 	// even when someone else's Unlock releases it.

@@ -204,27 +204,6 @@ func applyEffect(dst []byte, has bool, v, r *record) ([]byte, effect) {
 	return dst, unchanged
 }
 
-// execFrame returns the Lock or Unlock frame (and its own data record) that
-// the value of an EXECUTE record carries, and false if the value is
-// malformed (under 64 bytes, not a Lock or Unlock, a truncated or too short
-// inner record) or its DbId is not db.
-func execFrame(v []byte, db uint8) ([]byte, bool) {
-	if len(v) < 64 || v[2] != 1 && v[2] != 2 || v[20] != db {
-		return nil, false
-	}
-	if v[19]&0x20 == 0 {
-		return v[:64], true
-	}
-	if len(v) < 68 {
-		return nil, false
-	}
-	n := binary.LittleEndian.Uint32(v[64:])
-	if n < 2 || uint64(n) > uint64(len(v)-68) {
-		return nil, false
-	}
-	return v[:68+n], true
-}
-
 // nextElement splits the first element record (u32 length and its bytes)
 // off b, failing if its declared length overruns b.
 func nextElement(b []byte) (el, rest []byte, ok bool) {

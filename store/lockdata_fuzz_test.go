@@ -42,16 +42,8 @@ func FuzzLockData(f *testing.F) {
 				t.Fatalf("command %d: no reply", i)
 			}
 			for _, e := range h.execs {
-				if len(e.Frame) < 64 || e.Frame[2] != 1 && e.Frame[2] != 2 || e.Frame[20] != c.DB || e.DB != c.DB {
-					t.Fatalf("command %d: bad exec %x", i, e.Frame)
-				}
-				if e.Frame[19]&0x20 != 0 {
-					n := binary.LittleEndian.Uint32(e.Frame[64:])
-					if n < 2 || int(n) != len(e.Frame)-68 {
-						t.Fatalf("command %d: exec record of %d bytes in %d", i, n, len(e.Frame)-68)
-					}
-				} else if len(e.Frame) != 64 {
-					t.Fatalf("command %d: exec frame of %d bytes", i, len(e.Frame))
+				if e.DB != c.DB || e.Owner != 1 {
+					t.Fatalf("command %d: exec of db %d owner %d", i, e.DB, e.Owner)
 				}
 			}
 		}

@@ -53,10 +53,11 @@ type LockReply struct {
 	Value []byte
 }
 
-// Exec is an EXECUTE inner command to run as if Owner had sent it: the
-// caller decodes Frame, a 64-byte Lock or Unlock frame possibly followed by
-// its data record, and passes it to Do. Its DbId is DB. Frame is valid until
-// the next call on the Locks.
+// Exec is an EXECUTE inner command to run as if Owner had sent it. Frame is
+// the EXECUTE record's value as the client sent it, bytes the store does not
+// look into: the caller decodes it (a 64-byte Lock or Unlock frame of DB,
+// possibly followed by its data record), passes it to Do, or ignores it if
+// it is not one. Frame is valid until the next call on the Locks.
 type Exec struct {
 	Owner Owner
 	DB    uint8

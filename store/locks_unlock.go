@@ -204,11 +204,10 @@ func (l *Locks) pipeline(has bool, v *record, h *lockItem, o Owner, db uint8, b 
 	return start, end, eff, cmd
 }
 
-// execNow hands the command in EXECUTE value v back to be run at once for o.
+// execNow hands EXECUTE value v back to be run at once for o: opaque bytes, which the
+// caller decodes (a Lock or Unlock frame of db, and its data record) or ignores.
 func (l *Locks) execNow(o Owner, db uint8, v []byte) {
-	if f, ok := execFrame(v, db); ok {
-		l.ex = append(l.ex, Exec{Owner: o, DB: db, Frame: l.save(f)})
-	}
+	l.ex = append(l.ex, Exec{Owner: o, DB: db, Frame: l.save(v)})
 }
 
 // attach keeps the stage 1 or 3 EXECUTE record r with holder h, to run when
@@ -217,10 +216,7 @@ func (l *Locks) attach(h *lockItem, r *record, db uint8) {
 	if h == nil || r.stage == stageTimeout {
 		return
 	}
-	f, ok := execFrame(r.value, db)
-	if !ok {
-		return
-	}
+	f := r.value // opaque: decoded by the caller when it fires
 	var fol uint8
 	if r.flag&dataFirstOrLast != 0 {
 		fol = 1
