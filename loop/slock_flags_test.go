@@ -771,8 +771,8 @@ func TestSlockExecute(t *testing.T) {
 	// frame of the carrying command's DbId, and ignores anything else (no reply, no lock).
 	kb := key16("ex-bad")
 	for i, bad := range [][]byte{
-		inner(slock.TypeLock, 3, kb, a.id(), a.id(), 60),      // another DbId
-		inner(slock.TypeLock, 0, kb, a.id(), a.id(), 60)[:63], // short
+		inner(slock.TypeLock, 3, kb, a.id(), a.id(), 60),                       // another DbId
+		inner(slock.TypeLock, 0, kb, a.id(), a.id(), 60)[:63],                  // short
 		append([]byte{0x56, 0x01, byte(slock.TypeState)}, make([]byte, 61)...), // not a lock
 	} {
 		newLock(a, key16("ex-carrier"+string(rune('a'+i))), 5, 60).send(slock.TypeLock, 0, exec(slock.StageCurrent, bad)).want(slock.ResultOK)
