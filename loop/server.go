@@ -166,7 +166,6 @@ type Server struct {
 	slockBin  binaryHandler
 	slockText textHandler
 	sl        slockState
-	dumpBuf   []store.DumpEntry
 
 	// The one output path (output.go).
 	cur      *conn   // the connection whose OnTraffic is running
@@ -222,13 +221,12 @@ func New(cfg Config) (*Server, error) {
 		cfg.SemaphoreGCInterval = 10 * time.Second
 	}
 	s := &Server{
-		cfg:     cfg,
-		log:     cfg.Log,
-		now:     cfg.Now,
-		conns:   make(map[store.Owner]*conn),
-		byPort:  make(map[int]*listenerState),
-		ready:   make(chan struct{}),
-		dumpBuf: make([]store.DumpEntry, 0, 512),
+		cfg:    cfg,
+		log:    cfg.Log,
+		now:    cfg.Now,
+		conns:  make(map[store.Owner]*conn),
+		byPort: make(map[int]*listenerState),
+		ready:  make(chan struct{}),
 	}
 	if s.now == nil {
 		s.now = time.Now

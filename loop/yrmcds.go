@@ -10,9 +10,10 @@ const dumpChunk = 128 << 10
 
 // yrmcdsHandler serves the yrmcds counter protocol, or its semaphore variant.
 type yrmcdsHandler struct {
-	s   *Server
-	dec counter.Decoder
-	req counter.Request
+	s       *Server
+	dec     counter.Decoder
+	req     counter.Request
+	dumpBuf []store.DumpEntry
 }
 
 func (h *yrmcdsHandler) parse(cs *conn, in []byte) (int, error) { return h.dec.Parse(in, &h.req) }
@@ -21,7 +22,7 @@ func (h *yrmcdsHandler) exec(cs *conn, now int64) {
 	s := h.s
 	out, st := s.yrmcdsReq(cs, &h.req, s.out(cs), now)
 	if cs.dump != nil {
-		out = s.streamDump(cs, out, now)
+		out = h.streamDump(cs, out, now)
 	}
 	s.put(cs, out)
 	if cs.busy {
@@ -33,7 +34,7 @@ func (h *yrmcdsHandler) exec(cs *conn, now int64) {
 // more streams the next part of a Dump; requests behind it wait until it is over.
 func (h *yrmcdsHandler) more(cs *conn, now int64) {
 	if cs.dump != nil && !h.s.full(cs) {
-		h.s.put(cs, h.s.streamDump(cs, h.s.out(cs), now))
+		h.s.put(cs, h.streamDump(cs, h.s.out(cs), now))
 	}
 	if cs.busy {
 		h.s.kick(cs)
@@ -140,9 +141,10 @@ func (s *Server) storeError(cs *conn, out []byte, r *counter.Request, res store.
 
 // streamDump appends the next part of cs's Dump; when the last counter is out it appends
 // the empty terminating reply and ends the dump.
-func (s *Server) streamDump(cs *conn, out []byte, now int64) []byte {
+func (h *yrmcdsHandler) streamDump(cs *conn, out []byte, now int64) []byte {
 	for len(out) < dumpChunk {
-		entries, done := s.counters.DumpNext(cs.dump, now, s.dumpBuf[:0])
+		entries, done := h.s.counters.DumpNext(cs.dump, now, h.dumpBuf[:0])
+		h.dumpBuf = entries[:0]
 		for i := range entries {
 			e := &entries[i]
 			out = counter.AppendDumpEntry(out, cs.dumpOp, e.Current, e.Max, []byte(e.Name))
