@@ -64,6 +64,10 @@ func TestPersistRestart(t *testing.T) {
 		kv(`+OK`, "SELECT", "7"),
 		kv(`+OK`, "SET", "in7", "seven"),
 		kv(`+OK`, "SELECT", "0"),
+		// A counter group: a hash, logged as its value record.
+		kv(`:3`, "HINCRBY", "g", "up", "3"),
+		kv(`:2`, "HSET", "g", "down", "1", "views", "10"),
+		kv(`:1`, "HDEL", "g", "down"),
 	})
 	b := dialSlock(t, ts.slockAddr)
 	newLock(b, key16("long"), 0, 60).Lock().want(slock.ResultOK)
@@ -91,7 +95,8 @@ func TestPersistRestart(t *testing.T) {
 		kv(`+OK`, "SELECT", "7"),
 		kv(`"seven"`, "GET", "in7"),
 	})
-	runKV(t, rc, []kvStep{kv(`+OK`, "SELECT", "0")})
+	runKV(t, rc, []kvStep{kv(`+OK`, "SELECT", "0"), kv(`["up" "3" "views" "10"]`, "HGETALL", "g"),
+		kv(`:4`, "HINCRBY", "g", "up", "1")})
 	if r := rc.cmd("TTL", "e"); r.Kind != ':' || r.Int < 95 || r.Int > 101 {
 		t.Fatalf("TTL e after restart: %s", showResp(r))
 	}
@@ -99,8 +104,8 @@ func TestPersistRestart(t *testing.T) {
 	newLock(b, key16("long"), 0, 60).LockShow().want(slock.ResultUnownError)
 	newLock(b, key16("released"), 0, 0).LockShow().want(slock.ResultOK)
 	newLock(b, key16("young"), 0, 0).LockShow().want(slock.ResultOK)
-	if got := infoField(t, rc, "aof_loaded_keys"); got != "5" { // a, c, e, long (db 0), in7
-		t.Fatalf("aof_loaded_keys %s, want 5", got)
+	if got := infoField(t, rc, "aof_loaded_keys"); got != "6" { // a, c, e, g, long (db 0), in7
+		t.Fatalf("aof_loaded_keys %s, want 6", got)
 	}
 	ts.healthy(t)
 }
