@@ -370,7 +370,7 @@ func TestOversizeBodyClosesAndReleases(t *testing.T) {
 }
 
 func TestClientThatNeverReadsIsCutOff(t *testing.T) {
-	ts := startServer(t, func(c *Config) { c.MaxOutput = 256 << 10 })
+	ts := startServer(t, func(c *Config) { c.MaxOutput, c.MaxInput = 256<<10, 512<<10 })
 	a := dial(t, ts.counterAddr)
 	b := dial(t, ts.counterAddr)
 	expectStatus(t, a.acquire("held", 1, 1), counter.StatusOK)

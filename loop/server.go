@@ -353,16 +353,24 @@ func (s *Server) Stop(ctx context.Context) error {
 // unrelated setsockopt error. A listener asking for port 0 gets the port the kernel picked
 // here, so that every listener has an address of its own (gnet tells listeners apart by it).
 func (s *Server) preflight() error {
+	// Every address stays bound until all are: two listeners asking for port 0 must not be
+	// handed the same port, freed by the first just before the second asks.
+	var held []net.Listener
+	defer func() {
+		for _, ln := range held {
+			_ = ln.Close()
+		}
+	}()
 	for i, l := range s.cfg.Listeners {
 		ln, err := net.Listen("tcp", l.Addr)
 		if err != nil {
 			return fmt.Errorf("%s listener: %w", l.Proto, err)
 		}
+		held = append(held, ln)
 		if _, port, _ := net.SplitHostPort(l.Addr); port == "0" {
 			host, _, _ := net.SplitHostPort(l.Addr)
 			s.cfg.Listeners[i].Addr = net.JoinHostPort(host, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
 		}
-		_ = ln.Close()
 	}
 	return nil
 }
