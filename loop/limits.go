@@ -3,6 +3,7 @@ package loop
 import (
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
@@ -38,6 +39,37 @@ func openFileCap(listeners, backlog int) (connCap, newBacklog int, err error) {
 	}
 	return avail - 2*listeners*(backlog+1), backlog, nil
 }
+
+// Descriptors is the one budget of descriptors for connections: the loop's client
+// connections and the metrics server's take from it, and nothing takes past its cap, so
+// that accepting on any listener never fails for want of a descriptor. It is safe for any
+// goroutine.
+type Descriptors struct {
+	cap  int64
+	used atomic.Int64
+}
+
+// Take takes one descriptor, or reports false if the budget is spent.
+func (d *Descriptors) Take() bool {
+	for {
+		n := d.used.Load()
+		if n >= d.cap {
+			return false
+		}
+		if d.used.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// Give gives back a descriptor Take took.
+func (d *Descriptors) Give() { d.used.Add(-1) }
+
+// Cap is how many descriptors the budget holds.
+func (d *Descriptors) Cap() int { return int(d.cap) }
+
+// Used is how many are taken now.
+func (d *Descriptors) Used() int { return int(d.used.Load()) }
 
 // countOpenFiles counts this process's descriptors (a small guess where /proc is missing).
 func countOpenFiles() int {
