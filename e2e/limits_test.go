@@ -71,6 +71,7 @@ func TestMetricsConnectionsCannotExhaustDescriptors(t *testing.T) {
 			c.Close()
 		}
 	}()
+	t.Logf("%d of %d keep-alive /healthz connections answered", answered.Load(), n)
 	if got := answered.Load(); got == 0 || got > 32 {
 		t.Errorf("%d of %d keep-alive metrics connections were answered, want 1 to 32 (--metrics-max-connections)", got, n)
 	}
@@ -248,11 +249,18 @@ func TestIdleTimeoutClosesSlowClientsKeepsHolders(t *testing.T) {
 	if !waitUntil(time.Now().Add(timeout+10*time.Second), 100*time.Millisecond, func() bool { return open() == 0 }) {
 		t.Fatalf("%d of %d slow clients still open %s after the idle timeout", open(), len(conns), 10*time.Second)
 	}
+	var first, last time.Duration
 	for i, sc := range conns {
-		if held := time.Duration(sc.closed.Load() - sc.opened.UnixNano()); held < timeout-100*time.Millisecond {
+		held := time.Duration(sc.closed.Load() - sc.opened.UnixNano())
+		if held < timeout-100*time.Millisecond {
 			t.Fatalf("slow client %d closed after %s, before the idle timeout %s", i, held, timeout)
 		}
+		if i == 0 || held < first {
+			first = held
+		}
+		last = max(last, held)
 	}
+	t.Logf("%d slow clients closed %s to %s after they opened (idle timeout %s)", len(conns), first, last, timeout)
 	p.waitLog(t, "closing idle connections")
 
 	// Every holder is still there, and what it holds or awaits goes on.
