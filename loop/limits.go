@@ -11,12 +11,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// fdReserve is the descriptors kept free for everything that is not a client connection
-// (epoll, eventfd, log files, the metrics server, files opened later).
+// fdReserve is the descriptors kept free for everything that is not a connection: the
+// loop's epoll and eventfd, Go's poller, the log, its directory and a rewrite's file, the
+// metrics listener and the one connection it may be refusing, and the files a scrape's
+// process collector reads. Connections on every port, metrics included, take from the
+// rest (Descriptors).
 const fdReserve = 32
 
-// openFileCap says how many client connections the process can hold so that accepting
-// never fails for want of a descriptor (an EMFILE in gnet's acceptor stops the engine).
+// openFileCap says how many connections (client and metrics together) the process can
+// hold so that accepting never fails for want of a descriptor (an EMFILE in gnet's
+// acceptor stops the engine).
 //
 // The loop accepts on its own goroutine (see Run), so between two turns in which it
 // refuses what it accepted, it can have accepted at most two full accept queues per
