@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -324,4 +325,50 @@ func respCmd(args ...string) []byte {
 		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
 	}
 	return b.Bytes()
+}
+
+// The open-file limit lowered under the running server (prlimit) is followed: a flood past
+// the new limit is refused at the cap instead of stopping the engine.
+func TestLoweredOpenFileLimitIsFollowed(t *testing.T) {
+	if _, err := exec.LookPath("prlimit"); err != nil {
+		t.Skip("prlimit is not installed")
+	}
+	port := freePort(t)
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	p := start(t, 1024, "--counter-port", strconv.Itoa(port), "--backlog", "16", "--log-format", "json")
+	p.waitLog(t, "tallyd listening")
+	first := dialRetry(t, addr)
+	if out, err := exec.Command("prlimit", "--pid", strconv.Itoa(p.cmd.Process.Pid), "--nofile=256:1024").CombinedOutput(); err != nil {
+		t.Fatalf("prlimit: %v\n%s", err, out)
+	}
+	p.waitLog(t, "the open-file limit changed")
+
+	var mu sync.Mutex
+	var conns []net.Conn
+	var wg sync.WaitGroup
+	for i := 0; i < 400; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := net.DialTimeout("tcp", addr, 3*time.Second)
+			if err == nil {
+				mu.Lock()
+				conns = append(conns, c)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	p.waitLog(t, "open-file cap")
+	if r := call(t, first, counter.AppendGet(nil, 1, []byte("x"))); r.Status != counter.StatusNotFound {
+		t.Fatalf("get after the flood: %v", r.Status)
+	}
+	if exited, err := p.exited(); exited {
+		t.Fatalf("server exited: %v\n%s", err, p.log.String())
+	}
 }

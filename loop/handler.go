@@ -269,6 +269,11 @@ func (s *Server) tick(context.Context) error {
 	s.advance(now.UnixNano())
 	s.persistTick(now)
 	s.idleSweep(now.UnixNano())
+	if c, ok := s.fds.follow(now.UnixNano()); ok {
+		s.log.Warn().Int("open_file_limit", s.fds.limit).Int("open_file_cap", c).
+			Msg("the open-file limit changed: connections are capped to fit it")
+		s.fdCap = c
+	}
 	s.publishDue()
 	s.unpark()
 	s.flush()

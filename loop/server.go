@@ -264,7 +264,7 @@ func New(cfg Config) (*Server, error) {
 	s.nextDue.Store(math.MaxInt64)
 	s.gcCounters(now) // the reference collects at start
 	s.initMetrics()
-	fdCap, backlog, err := openFileCap(len(cfg.Listeners), cfg.Backlog)
+	fdCap, backlog, limit, err := openFileCap(len(cfg.Listeners), cfg.Backlog)
 	if err != nil {
 		return nil, err
 	}
@@ -273,7 +273,8 @@ func New(cfg Config) (*Server, error) {
 			Msg("listen backlog reduced to fit the open-file limit")
 	}
 	s.fdCap, s.cfg.Backlog = fdCap, backlog
-	s.fds.cap = int64(fdCap)
+	s.fds.cap.Store(int64(fdCap))
+	s.fds.limit = limit
 	return s, nil
 }
 
