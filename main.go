@@ -70,6 +70,8 @@ type options struct {
 	showVersion          bool
 	cpuProfile           string
 	metricsAddr          string
+	metricsMaxConns      int
+	idleTimeout          int
 	counterEnabledByFile *bool
 	semaphoreEnabled     bool
 }
@@ -98,6 +100,7 @@ func run(args []string, stderr io.Writer) int {
 	fs.IntVar(&o.maxObjects, "max-objects", d.MaxObjects, "counters (and semaphores) at most; beyond: status 0x82 Out of memory; 0 = unlimited")
 	fs.IntVar(&o.maxOutput, "max-output", d.MaxOutput, "unsent reply bytes per connection before it is closed")
 	fs.IntVar(&o.maxInput, "max-input", d.MaxInput, "unparsed request bytes per connection before it is closed")
+	fs.IntVar(&o.idleTimeout, "idle-timeout", int(d.IdleTimeout/time.Second), "close a connection that has sent no whole request for this many `SECONDS` and holds and awaits nothing (Redis's timeout); 0 = never")
 	fs.IntVar(&o.backlog, "backlog", d.Backlog, "listen backlog of each listener")
 	fs.IntVar(&o.poolMaxLine, "pool-max-line", d.PoolMaxLine, "longest PoolCounter line in bytes; longer: ERROR LINE_TOO_LONG and close")
 	fs.IntVar(&o.poolMaxEntries, "pool-max-locks-per-conn", d.PoolMaxEntries, "PoolCounter locks held or awaited per connection; more: LOCK_HELD")
@@ -117,6 +120,7 @@ func run(args []string, stderr io.Writer) int {
 	fs.StringVar(&o.logFormat, "log-format", "console", "console or json")
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://`ADDR`/metrics and liveness at /healthz (e.g. 127.0.0.1:9715; port 0 picks one); empty: off")
+	fs.IntVar(&o.metricsMaxConns, "metrics-max-connections", stats.DefaultMaxConns, "open connections to the metrics server; more are closed at once (all connections share the open-file cap)")
 	fs.StringVar(&o.cpuProfile, "cpu-profile", "", "write a Go CPU profile of the whole run to `FILE` (for `go tool pprof`)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, `tallyd %s — counts and locks named resources for many clients over one in-memory store.
@@ -133,7 +137,8 @@ Config file keys (yrmcds.conf syntax; flags win): counter.enable, counter.port,
 counter.max_connections, counter.buckets, counter.stat_interval (alias
 counter.consumption_stats.interval), semaphore.enable, semaphore.port,
 semaphore.max_connections, semaphore.buckets, semaphore.gc_interval, metrics.addr,
-aof.enable, aof.dir, aof.fsync, aof.lock_persist_after, aof.rewrite_size.
+metrics.max_connections, limits.idle_timeout, aof.enable, aof.dir, aof.fsync,
+aof.lock_persist_after, aof.rewrite_size.
 
 Signals: SIGINT or SIGTERM closes every connection and exits 0.
 `, version, defaultCounterPort, defaultPoolPort, defaultSlockPort, fs.FlagUsages())
@@ -187,7 +192,7 @@ Signals: SIGINT or SIGTERM closes every connection and exits 0.
 		}
 		defer func() { pprof.StopCPUProfile(); f.Close() }()
 	}
-	stopMetrics, err := startMetrics(o.metricsAddr, srv, log)
+	stopMetrics, err := startMetrics(o.metricsAddr, o.metricsMaxConns, srv, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "tallyd: %v\n", err)
 		return 1
@@ -276,6 +281,10 @@ func (o *options) loopConfig(fs *pflag.FlagSet, d loop.Config) (loop.Config, err
 		return d, fmt.Errorf("--max-output %d is too small (minimum 1024)", o.maxOutput)
 	case o.maxInput < int(o.maxBody)+12:
 		return d, fmt.Errorf("--max-input %d must hold a whole request (at least --max-body + 12 = %d)", o.maxInput, int(o.maxBody)+12)
+	case o.idleTimeout < 0:
+		return d, fmt.Errorf("--idle-timeout %d cannot be negative", o.idleTimeout)
+	case o.metricsMaxConns < 1:
+		return d, fmt.Errorf("--metrics-max-connections %d must be at least 1", o.metricsMaxConns)
 	case o.backlog < 1:
 		return d, fmt.Errorf("--backlog %d must be at least 1", o.backlog)
 	case o.poolMaxLine < 16:
@@ -303,6 +312,7 @@ func (o *options) loopConfig(fs *pflag.FlagSet, d loop.Config) (loop.Config, err
 	cfg.MaxOutput = o.maxOutput
 	cfg.MaxInput = o.maxInput
 	cfg.Backlog = o.backlog
+	cfg.IdleTimeout = time.Duration(o.idleTimeout) * time.Second
 	cfg.PoolMaxLine = o.poolMaxLine
 	cfg.PoolMaxEntries = o.poolMaxEntries
 	cfg.SlockMaxData = o.slockMaxData
@@ -381,6 +391,10 @@ func applyConfigFile(o *options, fs *pflag.FlagSet, log zerolog.Logger) error {
 			if !fs.Changed("metrics-addr") {
 				o.metricsAddr = e.Value
 			}
+		case "metrics.max_connections":
+			err = setInt(e, "metrics-max-connections", &o.metricsMaxConns, 1<<31-1)
+		case "limits.idle_timeout":
+			err = setInt(e, "idle-timeout", &o.idleTimeout, 1<<31-1)
 		case "aof.enable":
 			var on bool
 			if on, err = confBool(e, name); err == nil && !fs.Changed("appendonly") {
@@ -441,13 +455,14 @@ func newLogger(level, format string, w io.Writer) (zerolog.Logger, error) {
 	return zerolog.Nop(), fmt.Errorf("--log-format %q: want console or json", format)
 }
 
-// startMetrics serves srv's metrics over HTTP at addr ("" = off) from a goroutine of its own
-// and logs the address bound; the returned function stops it.
-func startMetrics(addr string, srv *loop.Server, log zerolog.Logger) (stop func(), err error) {
+// startMetrics serves srv's metrics over HTTP at addr ("" = off) from a goroutine of its own,
+// its connections taking from srv's descriptor budget, and logs the address bound; the
+// returned function stops it.
+func startMetrics(addr string, maxConns int, srv *loop.Server, log zerolog.Logger) (stop func(), err error) {
 	if addr == "" {
 		return func() {}, nil
 	}
-	h, err := stats.ListenHTTP(addr, srv.Metrics(), stats.HTTPConfig{})
+	h, err := stats.ListenHTTP(addr, srv.Metrics(), stats.HTTPConfig{MaxConns: maxConns, Budget: srv.Descriptors()})
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-addr: %w", err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"tallyd/loop"
+	"tallyd/stats"
 )
 
 const exampleConf = "scripts/tallyd.conf"
@@ -104,6 +105,8 @@ func TestExampleConfigHasDefaults(t *testing.T) {
 		{"semaphore.buckets", o.semaphoreBuckets, d.SemaphoreBuckets},
 		{"semaphore.gc_interval", o.semaphoreGCInterval, int(d.SemaphoreGCInterval / time.Second)},
 		{"metrics.addr", o.metricsAddr, ""},
+		{"metrics.max_connections", o.metricsMaxConns, stats.DefaultMaxConns},
+		{"limits.idle_timeout", o.idleTimeout, int(d.IdleTimeout / time.Second)},
 		{"aof.enable", o.appendOnly, true},
 		{"aof.dir", o.dataDir, "./data"},
 		{"aof.fsync", o.appendFsync, "everysec"},

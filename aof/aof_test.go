@@ -239,3 +239,66 @@ func TestParsePolicy(t *testing.T) {
 		t.Fatal("bad policy accepted")
 	}
 }
+
+// A rewrite that cannot create its file (here a directory is in the way; EMFILE or ENOSPC
+// the same) is abandoned and reported as a rewrite failure, not as a failed log write: the
+// log goes on taking records, and with appendfsync always the server is not stopped for it.
+func TestRewriteFailureIsNotALogFailure(t *testing.T) {
+	for _, pol := range []Policy{Always, EverySec, No} {
+		t.Run(pol.String(), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "w.aof")
+			if err := os.MkdirAll(filepath.Join(path+".rewrite", "in-the-way"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			r, err := Replay(path, func(*store.KeyState) {})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var mu sync.Mutex
+			var last Progress
+			var logErr, rwErr error
+			progress := make(chan struct{}, 100)
+			w, err := Open(path, r.Size, pol, func(p Progress) {
+				mu.Lock()
+				last = p
+				if p.Err != nil {
+					logErr = p.Err
+				}
+				if p.RewriteErr != nil {
+					rwErr = p.RewriteErr
+				}
+				mu.Unlock()
+				progress <- struct{}{}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, b, c, d := state(0, "a", "1", 1), state(0, "b", "2", 1), state(0, "c", "3", 1), state(0, "d", "4", 1)
+			w.Append(ToLog, AppendState(nil, &a))
+			w.BeginRewrite()
+			w.Append(ToRewrite, AppendState(nil, &b))
+			w.Append(ToBoth, AppendState(nil, &c))
+			w.CommitRewrite()
+			seq := w.Append(ToLog, AppendState(nil, &d))
+			waitFor(t, progress, &mu, &last, func(p Progress) bool {
+				return p.Written >= seq && (pol != Always || p.Synced >= seq)
+			})
+			w.Close()
+			mu.Lock()
+			defer mu.Unlock()
+			if logErr != nil {
+				t.Fatalf("a failed rewrite was reported as a log failure: %v", logErr)
+			}
+			if rwErr == nil || !strings.Contains(rwErr.Error(), "create rewrite file") {
+				t.Fatalf("rewrite error: %v, want the failed create", rwErr)
+			}
+			keys, _, err := collect(path)
+			if err != nil || strings.Join(keys, ",") != "a,c,d" {
+				t.Fatalf("log after the failed rewrite: %v, %v", keys, err)
+			}
+			if st := w.Stats(); st.Rewrites != 0 || st.LastWriteErr != "" {
+				t.Fatalf("stats %+v", st)
+			}
+		})
+	}
+}

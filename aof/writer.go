@@ -60,6 +60,10 @@ type Progress struct {
 	Synced  uint64 // on disk
 	Err     error  // a write or fsync failed in this batch
 	Rewrote bool   // a rewrite was committed in this batch
+	// RewriteErr says a rewrite failed in this batch and was abandoned (the rewrite file
+	// could not be created, written, fsynced or renamed: EMFILE, ENOSPC...); the log itself
+	// is intact, and nothing acknowledged depends on it.
+	RewriteErr error
 }
 
 // Writer owns a log file on its own goroutine: the event loop appends bytes
@@ -67,6 +71,7 @@ type Progress struct {
 // group commit), fsyncs per its policy, and reports its progress.
 type Writer struct {
 	path   string
+	dir    *os.File // the log's directory, opened once: fsyncing it after a rewrite needs no new descriptor
 	policy Policy
 	done   func(Progress) // called on the writer goroutine after each batch
 
@@ -103,7 +108,12 @@ func Open(path string, size int64, policy Policy, done func(Progress)) (*Writer,
 	if err != nil {
 		return nil, err
 	}
-	w := &Writer{path: path, policy: policy, done: done, wake: make(chan struct{}, 1), stopped: make(chan struct{}),
+	dir, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	w := &Writer{path: path, dir: dir, policy: policy, done: done, wake: make(chan struct{}, 1), stopped: make(chan struct{}),
 		syncReq: make(chan syncJob, 1), syncDone: make(chan struct{})}
 	w.size.Store(size)
 	w.baseSize.Store(size)
@@ -262,6 +272,11 @@ func (w *Writer) run(f *os.File) {
 				w.writeErr.Store(&s)
 			}
 		}
+		failRW := func(what string, err error) {
+			if err != nil && p.RewriteErr == nil {
+				p.RewriteErr = fmt.Errorf("append-only log %s: %s: %w", w.path, what, err)
+			}
+		}
 		start := 0
 		for _, sg := range segs {
 			b := buf[start:sg.end]
@@ -273,10 +288,10 @@ func (w *Writer) run(f *os.File) {
 				}
 				var err error
 				tmp, err = os.OpenFile(w.tempPath(), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-				fail("create rewrite file", err)
+				failRW("create rewrite file", err)
 				if tmp != nil {
 					_, err = tmp.Write([]byte(Header))
-					fail("write rewrite file", err)
+					failRW("write rewrite file", err)
 				}
 				w.rwStart = time.Now()
 			case sg.dest == commit:
@@ -284,13 +299,13 @@ func (w *Writer) run(f *os.File) {
 					break
 				}
 				err := tmp.Sync()
-				fail("fsync rewrite file", err)
+				failRW("fsync rewrite file", err)
 				if err == nil {
 					err = os.Rename(w.tempPath(), w.path)
-					fail("rename rewrite file", err)
+					failRW("rename rewrite file", err)
 				}
 				if err == nil {
-					fail("fsync directory", syncDir(filepath.Dir(w.path)))
+					fail("fsync directory", w.dir.Sync())
 					f.Close()
 					f, tmp = tmp, nil
 					st, _ := f.Stat()
@@ -323,7 +338,7 @@ func (w *Writer) run(f *os.File) {
 				}
 				if sg.dest&ToRewrite != 0 && tmp != nil {
 					_, err := tmp.Write(b)
-					fail("write rewrite file", err)
+					failRW("write rewrite file", err)
 				}
 			}
 		}
@@ -349,7 +364,7 @@ func (w *Writer) run(f *os.File) {
 		if cap(spare) > 4<<20 {
 			spare = nil
 		}
-		if len(segs) > 0 || p.Err != nil {
+		if len(segs) > 0 || p.Err != nil || p.RewriteErr != nil {
 			w.done(p)
 		}
 		if closing {
@@ -364,17 +379,9 @@ func (w *Writer) run(f *os.File) {
 				close(w.syncReq)
 				<-w.syncDone
 				f.Close()
+				w.dir.Close()
 				return
 			}
 		}
 	}
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -233,6 +233,12 @@ func (r *rconn) do(args ...string) (string, error) {
 	if _, err := r.c.Write(resp.AppendCommand(nil, args...)); err != nil {
 		return "", err
 	}
+	return r.read()
+}
+
+// read reads one reply, as do returns it.
+func (r *rconn) read() (string, error) {
+	_ = r.c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	var buf []byte
 	for {
 		line, err := r.br.ReadBytes('\n')

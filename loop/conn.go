@@ -33,6 +33,12 @@ type conn struct {
 	dump   *store.DumpCursor // non-nil while a Dump streams; later requests wait behind it
 	dumpOp uint32            // the Dump's opaque
 	inLeft int               // unparsed bytes left after the last OnTraffic (for metrics)
+
+	// Idle timeout (idle.go).
+	idlePrev, idleNext *conn
+	idleOn             *idleList // the list it is on, nil if none
+	idleSeen           int64     // Unix ns of its last whole request (or its open)
+	idleAt             int64     // Unix ns at which it is next looked at
 }
 
 // handler is one protocol's side of the loop. The loop owns the connection and its bytes:

@@ -59,12 +59,12 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		return nil, gnet.Close
 	case s.stopping.Load():
 		return nil, gnet.Close
-	case s.live >= s.fdCap:
-		return s.refuse(ln, "open-file cap", s.fdCap)
 	case s.cfg.MaxConnections > 0 && s.live >= s.cfg.MaxConnections:
 		return s.refuse(ln, "max-connections", s.cfg.MaxConnections)
 	case ln.MaxConnections > 0 && ln.live >= ln.MaxConnections:
 		return s.refuse(ln, ln.Proto.String()+" max-connections", ln.MaxConnections)
+	case !s.fds.Take(): // given back in OnClose
+		return s.refuse(ln, "open-file cap", s.fdCap)
 	}
 	s.nextOwner++
 	cs := &conn{c: c, owner: s.nextOwner, proto: ln.Proto, ln: ln}
@@ -76,6 +76,7 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	st := &s.stats[ln.Proto]
 	st.CurrConnections++
 	st.TotalConnections++
+	s.idleTouch(cs, s.now().UnixNano())
 	if e := s.log.Debug(); e.Enabled() {
 		e.Uint64("conn", uint64(cs.owner)).Stringer("proto", ln.Proto).
 			Stringer("remote", c.RemoteAddr()).Msg("connection opened")
@@ -128,8 +129,10 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 	s.release(cs)
 	delete(s.conns, cs.owner)
 	s.live--
+	s.fds.Give()
 	cs.ln.live--
 	s.stats[cs.proto].CurrConnections--
+	s.idleDrop(cs)
 	s.publishDue()
 	if s.cur == nil {
 		s.flush() // what its close owes others (an OnTraffic running flushes at its end)
@@ -204,6 +207,7 @@ func (s *Server) serve(cs *conn, now int64) {
 	}
 	if used > 0 {
 		_, _ = c.Discard(used)
+		s.idleTouch(cs, now)
 	}
 	if n := c.InboundBuffered(); n > s.cfg.MaxInput && !cs.quit {
 		if missed, ok := s.inputLog.allow(s.now()); ok {
@@ -264,6 +268,12 @@ func (s *Server) tick(context.Context) error {
 	s.metricsTick(now)
 	s.advance(now.UnixNano())
 	s.persistTick(now)
+	s.idleSweep(now.UnixNano())
+	if c, ok := s.fds.follow(now.UnixNano()); ok {
+		s.log.Warn().Int("open_file_limit", s.fds.limit).Int("open_file_cap", c).
+			Msg("the open-file limit changed: connections are capped to fit it")
+		s.fdCap = c
+	}
 	s.publishDue()
 	s.unpark()
 	s.flush()

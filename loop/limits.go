@@ -3,6 +3,7 @@ package loop
 import (
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
@@ -10,34 +11,99 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// fdReserve is the descriptors kept free for everything that is not a client connection
-// (epoll, eventfd, log files, the metrics server, files opened later).
+// fdReserve is the descriptors kept free for everything that is not a connection: the
+// loop's epoll and eventfd, Go's poller, the log, its directory and a rewrite's file, the
+// metrics listener and the one connection it may be refusing, and the files a scrape's
+// process collector reads. Connections on every port, metrics included, take from the
+// rest (Descriptors).
 const fdReserve = 32
 
-// openFileCap says how many client connections the process can hold so that accepting
-// never fails for want of a descriptor (an EMFILE in gnet's acceptor stops the engine).
+// openFileCap says how many connections (client and metrics together) the process can
+// hold so that accepting never fails for want of a descriptor (an EMFILE in gnet's
+// acceptor stops the engine).
 //
 // The loop accepts on its own goroutine (see Run), so between two turns in which it
 // refuses what it accepted, it can have accepted at most two full accept queues per
 // listener: the one it drained in this turn and the one before, whose registrations run
 // after it. The cap leaves room for that; when the open-file limit is small, the backlog
 // is shrunk to keep at least half the descriptors for connections.
-func openFileCap(listeners, backlog int) (connCap, newBacklog int, err error) {
+func openFileCap(listeners, backlog int) (connCap, newBacklog, limit int, err error) {
 	var rl unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
-		return 0, 0, fmt.Errorf("reading the open-file limit: %w", err)
+		return 0, 0, 0, fmt.Errorf("reading the open-file limit: %w", err)
 	}
-	limit := int(min(rl.Cur, 1<<30))
+	limit = int(min(rl.Cur, 1<<30))
 	open := countOpenFiles()
 	avail := limit - open - fdReserve - 2*listeners // each listener and its dup while tuning
 	if avail < 8*listeners {
-		return 0, 0, fmt.Errorf("open-file limit %d leaves no room for connections (%d already open)", limit, open)
+		return 0, 0, 0, fmt.Errorf("open-file limit %d leaves no room for connections (%d already open)", limit, open)
 	}
 	if 2*listeners*(backlog+1) > avail/2 {
 		backlog = max(1, avail/(4*listeners)-1)
 	}
-	return avail - 2*listeners*(backlog+1), backlog, nil
+	return avail - 2*listeners*(backlog+1), backlog, limit, nil
 }
+
+// Descriptors is the one budget of descriptors for connections: the loop's client
+// connections and the metrics server's take from it, and nothing takes past its cap, so
+// that accepting on any listener never fails for want of a descriptor. It is safe for any
+// goroutine.
+type Descriptors struct {
+	cap  atomic.Int64
+	used atomic.Int64
+
+	// The loop's, for following the open-file limit (follow).
+	limit   int   // the open-file limit cap was computed for
+	checked int64 // Unix ns of the last look at the limit
+}
+
+// Take takes one descriptor, or reports false if the budget is spent.
+func (d *Descriptors) Take() bool {
+	for {
+		n := d.used.Load()
+		if n >= d.cap.Load() {
+			return false
+		}
+		if d.used.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// limitCheckEvery is how often the loop looks at the open-file limit, which an operator can
+// change under a running process (prlimit).
+const limitCheckEvery = time.Second
+
+// follow runs on the loop's ticks: if the open-file limit has changed since the cap was
+// computed, the cap moves by as much, so that a lowered limit is not accepted past. It
+// returns the new cap when it changed.
+func (d *Descriptors) follow(now int64) (int, bool) {
+	if now-d.checked < int64(limitCheckEvery) || d.limit == 0 {
+		return 0, false
+	}
+	d.checked = now
+	var rl unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) != nil {
+		return 0, false
+	}
+	limit := int(min(rl.Cur, 1<<30))
+	if limit == d.limit {
+		return 0, false
+	}
+	c := max(0, int(d.cap.Load())+limit-d.limit)
+	d.cap.Store(int64(c))
+	d.limit = limit
+	return c, true
+}
+
+// Give gives back a descriptor Take took.
+func (d *Descriptors) Give() { d.used.Add(-1) }
+
+// Cap is how many descriptors the budget holds.
+func (d *Descriptors) Cap() int { return int(d.cap.Load()) }
+
+// Used is how many are taken now.
+func (d *Descriptors) Used() int { return int(d.used.Load()) }
 
 // countOpenFiles counts this process's descriptors (a small guess where /proc is missing).
 func countOpenFiles() int {

@@ -30,11 +30,15 @@ type persistState struct {
 
 	rewriting bool
 	rwStarted time.Time
+	rwRetry   int64 // Unix ns before which a rewrite that failed is not tried again by itself
 	lastNow   int64
 	errLog    rateLog
 	replayed  aof.Replayed
 	keys      int // keys restored at start
 }
+
+// rewriteRetry is how long after a failed rewrite the size trigger waits to try again.
+const rewriteRetry = time.Minute
 
 // logName is the log's file name in the data directory.
 const logName = "tallyd.aof"
@@ -115,6 +119,10 @@ func (s *Server) logged(pr aof.Progress) {
 		if missed, ok := p.errLog.allow(s.now()); ok {
 			s.log.Error().Err(pr.Err).Uint64("more_since_last_line", missed).Msg("append-only log")
 		}
+	}
+	if pr.RewriteErr != nil {
+		p.rwRetry = s.now().Add(rewriteRetry).UnixNano()
+		s.log.Error().Err(pr.RewriteErr).Dur("retry_in", rewriteRetry).Msg("append-only log rewrite failed; the log is intact")
 	}
 	ack := pr.Written
 	if s.cfg.AppendFsync == aof.Always {
@@ -243,7 +251,7 @@ func (s *Server) persistTick(now time.Time) {
 		return
 	}
 	st := p.w.Stats()
-	if st.Size > s.cfg.AOFRewriteSize && st.Size >= 2*st.BaseSize {
+	if st.Size > s.cfg.AOFRewriteSize && st.Size >= 2*st.BaseSize && ns >= p.rwRetry {
 		s.Rewrite()
 	}
 }

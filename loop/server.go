@@ -77,6 +77,9 @@ type Config struct {
 	MaxOutput      int    // unsent reply bytes per connection before it is closed
 	MaxInput       int    // unparsed request bytes per connection before it is closed
 	Backlog        int    // listen backlog of each listener
+	// IdleTimeout closes a connection that has sent no whole request for this long and
+	// holds and awaits nothing (0 = never; see idle.go).
+	IdleTimeout time.Duration
 
 	StatInterval        int64 // counter max-consumption interval, seconds (>= 10)
 	SemaphoreGCInterval time.Duration
@@ -155,6 +158,7 @@ type Server struct {
 	nextOwner  store.Owner
 	started    int64 // Unix ns, for uptime
 	fdCap      int
+	fds        Descriptors // the descriptor budget, shared with the metrics server
 	rejectLog  rateLog
 	inputLog   rateLog
 	oomLog     rateLog
@@ -179,6 +183,7 @@ type Server struct {
 
 	persist persistState
 	m       metrics // counted for /metrics (metrics.go)
+	idle    idleState
 
 	// Shared with other goroutines.
 	engine    gnet.Engine
@@ -257,7 +262,7 @@ func New(cfg Config) (*Server, error) {
 	s.nextDue.Store(math.MaxInt64)
 	s.gcCounters(now) // the reference collects at start
 	s.initMetrics()
-	fdCap, backlog, err := openFileCap(len(cfg.Listeners), cfg.Backlog)
+	fdCap, backlog, limit, err := openFileCap(len(cfg.Listeners), cfg.Backlog)
 	if err != nil {
 		return nil, err
 	}
@@ -266,6 +271,8 @@ func New(cfg Config) (*Server, error) {
 			Msg("listen backlog reduced to fit the open-file limit")
 	}
 	s.fdCap, s.cfg.Backlog = fdCap, backlog
+	s.fds.cap.Store(int64(fdCap))
+	s.fds.limit = limit
 	return s, nil
 }
 
@@ -321,6 +328,10 @@ func (s *Server) Run() error {
 	}
 	return nil
 }
+
+// Descriptors is the budget of descriptors the loop's connections take from; the metrics
+// server's connections must take from it too (see stats.HTTPConfig).
+func (s *Server) Descriptors() *Descriptors { return &s.fds }
 
 // Ready is closed once every listener is bound (or Run has failed).
 func (s *Server) Ready() <-chan struct{} { return s.ready }

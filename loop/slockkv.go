@@ -3,6 +3,7 @@ package loop
 import (
 	"errors"
 	"strconv"
+	"time"
 
 	"tallyd/proto/resp"
 	"tallyd/proto/slock"
@@ -338,7 +339,7 @@ func (s *Server) configItems() [][2]string {
 	return [][2]string{
 		{"save", ""}, {"appendonly", ao}, {"appendfsync", s.cfg.AppendFsync.String()},
 		{"databases", strconv.Itoa(store.MaxLockDB + 1)}, {"dir", s.cfg.DataDir},
-		{"maxclients", strconv.Itoa(s.fdCap)},
+		{"maxclients", strconv.Itoa(s.fdCap)}, {"timeout", strconv.FormatInt(int64(s.cfg.IdleTimeout/time.Second), 10)},
 	}
 }
 

@@ -215,6 +215,7 @@ func TestSlockKVOverLocks(t *testing.T) {
 	runKV(t, rc, []kvStep{
 		kv(`["save" ""]`, "CONFIG", "GET", "save"),
 		kv(`["appendonly" "no"]`, "CONFIG", "GET", "appendonly"),
+		kv(`["timeout" "0"]`, "CONFIG", "GET", "timeout"),
 		kv(`[]`, "CONFIG", "GET", "nosuch"),
 		kv(`+OK`, "CLIENT", "SETNAME", "me"),
 		kv(`+OK`, "CLIENT", "SETINFO", "lib-name", "x"),

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +22,22 @@ type HTTPConfig struct {
 	// ScrapeWait is how long a scrape waits for the loop to publish a snapshot taken after it
 	// arrived before it serves the newest one there is (default 250 ms).
 	ScrapeWait time.Duration
+	// MaxConns caps the server's open connections (default DefaultMaxConns); one more is
+	// accepted and closed at once.
+	MaxConns int
+	// Budget, when set, is the process's descriptor budget: each connection takes one
+	// descriptor from it and gives it back when it closes; when none is left, a new
+	// connection is accepted and closed at once.
+	Budget Budget
+}
+
+// DefaultMaxConns is HTTPConfig.MaxConns's default: enough for scrapers and probes.
+const DefaultMaxConns = 32
+
+// Budget is a budget of descriptors shared with other listeners (loop.Descriptors).
+type Budget interface {
+	Take() bool // takes one, or reports false if none is left
+	Give()      // gives back one taken
 }
 
 // HTTPServer serves /metrics (Prometheus text) and /healthz from what the event loop
@@ -28,7 +45,7 @@ type HTTPConfig struct {
 type HTTPServer struct {
 	pub *Publisher
 	cfg HTTPConfig
-	ln  net.Listener
+	ln  *limitListener
 	srv *http.Server
 }
 
@@ -41,11 +58,14 @@ func ListenHTTP(addr string, pub *Publisher, cfg HTTPConfig) (*HTTPServer, error
 	if cfg.ScrapeWait <= 0 {
 		cfg.ScrapeWait = 250 * time.Millisecond
 	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = DefaultMaxConns
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics address %q: %w", addr, err)
 	}
-	h := &HTTPServer{pub: pub, cfg: cfg, ln: ln}
+	h := &HTTPServer{pub: pub, cfg: cfg, ln: &limitListener{Listener: ln, max: int64(cfg.MaxConns), budget: cfg.Budget}}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		NewCollector(h.snapshot),
@@ -70,6 +90,10 @@ func ListenHTTP(addr string, pub *Publisher, cfg HTTPConfig) (*HTTPServer, error
 
 // Addr is the address the server is bound to.
 func (h *HTTPServer) Addr() net.Addr { return h.ln.Addr() }
+
+// Refused is how many connections were closed at accept for want of room (MaxConns or
+// the budget).
+func (h *HTTPServer) Refused() uint64 { return h.ln.refused.Load() }
 
 // Serve answers requests until Shutdown; it then returns nil.
 func (h *HTTPServer) Serve() error {
@@ -102,4 +126,64 @@ func (h *HTTPServer) healthz(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	fmt.Fprintln(w, "ok")
+}
+
+// limitListener admits a connection only while fewer than max are open and the budget
+// gives it a descriptor; it closes the others as soon as they are accepted.
+type limitListener struct {
+	net.Listener
+	max     int64
+	budget  Budget
+	live    atomic.Int64
+	refused atomic.Uint64
+}
+
+// Accept returns the next connection there is room for. An error accepting (EMFILE
+// included) goes to http.Server, which waits and tries again.
+func (l *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.take() {
+			return &budgetConn{Conn: c, l: l}, nil
+		}
+		l.refused.Add(1)
+		_ = c.Close()
+	}
+}
+
+func (l *limitListener) take() bool {
+	if l.live.Add(1) > l.max {
+		l.live.Add(-1)
+		return false
+	}
+	if l.budget != nil && !l.budget.Take() {
+		l.live.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (l *limitListener) give() {
+	l.live.Add(-1)
+	if l.budget != nil {
+		l.budget.Give()
+	}
+}
+
+// budgetConn gives its descriptor back when it is first closed.
+type budgetConn struct {
+	net.Conn
+	l    *limitListener
+	done atomic.Bool
+}
+
+func (c *budgetConn) Close() error {
+	err := c.Conn.Close()
+	if !c.done.Swap(true) {
+		c.l.give()
+	}
+	return err
 }

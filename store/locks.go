@@ -794,6 +794,13 @@ func (l *Locks) forget(r *lockOwner) {
 	l.freeOwners = r
 }
 
+// Tied reports whether o's connection has requests queued or holds keep-alive locks
+// (flag 0x8000), which its close would end.
+func (l *Locks) Tied(o Owner) bool {
+	r := l.owners[o]
+	return r != nil && !r.gone && (r.waiters != 0 || r.keep.n != 0)
+}
+
 // closed reports whether o's connection is known to have closed.
 func (l *Locks) closed(o Owner) bool {
 	r := l.owners[o]
