@@ -268,7 +268,7 @@ type Stats struct {
 	Rewrites        int64
 	LastRewrite     time.Time
 	LastRewriteTime time.Duration
-	LastWriteErr    string
+	LastWriteErr    string // the last error while writes or fsyncs fail; "" once one succeeds
 	Policy          Policy
 }
 
@@ -283,8 +283,8 @@ func (w *Writer) Stats() Stats {
 	if t := w.lastRW.Load(); t != 0 {
 		s.LastRewrite = time.Unix(0, t)
 	}
-	if e := w.writeErr.Load(); e != nil {
-		s.LastWriteErr = *e
+	if e := w.writeErr.Load(); e != nil && w.Failing() != "" {
+		s.LastWriteErr = *e // shown while the log fails, as Redis's aof_last_write_status
 	}
 	return s
 }

@@ -115,6 +115,13 @@ func (h *binaryHandler) exec(cs *conn, now int64) {
 	s.m.slockFrame(f.Type)
 	switch f.Type {
 	case slock.TypeLock, slock.TypeUnlock:
+		if f.Data != nil && s.logFailing() != "" {
+			// A data command changes a value, which the log must take first: while it
+			// cannot, the frame is refused, as the text side answers MISCONF.
+			s.put(cs, slock.AppendLockReply(s.out(cs), &slock.LockReply{Type: f.Type, RequestID: f.RequestID,
+				Result: slock.ResultUnknownError, DB: f.DB, LockID: f.LockID, Key: f.Key}))
+			break
+		}
 		h.cmd = frameCommand(f)
 		s.runLock(cs.owner, &h.cmd, now)
 	case slock.TypeWillLock, slock.TypeWillUnlock:
