@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"tallyd/proto/slock"
 )
 
 // smallDisk mounts a tmpfs of size bytes at a new directory, unmounted when the test ends
@@ -88,7 +90,9 @@ func TestDiskFullRefusesWritesAndLosesNothing(t *testing.T) {
 				"--appendfsync=" + policy, "--aof-rewrite-size=1073741824"}
 			p := start(t, 0, args...)
 			p.waitLog(t, "tallyd listening")
-			a, b := dialR(t, addr), dialR(t, addr)
+			a, b, c := dialR(t, addr), dialR(t, addr), dialR(t, addr)
+			c.must(t, "+OK", "MULTI") // a transaction queued before the disk fills
+			c.must(t, "+QUEUED", "SET", "tx", "1")
 			value := func(i int) string { return fmt.Sprintf("%04d", i) + strings.Repeat("v", 16<<10) }
 
 			// Fill the disk: SETs are answered +OK until a write fails; the one whose
@@ -122,6 +126,8 @@ func TestDiskFullRefusesWritesAndLosesNothing(t *testing.T) {
 			b.must(t, want, "DEL", "k0")
 			b.must(t, "+QUEUED", "GET", "k0")
 			b.must(t, "-EXECABORT Transaction discarded because of previous errors.", "EXEC")
+			c.must(t, "-EXECABORT Transaction discarded because of: "+want[1:], "EXEC")
+			binaryLocks(t, addr)
 			if info, _ := b.do("INFO", "persistence"); !strings.Contains(info, "aof_last_write_status:err") {
 				t.Fatalf("INFO while failing: %q", info)
 			}
@@ -176,8 +182,57 @@ func TestDiskFullRefusesWritesAndLosesNothing(t *testing.T) {
 			rc.must(t, "$1", "GET", "after")
 			rc.must(t, "$2", "GET", "after2")
 			rc.must(t, "$-1", "GET", "other")
+			rc.must(t, "$-1", "GET", "tx")
+			rc.must(t, "$-1", "GET", "bin")
 			t.Logf("%s: all %d acknowledged SETs back after kill -9", policy, len(acked))
 		})
+	}
+}
+
+// binaryLocks: while the log fails, a binary slock lock frame carrying a data command
+// (one the log must take before it is answered) is refused with ResultUnknownError; a plain
+// lock, which changes nothing logged, is granted and released.
+func binaryLocks(t *testing.T, addr string) {
+	t.Helper()
+	c := dialRetry(t, addr)
+	defer c.Close()
+	round := func(f *slock.Frame) slock.Reply {
+		t.Helper()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Write(slock.AppendLockRequest(nil, f)); err != nil {
+			t.Fatal(err)
+		}
+		var buf []byte
+		tmp := make([]byte, 4096)
+		for {
+			var r slock.Reply
+			if n, err := slock.ParseReply(buf, 1<<20, &r); err != nil {
+				t.Fatal(err)
+			} else if n > 0 {
+				return r
+			}
+			n, err := c.Read(tmp)
+			if err != nil {
+				t.Fatalf("binary %v frame: no reply: %v", f.Type, err)
+			}
+			buf = append(buf, tmp[:n]...)
+		}
+	}
+	f := slock.Frame{Type: slock.TypeLock, Expried: 10}
+	copy(f.Key[:], "bin")
+	copy(f.LockID[:], "l1")
+	f.Data = slock.AppendDataRecord(nil, slock.DataSet, slock.StageCurrent, 0, nil, []byte("value"))
+	if r := round(&f); r.Result != slock.ResultUnknownError {
+		t.Fatalf("lock with a SET data command while the log fails: result %d, want %d", r.Result, slock.ResultUnknownError)
+	}
+	f.Data = nil
+	copy(f.Key[:], "plain")
+	if r := round(&f); r.Result != slock.ResultOK {
+		t.Fatalf("plain lock while the log fails: result %d", r.Result)
+	}
+	f.Type = slock.TypeUnlock
+	if r := round(&f); r.Result != slock.ResultOK {
+		t.Fatalf("plain unlock while the log fails: result %d", r.Result)
 	}
 }
 
