@@ -381,3 +381,28 @@ func TestReplayDamagedMiddleWithEmbeddedRecords(t *testing.T) {
 		start = end
 	}
 }
+
+// TestShaped: every whole record is shaped, and shaped rejects what decode would.
+func TestShaped(t *testing.T) {
+	for _, s := range []store.KeyState{state(0, "a", "", 0), state(3, "key", "value", 1), state(1, "b", "xy", 3)} {
+		b := AppendState(nil, &s)
+		if !shaped(b) {
+			t.Fatalf("%+v: a whole record is not shaped", s)
+		}
+		for i := range len(b) - 1 {
+			if shaped(b[:i]) {
+				t.Fatalf("cut at %d still shaped", i)
+			}
+		}
+		for i := 8; i < len(b); i++ { // payload bytes: a shaped record with a bad checksum must still decode
+			c := bytes.Clone(b)
+			c[i] ^= 0xff
+			if shaped(c) {
+				var ks store.KeyState
+				if err := decode(c[recHead:], &ks); err != nil {
+					t.Fatalf("flip at %d: shaped but decode says %v", i, err)
+				}
+			}
+		}
+	}
+}

@@ -182,7 +182,7 @@ func damagedMiddle(f *os.File, off, size int64, short bool) (int64, bool) {
 		return ok
 	}
 	for i := 1; i+recHead+minPayload <= len(b); i++ {
-		if _, _, err := next(b[i:]); err != nil || !chains(i) {
+		if !shaped(b[i:]) || !chains(i) {
 			continue
 		}
 		if !short {
