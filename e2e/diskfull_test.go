@@ -155,6 +155,10 @@ func TestDiskFullRefusesWritesAndLosesNothing(t *testing.T) {
 				time.Sleep(50 * time.Millisecond)
 			}
 			b.must(t, "+OK", "SET", "after2", "2")
+			b.must(t, "+PONG", "PING")
+			if info, _ := b.do("INFO", "persistence"); !strings.Contains(info, "aof_last_write_status:ok") {
+				t.Fatalf("INFO after space came back: %q", info)
+			}
 
 			// Fill it again and kill -9 while full: nothing acknowledged may be lost, and the
 			// log must replay whole (no torn record to cut).
