@@ -193,9 +193,10 @@ func TestDiskFullRefusesWritesAndLosesNothing(t *testing.T) {
 	}
 }
 
-// binaryLocks: while the log fails, a binary slock lock frame carrying a data command
-// (one the log must take before it is answered) is refused with ResultUnknownError; a plain
-// lock, which changes nothing logged, is granted and released.
+// binaryLocks: while the log fails, a binary slock lock frame carrying a data command, or
+// asking to persist at once (ExpriedFlag 0x0100), which the log must take before it is
+// answered, is refused with ResultUnknownError; a plain lock, which changes nothing logged
+// yet, is granted and released.
 func binaryLocks(t *testing.T, addr string) {
 	t.Helper()
 	c := dialRetry(t, addr)
@@ -230,6 +231,12 @@ func binaryLocks(t *testing.T, addr string) {
 		t.Fatalf("lock with a SET data command while the log fails: result %d, want %d", r.Result, slock.ResultUnknownError)
 	}
 	f.Data = nil
+	f.ExpriedFlag = 0x0100 // logged as soon as granted
+	copy(f.Key[:], "now")
+	if r := round(&f); r.Result != slock.ResultUnknownError {
+		t.Fatalf("lock to persist at once while the log fails: result %d, want %d", r.Result, slock.ResultUnknownError)
+	}
+	f.ExpriedFlag = 0
 	copy(f.Key[:], "plain")
 	if r := round(&f); r.Result != slock.ResultOK {
 		t.Fatalf("plain lock while the log fails: result %d", r.Result)
