@@ -81,14 +81,22 @@ func onDisk(t *testing.T, d *disk) {
 }
 
 type progressLog struct {
-	mu   sync.Mutex
-	last Progress
-	ch   chan struct{}
+	mu         sync.Mutex
+	last       Progress
+	errs       int // batches whose log write or fsync failed
+	rewriteErr error
+	ch         chan struct{}
 }
 
 func (p *progressLog) done(pr Progress) {
 	p.mu.Lock()
 	p.last = pr
+	if pr.Err != nil {
+		p.errs++
+	}
+	if pr.RewriteErr != nil {
+		p.rewriteErr = pr.RewriteErr
+	}
 	p.mu.Unlock()
 	select {
 	case p.ch <- struct{}{}:
@@ -249,6 +257,14 @@ func TestWriterRewriteOnFullDisk(t *testing.T) {
 	keys, rr, err := collect(path)
 	if err != nil || rr.Truncated != 0 || strings.Join(keys, ",") != "a" || w.Stats().Rewrites != 0 {
 		t.Fatalf("after a failed rewrite: keys %v, %+v, %v, stats %+v", keys, rr, err, w.Stats())
+	}
+	// It is reported as a dropped rewrite, not as a failed log (which would refuse writes,
+	// or stop the server with always).
+	if pl.rewriteErr == nil || pl.errs != 0 || w.Failing() != "" {
+		t.Fatalf("rewrite error %v, log errors %d, failing %q", pl.rewriteErr, pl.errs, w.Failing())
+	}
+	if _, err := os.Stat(path + ".rewrite"); !os.IsNotExist(err) {
+		t.Fatal("the dropped rewrite's file is left behind")
 	}
 }
 

@@ -85,8 +85,11 @@ const retryEvery = 100 * time.Millisecond
 type Progress struct {
 	Written uint64 // handed to the kernel
 	Synced  uint64 // on disk
-	Err     error  // a write or fsync failed in this batch
-	Rewrote bool   // a rewrite was committed in this batch
+	Err     error  // a write or fsync of the log failed in this batch
+	// RewriteErr is a rewrite that failed in this batch and was dropped: the log is whole
+	// and goes on.
+	RewriteErr error
+	Rewrote    bool // a rewrite was committed in this batch
 }
 
 // Writer owns a log file on its own goroutine: the event loop appends bytes
@@ -331,7 +334,9 @@ func (w *Writer) run(f logFile, fsize int64) {
 			}
 		}
 		abandon := func(what string, err error) { // a rewrite that cannot be written is dropped
-			fail(what, err)
+			if err != nil && p.RewriteErr == nil {
+				p.RewriteErr = fmt.Errorf("append-only log %s: %s (rewrite dropped, the log kept): %w", w.tempPath(), what, err)
+			}
 			if tmp != nil {
 				tmp.Close()
 				tmp = nil
@@ -485,7 +490,7 @@ func (w *Writer) run(f logFile, fsize int64) {
 		if cap(spare) > 4<<20 {
 			spare = nil
 		}
-		if len(segs) > 0 || p.Err != nil || stopped >= 0 {
+		if len(segs) > 0 || p.Err != nil || p.RewriteErr != nil || stopped >= 0 {
 			w.done(p)
 		}
 		if closing {

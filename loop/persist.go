@@ -140,9 +140,13 @@ func (s *Server) logProgress(pr aof.Progress) {
 // written (fsynced, with always) go out.
 func (s *Server) logged(pr aof.Progress) {
 	p := &s.persist
-	if pr.Err != nil {
+	if pr.Err != nil || pr.RewriteErr != nil {
+		err := pr.Err
+		if err == nil {
+			err = pr.RewriteErr
+		}
 		if missed, ok := p.errLog.allow(s.now()); ok {
-			s.log.Error().Err(pr.Err).Uint64("more_since_last_line", missed).Msg("append-only log")
+			s.log.Error().Err(err).Uint64("more_since_last_line", missed).Msg("append-only log")
 		}
 	}
 	ack := pr.Written
