@@ -93,6 +93,32 @@ func next(b []byte) (payload []byte, n int, err error) {
 	return payload, recHead + int(size), nil
 }
 
+// shaped reports whether b starts with what could be a whole record: a length in range,
+// its payload all there, and the payload's kind and lengths consistent. It is the cheap
+// test before the checksum when looking for records among arbitrary bytes.
+func shaped(b []byte) bool {
+	if len(b) < recHead+minPayload {
+		return false
+	}
+	size := binary.LittleEndian.Uint32(b)
+	if size < minPayload || size > MaxRecord || uint64(len(b)) < recHead+uint64(size) {
+		return false
+	}
+	p := b[recHead : recHead+size]
+	if p[0] != kindState {
+		return false
+	}
+	rest := uint64(size) - 22
+	if vl := binary.LittleEndian.Uint32(p[18:]); vl != noValue {
+		if rest < uint64(vl)+2 {
+			return false
+		}
+		rest -= uint64(vl)
+	}
+	nh := uint64(binary.LittleEndian.Uint16(p[size-uint32(rest):]))
+	return rest == 2+nh*holderLen
+}
+
 // decode parses a checked payload into s (Value and Holders reuse s's memory;
 // Value is a view into p).
 func decode(p []byte, s *store.KeyState) error {

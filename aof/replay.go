@@ -2,8 +2,10 @@ package aof
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 
@@ -43,7 +45,7 @@ const scanLimit = 64 << 20
 // *CorruptError; a file that is not a log is an error too.
 func Replay(path string, apply func(*store.KeyState)) (Replayed, error) {
 	var r Replayed
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, FileMode)
 	if err != nil {
 		return r, err
 	}
@@ -108,7 +110,7 @@ func Replay(path string, apply func(*store.KeyState)) (Replayed, error) {
 			if errors.Is(err, errShort) {
 				why = "record cut off by the end of the file"
 			}
-			if at, ok := validAfter(f, off, size); ok {
+			if at, ok := damagedMiddle(f, off, size, errors.Is(err, errShort)); ok {
 				return r, &CorruptError{Path: path, Offset: off, Why: why + fmt.Sprintf("; next valid record at %d", at)}
 			}
 			if err := f.Truncate(off); err != nil {
@@ -126,17 +128,68 @@ func Replay(path string, apply func(*store.KeyState)) (Replayed, error) {
 	return r, nil
 }
 
-// validAfter looks for a valid record starting after the bad one at off.
-func validAfter(f *os.File, off, size int64) (int64, bool) {
+// damagedMiddle tells a damaged record at off from a torn tail, and returns where the valid
+// records after it start. Values can hold bytes that look like records, so a valid record
+// somewhere after off proves nothing by itself; what counts is a run of valid records,
+// each starting where the one before ends, that ends exactly at the end of the file (a
+// torn tail has no such run after its start, unless a tear falls exactly behind a record
+// inside a value).
+//
+// short says the record at off claims more bytes than the file has left: the file ends
+// inside it, as a write cut off by a crash or a full disk leaves it. That is a torn tail,
+// unless its length field was damaged instead: then the bytes from its payload up to the
+// start of such a run are its true payload and match the checksum its header carries.
+//
+// Only scanLimit bytes after off are looked at; a run that reaches that far counts as
+// reaching the end.
+func damagedMiddle(f *os.File, off, size int64, short bool) (int64, bool) {
 	end := min(size, off+scanLimit)
 	b := make([]byte, end-off)
 	if _, err := f.ReadAt(b, off); err != nil && err != io.EOF {
 		return 0, false
 	}
+	window := end < size
+	memo := make(map[int]bool)
 	var ks store.KeyState
+	// chains reports whether valid records follow each other from i to the end of b.
+	var chains func(i int) bool
+	chains = func(i int) bool {
+		var path []int
+		ok := false
+		for {
+			if i == len(b) {
+				ok = true
+				break
+			}
+			if v, seen := memo[i]; seen {
+				ok = v
+				break
+			}
+			path = append(path, i)
+			p, n, err := next(b[i:])
+			if err == errShort && window {
+				ok = true // runs past what was read
+				break
+			}
+			if err != nil || decode(p, &ks) != nil {
+				break
+			}
+			i += n
+		}
+		for _, j := range path {
+			memo[j] = ok
+		}
+		return ok
+	}
 	for i := 1; i+recHead+minPayload <= len(b); i++ {
-		if p, _, err := next(b[i:]); err == nil && decode(p, &ks) == nil {
+		if !shaped(b[i:]) || !chains(i) {
+			continue
+		}
+		if !short {
 			return off + int64(i), true
+		}
+		if i > recHead && crc32.Checksum(b[recHead:i], castagnoli) == binary.LittleEndian.Uint32(b[4:]) {
+			return off + int64(i), true // the length was damaged, not the tail torn
 		}
 	}
 	return 0, false

@@ -1,11 +1,13 @@
 package aof
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -54,16 +56,40 @@ type seg struct {
 	end  int // in the pending buffer
 }
 
+// logFile is what the writer needs of a file: an *os.File, or a test's stand-in that fails
+// on cue.
+type logFile interface {
+	Write(b []byte) (int, error)
+	Truncate(size int64) error
+	Sync() error
+	Close() error
+}
+
+// openFile opens the log and the rewrite file (tests replace it to inject failures).
+var openFile = func(name string, flag int, perm os.FileMode) (logFile, error) {
+	f, err := os.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// FileMode is the mode of the log and the rewrite file: only tallyd's user reads the values.
+const FileMode = 0o600
+
+// retryEvery is how soon after a failed write the writer tries again when more records
+// come (it tries at least once a second anyway).
+const retryEvery = 100 * time.Millisecond
+
 // Progress is what the writer has done, in bytes of the stream Append numbers.
 type Progress struct {
 	Written uint64 // handed to the kernel
 	Synced  uint64 // on disk
-	Err     error  // a write or fsync failed in this batch
-	Rewrote bool   // a rewrite was committed in this batch
-	// RewriteErr says a rewrite failed in this batch and was abandoned (the rewrite file
-	// could not be created, written, fsynced or renamed: EMFILE, ENOSPC...); the log itself
-	// is intact, and nothing acknowledged depends on it.
+	Err     error  // a write or fsync of the log failed in this batch
+	// RewriteErr is a rewrite that failed in this batch and was dropped: the log is whole
+	// and goes on.
 	RewriteErr error
+	Rewrote    bool // a rewrite was committed in this batch
 }
 
 // Writer owns a log file on its own goroutine: the event loop appends bytes
@@ -98,13 +124,41 @@ type Writer struct {
 	lastRW    atomic.Int64 // Unix ns the last rewrite finished
 	lastRWDur atomic.Int64 // its length, ns
 	writeErr  atomic.Pointer[string]
-	rwStart   time.Time // writer goroutine only
+	failW     atomic.Pointer[string] // the last write to the log failed (why, Redis-style); nil once one succeeds
+	failS     atomic.Pointer[string] // the last fsync failed; nil once one succeeds
+	rwStart   time.Time              // writer goroutine only
+}
+
+// Failing returns why the log cannot take writes now, as Redis says it after "Errors
+// writing to the AOF file: " (strerror's text, e.g. "No space left on device"), or "" when
+// the last write and fsync succeeded. Safe from any goroutine.
+func (w *Writer) Failing() string {
+	if e := w.failW.Load(); e != nil {
+		return *e
+	}
+	if e := w.failS.Load(); e != nil {
+		return *e
+	}
+	return ""
+}
+
+// reason is err as C's strerror words it (Go's errno texts are strerror's, lower-cased).
+func reason(err error) string {
+	var en syscall.Errno
+	msg := err.Error()
+	if errors.As(err, &en) {
+		msg = en.Error()
+	}
+	if msg != "" && 'a' <= msg[0] && msg[0] <= 'z' {
+		msg = string(msg[0]-'a'+'A') + msg[1:]
+	}
+	return msg
 }
 
 // Open starts a writer appending to the log at path, which Replay has prepared
 // (size bytes long). done is called on the writer's goroutine after each batch.
 func Open(path string, size int64, policy Policy, done func(Progress)) (*Writer, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := openFile(path, os.O_WRONLY|os.O_APPEND, FileMode)
 	if err != nil {
 		return nil, err
 	}
@@ -120,14 +174,14 @@ func Open(path string, size int64, policy Policy, done func(Progress)) (*Writer,
 	w.lastSync.Store(time.Now().UnixNano())
 	_ = os.Remove(w.tempPath()) // a rewrite that a crash interrupted
 	go w.syncer()
-	go w.run(f)
+	go w.run(f, size)
 	return w, nil
 }
 
 // syncJob asks the syncer to fsync f, whose first upto bytes (since generation gen
 // began) are written.
 type syncJob struct {
-	f    *os.File
+	f    logFile
 	upto int64
 	gen  int64
 }
@@ -142,8 +196,11 @@ func (w *Writer) syncer() {
 			if err != nil {
 				msg := fmt.Sprintf("append-only log %s: fsync: %v", w.path, err)
 				w.writeErr.Store(&msg)
+				why := reason(err)
+				w.failS.Store(&why)
 			} else {
 				w.markSynced(j.upto)
+				w.failS.Store(nil)
 			}
 		}
 		w.syncing.Store(false)
@@ -220,7 +277,7 @@ type Stats struct {
 	Rewrites        int64
 	LastRewrite     time.Time
 	LastRewriteTime time.Duration
-	LastWriteErr    string
+	LastWriteErr    string // the last error while writes or fsyncs fail; "" once one succeeds
 	Policy          Policy
 }
 
@@ -235,20 +292,26 @@ func (w *Writer) Stats() Stats {
 	if t := w.lastRW.Load(); t != 0 {
 		s.LastRewrite = time.Unix(0, t)
 	}
-	if e := w.writeErr.Load(); e != nil {
-		s.LastWriteErr = *e
+	if e := w.writeErr.Load(); e != nil && w.Failing() != "" {
+		s.LastWriteErr = *e // shown while the log fails, as Redis's aof_last_write_status
 	}
 	return s
 }
 
-func (w *Writer) run(f *os.File) {
+// run is the writer goroutine. A write to the log that fails (ENOSPC, EIO, a short write)
+// leaves no torn record: the file is cut back to the end of the last whole batch, and what
+// was not written goes back to the front of the queue, to be written again, in order,
+// before anything appended later. Progress.Written never passes what is in the file.
+func (w *Writer) run(f logFile, fsize int64) {
 	defer close(w.stopped)
 	var (
-		tmp       *os.File
+		tmp       logFile
+		tmpSize   int64
 		spare     []byte
 		spareSegs []seg
 		written   uint64
 		synced    uint64
+		lastFail  time.Time
 		tick      = time.NewTicker(time.Second)
 	)
 	defer tick.Stop()
@@ -260,6 +323,10 @@ func (w *Writer) run(f *os.File) {
 			timed = true
 		}
 		w.mu.Lock()
+		if !timed && !w.closing && w.failW.Load() != nil && time.Since(lastFail) < retryEvery {
+			w.mu.Unlock()
+			continue // do not spin on a full disk: the tick tries again
+		}
 		buf, segs, end, closing := w.buf, w.segs, w.seq, w.closing
 		w.buf, w.segs = spare[:0], spareSegs[:0]
 		w.mu.Unlock()
@@ -272,14 +339,23 @@ func (w *Writer) run(f *os.File) {
 				w.writeErr.Store(&s)
 			}
 		}
-		failRW := func(what string, err error) {
+		abandon := func(what string, err error) { // a rewrite that cannot be written is dropped
 			if err != nil && p.RewriteErr == nil {
-				p.RewriteErr = fmt.Errorf("append-only log %s: %s: %w", w.path, what, err)
+				p.RewriteErr = fmt.Errorf("append-only log %s: %s (rewrite dropped, the log kept): %w", w.tempPath(), what, err)
 			}
+			if tmp != nil {
+				tmp.Close()
+				tmp = nil
+			}
+			_ = os.Remove(w.tempPath())
 		}
 		start := 0
-		for _, sg := range segs {
+		stopped := -1     // index of the segment the log stopped taking, if any
+		stoppedAt := 0    // where in buf its unwritten bytes start
+		wroteLog := false // something reached the log in this batch
+		for i, sg := range segs {
 			b := buf[start:sg.end]
+			segStart := start
 			start = sg.end
 			switch {
 			case sg.dest == begin:
@@ -287,62 +363,114 @@ func (w *Writer) run(f *os.File) {
 					tmp.Close()
 				}
 				var err error
-				tmp, err = os.OpenFile(w.tempPath(), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-				failRW("create rewrite file", err)
-				if tmp != nil {
-					_, err = tmp.Write([]byte(Header))
-					failRW("write rewrite file", err)
+				tmp, err = openFile(w.tempPath(), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, FileMode)
+				if err != nil {
+					abandon("create rewrite file", err)
+				} else if _, err = tmp.Write([]byte(Header)); err != nil {
+					abandon("write rewrite file", err)
 				}
+				tmpSize = int64(len(Header))
 				w.rwStart = time.Now()
 			case sg.dest == commit:
 				if tmp == nil {
 					break
 				}
 				err := tmp.Sync()
-				failRW("fsync rewrite file", err)
 				if err == nil {
 					err = os.Rename(w.tempPath(), w.path)
-					failRW("rename rewrite file", err)
 				}
-				if err == nil {
-					fail("fsync directory", w.dir.Sync())
-					f.Close()
-					f, tmp = tmp, nil
-					st, _ := f.Stat()
-					if st != nil {
-						w.size.Store(st.Size())
-						w.baseSize.Store(st.Size())
-					}
-					w.rewrites.Add(1)
-					w.lastRW.Store(time.Now().UnixNano())
-					w.lastRWDur.Store(int64(time.Since(w.rwStart)))
-					w.gen.Add(1)
-					w.written.Store(0)
-					w.synced.Store(0)
-					w.lastSync.Store(time.Now().UnixNano())
-					p.Rewrote = true
-				} else {
-					tmp.Close()
-					tmp = nil
-					_ = os.Remove(w.tempPath())
+				if err != nil {
+					abandon("fsync or rename rewrite file", err)
+					break
 				}
+				fail("fsync directory", w.dir.Sync())
+				f.Close()
+				f, tmp, fsize = tmp, nil, tmpSize
+				w.size.Store(fsize)
+				w.baseSize.Store(fsize)
+				w.rewrites.Add(1)
+				w.lastRW.Store(time.Now().UnixNano())
+				w.lastRWDur.Store(int64(time.Since(w.rwStart)))
+				w.gen.Add(1)
+				w.written.Store(0)
+				w.synced.Store(0)
+				w.lastSync.Store(time.Now().UnixNano())
+				p.Rewrote = true
 			default:
 				if len(b) == 0 {
 					break
 				}
 				if sg.dest&ToLog != 0 {
-					_, err := f.Write(b)
-					fail("write", err)
-					w.size.Add(int64(len(b)))
-					w.written.Add(int64(len(b)))
+					n, err := f.Write(b)
+					if err == nil && n < len(b) {
+						err = errors.New("short write")
+					}
+					if err != nil {
+						fail("write", err)
+						why := reason(err)
+						w.failW.Store(&why)
+						lastFail = time.Now()
+						// Cut the file back to its last whole record; if even that fails, keep
+						// the part written and go on from there, so the log stays a run of
+						// whole records either way (as Redis does).
+						if n > 0 {
+							if terr := f.Truncate(fsize); terr != nil {
+								fail("truncate after a failed write", terr)
+							} else {
+								n = 0
+							}
+						}
+						if n > 0 {
+							fsize += int64(n)
+							w.size.Store(fsize)
+							w.written.Add(int64(n))
+							if sg.dest&ToRewrite != 0 && tmp != nil {
+								if _, err := tmp.Write(b[:n]); err != nil {
+									abandon("write rewrite file", err)
+								}
+								tmpSize += int64(n)
+							}
+						}
+						stopped, stoppedAt = i, segStart+n
+						break
+					}
+					fsize += int64(n)
+					w.size.Store(fsize)
+					w.written.Add(int64(n))
+					wroteLog = true
 				}
 				if sg.dest&ToRewrite != 0 && tmp != nil {
-					_, err := tmp.Write(b)
-					failRW("write rewrite file", err)
+					if _, err := tmp.Write(b); err != nil {
+						abandon("write rewrite file", err)
+					}
+					tmpSize += int64(len(b))
 				}
+			}
+			if stopped >= 0 {
+				break
 			}
 		}
 		written = end
+		if stopped >= 0 {
+			// Put back what the log did not take, in front of what came meanwhile.
+			left := buf[stoppedAt:]
+			written = end - uint64(len(left))
+			w.mu.Lock()
+			nb := make([]byte, 0, len(left)+len(w.buf))
+			nb = append(append(nb, left...), w.buf...)
+			ns := make([]seg, 0, len(segs)-stopped+len(w.segs))
+			for _, sg := range segs[stopped:] {
+				ns = append(ns, seg{sg.dest, sg.end - stoppedAt})
+			}
+			for _, sg := range w.segs {
+				ns = append(ns, seg{sg.dest, sg.end + len(left)})
+			}
+			w.buf, w.segs = nb, ns
+			w.mu.Unlock()
+			buf, segs = nil, nil // handed back: not to be reused
+		} else if wroteLog {
+			w.failW.Store(nil)
+		}
 		switch {
 		case w.unsynced() == 0:
 		case w.policy == Always || closing:
@@ -351,6 +479,10 @@ func (w *Writer) run(f *os.File) {
 			fail("fsync", err)
 			if err == nil {
 				w.markSynced(upto)
+				w.failS.Store(nil)
+			} else {
+				why := reason(err)
+				w.failS.Store(&why)
 			}
 		case w.policy == EverySec && (timed || time.Since(time.Unix(0, w.lastSync.Load())) >= time.Second) &&
 			w.syncing.CompareAndSwap(false, true):
@@ -364,14 +496,14 @@ func (w *Writer) run(f *os.File) {
 		if cap(spare) > 4<<20 {
 			spare = nil
 		}
-		if len(segs) > 0 || p.Err != nil || p.RewriteErr != nil {
+		if len(segs) > 0 || p.Err != nil || p.RewriteErr != nil || stopped >= 0 {
 			w.done(p)
 		}
 		if closing {
 			w.mu.Lock()
 			more := len(w.buf) > 0 || len(w.segs) > 0
 			w.mu.Unlock()
-			if !more {
+			if !more || stopped >= 0 { // a log that cannot be written is given up at close
 				if tmp != nil {
 					tmp.Close()
 					_ = os.Remove(w.tempPath())

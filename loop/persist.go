@@ -12,6 +12,7 @@ import (
 
 	"tallyd/aof"
 	"tallyd/proto/resp"
+	"tallyd/proto/slock"
 	"tallyd/store"
 )
 
@@ -39,6 +40,27 @@ type persistState struct {
 
 // rewriteRetry is how long after a failed rewrite the size trigger waits to try again.
 const rewriteRetry = time.Minute
+// DataDirMode is the mode tallyd creates its data directory with: the values stored are
+// its user's only (the log itself is aof.FileMode).
+const DataDirMode = 0o700
+
+// logFailing says why the log cannot take writes now (the writer's last write or fsync
+// failed, and none has succeeded since), or "" when it can or there is no log.
+func (s *Server) logFailing() string {
+	if s.persist.w == nil {
+		return ""
+	}
+	return s.persist.w.Failing()
+}
+
+// diskGuarded says whether a Redis-text command is refused while the log cannot be
+// written: as in Redis, the commands that may write, and PING.
+func diskGuarded(spec *slock.Spec) bool {
+	return spec != nil && (spec.Flags&slock.CmdWrite != 0 || spec.Cmd == slock.CmdPing)
+}
+
+// misconf is Redis's error for a command refused while the log cannot be written.
+func misconf(why string) string { return "MISCONF Errors writing to the AOF file: " + why }
 
 // logName is the log's file name in the data directory.
 const logName = "tallyd.aof"
@@ -54,10 +76,16 @@ func (s *Server) openLog() error {
 		return nil
 	}
 	p := &s.persist
-	if err := os.MkdirAll(s.cfg.DataDir, 0o755); err != nil {
+	if err := os.MkdirAll(s.cfg.DataDir, DataDirMode); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
 	p.path = filepath.Join(s.cfg.DataDir, logName)
+	for _, f := range []string{s.cfg.DataDir, p.path} {
+		if st, err := os.Stat(f); err == nil && st.Mode().Perm()&0o077 != 0 {
+			s.log.Warn().Str("path", f).Stringer("mode", st.Mode().Perm()).
+				Msg("others may read stored values here: tallyd creates its data directory 0700 and its log 0600")
+		}
+	}
 	now := s.now().UnixNano()
 	start := time.Now()
 	r, err := aof.Replay(p.path, func(ks *store.KeyState) { s.locks.Restore(ks, now) })
@@ -185,7 +213,10 @@ type gateMark struct {
 // overtakes the change it reports (nor one it saw).
 func (s *Server) gateReply(cs *conn, from int) {
 	p := &s.persist
-	if p.seq <= p.ack && !s.locks.Journaled() {
+	if (p.seq <= p.ack || p.w.Failing() != "") && !s.locks.Journaled() {
+		// While the log cannot be written, what it holds back waits (and the replies marked
+		// for it), but a reply that reports no change (a read, an error) goes out: the
+		// writes it may see are still unacknowledged to their writers.
 		return
 	}
 	if n := len(cs.gates); n > 0 && (cs.gates[n-1].seq == 0 || cs.gates[n-1].seq == p.seq && !s.locks.Journaled()) {
@@ -251,7 +282,7 @@ func (s *Server) persistTick(now time.Time) {
 		return
 	}
 	st := p.w.Stats()
-	if st.Size > s.cfg.AOFRewriteSize && st.Size >= 2*st.BaseSize && ns >= p.rwRetry {
+	if st.Size > s.cfg.AOFRewriteSize && p.w.Failing() == "" && st.Size >= 2*st.BaseSize && ns >= p.rwRetry {
 		s.Rewrite()
 	}
 }

@@ -92,6 +92,12 @@ func (s *Server) slockCommand(cs *conn, args [][]byte, raw []byte, now int64) (q
 		s.textError(cs, spec.ArityError())
 		return false
 	}
+	if !sc.tx.exec && diskGuarded(spec) { // EXEC checked its queue once, before it began
+		if why := s.logFailing(); why != "" {
+			s.sendTo(cs, resp.AppendError(s.scratchFor(cs), misconf(why)))
+			return false
+		}
+	}
 	r := &sc.req
 	var err error
 	s.sl.dataBuf, err = slock.Parse(spec, args, &sc.text, now/1e6, func() [16]byte { return s.textID(cs) }, r, s.sl.dataBuf[:0])
@@ -214,6 +220,7 @@ type txState struct {
 	active  bool   // between MULTI and EXEC or DISCARD: commands are queued
 	dirty   bool   // a command was refused while queueing: EXEC aborts
 	exec    bool   // EXEC is running the queue: commands that could wait do not
+	guarded bool   // a queued command is refused while the log cannot be written (diskGuarded)
 	n       int    // commands queued
 	queue   []byte // their command lines as they came, copied out of the input buffer
 	watches map[watchKey]uint64
@@ -246,6 +253,9 @@ func (s *Server) txQueue(cs *conn, spec *slock.Spec, args [][]byte, raw []byte) 
 	case !spec.ArityOK(len(args)):
 		tx.dirty = true
 		b = slock.AppendTextError(b, spec.ArityError())
+	case diskGuarded(spec) && s.logFailing() != "":
+		tx.dirty = true
+		b = resp.AppendError(b, misconf(s.logFailing()))
 	case len(tx.queue)+len(raw) > s.cfg.MaxInput:
 		tx.dirty = true
 		tx.queue, tx.n = nil, 0
@@ -255,6 +265,7 @@ func (s *Server) txQueue(cs *conn, spec *slock.Spec, args [][]byte, raw []byte) 
 		if !tx.dirty { // EXEC will abort anyway: keep nothing
 			tx.queue = append(tx.queue, raw...)
 			tx.n++
+			tx.guarded = tx.guarded || diskGuarded(spec)
 		}
 		b = resp.AppendSimple(b, "QUEUED")
 	}
@@ -273,6 +284,10 @@ func (s *Server) txExec(cs *conn, now int64) (closeConn bool) {
 		return false
 	}
 	defer s.txReset(cs)
+	if why := s.logFailing(); why != "" && tx.guarded { // as Redis: the whole transaction is refused
+		s.sendTo(cs, resp.AppendError(s.scratchFor(cs), "EXECABORT Transaction discarded because of: "+misconf(why)))
+		return false
+	}
 	if tx.dirty {
 		s.sendTo(cs, resp.AppendError(s.scratchFor(cs), execAbortText))
 		return false
@@ -312,7 +327,7 @@ func (s *Server) txExec(cs *conn, now int64) (closeConn bool) {
 // txReset ends cs's transaction (EXEC, DISCARD) and its WATCHes.
 func (s *Server) txReset(cs *conn) {
 	tx := &cs.slock.tx
-	tx.active, tx.dirty, tx.n = false, false, 0
+	tx.active, tx.dirty, tx.guarded, tx.n = false, false, false, 0
 	tx.queue = tx.queue[:0]
 	if cap(tx.queue) > txKeepQueue {
 		tx.queue = nil

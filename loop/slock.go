@@ -115,6 +115,16 @@ func (h *binaryHandler) exec(cs *conn, now int64) {
 	s.m.slockFrame(f.Type)
 	switch f.Type {
 	case slock.TypeLock, slock.TypeUnlock:
+		if (f.Data != nil || f.Type == slock.TypeLock && f.ExpriedFlag&persistAtOnce != 0) && s.logFailing() != "" {
+			// A data command changes a value, and a lock asking to persist at once is
+			// logged before it is answered: while the log cannot take them, the frame is
+			// refused, as the text side answers MISCONF. (Other changes the log records,
+			// an unlock of a logged lock, a lock on a key with a value, keep their reply
+			// held until the log takes them.)
+			s.put(cs, slock.AppendLockReply(s.out(cs), &slock.LockReply{Type: f.Type, RequestID: f.RequestID,
+				Result: slock.ResultUnknownError, DB: f.DB, LockID: f.LockID, Key: f.Key}))
+			break
+		}
 		h.cmd = frameCommand(f)
 		s.runLock(cs.owner, &h.cmd, now)
 	case slock.TypeWillLock, slock.TypeWillUnlock:
@@ -143,6 +153,10 @@ func (h *binaryHandler) exec(cs *conn, now int64) {
 		s.put(cs, slock.AppendSimple(s.out(cs), f.Type, f.RequestID, slock.ResultUnknownCommand))
 	}
 }
+
+// persistAtOnce is the ExpriedFlag bit asking for a lock to be logged as soon as it is
+// granted (store/locks_persist.go).
+const persistAtOnce = 0x0100
 
 // frameCommand converts a decoded frame to the store's command (Data stays a view).
 func frameCommand(f *slock.Frame) store.LockCommand {
