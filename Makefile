@@ -38,9 +38,10 @@ e2e:
 race:
 	$(GO) test -count=1 -race ./store/... ./loop/... ./aof/... ./stats/... ./client/...
 
-# A short pass of every fuzz target of every codec (seed corpora live in testdata/fuzz).
+# A short pass of every fuzz target: the codecs, the store's record functions and the log's replay
+# (seed corpora live in testdata/fuzz).
 fuzz:
-	GO="$(GO)" FUZZTIME="$(FUZZTIME)" ./scripts/fuzz.sh ./proto/...
+	GO="$(GO)" FUZZTIME="$(FUZZTIME)" ./scripts/fuzz.sh ./proto/... ./store/... ./aof/...
 
 clean:
 	rm -rf bin
