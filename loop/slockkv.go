@@ -57,6 +57,9 @@ func (s *Server) slockKV(cs *conn, now int64) {
 			sc.kvMulti, sc.kvN = true, 0
 			for i := range kv.Keys {
 				kv.KeyFrame(&sc.text, func() [16]byte { return s.textID(cs) }, i)
+				if op == slock.OpDel && s.locks.LockedByOther(db, kv.Frame.Key, cs.owner) {
+					continue // another's lock: not deleted, not counted
+				}
 				s.runKV(cs, now)
 			}
 			sc.kvMulti = false
@@ -64,6 +67,13 @@ func (s *Server) slockKV(cs *conn, now int64) {
 			kv.Keys = nil
 			return
 		}
+	}
+	if op == slock.OpDel && s.locks.LockedByOther(db, kv.Frame.Key, cs.owner) {
+		// Another connection's LOCK (or SETNX) holds the key: DEL would break it. As SET
+		// on that key answers nil (not set), DEL answers 0 (not deleted).
+		s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), 0))
+		kv.Keys = nil
+		return
 	}
 	if err = s.kvFits(kv, db); err != nil {
 		s.textError(cs, err)
@@ -165,13 +175,13 @@ func (s *Server) runKV(cs *conn, now int64) {
 // kvReply answers the key/value command cs waited for with the reply to its lock command.
 func (s *Server) kvReply(cs *conn, r *slock.LockReply, res store.LockResult) {
 	sc := cs.slock
+	sc.kvActive = false // also after one key of several: a later LOCK's reply is not the key's
 	if sc.kvMulti {
 		if slock.KVCount(sc.req.KV.Op, r.Result, r.Value) {
 			sc.kvN++
 		}
 		return
 	}
-	sc.kvActive = false
 	switch res {
 	case store.LockNotInteger:
 		s.textError(cs, slock.ErrNotInteger)

@@ -2,7 +2,6 @@ package store
 
 import (
 	"encoding/binary"
-	"math/rand/v2"
 	"strconv"
 )
 
@@ -138,11 +137,12 @@ const MaxLockDB = 254
 
 // LocksConfig configures a Locks.
 type LocksConfig struct {
-	MaxWaitersPerKey   int    // most queued requests on one key; beyond, a request times out at once; <= 0: no limit
-	MaxWaitersPerOwner int    // most queued requests of one connection; beyond, likewise; <= 0: no limit
-	MaxKeys            int    // most keys over all databases; a Lock that would add one gets UNKNOWN_ERROR; <= 0: no limit
-	MaxValue           int    // longest value record (N) a key keeps; a data command that would make a longer one changes nothing; <= 0: DefaultMaxValue
-	IDSeed             uint64 // seeds the random part of server-generated RequestIds
+	MaxWaitersPerKey   int      // most queued requests on one key; beyond, a request times out at once; <= 0: no limit
+	MaxWaitersPerOwner int      // most queued requests of one connection; beyond, likewise; <= 0: no limit
+	MaxKeys            int      // most keys over all databases; a Lock that would add one gets UNKNOWN_ERROR; <= 0: no limit
+	MaxValue           int      // longest value record (N) a key keeps; a data command that would make a longer one changes nothing; <= 0: DefaultMaxValue
+	IDSeed             uint64   // keys server-generated RequestIds when IDKey is zero (tests: repeatable ids)
+	IDKey              [16]byte // keys server-generated RequestIds (store.IDs): draw it at random
 
 	// Persist makes the Locks keep a journal of the keys whose persistent state
 	// changed, for an append-only log (see Journal). A holder persists once it
@@ -238,7 +238,7 @@ type Locks struct {
 	goneAt int
 
 	cfg LocksConfig
-	rnd *rand.PCG
+	ids *IDs
 	seq uint32
 
 	out   []LockReply
@@ -421,8 +421,16 @@ func NewLocks(cfg LocksConfig) *Locks {
 		aging:  new(deadlines),
 		owners: make(map[Owner]*lockOwner),
 		cfg:    cfg,
-		rnd:    rand.NewPCG(cfg.IDSeed, cfg.IDSeed^0x9e3779b97f4a7c15),
+		ids:    NewIDs(idKey(cfg)),
 	}
+}
+
+// idKey is the key of cfg's RequestIds: IDKey, or one made from IDSeed.
+func idKey(cfg LocksConfig) [16]byte {
+	if cfg.IDKey == ([16]byte{}) {
+		return seedKey(cfg.IDSeed)
+	}
+	return cfg.IDKey
 }
 
 // Do runs one Lock or Unlock that owner sent at now. The replies it causes,
@@ -619,13 +627,14 @@ func reversed(key [16]byte) [16]byte {
 	return key
 }
 
-// requestID returns a server-generated RequestId: 6 bytes of milliseconds
-// (big-endian), 6 random bytes, a 4-byte counter.
+// requestID returns a server-generated RequestId in the protocol's form: 6
+// bytes of milliseconds (big-endian), 6 random bytes, a 4-byte counter. The
+// random bytes come from IDs (AES under a random key): unguessable.
 func (l *Locks) requestID(now int64) (id [16]byte) {
 	ms := uint64(now / 1e6)
 	binary.BigEndian.PutUint64(id[0:8], ms<<16)
-	r := l.rnd.Uint64()
-	binary.BigEndian.PutUint64(id[6:14], r)
+	r := l.ids.Next()
+	copy(id[6:12], r[:6])
 	l.seq++
 	binary.BigEndian.PutUint32(id[12:16], l.seq)
 	return id
