@@ -73,3 +73,41 @@ func TestSlockTextIDsUnguessable(t *testing.T) {
 		}
 	}
 }
+
+// TestSlockKVExpiryExact is item 7: EXPIRE past what milliseconds or now + ms can hold is
+// refused with Redis's error and changes nothing; long expiries are kept exactly (not
+// capped at the 16-bit Expried's 65,534 minutes), also across a restart from the log.
+func TestSlockKVExpiryExact(t *testing.T) {
+	dir := t.TempDir()
+	ts, stop := startPersist(t, dir, nil)
+	rc := dialResp(t, ts.slockAddr)
+	runKV(t, rc, []kvStep{
+		kv(`+OK`, "SET", "k", "v"),
+		kv(`-ERR invalid expire time in 'expire' command`, "EXPIRE", "k", "9223372036854775807"),
+		kv(`-ERR invalid expire time in 'pexpire' command`, "PEXPIRE", "k", "9223372036854775807"),
+		kv(`-ERR invalid expire time in 'expireat' command`, "EXPIREAT", "k", "9223372036854775807"),
+		kv(`"v"`, "GET", "k"),
+		kv(`:-1`, "TTL", "k"),
+		kv(`:1`, "EXPIRE", "k", "10000000"),
+		kv(`:10000000`, "TTL", "k"),
+		kv(`+OK`, "SETEX", "s", "99999999999999", "v"),
+		kv(`:99999999999999`, "TTL", "s"),
+		kv(`-ERR invalid expire time in 'setex' command`, "SETEX", "s", "9999999999999999", "v"),
+		kv(`:0`, "PEXPIRE", "far", "1"), // no such key
+		kv(`+OK`, "SET", "far", "v", "PX", "9223370000000000000"),
+	})
+	stop()
+	ts, stop = startPersist(t, dir, nil)
+	defer stop()
+	rc = dialResp(t, ts.slockAddr)
+	runKV(t, rc, []kvStep{kv(`"v"`, "GET", "far"), kv(`"v"`, "GET", "k")})
+	for _, c := range []struct {
+		key  string
+		pttl int64
+	}{{"k", 10000000000}, {"s", 99999999999999000}, {"far", 9223370000000000000}} {
+		if r := rc.cmd("PTTL", c.key); r.Kind != ':' || r.Int < c.pttl-60000 || r.Int > c.pttl {
+			t.Fatalf("PTTL %s after restart: %s, want %d less the time since", c.key, showResp(r), c.pttl)
+		}
+	}
+	ts.healthy(t)
+}

@@ -41,6 +41,14 @@ func (s *Server) slockKV(cs *conn, now int64) {
 			s.textError(cs, slock.ErrWrongType)
 			return
 		}
+	case slock.OpExpire, slock.OpPersist:
+		if s.locks.Value(db, kv.Frame.Key) == nil {
+			// No such key: 0, as in Redis (an Update of a key with no holder would take
+			// a lock on it instead).
+			s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), 0))
+			kv.Keys = nil
+			return
+		}
 	case slock.OpFlushDB, slock.OpFlushAll:
 		lo, hi := int(db), int(db)
 		if op == slock.OpFlushAll {
@@ -165,6 +173,7 @@ func (s *Server) runKV(cs *conn, now int64) {
 	sc := cs.slock
 	kv := &sc.req.KV
 	cmd := frameCommand(&kv.Frame)
+	cmd.ExpireAt = kv.ExpireAt // a Redis expiry, exact (the frame's 16-bit Expried cannot carry it)
 	if kv.Op == slock.OpIncr {
 		cmd.Add, cmd.Delta = true, kv.Delta // the store adds (and checks) the delta
 	}

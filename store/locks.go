@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/binary"
+	"math"
 	"strconv"
 )
 
@@ -26,6 +27,13 @@ type LockCommand struct {
 	// Delta. Never set by a frame from the wire.
 	Add   bool
 	Delta int64
+
+	// ExpireAt, when not 0, is when (Unix milliseconds) a hold this command
+	// makes or updates expires, exactly, in place of what Expried and its
+	// unit say (which then only tell a hold from a probe): the Redis
+	// expiries of key/value commands, which a 16-bit Expried cannot carry.
+	// Never set by a frame from the wire.
+	ExpireAt int64
 }
 
 // LockReply is one reply frame owed to a connection: to the command's
@@ -553,6 +561,9 @@ func (l *Locks) TTL(db uint8, key [16]byte, now int64) int64 {
 	if !h.dl.scheduled() {
 		return -1
 	}
+	if at := h.cmd.ExpireAt; at != 0 {
+		return max(at-now/1e6, 0)
+	}
 	return max(h.dl.at-now, 0) / 1e6
 }
 
@@ -567,6 +578,8 @@ func (l *Locks) TTLAsked(db uint8, key [16]byte) int64 {
 	}
 	c := &k.hold.head.cmd
 	switch {
+	case c.ExpireAt != 0:
+		return math.MaxInt64 // exact: TTL is what was asked
 	case c.ExpriedFlag&timeMillis != 0:
 		return int64(c.Expried)
 	case c.ExpriedFlag&timeMinutes != 0:
@@ -837,9 +850,20 @@ func (l *Locks) armHold(h *lockItem, base int64) {
 	case c.ExpriedFlag&timeVersion != 0:
 	case c.ExpriedFlag&timeKeep != 0 && !l.closed(h.owner):
 		l.keep(h)
+	case c.ExpireAt != 0:
+		l.dl.add(h, msDeadline(c.ExpireAt))
 	default:
 		l.dl.add(h, dueAt(base, c.Expried, c.ExpriedFlag))
 	}
+}
+
+// msDeadline is the deadline (Unix ns) of Unix millisecond ms: past the year
+// 2262, which Unix ns cannot express, never due in practice.
+func msDeadline(ms int64) int64 {
+	if ms > math.MaxInt64/1_000_000 {
+		return math.MaxInt64
+	}
+	return ms * 1e6
 }
 
 // find returns the holder of k with LockId id, or nil.
@@ -996,12 +1020,12 @@ func (l *Locks) relock(o Owner, h *lockItem, c *LockCommand, data []byte, now in
 		}
 		// Expried 0xFFFF with 0x4000 keeps the holder's expiry as it is.
 		keep := c.ExpriedFlag&timeVersion != 0 && c.Expried == 0xFFFF
-		e, ef, was := h.cmd.Expried, h.cmd.ExpriedFlag, h.owner
+		e, ef, at, was := h.cmd.Expried, h.cmd.ExpriedFlag, h.cmd.ExpireAt, h.owner
 		l.setParams(h, o, c, data != nil, now)
 		if !keep {
 			l.armHold(h, now)
 		} else {
-			h.cmd.Expried, h.cmd.ExpriedFlag = e, ef
+			h.cmd.Expried, h.cmd.ExpriedFlag, h.cmd.ExpireAt = e, ef, at
 			// A keep-alive holder follows its new owner's connection.
 			if ef&timeKeep != 0 && ef&timeVersion == 0 && was != o && (h.ko != nil || !l.closed(o)) {
 				l.armHold(h, now)
