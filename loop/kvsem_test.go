@@ -1,9 +1,19 @@
 package loop
 
 import (
+	"crypto/md5"
 	"encoding/hex"
 	"math/bits"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
+
+	"tallyd/aof"
+	"tallyd/proto/slock"
+	"tallyd/store"
 )
 
 // TestSlockKVDelRespectsLocks is issue 12's item 9, first half: while A holds the slock
@@ -108,6 +118,107 @@ func TestSlockKVExpiryExact(t *testing.T) {
 		if r := rc.cmd("PTTL", c.key); r.Kind != ':' || r.Int < c.pttl-60000 || r.Int > c.pttl {
 			t.Fatalf("PTTL %s after restart: %s, want %d less the time since", c.key, showResp(r), c.pttl)
 		}
+	}
+	ts.healthy(t)
+}
+
+// TestSlockKVDistinctKeys is item 8: each pair of names below once read and wrote one
+// value; every distinct name is now its own key, before and after a restart (the
+// key-name secret stays with the log). A binary client still meets a short text name at
+// its padded LockKey, and a value that carries another name is never taken for the key's.
+func TestSlockKVDistinctKeys(t *testing.T) {
+	lowerHex := "550e8400e29b41d4a716446655440000"
+	raw, _ := hex.DecodeString(lowerHex)
+	pairs := [][2]string{
+		{lowerHex, "550E8400E29B41D4A716446655440000"},
+		{lowerHex, string(raw)},
+		{"abc", "\x00abc"},
+		{"0123456789abcdef", "\x000123456789abcdef"}, // 16 bytes, and one more
+		{"", "\x00"},
+	}
+	dir := t.TempDir()
+	ts, stop := startPersist(t, dir, nil)
+	rc := dialResp(t, ts.slockAddr)
+	final := map[string]string{}
+	for i, p := range pairs {
+		a, b := "a"+strconv.Itoa(i), "b"+strconv.Itoa(i)
+		runKV(t, rc, []kvStep{kv(`+OK`, "SET", p[0], a), kv(`+OK`, "SET", p[1], b), kv(`"`+a+`"`, "GET", p[0]), kv(`"`+b+`"`, "GET", p[1])})
+		final[p[0]], final[p[1]] = a, b
+	}
+	runKV(t, rc, []kvStep{kv(`:9`, "DBSIZE"), kv(`:1`, "DEL", "abc"), kv(`"b2"`, "GET", "\x00abc"), kv(`+OK`, "SET", "abc", "a2")})
+	// A binary client reaches a short name at its padded LockKey (as TextID pads it) ...
+	bc := dialSlock(t, ts.slockAddr)
+	newLock(bc, key16("abc"), 0, 0).LockShow().want(slock.ResultUnownError)
+	// ... and a LOCK by text and SET on the same name still meet.
+	runKV(t, rc, []kvStep{kv(`:1`, "HSET", "h:"+lowerHex, "f", "1")})
+	expectText(t, parseTextLock(t, rc.cmd("LOCK", "job", "EXPRIED", "60")), "0", "1", "1", "1", "1")
+	runKV(t, rc, []kvStep{kv(`$-1`, "SET", "job", "x")})
+	stop()
+
+	ts, stop = startPersist(t, dir, nil)
+	defer stop()
+	rc = dialResp(t, ts.slockAddr)
+	for k, v := range final {
+		runKV(t, rc, []kvStep{kv(`"`+v+`"`, "GET", k)})
+	}
+	runKV(t, rc, []kvStep{kv(`:10`, "DBSIZE"), kv(`"1"`, "HGET", "h:"+lowerHex, "f"), kv(`$-1`, "HGET", "h:"+strings.ToUpper(lowerHex), "f")})
+	ts.healthy(t)
+}
+
+// TestSlockKVNameClash: a value at a name's LockKey that carries another name (here a
+// binary client's, written with a KEY property) is not that name's: text commands on the
+// name refuse rather than read or overwrite it.
+func TestSlockKVNameClash(t *testing.T) {
+	ts := startSlock(t, nil)
+	bc := dialSlock(t, ts.slockAddr)
+	rec := slock.AppendDataRecord(nil, slock.DataSet, slock.StageCurrent, 0, []slock.Property{{Code: slock.PropKey, Value: []byte("other")}}, []byte("theirs"))
+	l := newLock(bc, key16("job"), 0, 60)
+	l.send(slock.TypeLock, slock.FlagData, rec).want(slock.ResultOK)
+	rc := dialResp(t, ts.slockAddr)
+	want := `-ERR key "job" maps to the LockKey of key "other", which holds a value: refused`
+	for _, c := range [][]string{{"GET", "job"}, {"SET", "job", "mine"}, {"DEL", "job"}, {"MGET", "x", "job"}, {"MSET", "job", "1"}, {"HGET", "job", "f"}, {"TTL", "job"}} {
+		runKV(t, rc, []kvStep{kv(want, c...)})
+	}
+	// A value without a name (a binary client's) is the name's.
+	l2 := newLock(bc, key16("job2"), 0, 60)
+	l2.send(slock.TypeLock, slock.FlagData, slock.AppendDataRecord(nil, slock.DataSet, slock.StageCurrent, 0, nil, []byte("v"))).want(slock.ResultOK)
+	runKV(t, rc, []kvStep{kv(`"v"`, "GET", "job2")})
+}
+
+// TestSlockKVOldLogRekeyed: a log written when long names were MD5-hashed to their LockKey
+// comes back under the names' keys now: values readable and writable by name, a key
+// deleted in the log stays deleted.
+func TestSlockKVOldLogRekeyed(t *testing.T) {
+	dir := t.TempDir()
+	start := time.Now().UnixNano()
+	state := func(name string, value string, held bool) *store.KeyState {
+		id := md5.Sum([]byte(name))
+		ks := &store.KeyState{Key: id}
+		if held {
+			ks.Value = slock.AppendDataRecord(nil, slock.DataSet, slock.StageCurrent, 0,
+				[]slock.Property{{Code: slock.PropKey, Value: []byte(name)}}, []byte(value))
+			ks.Holders = []store.HolderState{{LockID: id, Levels: 1, Expried: 0x7FFF, ExpriedFlag: 0x4000 | 0x0100 | 0x2000, Start: start}}
+		}
+		return ks
+	}
+	kept, gone := "a key name longer than sixteen bytes", "another long key name, deleted"
+	b := []byte(aof.Header)
+	b = aof.AppendState(b, state(kept, "old", true))
+	b = aof.AppendState(b, state(gone, "x", true))
+	b = aof.AppendState(b, state(kept, "kept", true))
+	b = aof.AppendState(b, state(gone, "", false))
+	if err := os.WriteFile(filepath.Join(dir, logName), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ts, stop := startPersist(t, dir, nil)
+	defer stop()
+	rc := dialResp(t, ts.slockAddr)
+	runKV(t, rc, []kvStep{
+		kv(`"kept"`, "GET", kept), kv(`$-1`, "GET", gone), kv(`:1`, "DBSIZE"),
+		kv(`+OK`, "SET", kept, "new"), kv(`"new"`, "GET", kept), kv(`:1`, "DBSIZE"),
+	})
+	if _, err := os.Stat(filepath.Join(dir, keySecretName)); err != nil {
+		t.Fatalf("key-name secret: %v", err)
 	}
 	ts.healthy(t)
 }

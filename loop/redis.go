@@ -77,6 +77,7 @@ func (s *Server) textFlush(cs *conn) bool {
 // the connection after the reply.
 func (s *Server) slockCommand(cs *conn, args [][]byte, raw []byte, now int64) (quit bool) {
 	sc := cs.slock
+	sc.text.Keys = s.keys
 	spec := slock.Lookup(args[0])
 	if sc.tx.active && (spec == nil || spec.Flags&slock.CmdTx == 0) {
 		s.txQueue(cs, spec, args, raw)
@@ -334,7 +335,7 @@ func (s *Server) txWatch(cs *conn, keys [][]byte) {
 	}
 	db := cs.slock.text.DB
 	for _, k := range keys {
-		w := watchKey{db, slock.TextID(k)}
+		w := watchKey{db, cs.slock.text.KeyID(k)}
 		if _, ok := tx.watches[w]; ok {
 			continue
 		}

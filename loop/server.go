@@ -147,8 +147,9 @@ type Server struct {
 	semaphores *store.Semaphores
 	pools      *store.Pools
 	locks      *store.Locks
-	ids        *store.IDs // LockIds and RequestIds of text commands (unguessable)
-	due        store.Due  // what the tick's Advance found due
+	ids        *store.IDs  // LockIds and RequestIds of text commands (unguessable)
+	keys       *slock.Keys // text key names to LockKeys (keyid.go)
+	due        store.Due   // what the tick's Advance found due
 	stats      [numProtos]listenerStats
 	conns      map[store.Owner]*conn // live connections, by owner id
 	byPort     map[int]*listenerState
@@ -249,6 +250,7 @@ func New(cfg Config) (*Server, error) {
 		Start:               now.UnixNano(),
 	})
 	s.ids = store.NewIDs(randomKey())
+	s.keys = newKeys() // openLog loads the data directory's
 	s.counters, s.semaphores, s.pools, s.locks = s.store.Counters, s.store.Semaphores, s.store.Pools, s.store.Locks
 	s.poolH = poolHandler{s: s, dec: pool.Decoder{MaxLine: cfg.PoolMaxLine}, wakes: make([]store.Wake, 0, 64)}
 	s.sniff = sniffHandler{s}

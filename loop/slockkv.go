@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"bytes"
 	"errors"
 	"strconv"
 
@@ -18,9 +19,16 @@ func (s *Server) slockKV(cs *conn, now int64) {
 	op := kv.Op
 	db := sc.text.DB
 	var err error
+	for _, k := range kv.Keys {
+		if err := s.nameClash(db, sc.text.KeyID(k), k); err != nil {
+			s.textError(cs, err)
+			kv.Keys = nil
+			return
+		}
+	}
 	switch op {
 	case slock.OpTTL, slock.OpPTTL:
-		id := slock.TextID(kv.Keys[0])
+		id := sc.text.KeyID(kv.Keys[0])
 		ms := s.locks.TTL(db, id, now)
 		if ms >= 0 {
 			ms = min(ms, s.locks.TTLAsked(db, id)) // never more than was asked, as in Redis
@@ -94,6 +102,12 @@ func (s *Server) slockKV(cs *conn, now int64) {
 // kvMGet answers MGET key...: an array of what GET answers for each key.
 func (s *Server) kvMGet(cs *conn, args [][]byte, now int64) {
 	sc := cs.slock
+	for _, k := range args[1:] {
+		if err := s.nameClash(sc.text.DB, sc.text.KeyID(k), k); err != nil {
+			s.textError(cs, err)
+			return
+		}
+	}
 	s.sendTo(cs, resp.AppendArray(s.scratchFor(cs), len(args)-1))
 	for i := 1; i < len(args); i++ {
 		sc.req.KV.GetKey(args, i, &sc.text, func() [16]byte { return s.textID(cs) })
@@ -114,6 +128,9 @@ func (s *Server) kvMSet(cs *conn, args [][]byte, nx bool, now int64) {
 	for i := 1; i < len(args); i += 2 {
 		if s.sl.dataBuf, err = kv.SetPair(args, i, &sc.text, newID, s.sl.dataBuf[:0]); err == nil {
 			err = s.kvFits(kv, db)
+		}
+		if err == nil {
+			err = s.nameClash(db, kv.Frame.Key, args[i])
 		}
 		if err != nil {
 			s.textError(cs, err)
@@ -249,7 +266,16 @@ func (s *Server) kvScan(cs *conn, db uint8, q *slock.Scan) {
 func (s *Server) kvHash(cs *conn, h *slock.Hash, now int64) {
 	db := cs.slock.text.DB
 	if !h.Writes() {
-		s.sendTo(cs, slock.AppendHashRead(s.scratchFor(cs), h, s.locks.Value(db, slock.TextID(h.Key))))
+		id := cs.slock.text.KeyID(h.Key)
+		if err := s.nameClash(db, id, h.Key); err != nil {
+			s.textError(cs, err)
+			return
+		}
+		s.sendTo(cs, slock.AppendHashRead(s.scratchFor(cs), h, s.locks.Value(db, id)))
+		return
+	}
+	if err := s.nameClash(db, h.Frame.Key, h.Key); err != nil {
+		s.textError(cs, err)
 		return
 	}
 	cmd := frameCommand(&h.Frame)
@@ -370,4 +396,21 @@ func lowerBytes(b []byte) []byte {
 		out[i] = c
 	}
 	return out
+}
+
+// nameClash refuses a text command on key name whose LockKey id holds the value of another
+// name: a value record carries its key's name (its KEY property), and a value belongs to
+// that name only. Distinct names have distinct LockKeys (slock.Keys) except by a 128-bit
+// hash collision, or a binary client's value carrying another name; either way the two
+// keys are never merged. A value without a name (a binary client's) is the name's.
+func (s *Server) nameClash(db uint8, id [16]byte, name []byte) error {
+	v := s.locks.Value(db, id)
+	if v == nil {
+		return nil
+	}
+	if other, ok := slock.KeyName(v); ok && !bytes.Equal(other, name) {
+		return &slock.TextError{Msg: "key " + strconv.Quote(string(name)) + " maps to the LockKey of key " +
+			strconv.Quote(string(other)) + ", which holds a value: refused"}
+	}
+	return nil
 }

@@ -195,6 +195,25 @@ def main():
     expect("expire.neg", r.expire("ex2", -5), True)
     expect("expire.neg.gone", r.exists("ex2"), "0")
 
+    # Distinct keys are distinct (issue 12, item 8): names differing only in case, a
+    # 32-hex-digit name and the 16 bytes it decodes to, "abc" and "\x00abc".
+    rb = redis.Redis(host=host, port=port, socket_timeout=10)  # bytes, for names not UTF-8
+
+    def text(v):
+        return v.decode() if isinstance(v, bytes) else norm(v)
+    hexname = b"550e8400e29b41d4a716446655440000"
+    names = [hexname, hexname.upper(), bytes.fromhex(hexname.decode()), b"abc", b"\x00abc",
+             b"0123456789abcdef", b"\x000123456789abcdef", b"", b"\x00"]
+    for i, n in enumerate(names):
+        rb.set(n, "v%d" % i)
+    expect("distinct.get", [text(x) for x in rb.mget(names)], ["v%d" % i for i in range(len(names))])
+    expect("distinct.del", rb.delete(b"abc"), "1")
+    expect("distinct.after.del", [rb.exists(b"\x00abc"), text(rb.get(b"\x00abc"))], ["1", "v4"])
+    rb.set(hexname, "10")
+    rb.set(hexname.upper(), "20")
+    expect("distinct.incr", [rb.incr(hexname), rb.incrby(hexname.upper(), 5), text(rb.get(hexname))], ["11", "25", "11"])
+    rb.delete(*names)
+
     # HELLO 2: the names of the fields.
     h = r.execute_command("HELLO", "2")
     expect("hello", h[0::2], ["server", "version", "proto", "id", "mode", "role", "modules"])

@@ -395,7 +395,7 @@ func expireErr(name string) error {
 
 // lockFrame sets kv.Frame to a Lock on Keys[0] with LockId = the key.
 func (kv *KV) lockFrame(t *Text, newID func() [16]byte, flag uint8, timeout, expried, expriedFlag uint16) {
-	id := TextID(kv.Keys[0])
+	id := t.KeyID(kv.Keys[0])
 	kv.Frame = Frame{Type: TypeLock, RequestID: newID(), Flag: flag, DB: t.DB, LockID: id, Key: id,
 		Timeout: timeout, Expried: expried, ExpriedFlag: expriedFlag, Count: 0, Rcount: 0}
 }
@@ -439,7 +439,7 @@ func (kv *KV) SetNumber(buf []byte, n int64) ([]byte, error) {
 // probe: Timeout 0, Expried 0) or DEL (an Unlock of the holder with the key as LockId, else
 // the oldest).
 func (kv *KV) KeyFrame(t *Text, newID func() [16]byte, i int) {
-	id := TextID(kv.Keys[i])
+	id := t.KeyID(kv.Keys[i])
 	kv.Frame = Frame{Type: TypeLock, RequestID: newID(), Flag: flagShow, DB: t.DB, LockID: id, Key: id}
 	if kv.Op == OpDel {
 		kv.Frame.Type, kv.Frame.Flag = TypeUnlock, unlockHead
