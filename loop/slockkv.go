@@ -19,8 +19,12 @@ func (s *Server) slockKV(cs *conn, now int64) {
 	op := kv.Op
 	db := sc.text.DB
 	var err error
-	for _, k := range kv.Keys {
-		if err := s.nameClash(db, sc.text.KeyID(k), k); err != nil {
+	for i, k := range kv.Keys {
+		id := kv.Frame.Key // the first key's, mapped by the parse (TTL builds no frame)
+		if i > 0 || kv.Frame.Type == 0 {
+			id = sc.text.KeyID(k)
+		}
+		if err := s.nameClash(db, id, k); err != nil {
 			s.textError(cs, err)
 			kv.Keys = nil
 			return
