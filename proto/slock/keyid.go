@@ -2,6 +2,7 @@ package slock
 
 import (
 	"crypto/sha256"
+	"encoding"
 	"hash"
 )
 
@@ -18,7 +19,8 @@ import (
 //     LockKeys have byte 0 == 0 and their first non-zero byte at 16 - len(name), so no
 //     two names share one. A binary client reaches the text key "job" at this LockKey.
 //   - any other name (16 bytes or more, or starting with a 0 byte) is hashed: the first
-//     16 bytes of SHA-256(secret || name), byte 0 forced to 0x80 or more so that it is
+//     16 bytes of SHA-256(secret || 32 zero bytes || name) (the secret fills the first
+//     block, whose state is computed once), byte 0 forced to 0x80 or more so that it is
 //     never a short name's. The secret is random per data directory (kept in it, so a
 //     restart maps names as before) and unknown to clients: they cannot compute, nor
 //     aim collisions at, these LockKeys, and binary clients cannot reach these keys (use
@@ -30,15 +32,26 @@ import (
 
 // Keys maps key names to LockKeys under one secret. Not safe for concurrent use.
 type Keys struct {
-	secret [32]byte
-	d      hash.Hash
-	sum    [sha256.Size]byte
+	d     hash.Hash
+	start []byte // d's state after the secret's block
+	sum   [sha256.Size]byte
 }
 
 // NewKeys returns the mapping keyed by secret.
-func NewKeys(secret [32]byte) *Keys { return &Keys{secret: secret, d: sha256.New()} }
+func NewKeys(secret [32]byte) *Keys {
+	var block [sha256.BlockSize]byte
+	copy(block[:], secret[:])
+	d := sha256.New()
+	d.Write(block[:])
+	start, err := d.(encoding.BinaryMarshaler).MarshalBinary()
+	if err != nil { // cannot be: crypto/sha256 marshals its state
+		panic(err)
+	}
+	return &Keys{d: d, start: start}
+}
 
-// fallback maps for a Text with no Keys (tests): the zero secret.
+// zeroSecret is the secret of a nil Keys (a Text without one: tests), which builds its
+// own state on each call and so shares none.
 var zeroSecret [32]byte
 
 // KeyID returns the LockKey of key name under k (nil: the zero secret).
@@ -47,18 +60,14 @@ func (k *Keys) KeyID(name []byte) (id [16]byte) {
 		copy(id[16-len(name):], name)
 		return id
 	}
-	var sum [sha256.Size]byte
 	if k == nil {
-		d := sha256.New()
-		d.Write(zeroSecret[:])
-		d.Write(name)
-		d.Sum(sum[:0])
-	} else {
-		k.d.Reset()
-		k.d.Write(k.secret[:])
-		k.d.Write(name)
-		sum = [sha256.Size]byte(k.d.Sum(k.sum[:0]))
+		k = NewKeys(zeroSecret)
 	}
+	if err := k.d.(encoding.BinaryUnmarshaler).UnmarshalBinary(k.start); err != nil {
+		panic(err) // cannot be: the state is the digest's own
+	}
+	k.d.Write(name)
+	sum := [sha256.Size]byte(k.d.Sum(k.sum[:0]))
 	copy(id[:], sum[:16])
 	id[0] |= 0x80
 	return id
