@@ -192,6 +192,12 @@ def main():
     expect("pttl.pexpireat.max", r.pttl("ex3") > 9223370000000000000, True)
     expect("expireat.past", r.expireat("ex3", 1), True)
     expect("expireat.past.gone", [r.get("ex3"), r.exists("ex3")], [None, "0"])
+    r.set("ex4", "1", ex=100000000)
+    r.incr("ex4")
+    r.hset("ex5", "f", "1")
+    r.expire("ex5", 200000000)
+    r.hincrby("ex5", "f", 1)
+    expect("ttl.kept", [r.ttl("ex4"), r.get("ex4"), r.ttl("ex5")], ["100000000", "2", "200000000"])
     expect("expire.neg", r.expire("ex2", -5), True)
     expect("expire.neg.gone", r.exists("ex2"), "0")
 
