@@ -83,8 +83,8 @@ func writeSynced(path string, b []byte) error {
 // rekeyer moves the records of a log written before key names were mapped by slock.Keys
 // (by slock.TextID: 16-byte names as they are, 32 hex digits decoded, longer names
 // MD5-hashed) to their keys now. A record with a value knows its name (the value's KEY
-// property): its key, and the LockId of a SET's holder (the key itself), move to the
-// name's LockKey now; later records of the old LockKey without a value (the key's deletion)
+// property): if it is at the name's old LockKey, its key, and the LockId of a SET's holder
+// (the key itself), move to the name's LockKey now; later records of the old LockKey without a value (the key's deletion)
 // follow it. Records written since, and binary clients' keys, are left as they are.
 type rekeyer struct {
 	keys  *slock.Keys
@@ -101,8 +101,8 @@ func (r *rekeyer) rekey(ks *store.KeyState) {
 	to, ok := [16]byte{}, false
 	if name, named := slock.KeyName(ks.Value); ks.Value != nil && named {
 		to = r.keys.KeyID(name)
-		if to == ks.Key {
-			return
+		if to == ks.Key || slock.TextID(name) != ks.Key {
+			return // mapped now, or not by the old rule (a binary client's value naming another key)
 		}
 		if r.moved == nil {
 			r.moved = make(map[keyAt][16]byte)

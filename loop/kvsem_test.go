@@ -207,6 +207,12 @@ func TestSlockKVOldLogRekeyed(t *testing.T) {
 	b = aof.AppendState(b, state(gone, "x", true))
 	b = aof.AppendState(b, state(kept, "kept", true))
 	b = aof.AppendState(b, state(gone, "", false))
+	// A binary client's value at its own LockKey, naming a key that does not map there,
+	// stays where it is.
+	foreign := state("a long name that is not this key's", "bin", true)
+	foreign.Key = key16("bin")
+	foreign.Holders[0].LockID = foreign.Key
+	b = aof.AppendState(b, foreign)
 	if err := os.WriteFile(filepath.Join(dir, logName), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -214,8 +220,10 @@ func TestSlockKVOldLogRekeyed(t *testing.T) {
 	defer stop()
 	rc := dialResp(t, ts.slockAddr)
 	runKV(t, rc, []kvStep{
-		kv(`"kept"`, "GET", kept), kv(`$-1`, "GET", gone), kv(`:1`, "DBSIZE"),
-		kv(`+OK`, "SET", kept, "new"), kv(`"new"`, "GET", kept), kv(`:1`, "DBSIZE"),
+		kv(`"kept"`, "GET", kept), kv(`$-1`, "GET", gone), kv(`:2`, "DBSIZE"),
+		kv(`+OK`, "SET", kept, "new"), kv(`"new"`, "GET", kept), kv(`:2`, "DBSIZE"),
+		kv(`$-1`, "GET", "a long name that is not this key's"),
+		kv(`-ERR key "bin" maps to the LockKey of key "a long name that is not this key's", which holds a value: refused`, "GET", "bin"),
 	})
 	if _, err := os.Stat(filepath.Join(dir, keySecretName)); err != nil {
 		t.Fatalf("key-name secret: %v", err)
