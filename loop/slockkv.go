@@ -402,12 +402,17 @@ func lowerBytes(b []byte) []byte {
 	return out
 }
 
-// nameClash refuses a text command on key name whose LockKey id holds the value of another
-// name: a value record carries its key's name (its KEY property), and a value belongs to
-// that name only. Distinct names have distinct LockKeys (slock.Keys) except by a 128-bit
-// hash collision, or a binary client's value carrying another name; either way the two
-// keys are never merged. A value without a name (a binary client's) is the name's.
+// nameClash refuses a text command on a hashed key name (slock.Keys) whose LockKey id
+// holds the value of another name: a value record carries its key's name (its KEY
+// property), and a value belongs to that name only. Distinct hashed names share a LockKey
+// only by a 128-bit hash collision; even then the two keys are never merged. A value
+// without a name (a binary client's) is the name's. A short name's LockKey is no other
+// name's, so its values are not looked at (a binary client's value there is the name's,
+// whatever KEY property it carries).
 func (s *Server) nameClash(db uint8, id [16]byte, name []byte) error {
+	if !slock.Hashed(name) {
+		return nil
+	}
 	v := s.locks.Value(db, id)
 	if v == nil {
 		return nil

@@ -27,8 +27,8 @@ import (
 //     a text command, or a short name).
 //
 // Two hashed names share a LockKey with probability about 2^-127 per pair; even then the
-// server compares a value's KEY property with the name asked for (a value belongs to the
-// name it carries), so two names never read or write one value.
+// server compares a value's KEY property with the hashed name asked for (a value belongs
+// to the name it carries), so two names never read or write one value.
 
 // Keys maps key names to LockKeys under one secret. Not safe for concurrent use.
 type Keys struct {
@@ -54,9 +54,13 @@ func NewKeys(secret [32]byte) *Keys {
 // own state on each call and so shares none.
 var zeroSecret [32]byte
 
+// Hashed reports whether KeyID hashes name (else its LockKey is name, padded: no other
+// name has it).
+func Hashed(name []byte) bool { return len(name) >= 16 || len(name) > 0 && name[0] == 0 }
+
 // KeyID returns the LockKey of key name under k (nil: the zero secret).
 func (k *Keys) KeyID(name []byte) (id [16]byte) {
-	if len(name) < 16 && (len(name) == 0 || name[0] != 0) {
+	if !Hashed(name) {
 		copy(id[16-len(name):], name)
 		return id
 	}
