@@ -19,7 +19,9 @@ import (
 //
 // and each holder is 16 LockId | u8 flag | u8 levels | u8 rcount | u16 count
 // | u16 timeout | u16 timeout flag | u16 expried | u16 expried flag | i64 start
-// | i64 deadline (Unix ns; 0 never), all little-endian. A state with no holders
+// | i64 deadline (Unix ns; 0 never; negative: minus the Unix ms of an exact
+// expiry, store.HolderState.ExpireAt, which logs before it never hold), all
+// little-endian. A state with no holders
 // says the key is gone. Records are whole key states, so the last one of a key
 // is its state and replaying the same record twice changes nothing.
 
@@ -62,7 +64,11 @@ func AppendState(dst []byte, s *store.KeyState) []byte {
 		dst = binary.LittleEndian.AppendUint16(dst, h.Expried)
 		dst = binary.LittleEndian.AppendUint16(dst, h.ExpriedFlag)
 		dst = binary.LittleEndian.AppendUint64(dst, uint64(h.Start))
-		dst = binary.LittleEndian.AppendUint64(dst, uint64(h.Deadline))
+		d := h.Deadline
+		if h.ExpireAt > 0 {
+			d = -h.ExpireAt
+		}
+		dst = binary.LittleEndian.AppendUint64(dst, uint64(d))
 	}
 	p := dst[start+recHead:]
 	binary.LittleEndian.PutUint32(dst[start:], uint32(len(p)))
@@ -156,6 +162,9 @@ func decode(p []byte, s *store.KeyState) error {
 		h.ExpriedFlag = binary.LittleEndian.Uint16(p[27:])
 		h.Start = int64(binary.LittleEndian.Uint64(p[29:]))
 		h.Deadline = int64(binary.LittleEndian.Uint64(p[37:]))
+		if h.Deadline < 0 {
+			h.ExpireAt, h.Deadline = -h.Deadline, 0
+		}
 		s.Holders = append(s.Holders, h)
 		p = p[holderLen:]
 	}

@@ -88,7 +88,11 @@ func (s *Server) openLog() error {
 	}
 	now := s.now().UnixNano()
 	start := time.Now()
-	r, err := aof.Replay(p.path, func(ks *store.KeyState) { s.locks.Restore(ks, now) })
+	if err := s.loadKeySecret(); err != nil {
+		return err
+	}
+	rk := rekeyer{keys: s.keys}
+	r, err := aof.Replay(p.path, func(ks *store.KeyState) { rk.rekey(ks); s.locks.Restore(ks, now) })
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,7 @@
 package loop
 
 import (
-	"encoding/binary"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"strconv"
@@ -77,6 +77,7 @@ func (s *Server) textFlush(cs *conn) bool {
 // the connection after the reply.
 func (s *Server) slockCommand(cs *conn, args [][]byte, raw []byte, now int64) (quit bool) {
 	sc := cs.slock
+	sc.text.Keys = s.keys
 	spec := slock.Lookup(args[0])
 	if sc.tx.active && (spec == nil || spec.Flags&slock.CmdTx == 0) {
 		s.txQueue(cs, spec, args, raw)
@@ -200,12 +201,16 @@ func (s *Server) textLock(cs *conn, r *slock.Request, now int64) {
 	s.runLock(cs.owner, &cmd, now)
 }
 
-// textID makes a RequestId or LockId for a text command: unique per server run.
-func (s *Server) textID(cs *conn) (id [16]byte) {
-	cs.slock.seq++
-	binary.BigEndian.PutUint64(id[:8], uint64(s.started)^uint64(cs.owner)<<20)
-	binary.BigEndian.PutUint64(id[8:], uint64(cs.owner)<<32|cs.slock.seq)
-	return id
+// textID makes a RequestId or LockId for a text command: unique per server run and
+// unguessable (store.IDs), so that no client can compute another's LockId from its own.
+func (s *Server) textID(cs *conn) [16]byte { return s.ids.Next() }
+
+// randomKey draws a key for store.IDs from the system's random source (once per process).
+func randomKey() (k [16]byte) {
+	if _, err := rand.Read(k[:]); err != nil { // cannot fail on Linux (getrandom)
+		panic("loop: no random source: " + err.Error())
+	}
+	return k
 }
 
 func argAt(args [][]byte, i int) []byte {
@@ -345,7 +350,7 @@ func (s *Server) txWatch(cs *conn, keys [][]byte) {
 	}
 	db := cs.slock.text.DB
 	for _, k := range keys {
-		w := watchKey{db, slock.TextID(k)}
+		w := watchKey{db, cs.slock.text.KeyID(k)}
 		if _, ok := tx.watches[w]; ok {
 			continue
 		}

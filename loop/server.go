@@ -150,7 +150,9 @@ type Server struct {
 	semaphores *store.Semaphores
 	pools      *store.Pools
 	locks      *store.Locks
-	due        store.Due // what the tick's Advance found due
+	ids        *store.IDs  // LockIds and RequestIds of text commands (unguessable)
+	keys       *slock.Keys // text key names to LockKeys (keyid.go)
+	due        store.Due   // what the tick's Advance found due
 	stats      [numProtos]listenerStats
 	conns      map[store.Owner]*conn // live connections, by owner id
 	byPort     map[int]*listenerState
@@ -245,11 +247,13 @@ func New(cfg Config) (*Server, error) {
 		Semaphores: store.SemaphoresConfig{MaxObjects: cfg.MaxObjects, SizeHint: sizeHint(cfg.SemaphoreBuckets)},
 		Pools:      store.PoolsConfig{MaxEntries: cfg.PoolMaxEntries, MaxKeys: cfg.MaxObjects},
 		Locks: store.LocksConfig{MaxWaitersPerKey: cfg.SlockMaxWaitersPerKey,
-			MaxWaitersPerOwner: cfg.SlockMaxWaitersPerConn, MaxKeys: cfg.MaxObjects, IDSeed: uint64(now.UnixNano()),
+			MaxWaitersPerOwner: cfg.SlockMaxWaitersPerConn, MaxKeys: cfg.MaxObjects, IDKey: randomKey(),
 			MaxValue: int(cfg.SlockMaxData), Persist: cfg.DataDir != "", PersistAfter: int64(cfg.LockPersistAfter)},
 		SemaphoreGCInterval: int64(cfg.SemaphoreGCInterval),
 		Start:               now.UnixNano(),
 	})
+	s.ids = store.NewIDs(randomKey())
+	s.keys = newKeys() // openLog loads the data directory's
 	s.counters, s.semaphores, s.pools, s.locks = s.store.Counters, s.store.Semaphores, s.store.Pools, s.store.Locks
 	s.poolH = poolHandler{s: s, dec: pool.Decoder{MaxLine: cfg.PoolMaxLine}, wakes: make([]store.Wake, 0, 64)}
 	s.sniff = sniffHandler{s}

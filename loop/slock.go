@@ -22,7 +22,6 @@ type slockConn struct {
 	waiting  bool          // a LOCK/UNLOCK is unresolved: later commands wait behind it
 	waitID   [16]byte      // its RequestId
 	waitLock bool          // it is a LOCK (its LockId becomes the default for UNLOCK)
-	seq      uint64        // for RequestIds and LockIds of text commands
 	req      slock.Request // the command being served (req.KV: the key/value command awaited)
 	kvActive bool          // the awaited reply is req.KV's
 	kvMulti  bool          // req.KV is one key of a command on several: replies are counted

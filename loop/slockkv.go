@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"bytes"
 	"errors"
 	"strconv"
 	"time"
@@ -19,9 +20,20 @@ func (s *Server) slockKV(cs *conn, now int64) {
 	op := kv.Op
 	db := sc.text.DB
 	var err error
+	for i, k := range kv.Keys {
+		id := kv.Frame.Key // the first key's, mapped by the parse (TTL builds no frame)
+		if i > 0 || kv.Frame.Type == 0 {
+			id = sc.text.KeyID(k)
+		}
+		if err := s.nameClash(db, id, k); err != nil {
+			s.textError(cs, err)
+			kv.Keys = nil
+			return
+		}
+	}
 	switch op {
 	case slock.OpTTL, slock.OpPTTL:
-		id := slock.TextID(kv.Keys[0])
+		id := sc.text.KeyID(kv.Keys[0])
 		ms := s.locks.TTL(db, id, now)
 		if ms >= 0 {
 			ms = min(ms, s.locks.TTLAsked(db, id)) // never more than was asked, as in Redis
@@ -42,6 +54,14 @@ func (s *Server) slockKV(cs *conn, now int64) {
 			s.textError(cs, slock.ErrWrongType)
 			return
 		}
+	case slock.OpExpire, slock.OpPersist:
+		if s.locks.Value(db, kv.Frame.Key) == nil {
+			// No such key: 0, as in Redis (an Update of a key with no holder would take
+			// a lock on it instead).
+			s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), 0))
+			kv.Keys = nil
+			return
+		}
 	case slock.OpFlushDB, slock.OpFlushAll:
 		lo, hi := int(db), int(db)
 		if op == slock.OpFlushAll {
@@ -58,6 +78,9 @@ func (s *Server) slockKV(cs *conn, now int64) {
 			sc.kvMulti, sc.kvN = true, 0
 			for i := range kv.Keys {
 				kv.KeyFrame(&sc.text, func() [16]byte { return s.textID(cs) }, i)
+				if op == slock.OpDel && s.locks.LockedByOther(db, kv.Frame.Key, cs.owner) {
+					continue // another's lock: not deleted, not counted
+				}
 				s.runKV(cs, now)
 			}
 			sc.kvMulti = false
@@ -65,6 +88,13 @@ func (s *Server) slockKV(cs *conn, now int64) {
 			kv.Keys = nil
 			return
 		}
+	}
+	if op == slock.OpDel && s.locks.LockedByOther(db, kv.Frame.Key, cs.owner) {
+		// Another connection's LOCK (or SETNX) holds the key: DEL would break it. As SET
+		// on that key answers nil (not set), DEL answers 0 (not deleted).
+		s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), 0))
+		kv.Keys = nil
+		return
 	}
 	if err = s.kvFits(kv, db); err != nil {
 		s.textError(cs, err)
@@ -77,6 +107,12 @@ func (s *Server) slockKV(cs *conn, now int64) {
 // kvMGet answers MGET key...: an array of what GET answers for each key.
 func (s *Server) kvMGet(cs *conn, args [][]byte, now int64) {
 	sc := cs.slock
+	for _, k := range args[1:] {
+		if err := s.nameClash(sc.text.DB, sc.text.KeyID(k), k); err != nil {
+			s.textError(cs, err)
+			return
+		}
+	}
 	s.sendTo(cs, resp.AppendArray(s.scratchFor(cs), len(args)-1))
 	for i := 1; i < len(args); i++ {
 		sc.req.KV.GetKey(args, i, &sc.text, func() [16]byte { return s.textID(cs) })
@@ -97,6 +133,9 @@ func (s *Server) kvMSet(cs *conn, args [][]byte, nx bool, now int64) {
 	for i := 1; i < len(args); i += 2 {
 		if s.sl.dataBuf, err = kv.SetPair(args, i, &sc.text, newID, s.sl.dataBuf[:0]); err == nil {
 			err = s.kvFits(kv, db)
+		}
+		if err == nil {
+			err = s.nameClash(db, kv.Frame.Key, args[i])
 		}
 		if err != nil {
 			s.textError(cs, err)
@@ -156,6 +195,7 @@ func (s *Server) runKV(cs *conn, now int64) {
 	sc := cs.slock
 	kv := &sc.req.KV
 	cmd := frameCommand(&kv.Frame)
+	cmd.ExpireAt = kv.ExpireAt // a Redis expiry, exact (the frame's 16-bit Expried cannot carry it)
 	if kv.Op == slock.OpIncr {
 		cmd.Add, cmd.Delta = true, kv.Delta // the store adds (and checks) the delta
 	}
@@ -166,13 +206,13 @@ func (s *Server) runKV(cs *conn, now int64) {
 // kvReply answers the key/value command cs waited for with the reply to its lock command.
 func (s *Server) kvReply(cs *conn, r *slock.LockReply, res store.LockResult) {
 	sc := cs.slock
+	sc.kvActive = false // also after one key of several: a later LOCK's reply is not the key's
 	if sc.kvMulti {
 		if slock.KVCount(sc.req.KV.Op, r.Result, r.Value) {
 			sc.kvN++
 		}
 		return
 	}
-	sc.kvActive = false
 	switch res {
 	case store.LockNotInteger:
 		s.textError(cs, slock.ErrNotInteger)
@@ -231,7 +271,16 @@ func (s *Server) kvScan(cs *conn, db uint8, q *slock.Scan) {
 func (s *Server) kvHash(cs *conn, h *slock.Hash, now int64) {
 	db := cs.slock.text.DB
 	if !h.Writes() {
-		s.sendTo(cs, slock.AppendHashRead(s.scratchFor(cs), h, s.locks.Value(db, slock.TextID(h.Key))))
+		id := cs.slock.text.KeyID(h.Key)
+		if err := s.nameClash(db, id, h.Key); err != nil {
+			s.textError(cs, err)
+			return
+		}
+		s.sendTo(cs, slock.AppendHashRead(s.scratchFor(cs), h, s.locks.Value(db, id)))
+		return
+	}
+	if err := s.nameClash(db, h.Frame.Key, h.Key); err != nil {
+		s.textError(cs, err)
 		return
 	}
 	cmd := frameCommand(&h.Frame)
@@ -352,4 +401,26 @@ func lowerBytes(b []byte) []byte {
 		out[i] = c
 	}
 	return out
+}
+
+// nameClash refuses a text command on a hashed key name (slock.Keys) whose LockKey id
+// holds the value of another name: a value record carries its key's name (its KEY
+// property), and a value belongs to that name only. Distinct hashed names share a LockKey
+// only by a 128-bit hash collision; even then the two keys are never merged. A value
+// without a name (a binary client's) is the name's. A short name's LockKey is no other
+// name's, so its values are not looked at (a binary client's value there is the name's,
+// whatever KEY property it carries).
+func (s *Server) nameClash(db uint8, id [16]byte, name []byte) error {
+	if !slock.Hashed(name) {
+		return nil
+	}
+	v := s.locks.Value(db, id)
+	if v == nil {
+		return nil
+	}
+	if other, ok := slock.KeyName(v); ok && !bytes.Equal(other, name) {
+		return &slock.TextError{Msg: "key " + strconv.Quote(string(name)) + " maps to the LockKey of key " +
+			strconv.Quote(string(other)) + ", which holds a value: refused"}
+	}
+	return nil
 }

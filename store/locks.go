@@ -2,7 +2,7 @@ package store
 
 import (
 	"encoding/binary"
-	"math/rand/v2"
+	"math"
 	"strconv"
 )
 
@@ -27,6 +27,13 @@ type LockCommand struct {
 	// Delta. Never set by a frame from the wire.
 	Add   bool
 	Delta int64
+
+	// ExpireAt, when not 0, is when (Unix milliseconds) a hold this command
+	// makes or updates expires, exactly, in place of what Expried and its
+	// unit say (which then only tell a hold from a probe): the Redis
+	// expiries of key/value commands, which a 16-bit Expried cannot carry.
+	// Never set by a frame from the wire.
+	ExpireAt int64
 }
 
 // LockReply is one reply frame owed to a connection: to the command's
@@ -139,11 +146,12 @@ const MaxLockDB = 254
 
 // LocksConfig configures a Locks.
 type LocksConfig struct {
-	MaxWaitersPerKey   int    // most queued requests on one key; beyond, a request times out at once; <= 0: no limit
-	MaxWaitersPerOwner int    // most queued requests of one connection; beyond, likewise; <= 0: no limit
-	MaxKeys            int    // most keys over all databases; a Lock that would add one gets UNKNOWN_ERROR; <= 0: no limit
-	MaxValue           int    // longest value record (N) a key keeps; a data command that would make a longer one changes nothing; <= 0: DefaultMaxValue
-	IDSeed             uint64 // seeds the random part of server-generated RequestIds
+	MaxWaitersPerKey   int      // most queued requests on one key; beyond, a request times out at once; <= 0: no limit
+	MaxWaitersPerOwner int      // most queued requests of one connection; beyond, likewise; <= 0: no limit
+	MaxKeys            int      // most keys over all databases; a Lock that would add one gets UNKNOWN_ERROR; <= 0: no limit
+	MaxValue           int      // longest value record (N) a key keeps; a data command that would make a longer one changes nothing; <= 0: DefaultMaxValue
+	IDSeed             uint64   // keys server-generated RequestIds when IDKey is zero (tests: repeatable ids)
+	IDKey              [16]byte // keys server-generated RequestIds (store.IDs): draw it at random
 
 	// Persist makes the Locks keep a journal of the keys whose persistent state
 	// changed, for an append-only log (see Journal). A holder persists once it
@@ -239,7 +247,7 @@ type Locks struct {
 	goneAt int
 
 	cfg LocksConfig
-	rnd *rand.PCG
+	ids *IDs
 	seq uint32
 
 	out   []LockReply
@@ -422,8 +430,16 @@ func NewLocks(cfg LocksConfig) *Locks {
 		aging:  new(deadlines),
 		owners: make(map[Owner]*lockOwner),
 		cfg:    cfg,
-		rnd:    rand.NewPCG(cfg.IDSeed, cfg.IDSeed^0x9e3779b97f4a7c15),
+		ids:    NewIDs(idKey(cfg)),
 	}
+}
+
+// idKey is the key of cfg's RequestIds: IDKey, or one made from IDSeed.
+func idKey(cfg LocksConfig) [16]byte {
+	if cfg.IDKey == ([16]byte{}) {
+		return seedKey(cfg.IDSeed)
+	}
+	return cfg.IDKey
 }
 
 // Do runs one Lock or Unlock that owner sent at now. The replies it causes,
@@ -546,6 +562,9 @@ func (l *Locks) TTL(db uint8, key [16]byte, now int64) int64 {
 	if !h.dl.scheduled() {
 		return -1
 	}
+	if at := h.cmd.ExpireAt; at != 0 {
+		return max(at-now/1e6, 0)
+	}
 	return max(h.dl.at-now, 0) / 1e6
 }
 
@@ -560,6 +579,8 @@ func (l *Locks) TTLAsked(db uint8, key [16]byte) int64 {
 	}
 	c := &k.hold.head.cmd
 	switch {
+	case c.ExpireAt != 0:
+		return math.MaxInt64 // exact: TTL is what was asked
 	case c.ExpriedFlag&timeMillis != 0:
 		return int64(c.Expried)
 	case c.ExpriedFlag&timeMinutes != 0:
@@ -620,13 +641,14 @@ func reversed(key [16]byte) [16]byte {
 	return key
 }
 
-// requestID returns a server-generated RequestId: 6 bytes of milliseconds
-// (big-endian), 6 random bytes, a 4-byte counter.
+// requestID returns a server-generated RequestId in the protocol's form: 6
+// bytes of milliseconds (big-endian), 6 random bytes, a 4-byte counter. The
+// random bytes come from IDs (AES under a random key): unguessable.
 func (l *Locks) requestID(now int64) (id [16]byte) {
 	ms := uint64(now / 1e6)
 	binary.BigEndian.PutUint64(id[0:8], ms<<16)
-	r := l.rnd.Uint64()
-	binary.BigEndian.PutUint64(id[6:14], r)
+	r := l.ids.Next()
+	copy(id[6:12], r[:6])
 	l.seq++
 	binary.BigEndian.PutUint32(id[12:16], l.seq)
 	return id
@@ -836,9 +858,20 @@ func (l *Locks) armHold(h *lockItem, base int64) {
 	case c.ExpriedFlag&timeVersion != 0:
 	case c.ExpriedFlag&timeKeep != 0 && !l.closed(h.owner):
 		l.keep(h)
+	case c.ExpireAt != 0:
+		l.dl.add(h, msDeadline(c.ExpireAt))
 	default:
 		l.dl.add(h, dueAt(base, c.Expried, c.ExpriedFlag))
 	}
+}
+
+// msDeadline is the deadline (Unix ns) of Unix millisecond ms: past the year
+// 2262, which Unix ns cannot express, never due in practice.
+func msDeadline(ms int64) int64 {
+	if ms > math.MaxInt64/1_000_000 {
+		return math.MaxInt64
+	}
+	return ms * 1e6
 }
 
 // find returns the holder of k with LockId id, or nil.
@@ -995,12 +1028,12 @@ func (l *Locks) relock(o Owner, h *lockItem, c *LockCommand, data []byte, now in
 		}
 		// Expried 0xFFFF with 0x4000 keeps the holder's expiry as it is.
 		keep := c.ExpriedFlag&timeVersion != 0 && c.Expried == 0xFFFF
-		e, ef, was := h.cmd.Expried, h.cmd.ExpriedFlag, h.owner
+		e, ef, at, was := h.cmd.Expried, h.cmd.ExpriedFlag, h.cmd.ExpireAt, h.owner
 		l.setParams(h, o, c, data != nil, now)
 		if !keep {
 			l.armHold(h, now)
 		} else {
-			h.cmd.Expried, h.cmd.ExpriedFlag = e, ef
+			h.cmd.Expried, h.cmd.ExpriedFlag, h.cmd.ExpireAt = e, ef, at
 			// A keep-alive holder follows its new owner's connection.
 			if ef&timeKeep != 0 && ef&timeVersion == 0 && was != o && (h.ko != nil || !l.closed(o)) {
 				l.armHold(h, now)

@@ -196,6 +196,9 @@ func (l *Locks) Check() error {
 				}
 				if h.dl.scheduled() {
 					scheduled++
+					if h.cmd.ExpireAt != 0 && h.dl.at != msDeadline(h.cmd.ExpireAt) {
+						return fmt.Errorf("store: lock key %x: holder %x due at %d, its exact expiry is %d ms", name, h.cmd.LockID, h.dl.at, h.cmd.ExpireAt)
+					}
 				}
 				if h.pdl.scheduled() {
 					aging++

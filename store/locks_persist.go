@@ -34,6 +34,7 @@ type HolderState struct {
 	Timeout, TimeoutFlag, Expried, ExpriedFlag uint16
 	Start                                      int64 // Unix ns it was granted
 	Deadline                                   int64 // Unix ns it expires; 0: never
+	ExpireAt                                   int64 // Unix ms it expires, exactly (LockCommand.ExpireAt); 0: by Deadline
 }
 
 // ExpriedFlag bits that decide persistence.
@@ -180,7 +181,7 @@ func (l *Locks) state(k *lockKey, now int64) bool {
 		}
 		s.Holders = append(s.Holders, HolderState{LockID: c.LockID, Flag: c.Flag, Levels: h.levels,
 			Rcount: c.Rcount, Count: c.Count, Timeout: c.Timeout, TimeoutFlag: c.TimeoutFlag,
-			Expried: c.Expried, ExpriedFlag: c.ExpriedFlag, Start: h.start, Deadline: at})
+			Expried: c.Expried, ExpriedFlag: c.ExpriedFlag, Start: h.start, Deadline: at, ExpireAt: c.ExpireAt})
 	}
 	if len(s.Holders) > 0 && k.has {
 		s.Value = k.value
@@ -246,7 +247,11 @@ func (l *Locks) Restore(s *KeyState, now int64) {
 	}
 	for i := range s.Holders {
 		hs := &s.Holders[i]
-		if hs.Deadline != 0 && hs.Deadline <= now || hs.Levels == 0 {
+		due := hs.Deadline
+		if hs.ExpireAt != 0 {
+			due = msDeadline(hs.ExpireAt)
+		}
+		if due != 0 && due <= now || hs.Levels == 0 {
 			continue
 		}
 		if k == nil {
@@ -255,7 +260,7 @@ func (l *Locks) Restore(s *KeyState, now int64) {
 		l.setLogged(k, true)
 		c := LockCommand{Type: 1, Flag: hs.Flag, DB: s.DB, LockID: hs.LockID, Key: s.Key,
 			Timeout: hs.Timeout, TimeoutFlag: hs.TimeoutFlag, Expried: hs.Expried, ExpriedFlag: hs.ExpriedFlag,
-			Count: hs.Count, Rcount: hs.Rcount}
+			Count: hs.Count, Rcount: hs.Rcount, ExpireAt: hs.ExpireAt}
 		h := l.newItem(k, 0, &c, hs.Start)
 		h.start = hs.Start
 		l.addHolder(k, h)
@@ -266,8 +271,8 @@ func (l *Locks) Restore(s *KeyState, now int64) {
 		h.levels += uint8(extra)
 		k.levels += extra
 		d.st.LockedCount += extra
-		if hs.Deadline != 0 {
-			l.dl.add(h, hs.Deadline)
+		if due != 0 {
+			l.dl.add(h, due)
 		}
 	}
 	if k == nil {

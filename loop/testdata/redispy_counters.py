@@ -151,6 +151,75 @@ def main():
     expect("keys", sorted(r.keys("scan:4*")), ["scan:4", "scan:40", "scan:41", "scan:42", "scan:43",
                                                 "scan:44", "scan:45", "scan:46", "scan:47", "scan:48", "scan:49"])
 
+    # Expiry arithmetic (issue 12, item 7): what Redis refuses is refused with its error,
+    # what it accepts keeps exactly the TTL asked for, however far.
+    def err(name, call, want):
+        try:
+            expect(name, call(), want)
+        except redis.ResponseError as e:
+            expect(name, str(e), want)
+
+    big = 9223372036854775807
+    r.set("ex", "v")
+    err("expire.max", lambda: r.expire("ex", big), "invalid expire time in 'expire' command")
+    expect("expire.max.kept", [r.get("ex"), r.ttl("ex")], ["v", "-1"])
+    err("expire.min", lambda: r.execute_command("EXPIRE", "ex", -big - 1), "invalid expire time in 'expire' command")
+    err("pexpire.max", lambda: r.pexpire("ex", big), "invalid expire time in 'pexpire' command")
+    err("expireat.max", lambda: r.execute_command("EXPIREAT", "ex", big), "invalid expire time in 'expireat' command")
+    err("expire.nokey.max", lambda: r.expire("nokey", big), "invalid expire time in 'expire' command")
+    err("expire.notint", lambda: r.execute_command("EXPIRE", "ex", "soon"), "value is not an integer or out of range")
+    expect("ttl.persistent", r.ttl("ex"), "-1")
+    expect("pexpire.far", r.pexpire("ex", 9223370000000000000), True)
+    expect("pttl.far", abs(r.pttl("ex") - 9223370000000000000) < 60000, True)
+    expect("expire.10M", r.expire("ex", 10000000), True)
+    expect("ttl.10M", r.ttl("ex"), "10000000")
+    expect("pttl.10M", 10000000000 - 60000 < r.pttl("ex") <= 10000000000, True)
+    expect("expire.45d", r.expire("ex", 3932041), True)
+    expect("ttl.45d", r.ttl("ex"), "3932041")
+    expect("expire.odd", r.pexpire("ex", 70001), True)
+    expect("pttl.odd", 70001 - 1000 < r.pttl("ex") <= 70001, True)
+    expect("setex.huge", r.setex("ex2", 99999999999999, "v"), True)
+    expect("ttl.setex.huge", r.ttl("ex2"), "99999999999999")
+    err("setex.overflow", lambda: r.setex("ex2", 9999999999999999, "v"), "invalid expire time in 'setex' command")
+    err("setex.zero", lambda: r.setex("ex2", 0, "v"), "invalid expire time in 'setex' command")
+    err("setex.notint", lambda: r.execute_command("SETEX", "ex2", "x", "v"), "value is not an integer or out of range")
+    err("psetex.max", lambda: r.psetex("ex2", big, "v"), "invalid expire time in 'psetex' command")
+    err("set.ex.overflow", lambda: r.set("ex2", "v", ex=9223372036854775), "invalid expire time in 'set' command")
+    err("set.px.max", lambda: r.set("ex2", "v", px=big), "invalid expire time in 'set' command")
+    expect("set.ex.far", r.set("ex3", "v", ex=5000000000), True)
+    expect("ttl.set.ex.far", r.ttl("ex3"), "5000000000")
+    expect("pexpireat.max", r.pexpireat("ex3", big), True)
+    expect("pttl.pexpireat.max", r.pttl("ex3") > 9223370000000000000, True)
+    expect("expireat.past", r.expireat("ex3", 1), True)
+    expect("expireat.past.gone", [r.get("ex3"), r.exists("ex3")], [None, "0"])
+    r.set("ex4", "1", ex=100000000)
+    r.incr("ex4")
+    r.hset("ex5", "f", "1")
+    r.expire("ex5", 200000000)
+    r.hincrby("ex5", "f", 1)
+    expect("ttl.kept", [r.ttl("ex4"), r.get("ex4"), r.ttl("ex5")], ["100000000", "2", "200000000"])
+    expect("expire.neg", r.expire("ex2", -5), True)
+    expect("expire.neg.gone", r.exists("ex2"), "0")
+
+    # Distinct keys are distinct (issue 12, item 8): names differing only in case, a
+    # 32-hex-digit name and the 16 bytes it decodes to, "abc" and "\x00abc".
+    rb = redis.Redis(host=host, port=port, socket_timeout=10)  # bytes, for names not UTF-8
+
+    def text(v):
+        return v.decode() if isinstance(v, bytes) else norm(v)
+    hexname = b"550e8400e29b41d4a716446655440000"
+    names = [hexname, hexname.upper(), bytes.fromhex(hexname.decode()), b"abc", b"\x00abc",
+             b"0123456789abcdef", b"\x000123456789abcdef", b"", b"\x00"]
+    for i, n in enumerate(names):
+        rb.set(n, "v%d" % i)
+    expect("distinct.get", [text(x) for x in rb.mget(names)], ["v%d" % i for i in range(len(names))])
+    expect("distinct.del", rb.delete(b"abc"), "1")
+    expect("distinct.after.del", [rb.exists(b"\x00abc"), text(rb.get(b"\x00abc"))], ["1", "v4"])
+    rb.set(hexname, "10")
+    rb.set(hexname.upper(), "20")
+    expect("distinct.incr", [rb.incr(hexname), rb.incrby(hexname.upper(), 5), text(rb.get(hexname))], ["11", "25", "11"])
+    rb.delete(*names)
+
     # HELLO 2: the names of the fields.
     h = r.execute_command("HELLO", "2")
     expect("hello", h[0::2], ["server", "version", "proto", "id", "mode", "role", "modules"])

@@ -81,7 +81,7 @@ func ParseHash(args [][]byte, op HashOp, name string, t *Text, newID func() [16]
 	if len(h.Key) > 0xffff {
 		return buf, &kvErr{Msg: "key longer than 65535 bytes"}
 	}
-	id := TextID(h.Key)
+	id := t.KeyID(h.Key)
 	h.Frame = Frame{Type: TypeLock, RequestID: newID(), Flag: flagUpdate | FlagData, DB: t.DB, LockID: id, Key: id,
 		Expried: keepExpiry, ExpriedFlag: unlimitedFlag}
 	start := len(buf)

@@ -2,6 +2,7 @@ package slock
 
 import (
 	"encoding/binary"
+	"math"
 	"strconv"
 
 	"tallyd/proto/resp"
@@ -50,6 +51,12 @@ type KV struct {
 	Value []byte   // SET, GETSET, SETNX, SETEX, APPEND: the value; KEYS, SCAN: the pattern
 	Delta int64    // INCR family: the signed delta
 	Frame Frame    // the Lock or Unlock to run for Keys[0] (KeyFrame rebuilds it for the others)
+
+	// ExpireAt is when (Unix ms) the key expires, exactly, for SET EX/PX, SETEX, PSETEX
+	// and the EXPIRE family; 0: as Frame says (no expiry, or none asked). Frame.Expried
+	// cannot say it: 16 bits with a unit cap it near 45 days and round it. The server
+	// passes it to the store with the frame (store.LockCommand.ExpireAt).
+	ExpireAt int64
 
 	// For SET: expiry in ms (0: none) and the options given.
 	NX, XX bool
@@ -127,15 +134,12 @@ func ParseKV(args [][]byte, op Op, name string, t *Text, nowMs int64, newID func
 			if n != 4 {
 				return buf, arity(name)
 			}
-			ms, ok := resp.ParseInt(args[2])
-			if !ok || ms <= 0 {
-				return buf, &kvErr{Msg: "invalid expire time in '" + lower(name) + "' command"}
-			}
-			if name == "SETEX" {
-				ms *= 1000
+			ms, err := expireMs(args[2], name == "SETEX", name, nowMs)
+			if err != nil {
+				return buf, err
 			}
 			kv.Keys, kv.Value = args[1:2], args[3]
-			return kv.setFrame(t, newID, buf, ms, 0, 0, 0)
+			return kv.setFrame(t, newID, buf, ms, nowMs, 0, 0, 0)
 		}
 		if n < 3 {
 			return buf, arity(name)
@@ -156,7 +160,13 @@ func ParseKV(args [][]byte, op Op, name string, t *Text, nowMs int64, newID func
 				tf |= kvRequireAck
 			case resp.Is(o, "NAOF"):
 				ef |= kvNoPersist
-			case (resp.Is(o, "EX") || resp.Is(o, "PX") || resp.Is(o, "TX") || resp.Is(o, "PTX")) && i+1 < n:
+			case (resp.Is(o, "EX") || resp.Is(o, "PX")) && i+1 < n:
+				var err error
+				if ms, err = expireMs(args[i+1], resp.Is(o, "EX"), name, nowMs); err != nil {
+					return buf, err
+				}
+				i++
+			case (resp.Is(o, "TX") || resp.Is(o, "PTX")) && i+1 < n:
 				v, ok := resp.ParseInt(args[i+1])
 				if !ok {
 					return buf, errNotInt
@@ -165,10 +175,6 @@ func ParseKV(args [][]byte, op Op, name string, t *Text, nowMs int64, newID func
 					return buf, errExpire
 				}
 				switch {
-				case resp.Is(o, "EX"):
-					ms = v * 1000
-				case resp.Is(o, "PX"):
-					ms = v
 				case resp.Is(o, "TX"):
 					timeout = uint16(min(v, 0xffff))
 				default:
@@ -179,7 +185,7 @@ func ParseKV(args [][]byte, op Op, name string, t *Text, nowMs int64, newID func
 				return buf, errSyntax
 			}
 		}
-		return kv.setFrame(t, newID, buf, ms, tf, ef, timeout)
+		return kv.setFrame(t, newID, buf, ms, nowMs, tf, ef, timeout)
 	case OpGetSet, OpSetNX, OpAppend:
 		if n != 3 {
 			return buf, arity(name)
@@ -187,13 +193,13 @@ func ParseKV(args [][]byte, op Op, name string, t *Text, nowMs int64, newID func
 		kv.Keys, kv.Value = args[1:2], args[2]
 		if op == OpSetNX {
 			kv.NX = true
-			return kv.setFrame(t, newID, buf, 0, 0, 0, t.Timeout)
+			return kv.setFrame(t, newID, buf, 0, 0, 0, 0, t.Timeout)
 		}
 		if op == OpAppend {
 			kv.lockFrame(t, newID, flagUpdate|FlagData, 0, keepExpiry, unlimitedFlag)
 			return kv.dataRecord(buf, DataAppend, 0, kv.Value)
 		}
-		return kv.setFrame(t, newID, buf, 0, 0, 0, 0)
+		return kv.setFrame(t, newID, buf, 0, 0, 0, 0, 0)
 	case OpGet, OpType, OpStrlen:
 		if n != 2 {
 			return buf, arity(name)
@@ -248,21 +254,36 @@ func ParseKV(args [][]byte, op Op, name string, t *Text, nowMs int64, newID func
 		if n != 3 {
 			return buf, arity(name)
 		}
+		// As Redis 7 (expireGenericCommand): seconds must not overflow as milliseconds,
+		// nor the time asked plus its base (now, 0 for the AT forms); a time past
+		// expires the key at once.
 		v, ok := resp.ParseInt(args[2])
 		if !ok {
 			return buf, errNotInt
 		}
-		switch name {
-		case "EXPIRE":
+		if name == "EXPIRE" || name == "EXPIREAT" {
+			if v > math.MaxInt64/1000 || v < math.MinInt64/1000 {
+				return buf, expireErr(name)
+			}
 			v *= 1000
-		case "EXPIREAT":
-			v = v*1000 - nowMs
-		case "PEXPIREAT":
-			v -= nowMs
 		}
+		var base int64
+		if name == "EXPIRE" || name == "PEXPIRE" {
+			base = nowMs
+		}
+		if v > math.MaxInt64-base {
+			return buf, expireErr(name)
+		}
+		at := v + base
 		kv.Keys = args[1:2]
-		e, ef := ExpiryMs(v)
+		if at <= nowMs {
+			e, ef := ExpiryMs(0)
+			kv.lockFrame(t, newID, flagUpdate, 0, e, ef|kvPersistFlag)
+			return buf, nil
+		}
+		e, ef := ExpiryMs(at - nowMs)
 		kv.lockFrame(t, newID, flagUpdate, 0, e, ef|kvPersistFlag)
+		kv.ExpireAt = at
 		return buf, nil
 	case OpPersist:
 		if n != 2 && n != 3 { // the reference wants a dummy third argument; either works here
@@ -324,8 +345,9 @@ func ParseKV(args [][]byte, op Op, name string, t *Text, nowMs int64, newID func
 }
 
 // setFrame builds the Lock of SET and its variants: Update with a SET record, expiring
-// after ms (0: never), or with NX a fresh LockId and no Update.
-func (kv *KV) setFrame(t *Text, newID func() [16]byte, buf []byte, ms int64, tf, ef, timeout uint16) ([]byte, error) {
+// ms after nowMs exactly (0: never; expireMs checked it), or with NX a fresh LockId and
+// no Update.
+func (kv *KV) setFrame(t *Text, newID func() [16]byte, buf []byte, ms, nowMs int64, tf, ef, timeout uint16) ([]byte, error) {
 	e, f := uint16(resetExpiry), uint16(unlimitedFlag)
 	if ms > 0 {
 		e, f = ExpiryMs(ms)
@@ -340,12 +362,40 @@ func (kv *KV) setFrame(t *Text, newID func() [16]byte, buf []byte, ms int64, tf,
 	if kv.NX {
 		kv.Frame.LockID = newID()
 	}
+	if ms > 0 {
+		kv.ExpireAt = nowMs + ms
+	}
 	return kv.dataRecord(buf, DataSet, 0, kv.Value)
+}
+
+// expireMs parses the expiry arg of SET EX/PX, SETEX or PSETEX (in seconds if secs) of
+// command name, as Redis 7 does (getExpireMillisecondsOrReply): an integer, above 0, whose
+// milliseconds and their sum with nowMs do not overflow.
+func expireMs(arg []byte, secs bool, name string, nowMs int64) (int64, error) {
+	v, ok := resp.ParseInt(arg)
+	if !ok {
+		return 0, errNotInt
+	}
+	if v <= 0 || secs && v > math.MaxInt64/1000 {
+		return 0, expireErr(name)
+	}
+	if secs {
+		v *= 1000
+	}
+	if v > math.MaxInt64-nowMs {
+		return 0, expireErr(name)
+	}
+	return v, nil
+}
+
+// expireErr is Redis's error for an expiry out of range in command name.
+func expireErr(name string) error {
+	return &kvErr{Msg: "invalid expire time in '" + lower(name) + "' command"}
 }
 
 // lockFrame sets kv.Frame to a Lock on Keys[0] with LockId = the key.
 func (kv *KV) lockFrame(t *Text, newID func() [16]byte, flag uint8, timeout, expried, expriedFlag uint16) {
-	id := TextID(kv.Keys[0])
+	id := t.KeyID(kv.Keys[0])
 	kv.Frame = Frame{Type: TypeLock, RequestID: newID(), Flag: flag, DB: t.DB, LockID: id, Key: id,
 		Timeout: timeout, Expried: expried, ExpriedFlag: expriedFlag, Count: 0, Rcount: 0}
 }
@@ -369,7 +419,7 @@ func (kv *KV) dataRecord(buf []byte, cmd, flag uint8, value []byte) ([]byte, err
 // record built into buf.
 func (kv *KV) SetPair(args [][]byte, i int, t *Text, newID func() [16]byte, buf []byte) ([]byte, error) {
 	*kv = KV{Op: OpSet, Name: "MSET", Keys: args[i : i+1], Value: args[i+1]}
-	return kv.setFrame(t, newID, buf, 0, 0, 0, 0)
+	return kv.setFrame(t, newID, buf, 0, 0, 0, 0, 0)
 }
 
 // GetKey sets kv to the GET of args[i] (a key of MGET).
@@ -389,7 +439,7 @@ func (kv *KV) SetNumber(buf []byte, n int64) ([]byte, error) {
 // probe: Timeout 0, Expried 0) or DEL (an Unlock of the holder with the key as LockId, else
 // the oldest).
 func (kv *KV) KeyFrame(t *Text, newID func() [16]byte, i int) {
-	id := TextID(kv.Keys[i])
+	id := t.KeyID(kv.Keys[i])
 	kv.Frame = Frame{Type: TypeLock, RequestID: newID(), Flag: flagShow, DB: t.DB, LockID: id, Key: id}
 	if kv.Op == OpDel {
 		kv.Frame.Type, kv.Frame.Flag = TypeUnlock, unlockHead

@@ -13,6 +13,7 @@ type Text struct {
 	Timeout     uint16 // default wait, seconds (15; TIMEOUT SET changes it)
 	TimeoutFlag uint16
 	LastLockID  [16]byte // the last successful LOCK's id: UNLOCK's default
+	Keys        *Keys    // maps key names to LockKeys (keyid.go); nil: the zero secret
 }
 
 // TextError is a text command the server answers with `-Code Msg` (AppendTextError);
@@ -40,7 +41,7 @@ func ParseTextLock(args [][]byte, t *Text, newID func() [16]byte, f *Frame, buf 
 	if len(args) < 2 || len(args)%2 != 0 {
 		return false, buf, errArgCount
 	}
-	*f = Frame{Type: TypeLock, RequestID: newID(), DB: t.DB, Key: TextID(args[1]),
+	*f = Frame{Type: TypeLock, RequestID: newID(), DB: t.DB, Key: t.KeyID(args[1]),
 		Timeout: t.Timeout, TimeoutFlag: t.TimeoutFlag, Expried: 120}
 	if resp.Is(args[0], "UNLOCK") {
 		f.Type = TypeUnlock
