@@ -62,3 +62,32 @@ func confUint(e confEntry, file string, limit uint64) (int, error) {
 	}
 	return int(v), nil
 }
+
+// minMaxMemory is the smallest memory budget accepted: below it the server's own tables
+// would not fit.
+const minMaxMemory = 16 << 20
+
+// memoryOverhead is what tallyd takes besides what the budget counts (code, runtime,
+// tables, free buffers): the Go memory limit is set this far above the budget's half-again.
+const memoryOverhead = 64 << 20
+
+// parseSize parses a byte count as Redis's config does: a whole number, optionally followed
+// by k, kb, m, mb, g or gb (powers of 1024, any case).
+func parseSize(v string) (int64, error) {
+	s := strings.ToLower(strings.TrimSpace(v))
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"kb", 1 << 10}, {"mb", 1 << 20}, {"gb", 1 << 30}, {"k", 1 << 10}, {"m", 1 << 20}, {"g", 1 << 30}, {"b", 1}} {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSuffix(s, u.suffix), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("%q is not a size in bytes (a whole number, optionally with kb, mb or gb)", v)
+	}
+	return n * mult, nil
+}

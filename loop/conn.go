@@ -33,6 +33,8 @@ type conn struct {
 	dump   *store.DumpCursor // non-nil while a Dump streams; later requests wait behind it
 	dumpOp uint32            // the Dump's opaque
 	inLeft int               // unparsed bytes left after the last OnTraffic (for metrics)
+	memIn  int               // its parked input as counted in the memory budget (memory.go)
+	memOut int               // its output as counted in the memory budget
 }
 
 // handler is one protocol's side of the loop. The loop owns the connection and its bytes:

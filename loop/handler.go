@@ -126,6 +126,7 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 	held := cs.held()
 	cs.h.closed(cs, now)
 	s.release(cs)
+	s.forgetMem(cs)
 	delete(s.conns, cs.owner)
 	s.live--
 	cs.ln.live--
@@ -205,7 +206,9 @@ func (s *Server) serve(cs *conn, now int64) {
 	if used > 0 {
 		_, _ = c.Discard(used)
 	}
-	if n := c.InboundBuffered(); n > s.cfg.MaxInput && !cs.quit {
+	n := c.InboundBuffered()
+	s.noteIn(cs, n)
+	if n > s.cfg.MaxInput && !cs.quit {
 		if missed, ok := s.inputLog.allow(s.now()); ok {
 			s.log.Warn().Uint64("conn", uint64(cs.owner)).Stringer("proto", cs.proto).
 				Int("unparsed", n).Int("limit", s.cfg.MaxInput).Uint64("more_since_last_line", missed).
@@ -261,6 +264,7 @@ func (s *Server) OnTick() (time.Duration, gnet.Action) {
 func (s *Server) tick(context.Context) error {
 	now := s.now()
 	s.persist.lastNow = now.UnixNano()
+	s.mem.ticks++
 	s.metricsTick(now)
 	s.advance(now.UnixNano())
 	s.persistTick(now)

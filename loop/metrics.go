@@ -143,15 +143,17 @@ func (h *hist) snapshot(bounds []float64) stats.Histogram {
 // metrics is everything the loop counts for /metrics beyond what listenerStats and the
 // store keep. Only the loop touches it, except the fields marked otherwise.
 type metrics struct {
-	requests [4 << 10]uint64 // by protocol (4), command (64) and outcome (16): see count
-	bytesIn  [numProtos]uint64
-	bytesOut [numProtos]uint64
-	waitsIn  [numProtos]uint64
-	waitsOut [numProtos][numWaitEnds]uint64
-	latency  [numProtos]hist
-	tickLag  hist
-	ticks    uint64
-	batch    uint64 // requests counted in the current OnTraffic
+	memClosed  uint64          // connections closed for the memory budget
+	memRefused uint64          // writes refused for the memory budget
+	requests   [4 << 10]uint64 // by protocol (4), command (64) and outcome (16): see count
+	bytesIn    [numProtos]uint64
+	bytesOut   [numProtos]uint64
+	waitsIn    [numProtos]uint64
+	waitsOut   [numProtos][numWaitEnds]uint64
+	latency    [numProtos]hist
+	tickLag    hist
+	ticks      uint64
+	batch      uint64 // requests counted in the current OnTraffic
 
 	lk         lockRun // the slock command being run
 	inText     bool    // a Redis-text command is being served

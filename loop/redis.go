@@ -92,6 +92,11 @@ func (s *Server) slockCommand(cs *conn, args [][]byte, raw []byte, now int64) (q
 		s.textError(cs, spec.ArityError())
 		return false
 	}
+	if spec.Flags&slock.CmdDenyOOM != 0 && s.overBudget() {
+		s.refuseOOM(cs, spec.Name)
+		s.sendTo(cs, resp.AppendError(s.scratchFor(cs), oomText))
+		return false
+	}
 	r := &sc.req
 	var err error
 	s.sl.dataBuf, err = slock.Parse(spec, args, &sc.text, now/1e6, func() [16]byte { return s.textID(cs) }, r, s.sl.dataBuf[:0])
@@ -176,8 +181,15 @@ func (s *Server) textLock(cs *conn, r *slock.Request, now int64) {
 	sc := cs.slock
 	cmd := frameCommand(&r.Frame)
 	if r.Will {
-		cmd.Data = append([]byte(nil), cmd.Data...)
-		sc.wills = append(sc.wills, cmd)
+		if why := s.willRefusal(cs, willCost+len(cmd.Data)); why != "" {
+			if why != oomText {
+				why = "ERR " + why
+			}
+			s.sendTo(cs, resp.AppendError(s.scratchFor(cs), why))
+			s.willLog(cs, why)
+			return
+		}
+		s.queueWill(cs, cmd)
 		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
 		return
 	}

@@ -76,7 +76,10 @@ type Config struct {
 	MaxObjects     int    // counters (and, separately, semaphores); 0 = unlimited
 	MaxOutput      int    // unsent reply bytes per connection before it is closed
 	MaxInput       int    // unparsed request bytes per connection before it is closed
-	Backlog        int    // listen backlog of each listener
+	// MaxMemory is the memory budget in bytes: buffered input and output, pending WILLs and
+	// stored state (memory.go); 0 = none.
+	MaxMemory int64
+	Backlog   int // listen backlog of each listener
 
 	StatInterval        int64 // counter max-consumption interval, seconds (>= 10)
 	SemaphoreGCInterval time.Duration
@@ -89,6 +92,8 @@ type Config struct {
 	SlockMaxData           uint32 // largest slock data record / CALL body
 	SlockMaxWaitersPerKey  int    // queued slock requests per key (0 = unlimited)
 	SlockMaxWaitersPerConn int    // queued slock requests per connection (0 = unlimited)
+	SlockMaxWills          int    // pending WILL commands per connection (0 = unlimited)
+	SlockMaxWillBytes      int    // their bytes per connection, data included (0 = unlimited)
 
 	// Persistence of slock's values and long-held locks (see persist.go).
 	DataDir          string        // where the append-only log lives; "" keeps nothing
@@ -124,6 +129,8 @@ func Defaults() Config {
 		SlockMaxData:           1 << 20,
 		SlockMaxWaitersPerKey:  100_000,
 		SlockMaxWaitersPerConn: 100_000,
+		SlockMaxWills:          1024,
+		SlockMaxWillBytes:      4 << 20,
 		AppendFsync:            aof.EverySec,
 		LockPersistAfter:       time.Second,
 		AOFRewriteSize:         64 << 20,
@@ -179,7 +186,8 @@ type Server struct {
 	early    []byte // serveEarly's scratch (order.go)
 
 	persist persistState
-	m       metrics // counted for /metrics (metrics.go)
+	mem     memState // the memory budget's totals (memory.go)
+	m       metrics  // counted for /metrics (metrics.go)
 
 	// Shared with other goroutines.
 	engine    gnet.Engine

@@ -49,6 +49,7 @@ const (
 	CmdMayWait                       // may wait for a lock (inside EXEC it never waits: timeout 0)
 	CmdAdmin                         // server administration
 	CmdTx                            // transaction control: runs at once inside MULTI, not queued
+	CmdDenyOOM                       // may add data: refused beyond the memory budget (Redis's denyoom)
 )
 
 // Spec is one command of the table.
@@ -75,9 +76,9 @@ func (s *Spec) ArityError() error { return arity(s.Name) }
 // commands is the table. slock's own commands (LOCK, UNLOCK, PUSH, TIMEOUT) take -1: their
 // parse answers slock's own count error, as the reference server does.
 var commands = []Spec{
-	{"LOCK", CmdLock, OpNone, -1, CmdWrite | CmdMayWait},
+	{"LOCK", CmdLock, OpNone, -1, CmdWrite | CmdDenyOOM | CmdMayWait},
 	{"UNLOCK", CmdUnlock, OpNone, -1, CmdWrite},
-	{"PUSH", CmdPush, OpNone, -1, CmdWrite},
+	{"PUSH", CmdPush, OpNone, -1, CmdWrite | CmdDenyOOM},
 	{"PING", CmdPing, OpNone, -1, 0},
 	{"ECHO", CmdEcho, OpNone, 2, 0},
 	{"QUIT", CmdQuit, OpNone, -1, CmdTx},
@@ -94,20 +95,20 @@ var commands = []Spec{
 	{"WATCH", CmdWatch, OpNone, -2, CmdTx},
 	{"UNWATCH", CmdUnwatch, OpNone, 1, 0},
 
-	{"SET", CmdKV, OpSet, -3, CmdWrite | CmdMayWait},
-	{"SETEX", CmdKV, OpSet, 4, CmdWrite},
-	{"PSETEX", CmdKV, OpSet, 4, CmdWrite},
-	{"GETSET", CmdKV, OpGetSet, 3, CmdWrite},
-	{"SETNX", CmdKV, OpSetNX, 3, CmdWrite | CmdMayWait},
+	{"SET", CmdKV, OpSet, -3, CmdWrite | CmdDenyOOM | CmdMayWait},
+	{"SETEX", CmdKV, OpSet, 4, CmdWrite | CmdDenyOOM},
+	{"PSETEX", CmdKV, OpSet, 4, CmdWrite | CmdDenyOOM},
+	{"GETSET", CmdKV, OpGetSet, 3, CmdWrite | CmdDenyOOM},
+	{"SETNX", CmdKV, OpSetNX, 3, CmdWrite | CmdDenyOOM | CmdMayWait},
 	{"GET", CmdKV, OpGet, 2, CmdReadonly},
 	{"EXISTS", CmdKV, OpExists, -2, CmdReadonly},
 	{"TYPE", CmdKV, OpType, 2, CmdReadonly},
 	{"STRLEN", CmdKV, OpStrlen, 2, CmdReadonly},
-	{"INCR", CmdKV, OpIncr, -2, CmdWrite}, // slock takes an optional delta
-	{"DECR", CmdKV, OpIncr, -2, CmdWrite},
-	{"INCRBY", CmdKV, OpIncr, 3, CmdWrite},
-	{"DECRBY", CmdKV, OpIncr, 3, CmdWrite},
-	{"APPEND", CmdKV, OpAppend, 3, CmdWrite},
+	{"INCR", CmdKV, OpIncr, -2, CmdWrite | CmdDenyOOM}, // slock takes an optional delta
+	{"DECR", CmdKV, OpIncr, -2, CmdWrite | CmdDenyOOM},
+	{"INCRBY", CmdKV, OpIncr, 3, CmdWrite | CmdDenyOOM},
+	{"DECRBY", CmdKV, OpIncr, 3, CmdWrite | CmdDenyOOM},
+	{"APPEND", CmdKV, OpAppend, 3, CmdWrite | CmdDenyOOM},
 	{"DEL", CmdKV, OpDel, -2, CmdWrite},
 	{"UNLINK", CmdKV, OpDel, -2, CmdWrite},
 	{"EXPIRE", CmdKV, OpExpire, -3, CmdWrite},
@@ -123,8 +124,8 @@ var commands = []Spec{
 	{"FLUSHDB", CmdKV, OpFlushDB, -1, CmdWrite},
 	{"FLUSHALL", CmdKV, OpFlushAll, -1, CmdWrite},
 	{"MGET", CmdMGet, OpNone, -2, CmdReadonly},
-	{"MSET", CmdMSet, OpNone, -3, CmdWrite},
-	{"MSETNX", CmdMSetNX, OpNone, -3, CmdWrite},
+	{"MSET", CmdMSet, OpNone, -3, CmdWrite | CmdDenyOOM},
+	{"MSETNX", CmdMSetNX, OpNone, -3, CmdWrite | CmdDenyOOM},
 }
 
 // maxName is the longest command name.
