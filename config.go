@@ -68,7 +68,8 @@ func confUint(e confEntry, file string, limit uint64) (int, error) {
 const minMaxMemory = 16 << 20
 
 // memoryOverhead is what tallyd takes besides what the budget counts (code, runtime,
-// tables, free buffers): the Go memory limit is set this far above the budget's half-again.
+// tables, free buffers, garbage not yet collected): the Go memory limit is set this far
+// above the budget.
 const memoryOverhead = 64 << 20
 
 // parseSize parses a byte count as Redis's config does: a whole number, optionally followed

@@ -181,7 +181,7 @@ Signals: SIGINT or SIGTERM closes every connection and exits 0.
 		// The Go heap may grow to twice what is live before a collection; the limit makes
 		// the collector work harder instead as the budget is approached, and hands freed
 		// memory back to the system.
-		debug.SetMemoryLimit(cfg.MaxMemory + cfg.MaxMemory/2 + memoryOverhead)
+		debug.SetMemoryLimit(cfg.MaxMemory + memoryOverhead)
 	}
 	srv, err := loop.New(cfg)
 	if err != nil {

@@ -207,7 +207,7 @@ func (s *Server) serve(cs *conn, now int64) {
 		_, _ = c.Discard(used)
 	}
 	n := c.InboundBuffered()
-	s.noteIn(cs, n)
+	s.noteIn(cs, inputCost*n)
 	if n > s.cfg.MaxInput && !cs.quit {
 		if missed, ok := s.inputLog.allow(s.now()); ok {
 			s.log.Warn().Uint64("conn", uint64(cs.owner)).Stringer("proto", cs.proto).

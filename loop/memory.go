@@ -12,8 +12,8 @@ import (
 // The memory budget (--max-memory), after Redis's maxmemory and its client buffer limits.
 // It covers what the clients make the server hold:
 //
-//   - buffered input: each connection's unparsed bytes (gnet's InboundBuffered), noted at
-//     the end of each of its turns;
+//   - buffered input: each connection's unparsed bytes (gnet's InboundBuffered) times
+//     inputCost, noted at the end of each of its turns;
 //   - buffered output: each connection's unwritten replies (cap of conn.out) plus what gnet
 //     still has to send (OutboundBuffered), noted at each write;
 //   - pending WILL commands, noted as they are queued;
@@ -36,6 +36,11 @@ import (
 //
 // Per connection, --max-input and --max-output cap the buffers and --slock-max-wills and
 // --slock-max-will-bytes the pending WILL commands, whatever the budget.
+
+// inputCost is what a byte of parked input costs: gnet's ring buffer grows by doubling,
+// and each turn that finds the request still partial copies it whole to parse it again
+// (Conn.Peek), garbage that lives until the next collection.
+const inputCost = 2
 
 // shedFloor is the least a connection must buffer to be closed for the budget.
 const shedFloor = 4 << 10
