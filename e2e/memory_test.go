@@ -170,7 +170,7 @@ func attackPartial(t *testing.T, addr string, conns int, payload []byte) (closed
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+			c, err := net.DialTimeout("tcp", addr, 60*time.Second)
 			if err != nil {
 				t.Errorf("dial %d: %v", i, err)
 				return

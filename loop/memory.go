@@ -31,8 +31,10 @@ import (
 //     clients can give memory back.
 //   - Buffers are not refusable (a partial request is already in memory; output is owed): the
 //     connections buffering the most are closed, largest first (Redis's client buffer
-//     limits), until usage is an eighth below the budget or the buffers are down to a
-//     sixteenth of it. Connections buffering less than shedFloor are never closed for it.
+//     limits), until usage is an eighth below the budget or the buffers are down to their
+//     slack (bufSlack: a sixteenth of the budget, and at least a few of the largest requests,
+//     so that a client writing a large value while the store is full gets its -OOM rather
+//     than a close). Connections buffering less than shedFloor are never closed for it.
 //
 // Per connection, --max-input and --max-output cap the buffers and --slock-max-wills and
 // --slock-max-will-bytes the pending WILL commands, whatever the budget.
@@ -44,6 +46,13 @@ const inputCost = 2
 
 // shedFloor is the least a connection must buffer to be closed for the budget.
 const shedFloor = 4 << 10
+
+// bufSlack is what the buffers may hold while memory is over the budget without anyone
+// being closed for it: a sixteenth of the budget, and at least four of the largest requests.
+func (s *Server) bufSlack() int64 {
+	big := int64(max(s.cfg.MaxBody, s.cfg.SlockMaxData)) + 1<<10
+	return max(s.cfg.MaxMemory/16, 4*inputCost*big)
+}
 
 // memState is the budget's running totals (bytes).
 type memState struct {
@@ -111,13 +120,14 @@ func (s *Server) shedIfOver() {
 	budget := s.cfg.MaxMemory
 	bufs := s.mem.in + s.mem.out
 	used := s.memUsed()
-	if used <= budget || bufs <= budget/16 {
+	slack := s.bufSlack()
+	if used <= budget || bufs <= slack {
 		return
 	}
 	if s.mem.shedTicks == s.mem.ticks && bufs < s.mem.shedAt+budget/16 {
 		return
 	}
-	need := min(used-budget+budget/8, bufs-budget/16)
+	need := min(used-budget+budget/8, bufs-slack)
 	cand := s.mem.shed[:0]
 	for _, cs := range s.conns {
 		if !cs.closed && !cs.closing && !cs.quit && cs.memIn+cs.memOut >= shedFloor {
