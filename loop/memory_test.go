@@ -4,10 +4,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"tallyd/proto/counter"
 	"tallyd/proto/resp"
 	"tallyd/proto/slock"
+	"tallyd/stats"
 )
 
 // Beyond --max-memory, what would add data is refused with each protocol's error, and what
@@ -47,6 +49,11 @@ func TestMemoryBudgetRefusesWrites(t *testing.T) {
 	// yrmcds: a new counter is refused with Out of memory; an existing one still works.
 	cl := dial(t, ts.counterAddr)
 	expectStatus(t, cl.acquire("fresh", 1, 1), counter.StatusOutOfMemory)
+	var mem stats.Memory
+	ts.onLoop(t, func() { mem = ts.snapshot(time.Now()).Memory })
+	if mem.Refused != 7 || mem.Store < uint64(n)<<20 || mem.Budget != uint64(n)<<19 {
+		t.Errorf("metrics after 7 refusals with %d MiB stored: %+v", n, mem)
+	}
 	ts.onLoop(t, func() { ts.cfg.MaxMemory = 16 << 20 })
 	expectStatus(t, cl.acquire("old", 1, 5), counter.StatusOK)
 	ts.onLoop(t, func() { ts.cfg.MaxMemory = int64(n) << 19 })
