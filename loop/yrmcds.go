@@ -78,7 +78,7 @@ func (s *Server) yrmcdsReq(cs *conn, r *counter.Request, out []byte, now int64) 
 	case counter.OpAcquire:
 		var res store.Result
 		if s.cfg.MaxMemory > 0 && s.yrmcdsOOM(cs, r.Name) {
-			return s.storeError(cs, out, r, store.OutOfMemory)
+			return counter.AppendError(out, r.Opcode, counter.StatusOutOfMemory, r.Opaque), counter.StatusOutOfMemory
 		}
 		if isCounter {
 			res = s.counters.Acquire(cs.ledger, r.Name, r.Resources, r.Maximum, now)
@@ -133,7 +133,7 @@ func (s *Server) storeError(cs *conn, out []byte, r *counter.Request, res store.
 		st = counter.StatusNotAcquired
 	case store.OutOfMemory:
 		st = counter.StatusOutOfMemory
-		if missed, ok := s.oomLog.allow(s.now()); ok && !s.overBudget() {
+		if missed, ok := s.oomLog.allow(s.now()); ok {
 			s.log.Warn().Stringer("proto", cs.proto).Int("max_objects", s.cfg.MaxObjects).
 				Uint64("more_since_last_line", missed).Msg("acquire refused: object limit reached (max-objects)")
 		}
