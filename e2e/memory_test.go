@@ -87,6 +87,7 @@ func TestMemoryWillFlood(t *testing.T) {
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	r := dialR(t, addr)
 	r.must(t, "+PONG", "PING")
+	_ = r.c.SetDeadline(time.Time{}) // do set one; the writer below must not run into it
 	base := procMem(t, p.cmd.Process.Pid, "VmRSS")
 
 	value := strings.Repeat("v", 1_000_000)
@@ -131,6 +132,7 @@ func TestMemoryWillFlood(t *testing.T) {
 
 	// The count cap: small WILLs stop at --slock-max-wills (1024).
 	r2 := dialR(t, addr)
+	_ = r2.c.SetDeadline(time.Time{})
 	var buf bytes.Buffer
 	for i := range 1100 {
 		buf.Write(resp.AppendCommand(nil, "LOCK", "w"+strconv.Itoa(i), "WILL", "1", "SET", "x"))
