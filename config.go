@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 )
@@ -63,6 +64,9 @@ func confUint(e confEntry, file string, limit uint64) (int, error) {
 	return int(v), nil
 }
 
+// defaultMaxMemory is --max-memory's default: see autoMemory.
+const defaultMaxMemory = "auto"
+
 // minMaxMemory is the smallest memory budget accepted: below it the server's own tables
 // would not fit.
 const minMaxMemory = 16 << 20
@@ -91,4 +95,30 @@ func parseSize(v string) (int64, error) {
 		return 0, fmt.Errorf("%q is not a size in bytes (a whole number, optionally with kb, mb or gb)", v)
 	}
 	return n * mult, nil
+}
+
+// autoMemory is the default memory budget: half the memory tallyd may use, the smaller of
+// the machine's (MemTotal) and its cgroup's limit (memory.max), less the runtime's overhead;
+// 0 (none) where neither can be read.
+func autoMemory() int64 {
+	var limit int64
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if rest, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+				kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+				if err == nil {
+					limit = kb << 10
+				}
+			}
+		}
+	}
+	if b, err := os.ReadFile("/sys/fs/cgroup/memory.max"); err == nil {
+		if n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil && n > 0 && (limit == 0 || n < limit) {
+			limit = n
+		}
+	}
+	if limit == 0 {
+		return 0
+	}
+	return max(limit/2-memoryOverhead, minMaxMemory)
 }

@@ -102,7 +102,7 @@ func run(args []string, stderr io.Writer) int {
 	fs.IntVar(&o.maxObjects, "max-objects", d.MaxObjects, "counters (and semaphores) at most; beyond: status 0x82 Out of memory; 0 = unlimited")
 	fs.IntVar(&o.maxOutput, "max-output", d.MaxOutput, "unsent reply bytes per connection before it is closed")
 	fs.IntVar(&o.maxInput, "max-input", d.MaxInput, "unparsed request bytes per connection before it is closed")
-	fs.StringVar(&o.maxMemory, "max-memory", "0", "memory budget for buffered requests and replies and stored values (bytes, or with kb, mb, gb); beyond it writes get out-of-memory errors and the connections buffering the most are closed; 0 = none")
+	fs.StringVar(&o.maxMemory, "max-memory", defaultMaxMemory, "memory budget for buffered requests and replies and stored values (bytes, or with kb, mb, gb); beyond it writes get out-of-memory errors and the connections buffering the most are closed; auto = half the memory of the machine or cgroup; 0 = none")
 	fs.IntVar(&o.backlog, "backlog", d.Backlog, "listen backlog of each listener")
 	fs.IntVar(&o.poolMaxLine, "pool-max-line", d.PoolMaxLine, "longest PoolCounter line in bytes; longer: ERROR LINE_TOO_LONG and close")
 	fs.IntVar(&o.poolMaxEntries, "pool-max-locks-per-conn", d.PoolMaxEntries, "PoolCounter locks held or awaited per connection; more: LOCK_HELD")
@@ -317,7 +317,12 @@ func (o *options) loopConfig(fs *pflag.FlagSet, d loop.Config) (loop.Config, err
 	cfg.MaxObjects = o.maxObjects
 	cfg.MaxOutput = o.maxOutput
 	cfg.MaxInput = o.maxInput
-	mem, err := parseSize(o.maxMemory)
+	mem, err := int64(0), error(nil)
+	if o.maxMemory == defaultMaxMemory {
+		mem = autoMemory()
+	} else {
+		mem, err = parseSize(o.maxMemory)
+	}
 	switch {
 	case err != nil:
 		return d, fmt.Errorf("--max-memory: %w", err)

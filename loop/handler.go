@@ -35,7 +35,7 @@ func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 	s.addrMu.Lock()
 	s.addrs = addrs
 	s.addrMu.Unlock()
-	ev := s.log.Info().Int("open_file_cap", s.fdCap)
+	ev := s.log.Info().Int("open_file_cap", s.fdCap).Int64("max_memory", s.cfg.MaxMemory)
 	for i, l := range s.cfg.Listeners {
 		ev = ev.Str(l.Proto.String(), addrs[i].String())
 	}
