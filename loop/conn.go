@@ -35,6 +35,7 @@ type conn struct {
 	inLeft int               // unparsed bytes left after the last OnTraffic (for metrics)
 	memIn  int               // its parked input as counted in the memory budget (memory.go)
 	memOut int               // its output as counted in the memory budget
+	memTx  int               // its MULTI queue as counted in the memory budget (with the input)
 }
 
 // handler is one protocol's side of the loop. The loop owns the connection and its bytes:

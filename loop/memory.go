@@ -13,7 +13,7 @@ import (
 // It covers what the clients make the server hold:
 //
 //   - buffered input: each connection's unparsed bytes (gnet's InboundBuffered) times
-//     inputCost, noted at the end of each of its turns;
+//     inputCost, noted at the end of each of its turns, and its MULTI queue;
 //   - buffered output: each connection's unwritten replies (cap of conn.out) plus what gnet
 //     still has to send (OutboundBuffered), noted at each write;
 //   - pending WILL commands, noted as they are queued;
@@ -56,7 +56,7 @@ func (s *Server) bufSlack() int64 {
 
 // memState is the budget's running totals (bytes).
 type memState struct {
-	in    int64 // parked input of every connection (conn.memIn)
+	in    int64 // parked input and MULTI queues of every connection (conn.memIn, conn.memTx)
 	out   int64 // output of every connection (conn.memOut)
 	wills int64 // pending WILL commands of every connection (slockConn.willBytes)
 
@@ -101,11 +101,26 @@ func (s *Server) noteOut(cs *conn) {
 	}
 }
 
+// noteTx records the size of cs's MULTI queue, and sheds if that took memory over the
+// budget.
+func (s *Server) noteTx(cs *conn) {
+	n := cap(cs.slock.tx.queue)
+	grew := n > cs.memTx
+	s.mem.in += int64(n - cs.memTx)
+	cs.memTx = n
+	if grew && s.cfg.MaxMemory > 0 {
+		s.shedIfOver()
+	}
+}
+
+// buffered is what cs buffers, as the budget counts it.
+func (cs *conn) buffered() int { return cs.memIn + cs.memOut + cs.memTx }
+
 // forgetMem takes a closed connection's buffers and WILLs out of the totals.
 func (s *Server) forgetMem(cs *conn) {
-	s.mem.in -= int64(cs.memIn)
+	s.mem.in -= int64(cs.memIn + cs.memTx)
 	s.mem.out -= int64(cs.memOut)
-	cs.memIn, cs.memOut = 0, 0
+	cs.memIn, cs.memOut, cs.memTx = 0, 0, 0
 	if cs.slock != nil {
 		s.mem.wills -= int64(cs.slock.willBytes)
 		cs.slock.willBytes = 0
@@ -130,22 +145,22 @@ func (s *Server) shedIfOver() {
 	need := min(used-budget+budget/8, bufs-slack)
 	cand := s.mem.shed[:0]
 	for _, cs := range s.conns {
-		if !cs.closed && !cs.closing && !cs.quit && cs.memIn+cs.memOut >= shedFloor {
+		if !cs.closed && !cs.closing && !cs.quit && cs.buffered() >= shedFloor {
 			cand = append(cand, cs)
 		}
 	}
-	slices.SortFunc(cand, func(a, b *conn) int { return cmp.Compare(b.memIn+b.memOut, a.memIn+a.memOut) })
+	slices.SortFunc(cand, func(a, b *conn) int { return cmp.Compare(b.buffered(), a.buffered()) })
 	var freed int64
 	closed := 0
 	for _, cs := range cand {
 		if freed >= need {
 			break
 		}
-		freed += int64(cs.memIn + cs.memOut)
+		freed += int64(cs.buffered())
 		closed++
 		if missed, ok := s.mem.log.allow(s.now()); ok {
 			s.log.Warn().Uint64("conn", uint64(cs.owner)).Stringer("proto", cs.proto).
-				Str("remote", cs.c.RemoteAddr().String()).Int("input", cs.memIn).Int("output", cs.memOut).
+				Str("remote", cs.c.RemoteAddr().String()).Int("input", cs.memIn+cs.memTx).Int("output", cs.memOut).
 				Int64("used", used).Int64("limit", budget).Uint64("more_since_last_line", missed).
 				Msg("closing connection: memory over the budget (max-memory), it buffers the most")
 		}

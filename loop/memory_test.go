@@ -105,3 +105,36 @@ func TestMemoryWillCaps(t *testing.T) {
 	}
 	ts.healthy(t)
 }
+
+// A MULTI queue counts with the buffered input until EXEC or DISCARD.
+func TestMemoryCountsMultiQueue(t *testing.T) {
+	ts := startSlock(t, nil)
+	r := dialResp(t, ts.slockAddr)
+	input := func() uint64 {
+		var mem stats.Memory
+		ts.onLoop(t, func() { mem = ts.snapshot(time.Now()).Memory })
+		return mem.Input
+	}
+	expectSimple(t, r.cmd("MULTI"), '+', "OK")
+	v := strings.Repeat("q", 100_000)
+	for i := range 3 {
+		expectSimple(t, r.cmd("SET", "m"+strconv.Itoa(i), v), '+', "QUEUED")
+	}
+	if in := input(); in < 300_000 {
+		t.Fatalf("three queued 100 kB SETs: input counted %d", in)
+	}
+	expectSimple(t, r.cmd("DISCARD"), '+', "OK")
+	if in := input(); in != 0 {
+		t.Fatalf("after DISCARD: input counted %d", in)
+	}
+	expectSimple(t, r.cmd("MULTI"), '+', "OK")
+	expectSimple(t, r.cmd("SET", "m", v), '+', "QUEUED")
+	_ = r.c.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for input() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("after the close: input counted %d", input())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -257,12 +257,14 @@ func (s *Server) txQueue(cs *conn, spec *slock.Spec, args [][]byte, raw []byte) 
 	case len(tx.queue)+len(raw) > s.cfg.MaxInput:
 		tx.dirty = true
 		tx.queue, tx.n = nil, 0
+		s.noteTx(cs)
 		b = resp.AppendError(b, "ERR MULTI queue over "+strconv.Itoa(s.cfg.MaxInput)+
 			" bytes (--max-input): the transaction will be discarded")
 	default:
 		if !tx.dirty { // EXEC will abort anyway: keep nothing
 			tx.queue = append(tx.queue, raw...)
 			tx.n++
+			s.noteTx(cs)
 		}
 		b = resp.AppendSimple(b, "QUEUED")
 	}
@@ -324,6 +326,9 @@ func (s *Server) txReset(cs *conn) {
 	tx.queue = tx.queue[:0]
 	if cap(tx.queue) > txKeepQueue {
 		tx.queue = nil
+	}
+	if !cs.closed {
+		s.noteTx(cs)
 	}
 	s.unwatchAll(cs)
 }
