@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -60,6 +61,9 @@ type options struct {
 	maxObjects           int
 	maxOutput            int
 	maxInput             int
+	maxMemory            string
+	slockMaxWills        int
+	slockMaxWillBytes    int
 	backlog              int
 	statInterval         int
 	semaphoreGCInterval  int
@@ -101,12 +105,15 @@ func run(args []string, stderr io.Writer) int {
 	fs.IntVar(&o.maxOutput, "max-output", d.MaxOutput, "unsent reply bytes per connection before it is closed")
 	fs.IntVar(&o.maxInput, "max-input", d.MaxInput, "unparsed request bytes per connection before it is closed")
 	fs.IntVar(&o.idleTimeout, "idle-timeout", int(d.IdleTimeout/time.Second), "close a connection that has sent no whole request for this many `SECONDS` and holds and awaits nothing (Redis's timeout); 0 = never")
+	fs.StringVar(&o.maxMemory, "max-memory", defaultMaxMemory, "memory budget for buffered requests and replies and stored values (bytes, or with kb, mb, gb); beyond it writes get out-of-memory errors and the connections buffering the most are closed; auto = half the memory of the machine or cgroup; 0 = none")
 	fs.IntVar(&o.backlog, "backlog", d.Backlog, "listen backlog of each listener")
 	fs.IntVar(&o.poolMaxLine, "pool-max-line", d.PoolMaxLine, "longest PoolCounter line in bytes; longer: ERROR LINE_TOO_LONG and close")
 	fs.IntVar(&o.poolMaxEntries, "pool-max-locks-per-conn", d.PoolMaxEntries, "PoolCounter locks held or awaited per connection; more: LOCK_HELD")
 	fs.Uint32Var(&o.slockMaxData, "slock-max-data", d.SlockMaxData, "largest slock data value or CALL body in bytes; larger closes the connection")
 	fs.IntVar(&o.slockWaitersPerKey, "slock-max-waiters-per-key", d.SlockMaxWaitersPerKey, "queued slock requests per key; beyond: TIMEOUT at once (0 = unlimited)")
 	fs.IntVar(&o.slockWaitersPerConn, "slock-max-waiters-per-conn", d.SlockMaxWaitersPerConn, "queued slock requests per connection; beyond: TIMEOUT at once (0 = unlimited)")
+	fs.IntVar(&o.slockMaxWills, "slock-max-wills", d.SlockMaxWills, "pending WILL commands per slock connection; beyond: an error reply (0 = unlimited)")
+	fs.IntVar(&o.slockMaxWillBytes, "slock-max-will-bytes", d.SlockMaxWillBytes, "bytes of pending WILL commands per slock connection, data included; beyond: an error reply (0 = unlimited)")
 	fs.StringVar(&o.dataDir, "data-dir", "./data", "directory of the append-only log of slock values and long-held locks")
 	fs.BoolVar(&o.appendOnly, "appendonly", true, "keep the append-only log (--appendonly=false: slock state lives in memory only)")
 	fs.StringVar(&o.appendFsync, "appendfsync", "everysec", "when the log is fsynced: always (before each reply), everysec, or no (left to the kernel)")
@@ -138,7 +145,7 @@ counter.max_connections, counter.buckets, counter.stat_interval (alias
 counter.consumption_stats.interval), semaphore.enable, semaphore.port,
 semaphore.max_connections, semaphore.buckets, semaphore.gc_interval, metrics.addr,
 metrics.max_connections, limits.idle_timeout, aof.enable, aof.dir, aof.fsync,
-aof.lock_persist_after, aof.rewrite_size.
+aof.lock_persist_after, aof.rewrite_size, max_memory.
 
 Signals: SIGINT or SIGTERM closes every connection and exits 0.
 `, version, defaultCounterPort, defaultPoolPort, defaultSlockPort, fs.FlagUsages())
@@ -175,6 +182,12 @@ Signals: SIGINT or SIGTERM closes every connection and exits 0.
 		return 1
 	}
 	cfg.Log = log
+	if cfg.MaxMemory > 0 {
+		// The Go heap may grow to twice what is live before a collection; the limit makes
+		// the collector work harder instead as the budget is approached, and hands freed
+		// memory back to the system.
+		debug.SetMemoryLimit(cfg.MaxMemory + memoryOverhead)
+	}
 	srv, err := loop.New(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "tallyd: cannot start: %v\n", err)
@@ -295,6 +308,8 @@ func (o *options) loopConfig(fs *pflag.FlagSet, d loop.Config) (loop.Config, err
 		return d, fmt.Errorf("--slock-max-data %d is too small", o.slockMaxData)
 	case o.slockWaitersPerKey < 0 || o.slockWaitersPerConn < 0:
 		return d, errors.New("slock waiter limits cannot be negative")
+	case o.slockMaxWills < 0 || o.slockMaxWillBytes < 0:
+		return d, errors.New("slock WILL limits cannot be negative")
 	case o.appendOnly && o.dataDir == "":
 		return d, errors.New("--data-dir is empty: give a directory, or --appendonly=false")
 	case o.lockPersistAfter < 0:
@@ -311,6 +326,21 @@ func (o *options) loopConfig(fs *pflag.FlagSet, d loop.Config) (loop.Config, err
 	cfg.MaxObjects = o.maxObjects
 	cfg.MaxOutput = o.maxOutput
 	cfg.MaxInput = o.maxInput
+	mem, err := int64(0), error(nil)
+	if o.maxMemory == defaultMaxMemory {
+		mem = autoMemory()
+	} else {
+		mem, err = parseSize(o.maxMemory)
+	}
+	switch {
+	case err != nil:
+		return d, fmt.Errorf("--max-memory: %w", err)
+	case mem != 0 && mem < minMaxMemory:
+		return d, fmt.Errorf("--max-memory %d is too small (minimum %d, or 0 for none)", mem, minMaxMemory)
+	}
+	cfg.MaxMemory = mem
+	cfg.SlockMaxWills = o.slockMaxWills
+	cfg.SlockMaxWillBytes = o.slockMaxWillBytes
 	cfg.Backlog = o.backlog
 	cfg.IdleTimeout = time.Duration(o.idleTimeout) * time.Second
 	cfg.PoolMaxLine = o.poolMaxLine
@@ -415,6 +445,10 @@ func applyConfigFile(o *options, fs *pflag.FlagSet, log zerolog.Logger) error {
 				err = fmt.Errorf("%s:%d: aof.lock_persist_after %q: want a duration such as 1s or 500ms", name, e.Line, e.Value)
 			case !fs.Changed("lock-persist-after"):
 				o.lockPersistAfter = d
+			}
+		case "max_memory":
+			if !fs.Changed("max-memory") {
+				o.maxMemory = e.Value
 			}
 		case "aof.rewrite_size":
 			n, perr := strconv.ParseInt(e.Value, 10, 64)

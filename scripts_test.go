@@ -112,6 +112,7 @@ func TestExampleConfigHasDefaults(t *testing.T) {
 		{"aof.fsync", o.appendFsync, "everysec"},
 		{"aof.lock_persist_after", o.lockPersistAfter, d.LockPersistAfter},
 		{"aof.rewrite_size", o.aofRewriteSize, d.AOFRewriteSize},
+		{"max_memory", o.maxMemory, defaultMaxMemory},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: the example sets %v, the default is %v", c.key, c.got, c.want)

@@ -39,6 +39,9 @@ type conn struct {
 	idleOn             *idleList // the list it is on, nil if none
 	idleSeen           int64     // Unix ns of its last whole request (or its open)
 	idleAt             int64     // Unix ns at which it is next looked at
+	memIn              int       // its parked input as counted in the memory budget (memory.go)
+	memOut             int       // its output as counted in the memory budget
+	memTx              int       // its MULTI queue as counted in the memory budget (with the input)
 }
 
 // handler is one protocol's side of the loop. The loop owns the connection and its bytes:

@@ -35,7 +35,7 @@ func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 	s.addrMu.Lock()
 	s.addrs = addrs
 	s.addrMu.Unlock()
-	ev := s.log.Info().Int("open_file_cap", s.fdCap)
+	ev := s.log.Info().Int("open_file_cap", s.fdCap).Int64("max_memory", s.cfg.MaxMemory)
 	for i, l := range s.cfg.Listeners {
 		ev = ev.Str(l.Proto.String(), addrs[i].String())
 	}
@@ -127,6 +127,7 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 	held := cs.held()
 	cs.h.closed(cs, now)
 	s.release(cs)
+	s.forgetMem(cs)
 	delete(s.conns, cs.owner)
 	s.live--
 	s.fds.Give()
@@ -209,7 +210,9 @@ func (s *Server) serve(cs *conn, now int64) {
 		_, _ = c.Discard(used)
 		s.idleTouch(cs, now)
 	}
-	if n := c.InboundBuffered(); n > s.cfg.MaxInput && !cs.quit {
+	n := c.InboundBuffered()
+	s.noteIn(cs, inputCost*n)
+	if n > s.cfg.MaxInput && !cs.quit {
 		if missed, ok := s.inputLog.allow(s.now()); ok {
 			s.log.Warn().Uint64("conn", uint64(cs.owner)).Stringer("proto", cs.proto).
 				Int("unparsed", n).Int("limit", s.cfg.MaxInput).Uint64("more_since_last_line", missed).
@@ -265,6 +268,7 @@ func (s *Server) OnTick() (time.Duration, gnet.Action) {
 func (s *Server) tick(context.Context) error {
 	now := s.now()
 	s.persist.lastNow = now.UnixNano()
+	s.mem.ticks++
 	s.metricsTick(now)
 	s.advance(now.UnixNano())
 	s.persistTick(now)

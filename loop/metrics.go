@@ -143,15 +143,17 @@ func (h *hist) snapshot(bounds []float64) stats.Histogram {
 // metrics is everything the loop counts for /metrics beyond what listenerStats and the
 // store keep. Only the loop touches it, except the fields marked otherwise.
 type metrics struct {
-	requests [4 << 10]uint64 // by protocol (4), command (64) and outcome (16): see count
-	bytesIn  [numProtos]uint64
-	bytesOut [numProtos]uint64
-	waitsIn  [numProtos]uint64
-	waitsOut [numProtos][numWaitEnds]uint64
-	latency  [numProtos]hist
-	tickLag  hist
-	ticks    uint64
-	batch    uint64 // requests counted in the current OnTraffic
+	memClosed  uint64          // connections closed for the memory budget
+	memRefused uint64          // writes refused for the memory budget
+	requests   [4 << 10]uint64 // by protocol (4), command (64) and outcome (16): see count
+	bytesIn    [numProtos]uint64
+	bytesOut   [numProtos]uint64
+	waitsIn    [numProtos]uint64
+	waitsOut   [numProtos][numWaitEnds]uint64
+	latency    [numProtos]hist
+	tickLag    hist
+	ticks      uint64
+	batch      uint64 // requests counted in the current OnTraffic
 
 	lk         lockRun // the slock command being run
 	inText     bool    // a Redis-text command is being served
@@ -431,7 +433,9 @@ func (s *Server) metricsTick(now time.Time) {
 func (s *Server) snapshot(at time.Time) *stats.Snapshot {
 	m := &s.m
 	snap := &stats.Snapshot{At: at, Started: time.Unix(0, s.started), Version: s.cfg.Version,
-		Ticks: m.ticks, TickLag: m.tickLag.snapshot(lagSeconds), Protos: make([]stats.Proto, len(m.protos))}
+		Ticks: m.ticks, TickLag: m.tickLag.snapshot(lagSeconds), Protos: make([]stats.Proto, len(m.protos)),
+		Memory: stats.Memory{Budget: uint64(s.cfg.MaxMemory), Input: uint64(s.mem.in), Output: uint64(s.mem.out),
+			Wills: uint64(s.mem.wills), Store: uint64(s.store.Bytes()), Closed: m.memClosed, Refused: m.memRefused}}
 	for i, p := range m.protos {
 		st := &s.stats[p]
 		ps := &snap.Protos[i]

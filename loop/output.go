@@ -128,6 +128,7 @@ func (s *Server) write(cs *conn) {
 		cs.wrote(n)
 	}
 	cs.sent = cs.c.OutboundBuffered()
+	s.noteOut(cs)
 	if cs.sent > s.cfg.MaxOutput {
 		s.log.Warn().Uint64("conn", uint64(cs.owner)).Stringer("proto", cs.proto).
 			Str("remote", cs.c.RemoteAddr().String()).Int("unsent", cs.sent).Int("limit", s.cfg.MaxOutput).
@@ -146,6 +147,9 @@ func (s *Server) release(cs *conn) {
 	cs.out, cs.gates = nil, cs.gates[:0]
 	if b != nil && cap(b) <= keepOut && len(s.free) < freeBufs {
 		s.free = append(s.free, b[:0])
+	}
+	if !cs.closed {
+		s.noteOut(cs)
 	}
 }
 
@@ -192,6 +196,7 @@ func (s *Server) unpark() {
 			continue
 		}
 		cs.sent = cs.c.OutboundBuffered()
+		s.noteOut(cs)
 		if s.full(cs) {
 			kept = append(kept, cs)
 			continue

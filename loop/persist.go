@@ -40,6 +40,7 @@ type persistState struct {
 
 // rewriteRetry is how long after a failed rewrite the size trigger waits to try again.
 const rewriteRetry = time.Minute
+
 // DataDirMode is the mode tallyd creates its data directory with: the values stored are
 // its user's only (the log itself is aof.FileMode).
 const DataDirMode = 0o700

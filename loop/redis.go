@@ -99,6 +99,11 @@ func (s *Server) slockCommand(cs *conn, args [][]byte, raw []byte, now int64) (q
 			return false
 		}
 	}
+	if spec.Flags&slock.CmdDenyOOM != 0 && s.overBudget() {
+		s.refuseOOM(cs, spec.Name)
+		s.sendTo(cs, resp.AppendError(s.scratchFor(cs), oomText))
+		return false
+	}
 	r := &sc.req
 	var err error
 	s.sl.dataBuf, err = slock.Parse(spec, args, &sc.text, now/1e6, func() [16]byte { return s.textID(cs) }, r, s.sl.dataBuf[:0])
@@ -187,8 +192,15 @@ func (s *Server) textLock(cs *conn, r *slock.Request, now int64) {
 	sc := cs.slock
 	cmd := frameCommand(&r.Frame)
 	if r.Will {
-		cmd.Data = append([]byte(nil), cmd.Data...)
-		sc.wills = append(sc.wills, cmd)
+		if why := s.willRefusal(cs, willCost+len(cmd.Data)); why != "" {
+			if why != oomText {
+				why = "ERR " + why
+			}
+			s.sendTo(cs, resp.AppendError(s.scratchFor(cs), why))
+			s.willLog(cs, why)
+			return
+		}
+		s.queueWill(cs, cmd)
 		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
 		return
 	}
@@ -264,6 +276,7 @@ func (s *Server) txQueue(cs *conn, spec *slock.Spec, args [][]byte, raw []byte) 
 	case len(tx.queue)+len(raw) > s.cfg.MaxInput:
 		tx.dirty = true
 		tx.queue, tx.n = nil, 0
+		s.noteTx(cs)
 		b = resp.AppendError(b, "ERR MULTI queue over "+strconv.Itoa(s.cfg.MaxInput)+
 			" bytes (--max-input): the transaction will be discarded")
 	default:
@@ -271,6 +284,7 @@ func (s *Server) txQueue(cs *conn, spec *slock.Spec, args [][]byte, raw []byte) 
 			tx.queue = append(tx.queue, raw...)
 			tx.n++
 			tx.guarded = tx.guarded || diskGuarded(spec)
+			s.noteTx(cs)
 		}
 		b = resp.AppendSimple(b, "QUEUED")
 	}
@@ -336,6 +350,9 @@ func (s *Server) txReset(cs *conn) {
 	tx.queue = tx.queue[:0]
 	if cap(tx.queue) > txKeepQueue {
 		tx.queue = nil
+	}
+	if !cs.closed {
+		s.noteTx(cs)
 	}
 	s.unwatchAll(cs)
 }

@@ -80,6 +80,9 @@ type Config struct {
 	// IdleTimeout closes a connection that has sent no whole request for this long and
 	// holds and awaits nothing (0 = never; see idle.go).
 	IdleTimeout time.Duration
+	// MaxMemory is the memory budget in bytes: buffered input and output, pending WILLs and
+	// stored state (memory.go); 0 = none.
+	MaxMemory int64
 
 	StatInterval        int64 // counter max-consumption interval, seconds (>= 10)
 	SemaphoreGCInterval time.Duration
@@ -92,6 +95,8 @@ type Config struct {
 	SlockMaxData           uint32 // largest slock data record / CALL body
 	SlockMaxWaitersPerKey  int    // queued slock requests per key (0 = unlimited)
 	SlockMaxWaitersPerConn int    // queued slock requests per connection (0 = unlimited)
+	SlockMaxWills          int    // pending WILL commands per connection (0 = unlimited)
+	SlockMaxWillBytes      int    // their bytes per connection, data included (0 = unlimited)
 
 	// Persistence of slock's values and long-held locks (see persist.go).
 	DataDir          string        // where the append-only log lives; "" keeps nothing
@@ -127,6 +132,8 @@ func Defaults() Config {
 		SlockMaxData:           1 << 20,
 		SlockMaxWaitersPerKey:  100_000,
 		SlockMaxWaitersPerConn: 100_000,
+		SlockMaxWills:          1024,
+		SlockMaxWillBytes:      4 << 20,
 		AppendFsync:            aof.EverySec,
 		LockPersistAfter:       time.Second,
 		AOFRewriteSize:         64 << 20,
@@ -184,8 +191,9 @@ type Server struct {
 	early    []byte // serveEarly's scratch (order.go)
 
 	persist persistState
-	m       metrics // counted for /metrics (metrics.go)
 	idle    idleState
+	mem     memState // the memory budget's totals (memory.go)
+	m       metrics  // counted for /metrics (metrics.go)
 
 	// Shared with other goroutines.
 	engine    gnet.Engine

@@ -12,10 +12,11 @@ import (
 
 // slockConn is the slock state of one connection.
 type slockConn struct {
-	kind     slock.Kind // Unknown until the first bytes decide
-	clientID [16]byte   // from INIT
-	hasInit  bool
-	wills    []store.LockCommand // WILL_LOCK / WILL_UNLOCK, run at close (data copied)
+	kind      slock.Kind // Unknown until the first bytes decide
+	clientID  [16]byte   // from INIT
+	hasInit   bool
+	wills     []store.LockCommand // WILL_LOCK / WILL_UNLOCK, run at close (data copied)
+	willBytes int                 // what wills cost, as counted in the memory budget
 
 	// Redis-text side.
 	text     slock.Text
@@ -124,12 +125,19 @@ func (h *binaryHandler) exec(cs *conn, now int64) {
 				Result: slock.ResultUnknownError, DB: f.DB, LockID: f.LockID, Key: f.Key}))
 			break
 		}
+		if s.cfg.MaxMemory > 0 && s.lockOOM(cs, f) {
+			break
+		}
 		h.cmd = frameCommand(f)
 		s.runLock(cs.owner, &h.cmd, now)
 	case slock.TypeWillLock, slock.TypeWillUnlock:
-		cmd := frameCommand(f)
-		cmd.Data = append([]byte(nil), cmd.Data...)
-		cs.slock.wills = append(cs.slock.wills, cmd)
+		if why := s.willRefusal(cs, willCost+len(f.Data)); why != "" {
+			// A WILL is not answered when queued; a refused one is, so the client knows.
+			s.put(cs, slock.AppendSimple(s.out(cs), f.Type, f.RequestID, slock.ResultUnknownError))
+			s.willLog(cs, why)
+			break
+		}
+		s.queueWill(cs, frameCommand(f))
 	case slock.TypeInit:
 		s.slockInit(cs, f)
 	case slock.TypePing, slock.TypeAdmin:
@@ -324,6 +332,8 @@ func (s *Server) slockClose(cs *conn, now int64) {
 		s.sl.willQueue = append(s.sl.willQueue, pendingWill{owner: cs.owner, cmd: w})
 	}
 	sc.wills = nil
+	s.mem.wills -= int64(sc.willBytes)
+	sc.willBytes = 0
 	s.sl.willQueue = append(s.sl.willQueue, pendingWill{owner: cs.owner, disconnect: true})
 	if sc.hasInit {
 		s.sl.closed[cs.owner] = sc.clientID

@@ -78,6 +78,9 @@ func (s *Server) yrmcdsReq(cs *conn, r *counter.Request, out []byte, now int64) 
 		return counter.AppendUint32(out, r.Opcode, r.Opaque, v), counter.StatusOK
 	case counter.OpAcquire:
 		var res store.Result
+		if s.cfg.MaxMemory > 0 && s.yrmcdsOOM(cs, r.Name) {
+			return counter.AppendError(out, r.Opcode, counter.StatusOutOfMemory, r.Opaque), counter.StatusOutOfMemory
+		}
 		if isCounter {
 			res = s.counters.Acquire(cs.ledger, r.Name, r.Resources, r.Maximum, now)
 		} else {

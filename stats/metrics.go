@@ -20,6 +20,18 @@ type Snapshot struct {
 	Protos  []Proto   // one per protocol that has a listener, in the loop's order
 	Ticks   uint64    // timed-work turns the loop has run
 	TickLag Histogram // from the ticker handing a turn to the loop to the loop running it
+	Memory  Memory    // the memory budget (--max-memory)
+}
+
+// Memory is what the memory budget counts, in bytes, and what it did.
+type Memory struct {
+	Budget  uint64 // --max-memory; 0 = none
+	Input   uint64 // buffered input, as counted (twice the bytes)
+	Output  uint64 // buffered output
+	Wills   uint64 // pending slock WILL commands
+	Store   uint64 // stored names, keys and values
+	Closed  uint64 // connections closed for the budget
+	Refused uint64 // writes refused for the budget
 }
 
 // Proto is one protocol's numbers in a Snapshot.

@@ -56,6 +56,16 @@ var (
 		"Time spent in those garbage collections.", []string{"proto"}, nil)
 	descExpired = prometheus.NewDesc("tallyd_expired_total",
 		"slock holds that ran out (EXPRIED).", []string{"proto"}, nil)
+
+	descMemBudget = prometheus.NewDesc("tallyd_memory_budget_bytes",
+		"The memory budget (--max-memory); 0 = none.", nil, nil)
+	descMemUsed = prometheus.NewDesc("tallyd_memory_used_bytes",
+		"What the memory budget counts, by part: input (buffered requests, counted twice), output (buffered replies), wills (pending slock WILL commands), store (names, keys and values).",
+		[]string{"part"}, nil)
+	descMemClosed = prometheus.NewDesc("tallyd_memory_closed_total",
+		"Connections closed because memory was over the budget and they buffered the most.", nil, nil)
+	descMemRefused = prometheus.NewDesc("tallyd_memory_refused_total",
+		"Writes refused with an out-of-memory error because memory was over the budget.", nil, nil)
 )
 
 // Collector renders the snapshot that its source returns as Prometheus metrics, taking it
@@ -76,7 +86,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descBuild, descStart, descAge, descTicks, descTickLag,
 		descConns, descConnsTotal, descRejected, descRequests, descBytesIn, descBytesOut, descLatency,
 		descWaitsIn, descWaitsOut, descWaiting, descHeld, descObjects, descMemory, descGCRuns, descGCSeconds,
-		descExpired} {
+		descExpired, descMemBudget, descMemUsed, descMemClosed, descMemRefused} {
 		ch <- d
 	}
 }
@@ -102,6 +112,13 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descAge, max(0, c.now().Sub(s.At).Seconds()))
 	counter(descTicks, float64(s.Ticks))
 	histogram(ch, descTickLag, &s.TickLag)
+	gauge(descMemBudget, float64(s.Memory.Budget))
+	gauge(descMemUsed, float64(s.Memory.Input), "input")
+	gauge(descMemUsed, float64(s.Memory.Output), "output")
+	gauge(descMemUsed, float64(s.Memory.Wills), "wills")
+	gauge(descMemUsed, float64(s.Memory.Store), "store")
+	counter(descMemClosed, float64(s.Memory.Closed))
+	counter(descMemRefused, float64(s.Memory.Refused))
 	for i := range s.Protos {
 		p := &s.Protos[i]
 		gauge(descConns, float64(p.Connections), p.Name)

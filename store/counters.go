@@ -148,6 +148,7 @@ func (c *Counters) GC(now int64) int {
 		}
 		o = next
 	}
+	c.t.shrink()
 	return n
 }
 

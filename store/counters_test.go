@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -342,5 +343,51 @@ func TestForeignLedgerPanics(t *testing.T) {
 			}()
 			f()
 		}()
+	}
+}
+
+// Released counters keep their name (Dump lists them until the interval ends) and it stays
+// counted in UsedMemory; collected, they give everything back, the map's room included.
+func TestCounterReleasedMemory(t *testing.T) {
+	const d = 86400
+	c := store.NewCounters(store.CountersConfig{})
+	l := c.NewLedger(1)
+	name := func(i int) []byte { return []byte(strings.Repeat("n", 1000) + strconv.Itoa(i)) }
+	const n = 10_000
+	var names uint64
+	for i := range n {
+		if r := c.Acquire(l, name(i), 1, 1, at(1)); r != store.OK {
+			t.Fatalf("acquire %d: %v", i, r)
+		}
+		names += uint64(len(name(i)))
+		if r := c.Release(l, name(i), 1, at(2)); r != store.OK {
+			t.Fatalf("release %d: %v", i, r)
+		}
+	}
+	if info := c.Info(); info.UsedMemory != names+n*96 || info.Objects != n {
+		t.Fatalf("released in the interval: Info %+v, want %d bytes of %d counters", info, names+n*96, n)
+	}
+	var dumped int
+	for cur, done := c.DumpStart(), false; !done; {
+		var out []store.DumpEntry
+		out, done = c.DumpNext(cur, at(3), make([]store.DumpEntry, 0, 512))
+		for _, e := range out {
+			if e.Current != 0 || e.Max != 1 {
+				t.Fatalf("dump of a released counter: %+v", e)
+			}
+		}
+		dumped += len(out)
+	}
+	if dumped != n {
+		t.Fatalf("dump lists %d released counters, want %d", dumped, n)
+	}
+	if c.GC(at(d)) != n || c.Len() != 0 || c.Info().UsedMemory != 0 {
+		t.Fatalf("GC at the boundary: Len %d, Info %+v", c.Len(), c.Info())
+	}
+	if c.MapPeak() != 0 {
+		t.Fatalf("the map of 0 counters keeps the room of %d", c.MapPeak())
+	}
+	if err := c.Check(); err != nil {
+		t.Fatal(err)
 	}
 }

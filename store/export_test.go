@@ -18,3 +18,6 @@ const (
 	StageTimeout = stageTimeout
 	StageExpried = stageExpried
 )
+
+// MapPeak is the most counters the table's map has held since it was last built.
+func (c *Counters) MapPeak() int { return c.t.peak }

@@ -246,6 +246,8 @@ type Locks struct {
 	gone   []Owner // recently closed connections, a ring
 	goneAt int
 
+	valueBytes int64 // the value records' bytes, for Bytes
+
 	cfg LocksConfig
 	ids *IDs
 	seq uint32
@@ -295,6 +297,7 @@ type lockKey struct {
 	value    []byte                 // the value record while has
 	has      bool
 	vslot    int32 // 1 + its index in db.vals while has
+	vbytes   int   // len(value) as counted in Locks.valueBytes (0 without a value)
 	valueCmd uint8
 	next     *lockKey // free list
 	logged   bool     // the log's latest record of the key has holders; then on Locks.loggedKeys

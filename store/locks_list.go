@@ -148,6 +148,7 @@ func (l *Locks) Check() error {
 		}
 	}
 	scheduled, aging, kept, keys := 0, 0, 0, 0
+	var vbytes int64
 	waits := map[Owner]int{}
 	for id, d := range l.dbs {
 		if d == nil {
@@ -162,6 +163,7 @@ func (l *Locks) Check() error {
 		var levels, waiting uint32
 		for name, k := range d.keys {
 			keys++
+			vbytes += int64(k.vbytes)
 			switch {
 			case k.key != name || k.db != d:
 				return fmt.Errorf("store: lock key %x of db %d filed as %x of db %d", k.key, k.db.id, name, id)
@@ -267,6 +269,8 @@ func (l *Locks) Check() error {
 	switch {
 	case keys != l.nkeys:
 		return fmt.Errorf("store: %d lock keys, counted %d", keys, l.nkeys)
+	case vbytes != l.valueBytes:
+		return fmt.Errorf("store: lock values hold %d bytes, counted %d", vbytes, l.valueBytes)
 	case l.cfg.MaxKeys > 0 && keys > l.cfg.MaxKeys:
 		return fmt.Errorf("store: %d lock keys, limit %d", keys, l.cfg.MaxKeys)
 	case scheduled != countIn[*lockItem](l.dl):

@@ -15,8 +15,15 @@ import "fmt"
 // from above the cursor to below it is returned twice, as Redis allows.
 
 // syncValue puts k in its database's value table or takes it out, as k.has
-// says.
+// says, and counts its value's bytes. Every change of a key's value ends with
+// it.
 func (l *Locks) syncValue(k *lockKey) {
+	n := 0
+	if k.has {
+		n = len(k.value)
+	}
+	l.valueBytes += int64(n - k.vbytes)
+	k.vbytes = n
 	d := k.db
 	switch {
 	case k.has && k.vslot == 0:
@@ -35,6 +42,15 @@ func (l *Locks) syncValue(k *lockKey) {
 		}
 	}
 }
+
+// lockKeyOverhead estimates the bytes one key costs besides its value: the key,
+// its map entry and its share of the tables' spare room.
+const lockKeyOverhead = 256
+
+// Bytes estimates the memory the keys and their values take: the value
+// records' bytes plus lockKeyOverhead per key. It is kept as values change;
+// reading it never scans.
+func (l *Locks) Bytes() int64 { return l.valueBytes + int64(l.nkeys)*lockKeyOverhead }
 
 // ValueCount returns the number of keys of db that have a value.
 func (l *Locks) ValueCount(db uint8) int {
@@ -75,6 +91,9 @@ func (l *Locks) checkValues(d *lockDB) error {
 	for _, k := range d.keys {
 		if k.has {
 			n++
+		}
+		if want := len(k.value); !k.has && k.vbytes != 0 || k.has && k.vbytes != want {
+			return fmt.Errorf("store: lock db %d: key %x counts %d value bytes, has %v with %d", d.id, k.key, k.vbytes, k.has, want)
 		}
 	}
 	if n != len(d.vals) {

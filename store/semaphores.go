@@ -92,6 +92,7 @@ func (s *Semaphores) GC() int {
 		n++
 		o = next
 	}
+	s.t.shrink()
 	return n
 }
 

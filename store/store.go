@@ -71,6 +71,13 @@ func New(cfg Config) *Store {
 	return s
 }
 
+// Bytes estimates the memory the stored state takes: counter and semaphore
+// names (Info.UsedMemory) and slock keys and values (Locks.Bytes). Each
+// family keeps its part as it changes; reading it never scans.
+func (s *Store) Bytes() int64 {
+	return int64(s.Counters.t.info.UsedMemory+s.Semaphores.t.info.UsedMemory) + s.Locks.Bytes()
+}
+
 // DueKind names what fell due.
 type DueKind uint8
 

@@ -38,8 +38,12 @@ type table struct {
 	nidle   int       // length of the idle list
 	ledgers []*Ledger // ledgers that hold something; Ledger.slot is index+1
 	max     int       // object limit, <= 0 for none
+	peak    int       // most objects since the map was last built
 	info    Info
 }
+
+// shrinkMapMin is the fewest objects a map must have held to be rebuilt smaller.
+const shrinkMapMin = 4096
 
 func (t *table) init(maxObjects, sizeHint int) {
 	t.objs = make(map[string]*object, max(sizeHint, 0))
@@ -63,6 +67,7 @@ func (t *table) create(name []byte) *object {
 	}
 	o := &object{name: string(name)}
 	t.objs[o.name] = o
+	t.peak = max(t.peak, len(t.objs))
 	t.link(o)
 	t.info.Objects++
 	t.info.TotalObjects++
@@ -77,6 +82,21 @@ func (t *table) delete(o *object) {
 	o.dead = true
 	t.info.Objects--
 	t.info.UsedMemory -= uint64(len(o.name)) + objectOverhead
+}
+
+// shrink rebuilds the map once it holds a quarter of what it held at its
+// largest: a Go map never gives back its room, so without this the memory of
+// collected objects would stay with the table. It costs O(objects left), once
+// per collection that removed at least three quarters of them.
+func (t *table) shrink() {
+	if t.peak < shrinkMapMin || len(t.objs) > t.peak/4 {
+		return
+	}
+	m := make(map[string]*object, len(t.objs))
+	for name, o := range t.objs {
+		m[name] = o
+	}
+	t.objs, t.peak = m, len(m)
 }
 
 // link puts o at the head of the idle list.

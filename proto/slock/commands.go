@@ -51,6 +51,7 @@ const (
 	CmdMayWait                       // may wait for a lock (inside EXEC it never waits: timeout 0)
 	CmdAdmin                         // server administration
 	CmdTx                            // transaction control: runs at once inside MULTI, not queued
+	CmdDenyOOM                       // may add data: refused beyond the memory budget (Redis's denyoom)
 )
 
 // Spec is one command of the table.
@@ -78,9 +79,9 @@ func (s *Spec) ArityError() error { return arity(s.Name) }
 // commands is the table. slock's own commands (LOCK, UNLOCK, PUSH, TIMEOUT) take -1: their
 // parse answers slock's own count error, as the reference server does.
 var commands = []Spec{
-	{"LOCK", CmdLock, OpNone, -1, CmdWrite | CmdMayWait, HashNone},
+	{"LOCK", CmdLock, OpNone, -1, CmdWrite | CmdDenyOOM | CmdMayWait, HashNone},
 	{"UNLOCK", CmdUnlock, OpNone, -1, CmdWrite, HashNone},
-	{"PUSH", CmdPush, OpNone, -1, CmdWrite, HashNone},
+	{"PUSH", CmdPush, OpNone, -1, CmdWrite | CmdDenyOOM, HashNone},
 	{"PING", CmdPing, OpNone, -1, 0, HashNone},
 	{"ECHO", CmdEcho, OpNone, 2, 0, HashNone},
 	{"QUIT", CmdQuit, OpNone, -1, CmdTx, HashNone},
@@ -97,20 +98,20 @@ var commands = []Spec{
 	{"WATCH", CmdWatch, OpNone, -2, CmdTx, HashNone},
 	{"UNWATCH", CmdUnwatch, OpNone, 1, 0, HashNone},
 
-	{"SET", CmdKV, OpSet, -3, CmdWrite | CmdMayWait, HashNone},
-	{"SETEX", CmdKV, OpSet, 4, CmdWrite, HashNone},
-	{"PSETEX", CmdKV, OpSet, 4, CmdWrite, HashNone},
-	{"GETSET", CmdKV, OpGetSet, 3, CmdWrite, HashNone},
-	{"SETNX", CmdKV, OpSetNX, 3, CmdWrite | CmdMayWait, HashNone},
+	{"SET", CmdKV, OpSet, -3, CmdWrite | CmdDenyOOM | CmdMayWait, HashNone},
+	{"SETEX", CmdKV, OpSet, 4, CmdWrite | CmdDenyOOM, HashNone},
+	{"PSETEX", CmdKV, OpSet, 4, CmdWrite | CmdDenyOOM, HashNone},
+	{"GETSET", CmdKV, OpGetSet, 3, CmdWrite | CmdDenyOOM, HashNone},
+	{"SETNX", CmdKV, OpSetNX, 3, CmdWrite | CmdDenyOOM | CmdMayWait, HashNone},
 	{"GET", CmdKV, OpGet, 2, CmdReadonly, HashNone},
 	{"EXISTS", CmdKV, OpExists, -2, CmdReadonly, HashNone},
 	{"TYPE", CmdKV, OpType, 2, CmdReadonly, HashNone},
 	{"STRLEN", CmdKV, OpStrlen, 2, CmdReadonly, HashNone},
-	{"INCR", CmdKV, OpIncr, -2, CmdWrite, HashNone}, // slock takes an optional delta
-	{"DECR", CmdKV, OpIncr, -2, CmdWrite, HashNone},
-	{"INCRBY", CmdKV, OpIncr, 3, CmdWrite, HashNone},
-	{"DECRBY", CmdKV, OpIncr, 3, CmdWrite, HashNone},
-	{"APPEND", CmdKV, OpAppend, 3, CmdWrite, HashNone},
+	{"INCR", CmdKV, OpIncr, -2, CmdWrite | CmdDenyOOM, HashNone}, // slock takes an optional delta
+	{"DECR", CmdKV, OpIncr, -2, CmdWrite | CmdDenyOOM, HashNone},
+	{"INCRBY", CmdKV, OpIncr, 3, CmdWrite | CmdDenyOOM, HashNone},
+	{"DECRBY", CmdKV, OpIncr, 3, CmdWrite | CmdDenyOOM, HashNone},
+	{"APPEND", CmdKV, OpAppend, 3, CmdWrite | CmdDenyOOM, HashNone},
 	{"DEL", CmdKV, OpDel, -2, CmdWrite, HashNone},
 	{"UNLINK", CmdKV, OpDel, -2, CmdWrite, HashNone},
 	{"EXPIRE", CmdKV, OpExpire, -3, CmdWrite, HashNone},
@@ -126,13 +127,13 @@ var commands = []Spec{
 	{"FLUSHDB", CmdKV, OpFlushDB, -1, CmdWrite, HashNone},
 	{"FLUSHALL", CmdKV, OpFlushAll, -1, CmdWrite, HashNone},
 	{"MGET", CmdMGet, OpNone, -2, CmdReadonly, HashNone},
-	{"MSET", CmdMSet, OpNone, -3, CmdWrite, HashNone},
-	{"MSETNX", CmdMSetNX, OpNone, -3, CmdWrite, HashNone},
+	{"MSET", CmdMSet, OpNone, -3, CmdWrite | CmdDenyOOM, HashNone},
+	{"MSETNX", CmdMSetNX, OpNone, -3, CmdWrite | CmdDenyOOM, HashNone},
 
-	{"HSET", CmdHash, OpNone, -4, CmdWrite, HashSet},
-	{"HMSET", CmdHash, OpNone, -4, CmdWrite, HashSet},
+	{"HSET", CmdHash, OpNone, -4, CmdWrite | CmdDenyOOM, HashSet},
+	{"HMSET", CmdHash, OpNone, -4, CmdWrite | CmdDenyOOM, HashSet},
 	{"HDEL", CmdHash, OpNone, -3, CmdWrite, HashDel},
-	{"HINCRBY", CmdHash, OpNone, 4, CmdWrite, HashIncr},
+	{"HINCRBY", CmdHash, OpNone, 4, CmdWrite | CmdDenyOOM, HashIncr},
 	{"HGET", CmdHash, OpNone, 3, CmdReadonly, HashGet},
 	{"HMGET", CmdHash, OpNone, -3, CmdReadonly, HashMGet},
 	{"HGETALL", CmdHash, OpNone, 2, CmdReadonly, HashGetAll},

@@ -1,0 +1,257 @@
+package loop
+
+import (
+	"cmp"
+	"slices"
+	"strconv"
+
+	"tallyd/proto/slock"
+	"tallyd/store"
+)
+
+// The memory budget (--max-memory), after Redis's maxmemory and its client buffer limits.
+// It covers what the clients make the server hold:
+//
+//   - buffered input: each connection's unparsed bytes (gnet's InboundBuffered) times
+//     inputCost, noted at the end of each of its turns, and its MULTI queue;
+//   - buffered output: each connection's unwritten replies (cap of conn.out) plus what gnet
+//     still has to send (OutboundBuffered), noted at each write;
+//   - pending WILL commands, noted as they are queued;
+//   - stored state: counter and semaphore names, slock keys and values (store.Store.Bytes,
+//     which each family keeps as it changes).
+//
+// Each total is updated where its bytes change; nothing is scanned per request. Beyond the
+// budget tallyd does what fits each kind:
+//
+//   - What would grow the store is refused with the protocol's own error, as Redis refuses
+//     commands flagged denyoom (noeviction): Redis-text writes that add data answer
+//     "-OOM command not allowed when used memory > 'maxmemory'.", a yrmcds Acquire that would
+//     create a counter or semaphore answers 0x82 Out of memory, a binary slock Lock answers
+//     UNKNOWN_ERROR, a WILL is refused. Reads, releases, unlocks and deletes still work, so
+//     clients can give memory back.
+//   - Buffers are not refusable (a partial request is already in memory; output is owed): the
+//     connections buffering the most are closed, largest first (Redis's client buffer
+//     limits), until usage is an eighth below the budget or the buffers are down to their
+//     slack (bufSlack: a sixteenth of the budget, and at least a few of the largest requests,
+//     so that a client writing a large value while the store is full gets its -OOM rather
+//     than a close). Connections buffering less than shedFloor are never closed for it.
+//
+// Per connection, --max-input and --max-output cap the buffers and --slock-max-wills and
+// --slock-max-will-bytes the pending WILL commands, whatever the budget.
+
+// inputCost is what a byte of parked input costs: gnet's ring buffer grows by doubling,
+// and each turn that finds the request still partial copies it whole to parse it again
+// (Conn.Peek), garbage that lives until the next collection.
+const inputCost = 2
+
+// shedFloor is the least a connection must buffer to be closed for the budget.
+const shedFloor = 4 << 10
+
+// bufSlack is what the buffers may hold while memory is over the budget without anyone
+// being closed for it: a sixteenth of the budget, and at least four of the largest requests.
+func (s *Server) bufSlack() int64 {
+	big := int64(max(s.cfg.MaxBody, s.cfg.SlockMaxData)) + 1<<10
+	return max(s.cfg.MaxMemory/16, 4*inputCost*big)
+}
+
+// memState is the budget's running totals (bytes).
+type memState struct {
+	in    int64 // parked input and MULTI queues of every connection (conn.memIn, conn.memTx)
+	out   int64 // output of every connection (conn.memOut)
+	wills int64 // pending WILL commands of every connection (slockConn.willBytes)
+
+	shedAt    int64 // in+out after the last shedding scan
+	shedTicks uint64
+	ticks     uint64 // ticks so far: a scan runs at most once a tick unless buffers grew a lot
+	shed      []*conn
+	log       rateLog
+}
+
+// memUsed is what the budget counts now.
+func (s *Server) memUsed() int64 {
+	return s.mem.in + s.mem.out + s.mem.wills + s.store.Bytes()
+}
+
+// overBudget reports whether the budget is set and exceeded: writes that would grow the
+// store are refused.
+func (s *Server) overBudget() bool {
+	return s.cfg.MaxMemory > 0 && s.memUsed() > s.cfg.MaxMemory
+}
+
+// noteIn records that cs has n bytes of unparsed input, and sheds if that took memory over
+// the budget.
+func (s *Server) noteIn(cs *conn, n int) {
+	grew := n > cs.memIn
+	s.mem.in += int64(n - cs.memIn)
+	cs.memIn = n
+	if grew && s.cfg.MaxMemory > 0 {
+		s.shedIfOver()
+	}
+}
+
+// noteOut records cs's output (its buffer and what gnet still has to send), and sheds if
+// that took memory over the budget.
+func (s *Server) noteOut(cs *conn) {
+	n := cap(cs.out) + cs.sent
+	grew := n > cs.memOut
+	s.mem.out += int64(n - cs.memOut)
+	cs.memOut = n
+	if grew && s.cfg.MaxMemory > 0 {
+		s.shedIfOver()
+	}
+}
+
+// noteTx records the size of cs's MULTI queue, and sheds if that took memory over the
+// budget.
+func (s *Server) noteTx(cs *conn) {
+	n := cap(cs.slock.tx.queue)
+	grew := n > cs.memTx
+	s.mem.in += int64(n - cs.memTx)
+	cs.memTx = n
+	if grew && s.cfg.MaxMemory > 0 {
+		s.shedIfOver()
+	}
+}
+
+// buffered is what cs buffers, as the budget counts it.
+func (cs *conn) buffered() int { return cs.memIn + cs.memOut + cs.memTx }
+
+// forgetMem takes a closed connection's buffers and WILLs out of the totals.
+func (s *Server) forgetMem(cs *conn) {
+	s.mem.in -= int64(cs.memIn + cs.memTx)
+	s.mem.out -= int64(cs.memOut)
+	cs.memIn, cs.memOut, cs.memTx = 0, 0, 0
+	if cs.slock != nil {
+		s.mem.wills -= int64(cs.slock.willBytes)
+		cs.slock.willBytes = 0
+	}
+}
+
+// shedIfOver closes the connections buffering the most while memory is over the budget
+// because of buffers. The scan runs at most once a tick, or again when buffers grew by a
+// sixteenth of the budget since the last one, so its cost is amortized over the bytes that
+// made it necessary.
+func (s *Server) shedIfOver() {
+	budget := s.cfg.MaxMemory
+	bufs := s.mem.in + s.mem.out
+	used := s.memUsed()
+	slack := s.bufSlack()
+	if used <= budget || bufs <= slack {
+		return
+	}
+	if s.mem.shedTicks == s.mem.ticks && bufs < s.mem.shedAt+budget/16 {
+		return
+	}
+	need := min(used-budget+budget/8, bufs-slack)
+	cand := s.mem.shed[:0]
+	for _, cs := range s.conns {
+		if !cs.closed && !cs.closing && !cs.quit && cs.buffered() >= shedFloor {
+			cand = append(cand, cs)
+		}
+	}
+	slices.SortFunc(cand, func(a, b *conn) int { return cmp.Compare(b.buffered(), a.buffered()) })
+	var freed int64
+	closed := 0
+	for _, cs := range cand {
+		if freed >= need {
+			break
+		}
+		freed += int64(cs.buffered())
+		closed++
+		if missed, ok := s.mem.log.allow(s.now()); ok {
+			s.log.Warn().Uint64("conn", uint64(cs.owner)).Stringer("proto", cs.proto).
+				Str("remote", cs.c.RemoteAddr().String()).Int("input", cs.memIn+cs.memTx).Int("output", cs.memOut).
+				Int64("used", used).Int64("limit", budget).Uint64("more_since_last_line", missed).
+				Msg("closing connection: memory over the budget (max-memory), it buffers the most")
+		}
+		s.m.memClosed++
+		if cs == s.cur {
+			cs.quit = true
+		} else {
+			s.closeLater(cs)
+		}
+	}
+	clear(cand)
+	s.mem.shed = cand[:0]
+	s.mem.shedAt, s.mem.shedTicks = bufs-freed, s.mem.ticks
+}
+
+// oomText is Redis's reply to a denyoom command beyond maxmemory.
+const oomText = "OOM command not allowed when used memory > 'maxmemory'."
+
+// refuseOOM logs (rate-limited) a write refused for the budget.
+func (s *Server) refuseOOM(cs *conn, what string) {
+	s.m.memRefused++
+	if missed, ok := s.oomLog.allow(s.now()); ok {
+		s.log.Warn().Stringer("proto", cs.proto).Str("refused", what).Int64("used", s.memUsed()).
+			Int64("limit", s.cfg.MaxMemory).Uint64("more_since_last_line", missed).
+			Msg("write refused: memory over the budget (max-memory)")
+	}
+}
+
+// yrmcdsOOM reports whether an Acquire of name must be refused with Out of memory: memory is
+// over the budget and the counter (or semaphore) does not exist yet.
+func (s *Server) yrmcdsOOM(cs *conn, name []byte) bool {
+	if !s.overBudget() {
+		return false
+	}
+	var ok bool
+	if cs.proto == ProtoCounter {
+		_, ok = s.counters.Get(name)
+	} else {
+		_, ok = s.semaphores.Get(name)
+	}
+	if !ok {
+		s.refuseOOM(cs, "acquire of a new name")
+	}
+	return !ok
+}
+
+// willRefusal says why a WILL command of size bytes cannot be queued on cs ("" if it can).
+func (s *Server) willRefusal(cs *conn, size int) string {
+	sc := cs.slock
+	switch {
+	case s.cfg.SlockMaxWills > 0 && len(sc.wills) >= s.cfg.SlockMaxWills:
+		return "too many WILL commands on this connection: " + strconv.Itoa(len(sc.wills)) +
+			" queued, limit " + strconv.Itoa(s.cfg.SlockMaxWills) + " (slock-max-wills)"
+	case s.cfg.SlockMaxWillBytes > 0 && sc.willBytes+size > s.cfg.SlockMaxWillBytes:
+		return "WILL commands on this connection over " + strconv.Itoa(s.cfg.SlockMaxWillBytes) +
+			" bytes: " + strconv.Itoa(sc.willBytes) + " queued, this one " + strconv.Itoa(size) + " (slock-max-will-bytes)"
+	case s.overBudget():
+		s.refuseOOM(cs, "WILL")
+		return oomText
+	}
+	return ""
+}
+
+// queueWill queues cmd (its data copied) as one of cs's WILL commands.
+func (s *Server) queueWill(cs *conn, cmd store.LockCommand) {
+	cmd.Data = append([]byte(nil), cmd.Data...)
+	n := willCost + len(cmd.Data)
+	cs.slock.wills = append(cs.slock.wills, cmd)
+	cs.slock.willBytes += n
+	s.mem.wills += int64(n)
+}
+
+// willCost is what a WILL command costs besides its data.
+const willCost = 128
+
+// lockOOM reports whether a binary slock Lock must be refused for the budget, and then
+// answers it.
+func (s *Server) lockOOM(cs *conn, f *slock.Frame) bool {
+	if f.Type != slock.TypeLock || !s.overBudget() {
+		return false
+	}
+	s.refuseOOM(cs, "slock lock")
+	s.put(cs, slock.AppendLockReply(s.out(cs), &slock.LockReply{Type: f.Type, RequestID: f.RequestID,
+		Result: slock.ResultUnknownError, DB: f.DB, LockID: f.LockID, Key: f.Key}))
+	return true
+}
+
+// willLog logs (rate-limited) a refused WILL command.
+func (s *Server) willLog(cs *conn, why string) {
+	if missed, ok := s.oomLog.allow(s.now()); ok {
+		s.log.Warn().Uint64("conn", uint64(cs.owner)).Str("why", why).
+			Uint64("more_since_last_line", missed).Msg("WILL command refused")
+	}
+}
