@@ -158,19 +158,32 @@ var cmdIndex = func() map[string]*Spec {
 	return m
 }()
 
+// byShape lists the commands by name length and first letter, so that Lookup compares a
+// name with the one or two commands that can match instead of hashing it.
+var byShape = func() (t [maxName + 1][26][]*Spec) {
+	for i := range commands {
+		s := &commands[i]
+		c := s.Name[0] - 'A'
+		t[len(s.Name)][c] = append(t[len(s.Name)][c], s)
+	}
+	return t
+}()
+
 // Lookup returns the command named name (any case), nil if there is none.
 func Lookup(name []byte) *Spec {
-	if len(name) > maxName {
+	if len(name) == 0 || len(name) > maxName {
 		return nil
 	}
-	var up [maxName]byte
-	for i, c := range name {
-		if 'a' <= c && c <= 'z' {
-			c -= 'a' - 'A'
-		}
-		up[i] = c
+	c := name[0] | 0x20 // lower case, for letters
+	if c < 'a' || c > 'z' {
+		return nil
 	}
-	return cmdIndex[string(up[:len(name)])] // the compiler does not allocate for this lookup
+	for _, s := range byShape[len(name)][c-'a'] {
+		if resp.Is(name, s.Name) {
+			return s
+		}
+	}
+	return nil
 }
 
 // Commands returns the table, in its order. The caller must not change it.
