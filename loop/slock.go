@@ -298,7 +298,9 @@ func (s *Server) deliverLock(r *store.LockReply, discard store.Owner) {
 			return // text connections see only the reply they wait for
 		}
 		sc.waiting = false
-		s.kick(cs) // serve the commands that waited behind it
+		if cs != s.cur { // the one being served goes on by itself
+			s.kick(cs) // serve the commands that waited behind it
+		}
 		if sc.kvActive {
 			s.kvReply(cs, &rep, r.Result)
 			return
