@@ -84,7 +84,17 @@ func (s *Server) slockCommand(cs *conn, args [][]byte, raw []byte, now int64) (q
 		return false
 	}
 	s.advance(now) // a key that an earlier command of this batch expired is gone for this one
-	defer s.textDone(s.textBegin(cs, args[0]))
+	t := s.textBegin(cs, args[0])
+	quit = s.runCommand(cs, spec, args, now)
+	sc.req.Args, sc.req.Arg = nil, nil // views into the input: gone once served
+	s.textDone(t)
+	return quit
+}
+
+// runCommand runs one text command whose spec (nil: unknown) slockCommand looked up; true
+// means close the connection after the reply. (No defers here: it returns from many places.)
+func (s *Server) runCommand(cs *conn, spec *slock.Spec, args [][]byte, now int64) (quit bool) {
+	sc := cs.slock
 	if spec == nil {
 		s.sendTo(cs, resp.AppendError(s.scratchFor(cs), "ERR Unknown Command"))
 		return false
@@ -114,7 +124,6 @@ func (s *Server) slockCommand(cs *conn, args [][]byte, raw []byte, now int64) (q
 	if sc.tx.exec && spec.Flags&slock.CmdMayWait != 0 {
 		r.Frame.Timeout, r.KV.Frame.Timeout = 0, 0 // nothing waits inside EXEC
 	}
-	defer func() { r.Args, r.Arg = nil, nil }() // views into the input: gone once served
 	switch spec.Cmd {
 	case slock.CmdLock, slock.CmdUnlock, slock.CmdPush:
 		s.textLock(cs, r, now)
