@@ -92,8 +92,7 @@ func AppendInfo(dst []byte, in *Info) []byte {
 	dst = append(dst, in.Version...)
 	dst = append(dst, "\r\nredis_mode:standalone\r\nserver_name:tallyd\r\nprocess_id:"...)
 	dst = strconv.AppendInt(dst, int64(in.PID), 10)
-	dst = append(dst, "\r\nuptime_in_seconds:"...)
-	dst = strconv.AppendInt(dst, in.Uptime, 10)
+	dst = appendIntField(dst, "\r\nuptime_in_seconds:", in.Uptime)
 	dst = append(dst, "\r\n\r\n# Clients\r\nconnected_clients:"...)
 	dst = strconv.AppendUint(dst, in.Clients, 10)
 	dst = append(dst, "\r\ntotal_connections_received:"...)
@@ -139,8 +138,7 @@ func appendInfoAOF(dst []byte, a *InfoAOF) []byte {
 	} else {
 		dst = append(dst, '0')
 	}
-	dst = append(dst, "\r\naof_rewrites:"...)
-	dst = strconv.AppendInt(dst, a.Rewrites, 10)
+	dst = appendIntField(dst, "\r\naof_rewrites:", a.Rewrites)
 	dst = append(dst, "\r\naof_last_rewrite_time_sec:"...)
 	if a.Rewritten {
 		dst = strconv.AppendFloat(dst, a.LastRewriteTime, 'f', 3, 64)
@@ -153,22 +151,15 @@ func appendInfoAOF(dst []byte, a *InfoAOF) []byte {
 	} else {
 		dst = append(dst, "-1"...)
 	}
-	dst = append(dst, "\r\naof_current_size:"...)
-	dst = strconv.AppendInt(dst, a.CurrentSize, 10)
-	dst = append(dst, "\r\naof_base_size:"...)
-	dst = strconv.AppendInt(dst, a.BaseSize, 10)
-	dst = append(dst, "\r\naof_rewrite_size:"...)
-	dst = strconv.AppendInt(dst, a.RewriteSize, 10)
-	dst = append(dst, "\r\naof_pending_bytes:"...)
-	dst = strconv.AppendInt(dst, a.PendingBytes, 10)
-	dst = append(dst, "\r\naof_unsynced_bytes:"...)
-	dst = strconv.AppendInt(dst, a.UnsyncedBytes, 10)
+	dst = appendIntField(dst, "\r\naof_current_size:", a.CurrentSize)
+	dst = appendIntField(dst, "\r\naof_base_size:", a.BaseSize)
+	dst = appendIntField(dst, "\r\naof_rewrite_size:", a.RewriteSize)
+	dst = appendIntField(dst, "\r\naof_pending_bytes:", a.PendingBytes)
+	dst = appendIntField(dst, "\r\naof_unsynced_bytes:", a.UnsyncedBytes)
 	dst = append(dst, "\r\naof_fsync_lag_sec:"...)
 	dst = strconv.AppendFloat(dst, a.FsyncLag, 'f', 3, 64)
-	dst = append(dst, "\r\naof_last_fsync_ago_sec:"...)
-	dst = strconv.AppendInt(dst, a.LastFsyncAgo, 10)
-	dst = append(dst, "\r\naof_held_replies_conns:"...)
-	dst = strconv.AppendInt(dst, int64(a.HeldRepliesConns), 10)
+	dst = appendIntField(dst, "\r\naof_last_fsync_ago_sec:", a.LastFsyncAgo)
+	dst = appendIntField(dst, "\r\naof_held_replies_conns:", int64(a.HeldRepliesConns))
 	dst = append(dst, "\r\naof_last_write_status:"...)
 	if a.LastWriteError == "" {
 		dst = append(dst, "ok"...)
@@ -176,13 +167,14 @@ func appendInfoAOF(dst []byte, a *InfoAOF) []byte {
 		dst = append(dst, "err\r\naof_last_write_error:"...)
 		dst = append(dst, a.LastWriteError...)
 	}
-	dst = append(dst, "\r\naof_loaded_records:"...)
-	dst = strconv.AppendInt(dst, a.LoadedRecords, 10)
-	dst = append(dst, "\r\naof_loaded_keys:"...)
-	dst = strconv.AppendInt(dst, a.LoadedKeys, 10)
-	dst = append(dst, "\r\naof_logged_keys:"...)
-	dst = strconv.AppendInt(dst, a.LoggedKeys, 10)
-	dst = append(dst, "\r\naof_lock_persist_after_ms:"...)
-	dst = strconv.AppendInt(dst, a.PersistAfterMS, 10)
+	dst = appendIntField(dst, "\r\naof_loaded_records:", a.LoadedRecords)
+	dst = appendIntField(dst, "\r\naof_loaded_keys:", a.LoadedKeys)
+	dst = appendIntField(dst, "\r\naof_logged_keys:", a.LoggedKeys)
+	dst = appendIntField(dst, "\r\naof_lock_persist_after_ms:", a.PersistAfterMS)
 	return append(dst, "\r\n\r\n"...)
+}
+
+// appendIntField appends an INFO line's break, name (with its colon) and integer value.
+func appendIntField(dst []byte, name string, v int64) []byte {
+	return strconv.AppendInt(append(dst, name...), v, 10)
 }
