@@ -1,4 +1,4 @@
-module tallyd
+module github.com/tallyd/tallyd
 
 go 1.26.8
 

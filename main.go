@@ -20,9 +20,9 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/pflag"
 
-	"tallyd/aof"
-	"tallyd/loop"
-	"tallyd/stats"
+	"github.com/tallyd/tallyd/aof"
+	"github.com/tallyd/tallyd/loop"
+	"github.com/tallyd/tallyd/stats"
 )
 
 const version = "0.1.0"

@@ -19,8 +19,8 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/spf13/pflag"
 
-	"tallyd/loop"
-	"tallyd/stats"
+	"github.com/tallyd/tallyd/loop"
+	"github.com/tallyd/tallyd/stats"
 )
 
 const exampleConf = "scripts/tallyd.conf"

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"tallyd/store"
+	"github.com/tallyd/tallyd/store"
 )
 
 func state(db uint8, key string, value string, holders int) store.KeyState {

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"tallyd/store"
+	"github.com/tallyd/tallyd/store"
 )
 
 // fullDisk is a log file on a disk with room for only so many bytes: a write past that

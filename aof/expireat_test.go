@@ -4,7 +4,7 @@ import (
 	"math"
 	"testing"
 
-	"tallyd/store"
+	"github.com/tallyd/tallyd/store"
 )
 
 // TestExpireAtRecord: a holder's exact expiry (Unix ms, past what Unix ns can hold too)

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"tallyd/store"
+	"github.com/tallyd/tallyd/store"
 )
 
 // FuzzReplayCut: a log of records whose values are the fuzzer's bytes (records inside

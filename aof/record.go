@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"hash/crc32"
 
-	"tallyd/store"
+	"github.com/tallyd/tallyd/store"
 )
 
 // A log file is Header, then records. A record is u32 n, u32 CRC-32C of the

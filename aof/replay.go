@@ -9,7 +9,7 @@ import (
 	"io"
 	"os"
 
-	"tallyd/store"
+	"github.com/tallyd/tallyd/store"
 )
 
 // CorruptError is a damaged record with valid records after it: the log cannot

@@ -25,7 +25,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"tallyd/bench/load"
+	"github.com/tallyd/tallyd/bench/load"
 )
 
 func main() {

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"tallyd/bench/load"
-	"tallyd/bench/report"
+	"github.com/tallyd/tallyd/bench/load"
+	"github.com/tallyd/tallyd/bench/report"
 )
 
 func sink(t *testing.T, proto string) (*load.Sink, string) {

@@ -15,8 +15,8 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"tallyd/bench/load"
-	"tallyd/bench/report"
+	"github.com/tallyd/tallyd/bench/load"
+	"github.com/tallyd/tallyd/bench/report"
 )
 
 // caseDef is one case of the standard suite.

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"tallyd/client"
-	"tallyd/proto/counter"
+	"github.com/tallyd/tallyd/client"
+	"github.com/tallyd/tallyd/proto/counter"
 )
 
 // The client's cost per request against a server in the same process

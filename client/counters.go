@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"tallyd/proto/counter"
+	"github.com/tallyd/tallyd/proto/counter"
 )
 
 // Counters are the yrmcds counters (or, from Client.Semaphores, the

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"tallyd/client"
-	"tallyd/loop"
-	"tallyd/proto/counter"
+	"github.com/tallyd/tallyd/client"
+	"github.com/tallyd/tallyd/loop"
+	"github.com/tallyd/tallyd/proto/counter"
 )
 
 func TestCounterAcquireGetRelease(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"tallyd/proto/counter"
+	"github.com/tallyd/tallyd/proto/counter"
 )
 
 // Errors a server's reply maps to. A refusal comes back as an *Error that

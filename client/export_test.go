@@ -3,7 +3,7 @@ package client
 import (
 	"context"
 
-	"tallyd/proto/resp"
+	"github.com/tallyd/tallyd/proto/resp"
 )
 
 // Command sends any command on key's slock server, for tests of replies

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"tallyd/client"
+	"github.com/tallyd/tallyd/client"
 )
 
 // health records a client's OnHealth calls.

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"tallyd/client"
-	"tallyd/loop"
+	"github.com/tallyd/tallyd/client"
+	"github.com/tallyd/tallyd/loop"
 )
 
 // tallyd is a server running in the test process with every protocol on

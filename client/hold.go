@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"sync/atomic"
 
-	"tallyd/proto/counter"
-	"tallyd/proto/pool"
+	"github.com/tallyd/tallyd/proto/counter"
+	"github.com/tallyd/tallyd/proto/pool"
 )
 
 // Hold is what one successful acquire holds: resources of a counter or

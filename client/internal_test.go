@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"tallyd/proto/counter"
+	"github.com/tallyd/tallyd/proto/counter"
 )
 
 func TestStatusKinds(t *testing.T) {

@@ -10,8 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"tallyd/proto/counter"
-	"tallyd/proto/resp"
+	"github.com/tallyd/tallyd/proto/counter"
+	"github.com/tallyd/tallyd/proto/resp"
 )
 
 // parseFunc decodes the reply at the start of buf into cl: n == 0 and a nil

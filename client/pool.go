@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"tallyd/proto/pool"
+	"github.com/tallyd/tallyd/proto/pool"
 )
 
 // Pool is the PoolCounter locks of a Client's servers. Each key lives on

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"tallyd/client"
+	"github.com/tallyd/tallyd/client"
 )
 
 var one = client.Limits{Workers: 1, MaxQueue: 10, Timeout: 30 * time.Second}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"tallyd/proto/resp"
+	"github.com/tallyd/tallyd/proto/resp"
 )
 
 // Values are the durable counters of a Client's servers, kept by the

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"tallyd/client"
+	"github.com/tallyd/tallyd/client"
 )
 
 // Durable counters over RESP on the slock port. These commands are issue

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"tallyd/proto/slock"
+	"github.com/tallyd/tallyd/proto/slock"
 )
 
 // smallDisk mounts a tmpfs of size bytes at a new directory, unmounted when the test ends

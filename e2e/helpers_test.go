@@ -20,8 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"tallyd/proto/counter"
-	"tallyd/proto/resp"
+	"github.com/tallyd/tallyd/proto/counter"
+	"github.com/tallyd/tallyd/proto/resp"
 )
 
 var binPath string

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"tallyd/proto/counter"
+	"github.com/tallyd/tallyd/proto/counter"
 )
 
 func TestSIGTERMReleasesAndExits0(t *testing.T) {

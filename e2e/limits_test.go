@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"tallyd/proto/counter"
+	"github.com/tallyd/tallyd/proto/counter"
 )
 
 // Keep-alive /healthz connections beyond what the descriptors allow are refused at the

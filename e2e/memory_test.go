@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"tallyd/proto/resp"
+	"github.com/tallyd/tallyd/proto/resp"
 )
 
 // memBudget is the --max-memory the attacks run against.

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"tallyd/proto/counter"
+	"github.com/tallyd/tallyd/proto/counter"
 )
 
 // metricsAddr waits for the line that names the metrics address and returns it.

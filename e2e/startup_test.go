@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"tallyd/proto/counter"
+	"github.com/tallyd/tallyd/proto/counter"
 )
 
 func TestHelpAndVersion(t *testing.T) {

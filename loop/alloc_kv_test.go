@@ -5,8 +5,8 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 
-	"tallyd/aof"
-	"tallyd/proto/resp"
+	"github.com/tallyd/tallyd/aof"
+	"github.com/tallyd/tallyd/proto/resp"
 )
 
 // newKVPathServer is newPathServer for a Redis-text slock connection, with the append-only

@@ -5,7 +5,7 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 
-	"tallyd/proto/counter"
+	"github.com/tallyd/tallyd/proto/counter"
 )
 
 // fakeConn is the part of gnet.Conn the request path uses, over in-memory buffers, so the

@@ -3,7 +3,7 @@ package loop
 import (
 	"github.com/panjf2000/gnet/v2"
 
-	"tallyd/store"
+	"github.com/tallyd/tallyd/store"
 )
 
 // conn is the loop's state for one client connection.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"tallyd/proto/counter"
+	"github.com/tallyd/tallyd/proto/counter"
 )
 
 func TestCounterEveryOpcodeAndStatus(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"tallyd/proto/counter"
+	"github.com/tallyd/tallyd/proto/counter"
 )
 
 // fakeClock is a settable clock shared by the test and the loop.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"tallyd/proto/counter"
+	"github.com/tallyd/tallyd/proto/counter"
 )
 
 // Many clients acquire and release at random and disconnect at random (FIN or RST); at the

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"tallyd/proto/slock"
+	"github.com/tallyd/tallyd/proto/slock"
 )
 
 // --idle-timeout on the slock binary side: a connection whose lock outlives it anyway is

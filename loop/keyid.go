@@ -8,8 +8,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"tallyd/proto/slock"
-	"tallyd/store"
+	"github.com/tallyd/tallyd/proto/slock"
+	"github.com/tallyd/tallyd/store"
 )
 
 // keySecretName is the file in the data directory that keeps the secret under which text

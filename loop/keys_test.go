@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"tallyd/proto/resp"
-	"tallyd/proto/slock"
+	"github.com/tallyd/tallyd/proto/resp"
+	"github.com/tallyd/tallyd/proto/slock"
 )
 
 // KEYS never stalls the loop: past slock.KeysLimit keys it refuses and names SCAN, which

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"tallyd/aof"
-	"tallyd/proto/slock"
-	"tallyd/store"
+	"github.com/tallyd/tallyd/aof"
+	"github.com/tallyd/tallyd/proto/slock"
+	"github.com/tallyd/tallyd/store"
 )
 
 // TestSlockKVDelRespectsLocks is issue 12's item 9, first half: while A holds the slock

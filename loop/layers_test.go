@@ -12,7 +12,7 @@ import (
 )
 
 // layerRoots are the packages the rules speak of, as go list patterns.
-var layerRoots = []string{"tallyd/store", "tallyd/proto/...", "tallyd/stats", "tallyd/bench/..."}
+var layerRoots = []string{"github.com/tallyd/tallyd/store", "github.com/tallyd/tallyd/proto/...", "github.com/tallyd/tallyd/stats", "github.com/tallyd/tallyd/bench/..."}
 
 // layerRule says which module packages pkg may depend on (directly or not); std reports a
 // standard-library package. It returns "" when dep is allowed, else the rule it breaks.
@@ -22,22 +22,22 @@ func layerRule(pkg, dep string, std bool) string {
 	}
 	under := func(p, root string) bool { return p == root || strings.HasPrefix(p, root+"/") }
 	switch {
-	case pkg == "tallyd/store":
+	case pkg == "github.com/tallyd/tallyd/store":
 		if !std {
 			return "store imports only the standard library"
 		}
-	case under(pkg, "tallyd/proto"):
-		for _, bad := range []string{"tallyd/store", "tallyd/loop", "tallyd/stats"} {
+	case under(pkg, "github.com/tallyd/tallyd/proto"):
+		for _, bad := range []string{"github.com/tallyd/tallyd/store", "github.com/tallyd/tallyd/loop", "github.com/tallyd/tallyd/stats"} {
 			if under(dep, bad) {
 				return "proto imports neither store, loop nor stats"
 			}
 		}
-	case pkg == "tallyd/stats":
-		if under(dep, "tallyd") {
+	case pkg == "github.com/tallyd/tallyd/stats":
+		if under(dep, "github.com/tallyd/tallyd") {
 			return "stats imports no other package of the module"
 		}
-	case under(pkg, "tallyd/bench"):
-		if under(dep, "tallyd") && !under(dep, "tallyd/proto") && !under(dep, "tallyd/bench") {
+	case under(pkg, "github.com/tallyd/tallyd/bench"):
+		if under(dep, "github.com/tallyd/tallyd") && !under(dep, "github.com/tallyd/tallyd/proto") && !under(dep, "github.com/tallyd/tallyd/bench") {
 			return "bench imports only proto (no stats, store or loop)"
 		}
 	}
@@ -92,24 +92,24 @@ func TestLayerRule(t *testing.T) {
 		pkg, dep string
 		std, ok  bool
 	}{
-		{"tallyd/store", "strconv", true, true},
-		{"tallyd/store", "tallyd/stats", false, false},
-		{"tallyd/store", "tallyd/proto/slock", false, false},
-		{"tallyd/store", "github.com/x/y", false, false},
-		{"tallyd/proto/pool", "tallyd/store", false, false},
-		{"tallyd/proto/pool", "tallyd/loop", false, false},
-		{"tallyd/proto/pool", "tallyd/stats", false, false},
-		{"tallyd/proto/slock", "tallyd/proto/resp", false, true},
-		{"tallyd/proto/slock", "google.golang.org/protobuf/encoding/protowire", false, true},
-		{"tallyd/proto/slock", "tallyd/storex", false, true},
-		{"tallyd/stats", "tallyd/proto/counter", false, false},
-		{"tallyd/stats", "github.com/prometheus/client_golang/prometheus", false, true},
-		{"tallyd/bench/load", "tallyd/stats", false, false},
-		{"tallyd/bench/load", "tallyd/store", false, false},
-		{"tallyd/bench/load", "tallyd/loop", false, false},
-		{"tallyd/bench", "tallyd/bench/report", false, true},
-		{"tallyd/bench/load", "tallyd/proto/counter", false, true},
-		{"tallyd/loop", "tallyd/store", false, true},
+		{"github.com/tallyd/tallyd/store", "strconv", true, true},
+		{"github.com/tallyd/tallyd/store", "github.com/tallyd/tallyd/stats", false, false},
+		{"github.com/tallyd/tallyd/store", "github.com/tallyd/tallyd/proto/slock", false, false},
+		{"github.com/tallyd/tallyd/store", "github.com/x/y", false, false},
+		{"github.com/tallyd/tallyd/proto/pool", "github.com/tallyd/tallyd/store", false, false},
+		{"github.com/tallyd/tallyd/proto/pool", "github.com/tallyd/tallyd/loop", false, false},
+		{"github.com/tallyd/tallyd/proto/pool", "github.com/tallyd/tallyd/stats", false, false},
+		{"github.com/tallyd/tallyd/proto/slock", "github.com/tallyd/tallyd/proto/resp", false, true},
+		{"github.com/tallyd/tallyd/proto/slock", "google.golang.org/protobuf/encoding/protowire", false, true},
+		{"github.com/tallyd/tallyd/proto/slock", "github.com/tallyd/tallyd/storex", false, true},
+		{"github.com/tallyd/tallyd/stats", "github.com/tallyd/tallyd/proto/counter", false, false},
+		{"github.com/tallyd/tallyd/stats", "github.com/prometheus/client_golang/prometheus", false, true},
+		{"github.com/tallyd/tallyd/bench/load", "github.com/tallyd/tallyd/stats", false, false},
+		{"github.com/tallyd/tallyd/bench/load", "github.com/tallyd/tallyd/store", false, false},
+		{"github.com/tallyd/tallyd/bench/load", "github.com/tallyd/tallyd/loop", false, false},
+		{"github.com/tallyd/tallyd/bench", "github.com/tallyd/tallyd/bench/report", false, true},
+		{"github.com/tallyd/tallyd/bench/load", "github.com/tallyd/tallyd/proto/counter", false, true},
+		{"github.com/tallyd/tallyd/loop", "github.com/tallyd/tallyd/store", false, true},
 	} {
 		if got := layerRule(c.pkg, c.dep, c.std) == ""; got != c.ok {
 			t.Errorf("layerRule(%s, %s) allowed %v, want %v", c.pkg, c.dep, got, c.ok)

@@ -5,8 +5,8 @@ import (
 	"slices"
 	"strconv"
 
-	"tallyd/proto/slock"
-	"tallyd/store"
+	"github.com/tallyd/tallyd/proto/slock"
+	"github.com/tallyd/tallyd/store"
 )
 
 // The memory budget (--max-memory), after Redis's maxmemory and its client buffer limits.

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"tallyd/proto/counter"
-	"tallyd/proto/resp"
-	"tallyd/proto/slock"
-	"tallyd/stats"
+	"github.com/tallyd/tallyd/proto/counter"
+	"github.com/tallyd/tallyd/proto/resp"
+	"github.com/tallyd/tallyd/proto/slock"
+	"github.com/tallyd/tallyd/stats"
 )
 
 // Beyond --max-memory, what would add data is refused with each protocol's error, and what

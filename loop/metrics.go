@@ -6,12 +6,12 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 
-	"tallyd/proto/counter"
-	"tallyd/proto/pool"
-	"tallyd/proto/resp"
-	"tallyd/proto/slock"
-	"tallyd/stats"
-	"tallyd/store"
+	"github.com/tallyd/tallyd/proto/counter"
+	"github.com/tallyd/tallyd/proto/pool"
+	"github.com/tallyd/tallyd/proto/resp"
+	"github.com/tallyd/tallyd/proto/slock"
+	"github.com/tallyd/tallyd/stats"
+	"github.com/tallyd/tallyd/store"
 )
 
 // What the loop counts for /metrics, and how it publishes it.

@@ -20,10 +20,10 @@ import (
 	"github.com/panjf2000/gnet/v2"
 	"github.com/prometheus/common/expfmt"
 
-	"tallyd/proto/counter"
-	"tallyd/proto/resp"
-	"tallyd/proto/slock"
-	"tallyd/stats"
+	"github.com/tallyd/tallyd/proto/counter"
+	"github.com/tallyd/tallyd/proto/resp"
+	"github.com/tallyd/tallyd/proto/slock"
+	"github.com/tallyd/tallyd/stats"
 )
 
 // countConn counts the bytes a client writes (the server receives) and reads (it sent).

@@ -7,9 +7,9 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 
-	"tallyd/proto/resp"
-	"tallyd/proto/slock"
-	"tallyd/store"
+	"github.com/tallyd/tallyd/proto/resp"
+	"github.com/tallyd/tallyd/proto/slock"
+	"github.com/tallyd/tallyd/store"
 )
 
 // A client that pipelines more big replies than --max-output and reads them as fast as it

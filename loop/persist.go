@@ -10,10 +10,10 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 
-	"tallyd/aof"
-	"tallyd/proto/resp"
-	"tallyd/proto/slock"
-	"tallyd/store"
+	"github.com/tallyd/tallyd/aof"
+	"github.com/tallyd/tallyd/proto/resp"
+	"github.com/tallyd/tallyd/proto/slock"
+	"github.com/tallyd/tallyd/store"
 )
 
 // persistState is the loop's side of the append-only log: what it has handed to the

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"tallyd/aof"
-	"tallyd/proto/slock"
+	"github.com/tallyd/tallyd/aof"
+	"github.com/tallyd/tallyd/proto/slock"
 )
 
 // startPersist runs a slock server keeping its log in dir; stop stops it (Stop closes the

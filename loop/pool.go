@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"fmt"
 
-	"tallyd/proto/pool"
-	"tallyd/store"
+	"github.com/tallyd/tallyd/proto/pool"
+	"github.com/tallyd/tallyd/store"
 )
 
 // poolReplies maps the store's outcomes to PoolCounter reply lines.

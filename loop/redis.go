@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"strconv"
 
-	"tallyd/proto/resp"
-	"tallyd/proto/slock"
+	"github.com/tallyd/tallyd/proto/resp"
+	"github.com/tallyd/tallyd/proto/slock"
 )
 
 // This file is slock's Redis-text side: the commands of a connection that speaks RESP,

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"tallyd/proto/resp"
+	"github.com/tallyd/tallyd/proto/resp"
 )
 
 // TestRedisCommandTable: arity errors come from the command table, in Redis's words, for

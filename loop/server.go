@@ -31,11 +31,11 @@ import (
 	"github.com/panjf2000/gnet/v2"
 	"github.com/rs/zerolog"
 
-	"tallyd/aof"
-	"tallyd/proto/counter"
-	"tallyd/proto/pool"
-	"tallyd/proto/slock"
-	"tallyd/store"
+	"github.com/tallyd/tallyd/aof"
+	"github.com/tallyd/tallyd/proto/counter"
+	"github.com/tallyd/tallyd/proto/pool"
+	"github.com/tallyd/tallyd/proto/slock"
+	"github.com/tallyd/tallyd/store"
 )
 
 // Proto names the protocol a listener speaks.

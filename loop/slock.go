@@ -3,11 +3,11 @@ package loop
 import (
 	"errors"
 	"fmt"
+	"github.com/tallyd/tallyd/proto/resp"
 	"os"
-	"tallyd/proto/resp"
 
-	"tallyd/proto/slock"
-	"tallyd/store"
+	"github.com/tallyd/tallyd/proto/slock"
+	"github.com/tallyd/tallyd/store"
 )
 
 // slockConn is the slock state of one connection.

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"tallyd/proto/slock"
+	"github.com/tallyd/tallyd/proto/slock"
 )
 
 func TestSlockSniffByteByByte(t *testing.T) {

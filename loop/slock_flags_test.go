@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"tallyd/proto/slock"
+	"github.com/tallyd/tallyd/proto/slock"
 )
 
 // rec is a stage-0 data record without properties.

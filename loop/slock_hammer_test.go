@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"tallyd/proto/slock"
+	"github.com/tallyd/tallyd/proto/slock"
 )
 
 // Random slock clients lock, unlock, wait and disconnect (FIN or RST) at random, with

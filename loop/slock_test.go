@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"tallyd/proto/slock"
+	"github.com/tallyd/tallyd/proto/slock"
 )
 
 // startSlock runs a server with a slock listener (and the default counter ones).

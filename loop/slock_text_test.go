@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"tallyd/proto/resp"
-	"tallyd/proto/slock"
+	"github.com/tallyd/tallyd/proto/resp"
+	"github.com/tallyd/tallyd/proto/slock"
 )
 
 // u32s formats a 32-bit TIMEOUT/EXPRIED argument: flag in the high 16 bits, time in the low.

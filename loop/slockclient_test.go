@@ -20,8 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"tallyd/proto/resp"
-	"tallyd/proto/slock"
+	"github.com/tallyd/tallyd/proto/resp"
+	"github.com/tallyd/tallyd/proto/slock"
 )
 
 // slockMaxReply bounds a reply's value record or CALL body (a 1 MiB value comes back whole).

@@ -6,9 +6,9 @@ import (
 	"strconv"
 	"time"
 
-	"tallyd/proto/resp"
-	"tallyd/proto/slock"
-	"tallyd/store"
+	"github.com/tallyd/tallyd/proto/resp"
+	"github.com/tallyd/tallyd/proto/slock"
+	"github.com/tallyd/tallyd/store"
 )
 
 // slockKV serves the key/value command parsed into cs's request: most run as a Lock or

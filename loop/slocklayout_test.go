@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
-	"tallyd/proto/slock"
-	"tallyd/store"
+	"github.com/tallyd/tallyd/proto/slock"
+	"github.com/tallyd/tallyd/store"
 )
 
 // TestSlockResultTable: every store outcome a frame can carry has its own wire code, of the

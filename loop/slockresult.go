@@ -1,8 +1,8 @@
 package loop
 
 import (
-	"tallyd/proto/slock"
-	"tallyd/store"
+	"github.com/tallyd/tallyd/proto/slock"
+	"github.com/tallyd/tallyd/store"
 )
 
 // slockResults maps the lock store's outcomes to slock's result codes (byte 19

@@ -1,6 +1,6 @@
 package loop
 
-import "tallyd/proto/counter"
+import "github.com/tallyd/tallyd/proto/counter"
 
 // listenerStats are the loop's own counts for one protocol's listeners: its
 // connections, and for the yrmcds protocols the requests of each command and

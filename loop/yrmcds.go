@@ -1,8 +1,8 @@
 package loop
 
 import (
-	"tallyd/proto/counter"
-	"tallyd/store"
+	"github.com/tallyd/tallyd/proto/counter"
+	"github.com/tallyd/tallyd/store"
 )
 
 // dumpChunk is how much of a Dump is produced per turn before other connections get theirs.

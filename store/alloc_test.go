@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"tallyd/store"
+	"github.com/tallyd/tallyd/store"
 )
 
 // noAllocs fails if f allocates: on average over many runs (AllocsPerRun), and

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"tallyd/store"
+	"github.com/tallyd/tallyd/store"
 )
 
 const maxU32 = 1<<32 - 1

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"tallyd/store"
+	"github.com/tallyd/tallyd/store"
 )
 
 func TestDumpChunks(t *testing.T) {

@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"testing"
 
-	"tallyd/store"
+	"github.com/tallyd/tallyd/store"
 )
 
 // FuzzLockData feeds arbitrary bytes as data records (and as the bodies of

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"tallyd/store"
+	"github.com/tallyd/tallyd/store"
 )
 
 // effectOf returns the value key "k" has after holder "a", which set it to

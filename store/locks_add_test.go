@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"tallyd/store"
+	"github.com/tallyd/tallyd/store"
 )
 
 // kvSet is the Lock of a Redis SET of key to value: LockId = key, Update, a SET record

@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"testing"
 
-	"tallyd/store"
+	"github.com/tallyd/tallyd/store"
 )
 
 // lockBench is a Locks with reply buffers, driven like the event loop does.

@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"testing"
 
-	"tallyd/store"
+	"github.com/tallyd/tallyd/store"
 )
 
 // TestFIFOTenThousand: 10,000 waiters on one key are served in arrival

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"tallyd/store"
+	"github.com/tallyd/tallyd/store"
 )
 
 // TestShowUpdate: flag 0x01|0x02 on a held key updates the oldest holder

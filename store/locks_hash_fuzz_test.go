@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"testing"
 
-	"tallyd/store"
+	"github.com/tallyd/tallyd/store"
 )
 
 // hashModel is a plain reading of Redis's hash commands: the fields in the order they were

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"tallyd/store"
+	"github.com/tallyd/tallyd/store"
 )
 
 // kvFlags are the ExpriedFlag bits of a Redis key/value lock: never expires, persist at

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"tallyd/store"
+	"github.com/tallyd/tallyd/store"
 )
 
 // id16 maps a short name to a 16-byte id the way slock's text protocol

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"tallyd/store"
+	"github.com/tallyd/tallyd/store"
 )
 
 // TestTimeoutWhenData: TimeoutFlag 0x0008 times out at once instead of

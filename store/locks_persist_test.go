@@ -7,7 +7,7 @@ import (
 	"sort"
 	"testing"
 
-	"tallyd/store"
+	"github.com/tallyd/tallyd/store"
 )
 
 // persistView renders what a Locks would write to a compacted log: each logged key's

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"testing"
 
-	"tallyd/store"
+	"github.com/tallyd/tallyd/store"
 )
 
 // The lock property test runs seeded random Locks and Unlocks (a subset of

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"tallyd/store"
+	"github.com/tallyd/tallyd/store"
 )
 
 // Values used by the outcome tables: the record SET "v" and what a holder

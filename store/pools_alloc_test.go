@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"tallyd/store"
+	"github.com/tallyd/tallyd/store"
 )
 
 // want fails unless got is want.

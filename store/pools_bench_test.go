@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"tallyd/store"
+	"github.com/tallyd/tallyd/store"
 )
 
 // BenchmarkPoolAcquireRelease: ACQ4ME then RELEASE by one connection, on a

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"testing"
 
-	"tallyd/store"
+	"github.com/tallyd/tallyd/store"
 )
 
 // The pool property test runs seeded random acquires, releases, disconnects,

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"tallyd/store"
+	"github.com/tallyd/tallyd/store"
 )
 
 const msec = int64(1e6)

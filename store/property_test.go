@@ -6,7 +6,7 @@ import (
 	"testing"
 	"testing/quick"
 
-	"tallyd/store"
+	"github.com/tallyd/tallyd/store"
 )
 
 // The property tests run seeded random operations against a store and against

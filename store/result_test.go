@@ -3,7 +3,7 @@ package store_test
 import (
 	"testing"
 
-	"tallyd/store"
+	"github.com/tallyd/tallyd/store"
 )
 
 func TestResultString(t *testing.T) {

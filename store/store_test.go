@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"tallyd/store"
+	"github.com/tallyd/tallyd/store"
 )
 
 // ms flags an slock time in milliseconds.

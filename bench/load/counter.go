@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"tallyd/proto/counter"
+	"github.com/tallyd/tallyd/proto/counter"
 )
 
 // maxReplyBody bounds the replies the counter protocols accept: the workload's replies

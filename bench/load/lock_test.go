@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"tallyd/proto/pool"
-	"tallyd/proto/resp"
-	"tallyd/proto/slock"
+	"github.com/tallyd/tallyd/proto/pool"
+	"github.com/tallyd/tallyd/proto/resp"
+	"github.com/tallyd/tallyd/proto/slock"
 )
 
 // Tests of the lock protocols' dialects: pool, slock and slock-text.

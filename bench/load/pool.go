@@ -6,7 +6,7 @@ import (
 	"math"
 	"time"
 
-	"tallyd/proto/pool"
+	"github.com/tallyd/tallyd/proto/pool"
 )
 
 func init() {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"tallyd/proto/resp"
+	"github.com/tallyd/tallyd/proto/resp"
 )
 
 func init() {

@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"time"
 
-	"tallyd/proto/resp"
-	"tallyd/proto/slock"
+	"github.com/tallyd/tallyd/proto/resp"
+	"github.com/tallyd/tallyd/proto/slock"
 )
 
 func init() {

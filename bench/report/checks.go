@@ -3,7 +3,7 @@ package report
 import (
 	"fmt"
 
-	"tallyd/bench/load"
+	"github.com/tallyd/tallyd/bench/load"
 )
 
 // Names of the suite cases the targets are judged on.

@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"tallyd/bench/load"
+	"github.com/tallyd/tallyd/bench/load"
 )
 
 // Target is a server the suite ran against.

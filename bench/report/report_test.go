@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"tallyd/bench/load"
+	"github.com/tallyd/tallyd/bench/load"
 )
 
 func res(conns, pipeline int, ops float64) *load.Result {

@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"tallyd/proto/counter"
-	"tallyd/proto/slock"
+	"github.com/tallyd/tallyd/proto/counter"
+	"github.com/tallyd/tallyd/proto/slock"
 )
 
 // maxLockDetails is how many of the busiest slock keys top asks LIST_LOCKED

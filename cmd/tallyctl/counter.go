@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"tallyd/proto/counter"
+	"github.com/tallyd/tallyd/proto/counter"
 )
 
 // maxReply bounds a reply body: a Stats body is a few hundred bytes, a Dump

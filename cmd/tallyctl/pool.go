@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"tallyd/proto/pool"
+	"github.com/tallyd/tallyd/proto/pool"
 )
 
 func init() {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"tallyd/proto/slock"
+	"github.com/tallyd/tallyd/proto/slock"
 )
 
 // Time flags of slock's Timeout and Expried fields.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"tallyd/proto/resp"
+	"github.com/tallyd/tallyd/proto/resp"
 )
 
 // respConn is a client connection speaking Redis text on the slock port.

@@ -1,7 +1,7 @@
 package slock
 
 import (
-	"tallyd/proto/resp"
+	"github.com/tallyd/tallyd/proto/resp"
 )
 
 // This file is the Redis-text command table, after Redis's server.c: every

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"strconv"
 
-	"tallyd/proto/resp"
+	"github.com/tallyd/tallyd/proto/resp"
 )
 
 // This file holds the Redis hash commands of the text side. A hash is a key's value

@@ -5,7 +5,7 @@ import (
 	"math"
 	"strconv"
 
-	"tallyd/proto/resp"
+	"github.com/tallyd/tallyd/proto/resp"
 )
 
 // This file maps slock's Redis key/value commands onto Lock and Unlock frames

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"tallyd/proto/resp"
+	"github.com/tallyd/tallyd/proto/resp"
 )
 
 func TestMatch(t *testing.T) {

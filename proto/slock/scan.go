@@ -3,7 +3,7 @@ package slock
 import (
 	"strconv"
 
-	"tallyd/proto/resp"
+	"github.com/tallyd/tallyd/proto/resp"
 )
 
 // This file holds SCAN, with a cursor the store gives (it walks a bounded number of keys

@@ -3,7 +3,7 @@ package slock
 import (
 	"testing"
 
-	"tallyd/proto/resp"
+	"github.com/tallyd/tallyd/proto/resp"
 )
 
 func TestParseScan(t *testing.T) {

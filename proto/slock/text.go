@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"strconv"
 
-	"tallyd/proto/resp"
+	"github.com/tallyd/tallyd/proto/resp"
 )
 
 // Text is the state of a Redis-text connection that LOCK, UNLOCK and PUSH default to.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"tallyd/proto/resp"
+	"github.com/tallyd/tallyd/proto/resp"
 )
 
 func textArgs(s string) [][]byte {

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"tallyd/client"
+	"github.com/tallyd/tallyd/client"
 )
 
 func main() {

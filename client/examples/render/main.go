@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"tallyd/client"
+	"github.com/tallyd/tallyd/client"
 )
 
 func main() {
