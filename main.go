@@ -78,6 +78,7 @@ type options struct {
 	idleTimeout          int
 	counterEnabledByFile *bool
 	semaphoreEnabled     bool
+	cluster              clusterOptions
 }
 
 func main() {
@@ -128,6 +129,7 @@ func run(args []string, stderr io.Writer) int {
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://`ADDR`/metrics and liveness at /healthz (e.g. 127.0.0.1:9715; port 0 picks one); empty: off")
 	fs.IntVar(&o.metricsMaxConns, "metrics-max-connections", stats.DefaultMaxConns, "open connections to the metrics server; more are closed at once (all connections share the open-file cap)")
+	o.cluster.flags(fs)
 	fs.StringVar(&o.cpuProfile, "cpu-profile", "", "write a Go CPU profile of the whole run to `FILE` (for `go tool pprof`)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, `tallyd %s — counts and locks named resources for many clients over one in-memory store.
@@ -363,6 +365,9 @@ func (o *options) loopConfig(fs *pflag.FlagSet, d loop.Config) (loop.Config, err
 	cfg.SemaphoreGCInterval = time.Duration(o.semaphoreGCInterval) * time.Second
 	cfg.CounterBuckets = o.counterBuckets
 	cfg.SemaphoreBuckets = o.semaphoreBuckets
+	if err := o.cluster.config(&cfg, o.appendOnly); err != nil {
+		return d, err
+	}
 	return cfg, nil
 }
 

@@ -30,6 +30,8 @@ type conn struct {
 	ledger *store.Ledger     // what this connection holds (counter or semaphore family)
 	pool   *store.PoolClient // its PoolCounter entries, held or waiting
 	slock  *slockConn        // its slock state
+	peer   *peerConn         // a cluster peer link's state (cluster_peer.go)
+	virt   *virtConn         // a virtual connection's: commands a follower forwarded (cluster_fwd.go)
 	dump   *store.DumpCursor // non-nil while a Dump streams; later requests wait behind it
 	dumpOp uint32            // the Dump's opaque
 	inLeft int               // unparsed bytes left after the last OnTraffic (for metrics)

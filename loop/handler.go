@@ -40,6 +40,11 @@ func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 		ev = ev.Str(l.Proto.String(), addrs[i].String())
 	}
 	ev.Msg("tallyd listening")
+	for i, l := range s.cfg.Listeners {
+		if l.Proto == ProtoPeer {
+			go s.touchLoop(addrs[i].String()) // a lone member must tick before anyone connects
+		}
+	}
 	s.readyOnce.Do(func() { close(s.ready) })
 	return gnet.None
 }
@@ -52,7 +57,18 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		// before anyone connected (locks restored from the log) is gone before a request.
 		_ = s.tick(context.Background())
 	}
+	if d, ok := c.Context().(*peerDial); ok {
+		s.openPeer(c, d) // a link this node dialled
+		return nil, gnet.None
+	}
 	ln := s.listenerOf(c)
+	if ln != nil && ln.Proto == ProtoPeer {
+		if s.cl == nil || s.stopping.Load() {
+			return nil, gnet.Close
+		}
+		s.openPeer(c, nil)
+		return nil, gnet.None
+	}
 	switch {
 	case ln == nil:
 		s.log.Error().Int("fd", c.Fd()).Msg("connection from an unknown listener; closing it")
@@ -124,6 +140,15 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 	c.SetContext(nil)
 	now := s.now().UnixNano()
 	s.persist.lastNow = now
+	if cs.peer != nil {
+		cs.h.closed(cs, now)
+		s.release(cs)
+		s.forgetMem(cs)
+		if s.cur == nil {
+			s.flush()
+		}
+		return gnet.None
+	}
 	held := cs.held()
 	cs.h.closed(cs, now)
 	s.release(cs)
@@ -164,6 +189,9 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 	s.cur = cs
 	inbound := c.InboundBuffered()
 	s.serve(cs, now)
+	if cs.peer != nil {
+		s.rerunVirts(now)
+	}
 	s.endTraffic(cs, inbound, now)
 	s.publishDue()
 	s.flush()
@@ -208,11 +236,13 @@ func (s *Server) serve(cs *conn, now int64) {
 	}
 	if used > 0 {
 		_, _ = c.Discard(used)
-		s.idleTouch(cs, now)
+		if cs.peer == nil {
+			s.idleTouch(cs, now)
+		}
 	}
 	n := c.InboundBuffered()
 	s.noteIn(cs, inputCost*n)
-	if n > s.cfg.MaxInput && !cs.quit {
+	if n > s.cfg.MaxInput && !cs.quit && (cs.peer == nil || n > peerLimit) {
 		if missed, ok := s.inputLog.allow(s.now()); ok {
 			s.log.Warn().Uint64("conn", uint64(cs.owner)).Stringer("proto", cs.proto).
 				Int("unparsed", n).Int("limit", s.cfg.MaxInput).Uint64("more_since_last_line", missed).
@@ -272,6 +302,7 @@ func (s *Server) tick(context.Context) error {
 	s.metricsTick(now)
 	s.advance(now.UnixNano())
 	s.persistTick(now)
+	s.clusterTick(now)
 	s.idleSweep(now.UnixNano())
 	if c, ok := s.fds.follow(now.UnixNano()); ok {
 		s.log.Warn().Int("open_file_limit", s.fds.limit).Int("open_file_cap", c).

@@ -220,6 +220,9 @@ func (m *metrics) requestCount(p Proto, cmd, outcome int) uint64 {
 // duration once per request it carried.
 func (s *Server) endTraffic(cs *conn, inbound int, start int64) {
 	s.m.lockFinish()
+	if cs.proto >= numProtos {
+		return // a peer link: not a client protocol
+	}
 	s.m.bytesIn[cs.proto] += uint64(max(inbound-cs.inLeft, 0))
 	cs.inLeft = 0
 	if !cs.closed {
@@ -494,4 +497,8 @@ func (s *Server) snapshot(at time.Time) *stats.Snapshot {
 }
 
 // bytesSent counts reply bytes handed to a connection's socket.
-func (m *metrics) bytesSent(p Proto, n int) { m.bytesOut[p] += uint64(n) }
+func (m *metrics) bytesSent(p Proto, n int) {
+	if p < numProtos {
+		m.bytesOut[p] += uint64(n)
+	}
+}

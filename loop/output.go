@@ -49,8 +49,12 @@ func (s *Server) out(cs *conn) []byte {
 func (s *Server) put(cs *conn, b []byte) {
 	from := len(cs.out)
 	cs.out = b
-	if cs.slock != nil && s.persist.w != nil {
+	switch {
+	case cs.slock == nil:
+	case s.persist.w != nil:
 		s.gateReply(cs, from)
+	case s.cl != nil:
+		s.clusterGateReply(cs, from)
 	}
 	s.pend(cs)
 }
@@ -66,6 +70,9 @@ func (s *Server) pend(cs *conn) {
 // full reports whether cs has so much unsent output that its handler should stop producing
 // until the socket has taken some (the requests behind stay in its input buffer).
 func (s *Server) full(cs *conn) bool {
+	if cs.peer != nil {
+		return false // a link's output is bounded by peerLimit
+	}
 	return len(cs.out)+cs.sent >= s.cfg.MaxOutput/2
 }
 
@@ -86,7 +93,13 @@ func (s *Server) flush() {
 		return // an OnClose inside a failed Write: the running flush picks up what it added
 	}
 	s.flushing = true
-	for len(s.pending) > 0 || len(s.closing) > 0 {
+	for {
+		if s.cl != nil {
+			s.clusterTurn() // proposes this turn's changes, handles raft's Readies
+		}
+		if len(s.pending) == 0 && len(s.closing) == 0 {
+			break
+		}
 		for i := 0; i < len(s.pending); i++ {
 			cs := s.pending[i]
 			s.pending[i] = nil
@@ -98,7 +111,7 @@ func (s *Server) flush() {
 			cs := s.closing[i]
 			s.closing[i] = nil
 			if !cs.closed && cs != s.cur { // the one being served closes as OnTraffic returns
-				_ = cs.c.EventLoop().Close(cs.c) // runs OnClose now, which may owe others replies
+				s.closeConn(cs)
 			}
 		}
 		s.closing = s.closing[:0]
@@ -129,7 +142,7 @@ func (s *Server) write(cs *conn) {
 	}
 	cs.sent = cs.c.OutboundBuffered()
 	s.noteOut(cs)
-	if cs.sent > s.cfg.MaxOutput {
+	if cs.sent > s.cfg.MaxOutput && (cs.peer == nil || cs.sent > peerLimit) {
 		s.log.Warn().Uint64("conn", uint64(cs.owner)).Stringer("proto", cs.proto).
 			Str("remote", cs.c.RemoteAddr().String()).Int("unsent", cs.sent).Int("limit", s.cfg.MaxOutput).
 			Msg("closing connection: too many unsent replies (max-output)")

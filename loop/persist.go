@@ -48,6 +48,9 @@ const DataDirMode = 0o700
 // logFailing says why the log cannot take writes now (the writer's last write or fsync
 // failed, and none has succeeded since), or "" when it can or there is no log.
 func (s *Server) logFailing() string {
+	if s.cl != nil && s.cl.log != nil {
+		return s.cl.log.Failing()
+	}
 	if s.persist.w == nil {
 		return ""
 	}
@@ -209,6 +212,13 @@ func (s *Server) journal(now int64) {
 type gateMark struct {
 	at  int
 	seq uint64
+
+	// Cluster mode: the level the reply waits for, the read barrier it waits for, whether
+	// seq and rd are settled, and when it was made (Unix ns).
+	lvl     Level
+	settled bool
+	rd      uint64
+	since   int64
 }
 
 // gateReply runs as a reply is added to slock connection cs's output at offset from: while
@@ -227,7 +237,7 @@ func (s *Server) gateReply(cs *conn, from int) {
 	if n := len(cs.gates); n > 0 && (cs.gates[n-1].seq == 0 || cs.gates[n-1].seq == p.seq && !s.locks.Journaled()) {
 		return // the mark before covers it
 	}
-	cs.gates = append(cs.gates, gateMark{from, 0})
+	cs.gates = append(cs.gates, gateMark{at: from})
 	s.hold(cs)
 }
 
@@ -237,6 +247,9 @@ func (s *Server) gate(cs *conn) int {
 	g := cs.gates
 	if len(g) == 0 {
 		return len(cs.out)
+	}
+	if s.cl != nil {
+		return s.clusterGate(cs)
 	}
 	p := &s.persist
 	s.journal(p.lastNow)

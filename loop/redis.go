@@ -34,6 +34,10 @@ func (h *textHandler) parse(cs *conn, in []byte) (int, error) {
 		return 0, fmt.Errorf("bad RESP request: %w", err)
 	}
 	h.raw = in[:n]
+	if h.s.cl != nil && n > 0 && len(args) > 0 && h.s.holdText(cs, args) {
+		h.args, h.raw = h.args[:0], nil
+		return 0, nil // it waits in the input (cluster_fwd.go)
+	}
 	return n, nil
 }
 
@@ -82,6 +86,9 @@ func (s *Server) slockCommand(cs *conn, args [][]byte, raw []byte, now int64) (q
 	if sc.tx.active && (spec == nil || spec.Flags&slock.CmdTx == 0) {
 		s.txQueue(cs, spec, args, raw)
 		return false
+	}
+	if s.cl != nil && cs.virt == nil && !s.cl.serving() && s.clusterText(cs, spec, raw) {
+		return false // forwarded to the leader, or answered CLUSTERDOWN
 	}
 	s.advance(now) // a key that an earlier command of this batch expired is gone for this one
 	t := s.textBegin(cs, args[0])
@@ -185,6 +192,10 @@ func (s *Server) runCommand(cs *conn, spec *slock.Spec, args [][]byte, now int64
 		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
 	case slock.CmdHello:
 		s.hello(cs)
+	case slock.CmdConsistency:
+		s.consistency(cs, args)
+	case slock.CmdCluster:
+		s.clusterCmd(cs, args)
 	default:
 		s.sendTo(cs, resp.AppendError(s.scratchFor(cs), "ERR Unknown Command"))
 	}

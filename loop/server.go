@@ -108,6 +108,9 @@ type Config struct {
 	// MetricsEvery is how often the loop publishes a metrics snapshot unasked (0: DefaultPublishEvery).
 	MetricsEvery time.Duration
 
+	// Cluster is cluster mode's configuration; nil runs a single node (cluster.go).
+	Cluster *ClusterConfig
+
 	Version string // reported by INFO
 
 	Log zerolog.Logger
@@ -191,6 +194,8 @@ type Server struct {
 	early    []byte // serveEarly's scratch (order.go)
 
 	persist persistState
+	cl      *clusterState // nil unless in cluster mode (cluster.go)
+	peerH   peerHandler
 	idle    idleState
 	mem     memState // the memory budget's totals (memory.go)
 	m       metrics  // counted for /metrics (metrics.go)
@@ -265,6 +270,7 @@ func New(cfg Config) (*Server, error) {
 	s.counters, s.semaphores, s.pools, s.locks = s.store.Counters, s.store.Semaphores, s.store.Pools, s.store.Locks
 	s.poolH = poolHandler{s: s, dec: pool.Decoder{MaxLine: cfg.PoolMaxLine}, wakes: make([]store.Wake, 0, 64)}
 	s.sniff = sniffHandler{s}
+	s.peerH = peerHandler{s: s}
 	s.slockBin = binaryHandler{s: s, dec: slock.Decoder{MaxData: cfg.SlockMaxData, MaxCall: cfg.SlockMaxData}}
 	s.slockText = textHandler{s: s, args: make([][]byte, 0, 32)}
 	s.sl = slockState{clients: make(map[[16]byte]*conn), closed: make(map[store.Owner][16]byte)}
@@ -301,11 +307,15 @@ func (s *Server) Run() error {
 		s.readyOnce.Do(func() { close(s.ready) })
 		return err
 	}
-	if err := s.openLog(); err != nil {
+	open, closeFn := s.openLog, s.closeLog
+	if s.cfg.Cluster != nil {
+		open, closeFn = s.openCluster, s.closeCluster // the raft log replaces the append-only log
+	}
+	if err := open(); err != nil {
 		s.readyOnce.Do(func() { close(s.ready) })
 		return err
 	}
-	defer s.closeLog()
+	defer closeFn()
 	addrs := make([]string, len(s.cfg.Listeners))
 	for i, l := range s.cfg.Listeners {
 		addrs[i] = "tcp://" + l.Addr

@@ -3,9 +3,9 @@ package loop
 import (
 	"errors"
 	"fmt"
-	"github.com/tallyd/tallyd/proto/resp"
 	"os"
 
+	"github.com/tallyd/tallyd/proto/resp"
 	"github.com/tallyd/tallyd/proto/slock"
 	"github.com/tallyd/tallyd/store"
 )
@@ -28,6 +28,25 @@ type slockConn struct {
 	kvMulti  bool          // req.KV is one key of a command on several: replies are counted
 	kvN      int64         // their count
 	tx       txState       // MULTI/EXEC and WATCH (redis.go)
+
+	// Cluster mode (cluster_fwd.go).
+	lvl         Level  // CONSISTENCY; 0 is the default, QUORUM
+	session     uint64 // its session on the leader (a follower's client), 0 if none
+	link        *conn  // the link that session is on
+	outstanding int    // text commands forwarded and not yet answered
+	fwdTx       bool   // a MULTI was forwarded: everything goes to the leader until EXEC or DISCARD
+	touched     bool   // it ran lock or transaction commands: its state dies with the leader's
+	waitSince   int64  // Unix ns its next command started waiting for a leader (0: not waiting)
+	onWaiting   bool   // on clusterState.waiting
+	expired     bool   // it waited past --cluster-timeout: its commands are answered CLUSTERDOWN
+}
+
+// level is the connection's consistency level.
+func (sc *slockConn) level() Level {
+	if sc.lvl == 0 {
+		return LevelQuorum
+	}
+	return sc.lvl
 }
 
 func newSlockConn() *slockConn { return &slockConn{text: slock.Text{Timeout: 15}} }
@@ -94,6 +113,7 @@ type binaryHandler struct {
 	dec   slock.Decoder
 	frame slock.Frame
 	cmd   store.LockCommand
+	raw   []byte // the frame's bytes (cluster mode: what a follower forwards)
 }
 
 func (h *binaryHandler) parse(cs *conn, in []byte) (int, error) {
@@ -101,6 +121,12 @@ func (h *binaryHandler) parse(cs *conn, in []byte) (int, error) {
 	if err != nil {
 		h.s.put(cs, slock.AppendErrorReply(h.s.out(cs), err))
 		return 0, fmt.Errorf("bad slock frame: %w", err)
+	}
+	if h.s.cl != nil && n > 0 {
+		if h.s.holdBinary(cs) {
+			return 0, nil // it waits in the input (cluster_fwd.go)
+		}
+		h.raw = in[:n]
 	}
 	return n, nil
 }
@@ -112,6 +138,11 @@ func (h *binaryHandler) closed(cs *conn, now int64) {
 
 func (h *binaryHandler) exec(cs *conn, now int64) {
 	s, f := h.s, &h.frame
+	if s.cl != nil && s.clusterBinary(cs, h.raw) {
+		h.raw = nil
+		return // forwarded to the leader
+	}
+	h.raw = nil
 	s.m.slockFrame(f.Type)
 	switch f.Type {
 	case slock.TypeLock, slock.TypeUnlock:
@@ -329,6 +360,12 @@ func (s *Server) sendTo(cs *conn, b []byte) { s.put(cs, b) }
 // ClientId, if one comes.
 func (s *Server) slockClose(cs *conn, now int64) {
 	sc := cs.slock
+	if s.cl != nil {
+		s.endSession(cs)
+		if sc.onWaiting {
+			s.dropWaiting(cs)
+		}
+	}
 	s.unwatchAll(cs)
 	for _, w := range sc.wills {
 		s.sl.willQueue = append(s.sl.willQueue, pendingWill{owner: cs.owner, cmd: w})
@@ -359,6 +396,7 @@ func (s *Server) slockInfo(now int64) []byte {
 		}
 	}
 	s.sl.infoBuf = resp.AppendInfo(s.sl.infoBuf[:0], &in)
+	s.sl.infoBuf = s.clusterInfo(append(s.sl.infoBuf, "\r\n"...))
 	return s.sl.infoBuf
 }
 

@@ -56,6 +56,7 @@ type app struct {
 	timeout       time.Duration
 	json          bool
 	showVersion   bool
+	consistency   string // CONSISTENCY sent first on Redis-text connections (cluster mode)
 
 	stdout, stderr io.Writer
 
@@ -145,6 +146,7 @@ func (a *app) globalFlags() *pflag.FlagSet {
 	fs.IntVar(&a.slockPort, "slock-port", defaultSlockPort, "slock port (binary frames and Redis text: locks and durable values)")
 	fs.DurationVar(&a.timeout, "timeout", defaultTimeout, "how long to wait to connect and for each reply (on top of any wait the request asks for)")
 	fs.BoolVar(&a.json, "json", false, "print one JSON object (an array for listings) instead of text")
+	fs.StringVar(&a.consistency, "consistency", "", "consistency level of durable-value commands against a cluster: ONE, QUORUM (the server's default) or ALL")
 	return fs
 }
 

@@ -18,7 +18,19 @@ func (a *app) dialRESP() (*respConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &respConn{c}, nil
+	r := &respConn{c}
+	if a.consistency != "" {
+		rep, err := r.do("CONSISTENCY", a.consistency)
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		if rep.Kind == '-' {
+			c.Close()
+			return nil, &usageError{msg: fmt.Sprintf("--consistency %s: %s", a.consistency, rep.Str)}
+		}
+	}
+	return r, nil
 }
 
 // do sends one command and returns its reply, copied out of the buffer.

@@ -39,6 +39,8 @@ const (
 	CmdHello
 	CmdHash // a hash command (hash.go: Spec.Hash tells which)
 	CmdScan
+	CmdConsistency // CONSISTENCY [ONE|QUORUM|ALL]: the connection's consistency level (cluster)
+	CmdCluster     // CLUSTER ADD|REMOVE: membership of a tallyd cluster
 )
 
 // CmdFlags are a command's properties.
@@ -97,6 +99,8 @@ var commands = []Spec{
 	{"DISCARD", CmdDiscard, OpNone, 1, CmdTx, HashNone},
 	{"WATCH", CmdWatch, OpNone, -2, CmdTx, HashNone},
 	{"UNWATCH", CmdUnwatch, OpNone, 1, 0, HashNone},
+	{"CONSISTENCY", CmdConsistency, OpNone, -1, 0, HashNone},
+	{"CLUSTER", CmdCluster, OpNone, -2, CmdAdmin, HashNone},
 
 	{"SET", CmdKV, OpSet, -3, CmdWrite | CmdDenyOOM | CmdMayWait, HashNone},
 	{"SETEX", CmdKV, OpSet, 4, CmdWrite | CmdDenyOOM, HashNone},

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/tallyd/tallyd/loop"
+)
+
+// clusterOptions are the cluster-mode flags (README "Cluster").
+type clusterOptions struct {
+	cluster   string
+	nodeID    uint64
+	join      string
+	peerAddr  string
+	raftTick  time.Duration
+	timeout   time.Duration
+	snapshots uint64
+}
+
+func (c *clusterOptions) flags(fs *pflag.FlagSet) {
+	fs.StringVar(&c.cluster, "cluster", "", "run as a member of a replicated cluster: the initial voters as `ID=HOST:PORT,...` (their peer addresses); needs --node-id")
+	fs.Uint64Var(&c.nodeID, "node-id", 0, "this member's ID (cluster mode); its peer port is its own address in --cluster (or --peer-addr)")
+	fs.StringVar(&c.join, "join", "", "join a running cluster through a member's peer address `HOST:PORT`, as a learner promoted once caught up (with --node-id and --peer-addr)")
+	fs.StringVar(&c.peerAddr, "peer-addr", "", "this member's peer address `HOST:PORT` (default: its entry in --cluster)")
+	fs.DurationVar(&c.raftTick, "raft-tick", 100*time.Millisecond, "raft's tick: a leader is elected after 10 without one, heartbeats go every tick")
+	fs.DurationVar(&c.timeout, "cluster-timeout", 2*time.Second, "how long a command may wait for a leader or for its consistency level before it is answered -CLUSTERDOWN")
+	fs.Uint64Var(&c.snapshots, "snapshot-entries", 20000, "raft log entries applied between snapshots (which compact the raft log)")
+}
+
+// config turns the flags into the loop's cluster configuration and peer listener; nil
+// when not in cluster mode.
+func (c *clusterOptions) config(cfg *loop.Config, appendOnly bool) error {
+	if c.cluster == "" && c.join == "" {
+		if c.nodeID != 0 || c.peerAddr != "" {
+			return errors.New("--node-id and --peer-addr need --cluster or --join")
+		}
+		return nil
+	}
+	if c.nodeID == 0 {
+		return errors.New("cluster mode needs --node-id (a positive integer)")
+	}
+	if !appendOnly || cfg.DataDir == "" {
+		return errors.New("cluster mode keeps its raft log in --data-dir: --appendonly=false cannot be used")
+	}
+	if c.raftTick < time.Millisecond {
+		return fmt.Errorf("--raft-tick %s is too short (at least 1ms)", c.raftTick)
+	}
+	if c.timeout <= 0 {
+		return fmt.Errorf("--cluster-timeout %s must be positive", c.timeout)
+	}
+	cc := &loop.ClusterConfig{NodeID: c.nodeID, Peers: map[uint64]string{}, Join: c.join, PeerAddr: c.peerAddr,
+		Tick: c.raftTick, Timeout: c.timeout, SnapshotEntries: c.snapshots}
+	if c.cluster != "" {
+		peers, err := parsePeers(c.cluster)
+		if err != nil {
+			return err
+		}
+		cc.Peers = peers
+		if cc.PeerAddr == "" {
+			cc.PeerAddr = peers[c.nodeID]
+		}
+		if _, ok := peers[c.nodeID]; !ok && c.join == "" {
+			return fmt.Errorf("--node-id %d is not in --cluster %q", c.nodeID, c.cluster)
+		}
+	}
+	if cc.PeerAddr == "" {
+		return errors.New("--join needs --peer-addr: the address the other members reach this one at")
+	}
+	if _, _, err := net.SplitHostPort(cc.PeerAddr); err != nil {
+		return fmt.Errorf("peer address %q: %w", cc.PeerAddr, err)
+	}
+	if c.join != "" {
+		if _, _, err := net.SplitHostPort(c.join); err != nil {
+			return fmt.Errorf("--join %q: %w", c.join, err)
+		}
+	}
+	cfg.Cluster = cc
+	cfg.Listeners = append(cfg.Listeners, loop.Listener{Proto: loop.ProtoPeer, Addr: cc.PeerAddr})
+	return nil
+}
+
+// parsePeers reads ID=HOST:PORT,ID=HOST:PORT,...
+func parsePeers(s string) (map[uint64]string, error) {
+	peers := map[uint64]string{}
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		id, addr, ok := strings.Cut(item, "=")
+		if !ok {
+			return nil, fmt.Errorf("--cluster: %q is not ID=HOST:PORT", item)
+		}
+		n, err := strconv.ParseUint(id, 10, 64)
+		if err != nil || n == 0 {
+			return nil, fmt.Errorf("--cluster: node ID %q is not a positive integer", id)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("--cluster: address %q of node %d: %w", addr, n, err)
+		}
+		if _, dup := peers[n]; dup {
+			return nil, fmt.Errorf("--cluster: node %d is listed twice", n)
+		}
+		peers[n] = addr
+	}
+	if len(peers) == 0 {
+		return nil, errors.New("--cluster lists no member")
+	}
+	return peers, nil
+}

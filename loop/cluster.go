@@ -1,0 +1,1002 @@
+package loop
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tallyd/tallyd/aof"
+	"github.com/tallyd/tallyd/proto/resp"
+	"github.com/tallyd/tallyd/proto/slock"
+	"github.com/tallyd/tallyd/store"
+)
+
+// This file is tallyd's cluster mode: the slock family's durable state (values, durable
+// counters, locks held past --lock-persist-after) replicated with etcd's raft, driven from
+// the one loop as the raft module's doc.go describes. The leader runs commands on its store
+// as a single node does; what the store journals in one loop turn becomes one raft entry (the
+// log's own state records). Followers apply committed entries to their store. A reply is
+// held, with the append-only log's gate marks (persist.go), until its change reaches the
+// connection's consistency level; reads at QUORUM or ALL wait for a ReadIndex round.
+//
+// The raft log (aof.RaftLog) is written by its own goroutine: a Ready's entries and hard state
+// are handed to it, and the Ready is finished (messages sent, committed entries applied,
+// Advance) once it reports them fsynced. Everything that arrives meanwhile goes into the
+// next Ready: one fsync and one round for all of it (group commit).
+
+// Level is a consistency level, as Cassandra's.
+type Level uint8
+
+// The consistency levels.
+const (
+	LevelOne    Level = 1 // the leader has it durably (may be lost if the leader dies before replicating it)
+	LevelQuorum Level = 2 // committed by a majority
+	LevelAll    Level = 3 // durable on every voter
+)
+
+var levelNames = [...]string{LevelOne: "ONE", LevelQuorum: "QUORUM", LevelAll: "ALL"}
+
+func (l Level) String() string {
+	if l >= LevelOne && l <= LevelAll {
+		return levelNames[l]
+	}
+	return "Level(" + strconv.Itoa(int(l)) + ")"
+}
+
+// ParseLevel reads ONE, QUORUM or ALL (any case).
+func ParseLevel(b []byte) (Level, bool) {
+	for l := LevelOne; l <= LevelAll; l++ {
+		if resp.Is(b, levelNames[l]) {
+			return l, true
+		}
+	}
+	return 0, false
+}
+
+// ClusterConfig configures cluster mode (Config.Cluster; nil runs a single node).
+type ClusterConfig struct {
+	NodeID   uint64
+	Peers    map[uint64]string // the initial voters and their peer addresses (--cluster)
+	Join     string            // a member's peer address to join through (--join); empty with --cluster
+	PeerAddr string            // this node's peer address (its entry in Peers, or --peer-addr)
+	Tick     time.Duration     // raft's tick: elections after 10, heartbeats every one
+	Timeout  time.Duration     // how long a command waits for a leader or its level
+	// SnapshotEntries is how many applied entries past the last snapshot trigger a new one.
+	SnapshotEntries uint64
+}
+
+// Entry kinds: the first byte of a raft entry's data, and of each section of a snapshot.
+const (
+	entRecords byte = 1 // proposal sequence (8 bytes), then aof state records
+	entSecret  byte = 2 // the cluster's 32-byte key-name secret
+	entPeers   byte = 3 // the peer address table (snapshots only)
+)
+
+// Timing, in raft ticks.
+const (
+	electionTicks  = 10
+	heartbeatTicks = 1
+)
+
+// ownEntry maps a proposal of this leader to its raft index.
+type ownEntry struct{ index, seq uint64 }
+
+// peerLink is this node's view of one other member: its address and the connection this
+// node dials to it (raft messages and forwarded commands go out on it).
+type peerLink struct {
+	id      uint64
+	addr    string
+	out     *conn // nil while not connected
+	dialing bool
+	next    int64 // Unix ns before which it is not dialled again
+}
+
+// clusterState is the loop's side of the cluster.
+type clusterState struct {
+	cfg   ClusterConfig
+	rn    *raft.RawNode
+	ms    *raft.MemoryStorage
+	log   *aof.RaftLog
+	addrs map[uint64]string
+	links map[uint64]*peerLink
+
+	role     raft.StateType
+	leader   uint64
+	term     uint64 // the term this node leads, while it leads
+	ready    bool   // leading, and every entry of earlier terms is applied: commands run here
+	ticked   int64  // Unix ns of the last raft tick
+	loadedTo uint64 // the commit index found at start: local reads wait until it is applied
+
+	// The Ready being persisted.
+	rd       raft.Ready
+	inflight bool
+	waitSeq  uint64 // the log batch that holds it
+	synced   uint64 // the last log batch fsynced
+
+	applied, commit, stable, all uint64 // indexes: applied here, committed, fsynced here, on every voter
+	snapIndex                    uint64 // the last snapshot's index
+	confState                    *raftpb.ConfState
+
+	// Proposals and what acknowledges them.
+	propSeq uint64
+	own     []ownEntry
+	ackSeq  [LevelAll + 1]uint64 // per level: the last proposal acknowledged at it
+
+	// Read barriers (ReadIndex).
+	readSeq, readDone uint64
+	readWanted        bool
+
+	secret    bool     // the key-name secret is known (replicated)
+	secretKey [32]byte // and is this
+	joinLink  *peerLink
+
+	// Forwarding (cluster_fwd.go).
+	nextSession uint64
+	sessions    map[uint64]*conn // follower: sessions of local clients on the leader
+	virts       map[virtKey]*conn
+	waiting     []*conn // connections whose next command waits for a leader, a ready leader, or its replies
+	rerun       []*conn // virtual connections to serve again
+
+	joinAt   int64 // Unix ns of the next join request (--join, until a member)
+	joinTo   string
+	promoted map[uint64]bool
+
+	stopping bool
+	errLog   rateLog
+	buf      []byte
+	ctx      [8]byte
+	fatal    error
+}
+
+func (cl *clusterState) isLeader() bool { return cl.role == raft.StateLeader }
+
+// serving says whether commands run on this node's store: it leads and has applied every
+// earlier entry.
+func (cl *clusterState) serving() bool { return cl.role == raft.StateLeader && cl.ready }
+
+// raftLogger sends raft's own log lines to tallyd's log.
+type raftLogger struct{ s *Server }
+
+func (l raftLogger) Debug(v ...any)                 {}
+func (l raftLogger) Debugf(format string, v ...any) {}
+func (l raftLogger) Info(v ...any)                  { l.s.log.Debug().Msg("raft: " + fmt.Sprint(v...)) }
+func (l raftLogger) Infof(format string, v ...any) {
+	l.s.log.Info().Msg("raft: " + fmt.Sprintf(format, v...))
+}
+func (l raftLogger) Warning(v ...any) { l.s.log.Warn().Msg("raft: " + fmt.Sprint(v...)) }
+func (l raftLogger) Warningf(format string, v ...any) {
+	l.s.log.Warn().Msg("raft: " + fmt.Sprintf(format, v...))
+}
+func (l raftLogger) Error(v ...any) { l.s.log.Error().Msg("raft: " + fmt.Sprint(v...)) }
+func (l raftLogger) Errorf(format string, v ...any) {
+	l.s.log.Error().Msg("raft: " + fmt.Sprintf(format, v...))
+}
+func (l raftLogger) Fatal(v ...any) { l.Panic(v...) }
+func (l raftLogger) Fatalf(format string, v ...any) {
+	l.Panicf(format, v...)
+}
+func (l raftLogger) Panic(v ...any) {
+	l.s.log.Error().Msg("raft: " + fmt.Sprint(v...))
+	panic(fmt.Sprint(v...))
+}
+func (l raftLogger) Panicf(format string, v ...any) {
+	l.s.log.Error().Msg("raft: " + fmt.Sprintf(format, v...))
+	panic(fmt.Sprintf(format, v...))
+}
+
+// raftDir is the raft log's directory in the data directory.
+const raftDir = "raft"
+
+// openCluster reads the raft log back into raft's storage and the store, and builds the
+// RawNode (on Run's goroutine, before the loop starts).
+func (s *Server) openCluster() error {
+	cc := s.cfg.Cluster
+	if s.cfg.DataDir == "" {
+		return errors.New("cluster mode needs a data directory (--data-dir)")
+	}
+	if err := os.MkdirAll(s.cfg.DataDir, DataDirMode); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	if cc.Tick <= 0 {
+		cc.Tick = 100 * time.Millisecond
+	}
+	if cc.Timeout <= 0 {
+		cc.Timeout = 2 * time.Second
+	}
+	if cc.SnapshotEntries == 0 {
+		cc.SnapshotEntries = 20000
+	}
+	cl := &clusterState{cfg: *cc, ms: raft.NewMemoryStorage(), addrs: make(map[uint64]string),
+		links: make(map[uint64]*peerLink), sessions: make(map[uint64]*conn), virts: make(map[virtKey]*conn),
+		promoted: make(map[uint64]bool)}
+	s.cl = cl
+	s.persist.lastNow = s.now().UnixNano()
+	lg, st, err := aof.OpenRaft(filepath.Join(s.cfg.DataDir, raftDir), s.raftProgress)
+	if err != nil {
+		return err
+	}
+	cl.log = lg
+	for id, a := range cc.Peers {
+		cl.addrs[id] = a
+	}
+	for id, a := range st.Peers {
+		cl.addrs[id] = a
+	}
+	now := s.now().UnixNano()
+	fresh := true
+	if st.Snapshot != nil && !raft.IsEmptySnap(st.Snapshot) {
+		fresh = false
+		if err := cl.ms.ApplySnapshot(st.Snapshot); err != nil {
+			return fmt.Errorf("raft snapshot: %w", err)
+		}
+		s.restoreSnapshot(st.Snapshot.GetData(), now)
+		cl.snapIndex = st.Snapshot.GetMetadata().GetIndex()
+		cl.applied = cl.snapIndex
+		if cs := st.Snapshot.GetMetadata().GetConfState(); cs != nil {
+			cl.confState = proto.Clone(cs).(*raftpb.ConfState)
+		}
+	}
+	if st.HardState != nil && !raft.IsEmptyHardState(st.HardState) {
+		fresh = false
+		if err := cl.ms.SetHardState(st.HardState); err != nil {
+			return err
+		}
+		cl.loadedTo = st.HardState.GetCommit()
+	}
+	if len(st.Entries) > 0 {
+		fresh = false
+		if err := cl.ms.Append(st.Entries); err != nil {
+			return fmt.Errorf("raft entries: %w", err)
+		}
+	}
+	rc := &raft.Config{ID: cc.NodeID, ElectionTick: electionTicks, HeartbeatTick: heartbeatTicks, Storage: cl.ms,
+		Applied: cl.applied, MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 1024, MaxCommittedSizePerReady: 64 << 20,
+		CheckQuorum: true, PreVote: true, ReadOnlyOption: raft.ReadOnlySafe, DisableProposalForwarding: true,
+		StepDownOnRemoval: true, Logger: raftLogger{s}}
+	cl.rn, err = raft.NewRawNode(rc)
+	if err != nil {
+		return fmt.Errorf("raft: %w", err)
+	}
+	switch {
+	case !fresh:
+		s.log.Info().Uint64("node_id", cc.NodeID).Uint64("snapshot_index", cl.snapIndex).Int("entries", len(st.Entries)).
+			Uint64("commit", cl.loadedTo).Msg("cluster: raft log read back")
+	case cc.Join != "":
+		cl.joinTo = cc.Join
+		s.log.Info().Uint64("node_id", cc.NodeID).Str("join", cc.Join).Msg("cluster: joining")
+	default:
+		peers := make([]raft.Peer, 0, len(cc.Peers))
+		for id, a := range cc.Peers {
+			peers = append(peers, raft.Peer{ID: id, Context: []byte(a)})
+		}
+		sort.Slice(peers, func(i, j int) bool { return peers[i].ID < peers[j].ID })
+		if err := cl.rn.Bootstrap(peers); err != nil {
+			return fmt.Errorf("raft bootstrap: %w", err)
+		}
+		s.log.Info().Uint64("node_id", cc.NodeID).Int("voters", len(peers)).Msg("cluster: new cluster bootstrapped")
+	}
+	for id, a := range cl.addrs {
+		if id != cc.NodeID {
+			cl.links[id] = &peerLink{id: id, addr: a}
+		}
+	}
+	return nil
+}
+
+// raftProgress runs on the raft log's goroutine after each batch.
+func (s *Server) raftProgress(pr aof.RaftProgress) {
+	if pr.Err != nil {
+		// As with appendfsync always: what cannot be made durable is never acknowledged, and
+		// the node stops rather than vote or acknowledge on a log it cannot write.
+		err := fmt.Errorf("stopping: raft log: %w", pr.Err)
+		s.persist.fatal.CompareAndSwap(nil, &err)
+		s.log.Error().Err(pr.Err).Msg("cluster: the raft log cannot be written; stopping")
+		go func() { _ = s.Stop(context.Background()) }()
+		return
+	}
+	s.runFlushed(func() { s.raftSynced(pr.Synced) })
+}
+
+// raftSynced takes the log's progress on the loop: the Ready it held is finished.
+func (s *Server) raftSynced(seq uint64) {
+	cl := s.cl
+	if seq > cl.synced {
+		cl.synced = seq
+	}
+	if cl.inflight && cl.synced >= cl.waitSeq {
+		cl.inflight = false
+		s.finishReady()
+	}
+	s.clusterTurn()
+}
+
+// clusterTurn runs at every flush: the changes this turn made are proposed, a read barrier
+// is asked for if a reply waits on one, and raft's Readies are handled.
+func (s *Server) clusterTurn() {
+	cl := s.cl
+	if cl == nil || cl.stopping {
+		return
+	}
+	s.propose()
+	if cl.readWanted && cl.isLeader() {
+		cl.readWanted = false
+		cl.readSeq++
+		binary.BigEndian.PutUint64(cl.ctx[:], cl.readSeq)
+		cl.rn.ReadIndex(append([]byte(nil), cl.ctx[:]...))
+	}
+	for !cl.inflight && cl.rn.HasReady() {
+		cl.rd = cl.rn.Ready()
+		rd := &cl.rd
+		if rd.SoftState != nil {
+			s.softState(rd.SoftState)
+		}
+		if rd.HardState != nil && !raft.IsEmptyHardState(rd.HardState) {
+			_ = cl.ms.SetHardState(rd.HardState)
+		}
+		snap := rd.Snapshot != nil && !raft.IsEmptySnap(rd.Snapshot)
+		if snap {
+			if err := cl.ms.ApplySnapshot(rd.Snapshot); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {
+				s.log.Error().Err(err).Msg("cluster: snapshot")
+			}
+		}
+		if len(rd.Entries) > 0 {
+			if err := cl.ms.Append(rd.Entries); err != nil {
+				s.log.Error().Err(err).Msg("cluster: append")
+			}
+			if cl.isLeader() {
+				s.noteOwn(rd.Entries)
+			}
+		}
+		for _, r := range rd.ReadStates {
+			if len(r.RequestCtx) == 8 {
+				if n := binary.BigEndian.Uint64(r.RequestCtx); n > cl.readDone {
+					cl.readDone = n
+				}
+			}
+		}
+		if cl.isLeader() {
+			s.sendRaft(rd.Messages) // a leader's messages may go while its own entries are written
+			rd.Messages = nil
+		}
+		if len(rd.Entries) > 0 || (rd.HardState != nil && !raft.IsEmptyHardState(rd.HardState)) || snap {
+			cl.waitSeq = cl.log.Save(rd.HardState, rd.Entries, rd.Snapshot)
+			cl.inflight = true
+			if cl.synced < cl.waitSeq {
+				return // finished when the log has it (raftSynced)
+			}
+			cl.inflight = false
+		}
+		s.finishReady()
+	}
+	s.releaseHeld()
+}
+
+// finishReady completes the Ready the log now holds: messages go, the snapshot and the
+// committed entries are applied, raft is told.
+func (s *Server) finishReady() {
+	cl := s.cl
+	rd := &cl.rd
+	s.sendRaft(rd.Messages)
+	now := s.now().UnixNano()
+	if rd.Snapshot != nil && !raft.IsEmptySnap(rd.Snapshot) {
+		md := rd.Snapshot.GetMetadata()
+		if md.GetIndex() > cl.applied {
+			s.store.ResetLocks()
+			s.locks = s.store.Locks
+			s.restoreSnapshot(rd.Snapshot.GetData(), now)
+			cl.applied = md.GetIndex()
+			cl.snapIndex = md.GetIndex()
+			if cs := md.GetConfState(); cs != nil {
+				cl.confState = proto.Clone(cs).(*raftpb.ConfState)
+			}
+			s.log.Info().Uint64("index", cl.applied).Msg("cluster: snapshot applied")
+		}
+	}
+	if n := len(rd.Entries); n > 0 {
+		cl.stable = max(cl.stable, rd.Entries[n-1].GetIndex())
+	}
+	if rd.HardState != nil && rd.HardState.GetCommit() > cl.commit {
+		cl.commit = rd.HardState.GetCommit()
+	}
+	for _, e := range rd.CommittedEntries {
+		s.applyEntry(e, now)
+	}
+	if !cl.isLeader() {
+		s.locks.ForgetJournal() // a follower's store only mirrors the log
+	}
+	cl.rd = raft.Ready{}
+	cl.rn.Advance(raft.Ready{})
+	s.updateAcks()
+}
+
+// softState follows role and leader changes.
+func (s *Server) softState(ss *raft.SoftState) {
+	cl := s.cl
+	was, wasLeader, wasTerm := cl.leader, cl.isLeader(), cl.term
+	cl.role, cl.leader = ss.RaftState, ss.Lead
+	term := cl.rn.BasicStatus().GetTerm()
+	if wasLeader && (!cl.isLeader() || term != wasTerm) {
+		s.abdicate("leader changed")
+	}
+	if cl.isLeader() && (!wasLeader || term != wasTerm) {
+		cl.term, cl.ready = term, false
+		cl.own = cl.own[:0]
+		cl.propSeq = max(cl.propSeq, cl.ackSeq[LevelOne], cl.ackSeq[LevelQuorum], cl.ackSeq[LevelAll])
+		for l := range cl.ackSeq {
+			cl.ackSeq[l] = cl.propSeq
+		}
+		s.log.Info().Uint64("node_id", cl.cfg.NodeID).Uint64("term", term).Msg("cluster: this node leads")
+	}
+	if cl.leader != was {
+		s.leaderChanged(was)
+		if cl.leader != 0 {
+			s.log.Info().Uint64("leader_id", cl.leader).Uint64("term", term).Msg("cluster: leader known")
+		}
+	}
+	s.wakeWaiting()
+}
+
+// noteOwn records the raft index of this leader's proposals as they enter its log.
+func (s *Server) noteOwn(ents []*raftpb.Entry) {
+	cl := s.cl
+	for _, e := range ents {
+		d := e.GetData()
+		if e.GetType() == raftpb.EntryType_EntryNormal && len(d) >= 9 && d[0] == entRecords && e.GetTerm() == cl.term {
+			cl.own = append(cl.own, ownEntry{e.GetIndex(), binary.BigEndian.Uint64(d[1:9])})
+		}
+	}
+}
+
+// updateAcks moves each level's acknowledged proposal to what the indexes now cover.
+func (s *Server) updateAcks() {
+	cl := s.cl
+	if !cl.isLeader() {
+		return
+	}
+	all := cl.stable
+	cl.rn.WithProgress(func(id uint64, typ raft.ProgressType, pr tracker.Progress) {
+		if typ == raft.ProgressTypePeer && id != cl.cfg.NodeID && cl.isVoter(id) {
+			all = min(all, pr.Match)
+		}
+	})
+	cl.all = all
+	idx := [LevelAll + 1]uint64{LevelOne: cl.stable, LevelQuorum: cl.commit, LevelAll: min(all, cl.commit)}
+	done := len(cl.own)
+	for l := LevelOne; l <= LevelAll; l++ {
+		i := 0
+		for i < len(cl.own) && cl.own[i].index <= idx[l] {
+			cl.ackSeq[l] = max(cl.ackSeq[l], cl.own[i].seq)
+			i++
+		}
+		done = min(done, i)
+	}
+	if done > 0 {
+		cl.own = cl.own[:copy(cl.own, cl.own[done:])]
+	}
+}
+
+// isVoter says whether id votes in the current configuration.
+func (cl *clusterState) isVoter(id uint64) bool {
+	for _, v := range cl.confState.GetVoters() {
+		if v == id {
+			return true
+		}
+	}
+	return false
+}
+
+// applyEntry applies one committed entry.
+func (s *Server) applyEntry(e *raftpb.Entry, now int64) {
+	cl := s.cl
+	cl.applied = e.GetIndex()
+	switch e.GetType() {
+	case raftpb.EntryType_EntryConfChange:
+		var cc raftpb.ConfChange
+		if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
+			s.log.Error().Err(err).Msg("cluster: bad configuration change")
+			return
+		}
+		s.applyConfChange(&cc)
+		return
+	case raftpb.EntryType_EntryConfChangeV2:
+		var cc raftpb.ConfChangeV2
+		if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
+			s.log.Error().Err(err).Msg("cluster: bad configuration change")
+			return
+		}
+		cs := cl.rn.ApplyConfChange(&cc)
+		cl.confState = proto.Clone(cs).(*raftpb.ConfState)
+		return
+	}
+	d := e.GetData()
+	if cl.isLeader() && e.GetTerm() == cl.term {
+		if !cl.ready && len(d) == 0 {
+			cl.ready = true // this term's first entry: everything before it is applied
+			if !cl.secret {
+				s.proposeSecret()
+			}
+			s.log.Info().Uint64("index", e.GetIndex()).Msg("cluster: leader ready")
+			s.wakeWaiting()
+		}
+		return // this leader's own change: its store has it already
+	}
+	if len(d) == 0 {
+		return
+	}
+	switch d[0] {
+	case entRecords:
+		if len(d) >= 9 {
+			s.applyRecords(d[9:], now)
+		}
+	case entSecret:
+		if len(d) == 33 {
+			s.setSecret([32]byte(d[1:33]))
+		}
+	}
+}
+
+// applyRecords restores the keys of a run of state records.
+func (s *Server) applyRecords(b []byte, now int64) {
+	if err := aof.DecodeStates(b, func(ks *store.KeyState) { s.locks.Restore(ks, now) }); err != nil {
+		s.log.Error().Err(err).Msg("cluster: bad records in the raft log")
+	}
+}
+
+// setSecret adopts the cluster's key-name secret.
+func (s *Server) setSecret(k [32]byte) {
+	s.keys = slock.NewKeys(k)
+	s.cl.secret, s.cl.secretKey = true, k
+}
+
+// proposeSecret has a new cluster's first leader choose the key-name secret every node uses.
+func (s *Server) proposeSecret() {
+	d := make([]byte, 33)
+	d[0] = entSecret
+	k := randomKey()
+	k2 := randomKey()
+	copy(d[1:], k[:])
+	copy(d[17:], k2[:])
+	if err := s.cl.rn.Propose(d); err == nil {
+		s.setSecret([32]byte(d[1:33]))
+	}
+}
+
+// applyConfChange applies a membership change: raft's configuration, and the peer table.
+func (s *Server) applyConfChange(cc *raftpb.ConfChange) {
+	cl := s.cl
+	cs := cl.rn.ApplyConfChange(cc)
+	cl.confState = proto.Clone(cs).(*raftpb.ConfState)
+	id := cc.GetNodeId()
+	switch cc.GetType() {
+	case raftpb.ConfChangeType_ConfChangeAddNode, raftpb.ConfChangeType_ConfChangeAddLearnerNode:
+		if a := string(cc.GetContext()); a != "" {
+			cl.addrs[id] = a
+		}
+		if id != cl.cfg.NodeID && cl.links[id] == nil {
+			cl.links[id] = &peerLink{id: id, addr: cl.addrs[id]}
+		} else if l := cl.links[id]; l != nil && l.addr != cl.addrs[id] {
+			l.addr = cl.addrs[id]
+		}
+		if id == cl.cfg.NodeID {
+			cl.joinTo = ""
+		}
+		s.log.Info().Uint64("node_id", id).Str("addr", cl.addrs[id]).Stringer("change", cc.GetType()).Msg("cluster: member added")
+	case raftpb.ConfChangeType_ConfChangeRemoveNode:
+		delete(cl.addrs, id)
+		if l := cl.links[id]; l != nil {
+			if l.out != nil {
+				s.closeLater(l.out)
+			}
+			delete(cl.links, id)
+		}
+		s.log.Info().Uint64("node_id", id).Msg("cluster: member removed")
+	}
+	cl.log.SavePeers(cl.addrs)
+}
+
+// propose hands the changes this turn made to raft as one entry.
+func (s *Server) propose() {
+	cl := s.cl
+	if !cl.serving() || !s.locks.Journaled() {
+		return
+	}
+	p := &s.persist
+	p.buf = append(p.buf[:0], entRecords, 0, 0, 0, 0, 0, 0, 0, 0)
+	s.locks.Journal(p.lastNow, p.emit)
+	if len(p.buf) == 9 {
+		return
+	}
+	cl.propSeq++
+	binary.BigEndian.PutUint64(p.buf[1:9], cl.propSeq)
+	data := append([]byte(nil), p.buf...) // raft keeps it
+	if cap(p.buf) > keepOut {
+		p.buf = nil
+	}
+	if err := cl.rn.Propose(data); err != nil {
+		s.log.Warn().Err(err).Msg("cluster: proposal dropped")
+		s.abdicate("proposal dropped")
+	}
+}
+
+// restoreSnapshot fills the store (emptied) from a snapshot's data.
+func (s *Server) restoreSnapshot(d []byte, now int64) {
+	cl := s.cl
+	for len(d) > 0 {
+		switch d[0] {
+		case entSecret:
+			if len(d) < 33 {
+				return
+			}
+			s.setSecret([32]byte(d[1:33]))
+			d = d[33:]
+		case entPeers:
+			if len(d) < 5 {
+				return
+			}
+			n := int(binary.BigEndian.Uint32(d[1:5]))
+			d = d[5:]
+			for i := 0; i < n && len(d) >= 10; i++ {
+				id := binary.BigEndian.Uint64(d)
+				l := int(binary.BigEndian.Uint16(d[8:]))
+				if len(d) < 10+l {
+					return
+				}
+				cl.addrs[id] = string(d[10 : 10+l])
+				d = d[10+l:]
+			}
+		case entRecords:
+			s.applyRecords(d[1:], now)
+			return
+		default:
+			s.log.Error().Msg("cluster: unknown snapshot section")
+			return
+		}
+	}
+}
+
+// snapshotData encodes the store's replicated state, the secret and the peers.
+func (s *Server) snapshotData(now int64) []byte {
+	cl := s.cl
+	p := &s.persist
+	d := append([]byte{entSecret}, cl.secretKey[:]...)
+	if !cl.secret {
+		d = d[:0]
+	}
+	d = append(d, entPeers, 0, 0, 0, 0)
+	binary.BigEndian.PutUint32(d[len(d)-4:], uint32(len(cl.addrs)))
+	ids := make([]uint64, 0, len(cl.addrs))
+	for id := range cl.addrs {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	for _, id := range ids {
+		d = binary.BigEndian.AppendUint64(d, id)
+		d = binary.BigEndian.AppendUint16(d, uint16(len(cl.addrs[id])))
+		d = append(d, cl.addrs[id]...)
+	}
+	d = append(d, entRecords)
+	p.buf = d
+	s.locks.BeginSnapshot()
+	s.locks.SnapshotNext(math.MaxInt, now, p.emit)
+	d = p.buf
+	p.buf = nil
+	return d
+}
+
+// maybeSnapshot compacts the raft log once enough entries were applied since the last
+// snapshot, when the store holds exactly the applied state (a leader's own proposals all
+// committed and applied).
+func (s *Server) maybeSnapshot(now int64) {
+	cl := s.cl
+	if cl.applied < cl.snapIndex+cl.cfg.SnapshotEntries || cl.inflight {
+		return
+	}
+	if cl.isLeader() && (cl.ackSeq[LevelQuorum] < cl.propSeq || s.locks.Journaled() || cl.applied < cl.commit || !cl.ready) {
+		return
+	}
+	start := time.Now()
+	data := s.snapshotData(now)
+	snap, err := cl.ms.CreateSnapshot(cl.applied, cl.confState, data)
+	if err != nil {
+		s.log.Error().Err(err).Msg("cluster: snapshot")
+		return
+	}
+	keep := uint64(5000) // entries kept for followers a little behind
+	if cl.applied > keep {
+		_ = cl.ms.Compact(cl.applied - keep)
+	}
+	cl.log.Compact(snap)
+	cl.snapIndex = cl.applied
+	s.log.Info().Uint64("index", cl.applied).Int("bytes", len(data)).Dur("took", time.Since(start)).Msg("cluster: snapshot taken")
+}
+
+// abdicate runs when this node stops leading: what it ran but did not get committed may never
+// be, so replies held for it are answered with an error (or their connection closed), the
+// connections whose lock state lived only here are closed, and the store is rebuilt from the
+// committed state.
+func (s *Server) abdicate(why string) {
+	cl := s.cl
+	cl.ready = false
+	s.log.Warn().Str("why", why).Msg("cluster: no longer leading; rebuilding the store from the committed log")
+	for _, cs := range s.conns {
+		if cs.slock == nil || cs.closed {
+			continue
+		}
+		if cs.slock.kind == slock.Binary || cs.virt != nil || cs.slock.touched {
+			s.closeLater(cs)
+			continue
+		}
+		s.failHeld(cs, "CLUSTERDOWN leader changed")
+	}
+	cl.own = cl.own[:0]
+	s.resetFromLog()
+}
+
+// resetFromLog rebuilds the replicated family from raft's storage: the snapshot, then the
+// entries up to the applied index.
+func (s *Server) resetFromLog() {
+	cl := s.cl
+	now := s.now().UnixNano()
+	s.store.ResetLocks()
+	s.locks = s.store.Locks
+	snap, err := cl.ms.Snapshot()
+	if err == nil && !raft.IsEmptySnap(snap) {
+		s.restoreSnapshot(snap.GetData(), now)
+	}
+	first, _ := cl.ms.FirstIndex()
+	if cl.applied >= first {
+		ents, err := cl.ms.Entries(first, cl.applied+1, math.MaxUint64)
+		if err != nil {
+			s.log.Error().Err(err).Msg("cluster: rebuilding the store")
+		}
+		for _, e := range ents {
+			if e.GetType() == raftpb.EntryType_EntryNormal && len(e.GetData()) > 9 && e.GetData()[0] == entRecords {
+				s.applyRecords(e.GetData()[9:], now)
+			}
+		}
+	}
+	s.locks.ForgetJournal()
+}
+
+// failHeld answers every reply cs holds for the log with err instead: it was never
+// acknowledged, and its outcome is unknown.
+func (s *Server) failHeld(cs *conn, err string) {
+	if len(cs.gates) == 0 {
+		return
+	}
+	at := cs.gates[0].at
+	n := countReplies(cs.out[at:])
+	b := cs.out[:at]
+	for range n {
+		b = append(b, '-')
+		b = append(b, err...)
+		b = append(b, '\r', '\n')
+	}
+	cs.out = b
+	cs.gates = cs.gates[:0]
+	s.pend(cs)
+}
+
+// releaseHeld re-examines the connections whose replies wait: each is written up to what
+// is now acknowledged.
+func (s *Server) releaseHeld() {
+	p := &s.persist
+	for i, cs := range p.held {
+		p.held[i] = nil
+		cs.inHeld = false
+		s.pend(cs)
+	}
+	p.held = p.held[:0]
+}
+
+// clusterGateReply runs as a reply is added to slock connection cs's output at offset from, on
+// a leader: it waits until the changes made so far reach cs's level and, at QUORUM and ALL,
+// until a read barrier confirms this node still leads.
+func (s *Server) clusterGateReply(cs *conn, from int) {
+	cl := s.cl
+	if !cl.isLeader() {
+		return
+	}
+	lvl := cs.slock.level()
+	pending := cl.propSeq > cl.ackSeq[lvl] || s.locks.Journaled()
+	if !pending && lvl == LevelOne {
+		return
+	}
+	if n := len(cs.gates); n > 0 && !cs.gates[n-1].settled {
+		return // the mark before covers it
+	}
+	cs.gates = append(cs.gates, gateMark{at: from, lvl: lvl, since: s.persist.lastNow})
+	s.hold(cs)
+}
+
+// clusterGate returns how much of cs's output may be written now.
+func (s *Server) clusterGate(cs *conn) int {
+	cl := s.cl
+	g := cs.gates
+	for j := range g {
+		if !g[j].settled {
+			g[j].settled = true
+			g[j].seq = cl.propSeq
+			if g[j].lvl >= LevelQuorum && g[j].seq <= cl.ackSeq[LevelQuorum] {
+				// Nothing of its own to commit proves this node still leads: a read barrier does.
+				g[j].rd = cl.readSeq + 1
+				cl.readWanted = true
+			}
+		}
+	}
+	i := 0
+	for i < len(g) && g[i].seq <= cl.ackSeq[g[i].lvl] && g[i].rd <= cl.readDone {
+		i++
+	}
+	cs.gates = g[:copy(g, g[i:])]
+	if len(cs.gates) == 0 {
+		return len(cs.out)
+	}
+	s.hold(cs)
+	return cs.gates[0].at
+}
+
+// clusterTick runs on each loop tick: raft's clock, dials, joins, timeouts, snapshots.
+func (s *Server) clusterTick(now time.Time) {
+	cl := s.cl
+	if cl == nil || cl.stopping {
+		return
+	}
+	ns := now.UnixNano()
+	if cl.ticked == 0 {
+		cl.ticked = ns
+	}
+	for n := 0; ns-cl.ticked >= int64(cl.cfg.Tick) && n < 3; n++ {
+		cl.ticked += int64(cl.cfg.Tick)
+		cl.rn.Tick()
+	}
+	if ns-cl.ticked >= int64(cl.cfg.Tick) {
+		cl.ticked = ns // the loop stalled: do not make up for it in a burst
+	}
+	s.dialPeers(ns)
+	s.joinTick(ns)
+	s.promoteLearners()
+	s.expireHeld(ns)
+	s.expireWaiting(ns)
+	s.maybeSnapshot(ns)
+	s.clusterTurn()
+}
+
+// expireHeld answers replies that waited longer than --cluster-timeout for their level.
+func (s *Server) expireHeld(now int64) {
+	cl := s.cl
+	limit := int64(cl.cfg.Timeout)
+	for _, cs := range s.persist.held {
+		if len(cs.gates) == 0 || cs.closed || now-cs.gates[0].since < limit {
+			continue
+		}
+		if cs.slock == nil || cs.slock.kind == slock.Binary || cs.slock.touched {
+			s.closeLater(cs)
+			continue
+		}
+		s.failHeld(cs, "CLUSTERDOWN no quorum")
+	}
+}
+
+// promoteLearners makes caught-up learners voters (the leader only).
+func (s *Server) promoteLearners() {
+	cl := s.cl
+	if !cl.serving() || len(cl.confState.GetLearners()) == 0 {
+		return
+	}
+	cl.rn.WithProgress(func(id uint64, typ raft.ProgressType, pr tracker.Progress) {
+		if typ != raft.ProgressTypeLearner || cl.promoted[id] || pr.Match+100 < cl.commit || pr.Match == 0 {
+			return
+		}
+		cc := &raftpb.ConfChange{Type: raftpb.ConfChangeType_ConfChangeAddNode.Enum(), NodeId: new(id),
+			Context: []byte(cl.addrs[id])}
+		if err := cl.rn.ProposeConfChange(cc); err == nil {
+			cl.promoted[id] = true
+			s.log.Info().Uint64("node_id", id).Uint64("match", pr.Match).Msg("cluster: promoting a caught-up learner")
+		}
+	})
+}
+
+// clusterInfo renders INFO's Cluster section.
+func (s *Server) clusterInfo(b []byte) []byte {
+	b = append(b, "# Cluster\r\n"...)
+	cl := s.cl
+	if cl == nil {
+		return append(b, "cluster_enabled:0\r\n"...)
+	}
+	st := cl.rn.BasicStatus()
+	role := "follower"
+	switch {
+	case st.RaftState == raft.StateLeader:
+		role = "leader"
+	case st.RaftState == raft.StateCandidate || st.RaftState == raft.StatePreCandidate:
+		role = "candidate"
+	case cl.isLearner(cl.cfg.NodeID):
+		role = "learner"
+	}
+	b = append(b, "cluster_enabled:1\r\nnode_id:"...)
+	b = strconv.AppendUint(b, cl.cfg.NodeID, 10)
+	b = append(b, "\r\nrole:"...)
+	b = append(b, role...)
+	b = append(b, "\r\nleader_id:"...)
+	b = strconv.AppendUint(b, st.Lead, 10)
+	b = append(b, "\r\nterm:"...)
+	b = strconv.AppendUint(b, st.GetTerm(), 10)
+	b = append(b, "\r\ncommit_index:"...)
+	b = strconv.AppendUint(b, st.GetCommit(), 10)
+	b = append(b, "\r\napplied_index:"...)
+	b = strconv.AppendUint(b, cl.applied, 10)
+	b = append(b, "\r\nsnapshot_index:"...)
+	b = strconv.AppendUint(b, cl.snapIndex, 10)
+	b = append(b, "\r\nleader_ready:"...)
+	b = strconv.AppendBool(b, cl.serving())
+	match := map[uint64]uint64{}
+	if st.RaftState == raft.StateLeader {
+		cl.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) { match[id] = pr.Match })
+	}
+	ids := make([]uint64, 0, len(cl.addrs))
+	for id := range cl.addrs {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	for _, id := range ids {
+		b = append(b, "\r\npeer_"...)
+		b = strconv.AppendUint(b, id, 10)
+		b = append(b, ":addr="...)
+		b = append(b, cl.addrs[id]...)
+		b = append(b, ",voter="...)
+		b = strconv.AppendBool(b, cl.isVoter(id))
+		b = append(b, ",match_index="...)
+		if m, ok := match[id]; ok {
+			b = strconv.AppendUint(b, m, 10)
+		} else {
+			b = append(b, "-1"...)
+		}
+		b = append(b, ",link="...)
+		switch l := cl.links[id]; {
+		case id == cl.cfg.NodeID:
+			b = append(b, "self"...)
+		case l != nil && l.out != nil:
+			b = append(b, "up"...)
+		default:
+			b = append(b, "down"...)
+		}
+	}
+	return append(b, "\r\n"...)
+}
+
+func (cl *clusterState) isLearner(id uint64) bool {
+	for _, v := range cl.confState.GetLearners() {
+		if v == id {
+			return true
+		}
+	}
+	return false
+}
+
+// closeCluster stops the raft log's writer (after the engine stopped).
+func (s *Server) closeCluster() {
+	if s.cl != nil && s.cl.log != nil {
+		s.cl.stopping = true
+		s.cl.log.Close()
+	}
+}
+
+// loopEL returns the loop, once known.
+func (s *Server) loopEL() (gnet.EventLoop, bool) {
+	el, ok := s.el.Load().(gnet.EventLoop)
+	return el, ok
+}

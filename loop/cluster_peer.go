@@ -1,0 +1,321 @@
+package loop
+
+import (
+	"context"
+	"net"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tallyd/tallyd/proto/peer"
+)
+
+// This file is the cluster's peer links: connections between members on the same gnet
+// engine as the clients'. Each node dials every other member (EventLoop-registered
+// connections, so they live on the one loop) and sends its raft messages and forwarded
+// commands on that link; it receives the others' on the links they dialled, and the replies
+// to what it forwarded on its own.
+
+// ProtoPeer is the peer port's protocol (cluster mode).
+const ProtoPeer Proto = numProtos + 1
+
+// peerConn is a peer link's own state.
+type peerConn struct {
+	id       uint64 // the member at the other end (from its Hello, for links it dialled)
+	outbound bool   // this node dialled it
+	join     bool   // a link dialled to ask to join
+}
+
+// peerDial marks a connection this node dialled, until its OnOpen.
+type peerDial struct {
+	id   uint64
+	join bool
+}
+
+// peerLimit is the most a peer link may buffer either way: a snapshot travels in one frame.
+const peerLimit = peer.MaxFrame + 16<<20
+
+// peerHandler serves peer links: it decodes frames and hands each to the cluster.
+type peerHandler struct {
+	s *Server
+	f peer.Frame
+}
+
+func (h *peerHandler) parse(cs *conn, in []byte) (int, error) {
+	f, n, err := peer.Parse(in)
+	if err != nil {
+		return 0, err
+	}
+	h.f = f
+	return n, nil
+}
+
+func (h *peerHandler) exec(cs *conn, now int64)   { h.s.peerFrame(cs, &h.f, now) }
+func (h *peerHandler) more(cs *conn, now int64)   { cs.busy = false }
+func (h *peerHandler) closed(cs *conn, now int64) { h.s.peerGone(cs) }
+
+// openPeer sets up a peer link at its OnOpen: accepted on the peer port (ln), or dialled (d).
+func (s *Server) openPeer(c gnet.Conn, d *peerDial) {
+	s.nextOwner++
+	cs := &conn{c: c, owner: s.nextOwner, proto: ProtoPeer, h: &s.peerH, peer: &peerConn{}}
+	c.SetContext(cs)
+	if d == nil {
+		return // it says who it is in its Hello
+	}
+	cl := s.cl
+	cs.peer.id, cs.peer.outbound, cs.peer.join = d.id, true, d.join
+	l := cl.links[d.id]
+	if d.join {
+		l = cl.joinLink
+	}
+	if l == nil || l.out != nil || cl.stopping {
+		_ = c.Close()
+		return
+	}
+	l.out, l.dialing = cs, false
+	b := peer.AppendHello(s.out(cs), cl.cfg.NodeID, 0, cl.cfg.PeerAddr)
+	if d.join {
+		b = peer.AppendJoin(b, cl.cfg.NodeID, cl.cfg.PeerAddr)
+	}
+	s.put(cs, b)
+	if e := s.log.Debug(); e.Enabled() {
+		e.Uint64("peer", d.id).Str("addr", l.addr).Msg("cluster: link up")
+	}
+	if d.id == cl.leader {
+		s.wakeWaiting()
+	}
+}
+
+// peerFrame handles one frame from a peer link.
+func (s *Server) peerFrame(cs *conn, f *peer.Frame, now int64) {
+	cl := s.cl
+	if cl == nil {
+		return
+	}
+	switch f.Type {
+	case peer.TypeHello:
+		cs.peer.id = f.From
+	case peer.TypeRaft:
+		m := &raftpb.Message{}
+		if err := proto.Unmarshal(f.Msg, m); err != nil {
+			s.log.Warn().Err(err).Uint64("peer", cs.peer.id).Msg("cluster: bad raft message; dropping the link")
+			cs.quit = true
+			return
+		}
+		if m.GetType() == raftpb.MessageType_MsgSnap || !raft.IsLocalMsg(m.GetType()) {
+			_ = cl.rn.Step(m)
+		}
+	case peer.TypeForward:
+		s.forwarded(cs, f, now)
+	case peer.TypeReply:
+		s.relayReply(f.Session, f.Data)
+	case peer.TypeClose:
+		if cs.peer.outbound {
+			if fc := cl.sessions[f.Session]; fc != nil {
+				s.sessionLost(fc, "CLUSTERDOWN leader changed")
+			}
+		} else if vc := cl.virts[virtKey{cs.owner, f.Session}]; vc != nil {
+			s.closeVirt(vc, false)
+		}
+	case peer.TypeJoin:
+		s.joinRequest(cs, f.ID, string(f.Addr))
+	case peer.TypeJoinReply:
+		s.joinReply(cs, f)
+	}
+}
+
+// peerGone runs when a peer link closes: what travelled on it is lost.
+func (s *Server) peerGone(cs *conn) {
+	cl := s.cl
+	if cl == nil {
+		return
+	}
+	now := s.now().UnixNano()
+	if cs.peer.outbound {
+		l := cl.links[cs.peer.id]
+		if cs.peer.join {
+			l = cl.joinLink
+		}
+		if l != nil && l.out == cs {
+			l.out = nil
+			l.next = now + int64(redial)
+		}
+		for _, fc := range cl.sessions {
+			if fc.slock != nil && fc.slock.link == cs {
+				s.sessionLost(fc, "CLUSTERDOWN leader changed")
+			}
+		}
+		return
+	}
+	for k, vc := range cl.virts {
+		if k.link == cs.owner {
+			s.closeVirt(vc, false)
+		}
+	}
+}
+
+// redial is how long after a link failed it is dialled again.
+const redial = 200 * time.Millisecond
+
+// dialPeers dials the members this node has no link to (and the join address).
+func (s *Server) dialPeers(now int64) {
+	cl := s.cl
+	for _, l := range cl.links {
+		s.dialLink(l, false, now)
+	}
+	if cl.joinLink != nil {
+		s.dialLink(cl.joinLink, true, now)
+	}
+}
+
+func (s *Server) dialLink(l *peerLink, join bool, now int64) {
+	if l.out != nil || l.dialing || now < l.next || l.addr == "" {
+		return
+	}
+	l.dialing = true
+	id, addr := l.id, l.addr
+	go s.dial(&peerDial{id: id, join: join}, addr) // a dial may block: never on the loop
+}
+
+// dial connects to a member and registers the connection on the loop.
+func (s *Server) dial(d *peerDial, addr string) {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err == nil {
+		ctx := gnet.NewNetConnContext(gnet.NewContext(context.Background(), d), c)
+		var ch <-chan gnet.RegisteredResult
+		ch, err = s.engine.Register(ctx)
+		if err == nil {
+			if r := <-ch; r.Err != nil {
+				err = r.Err
+			}
+		} else {
+			_ = c.Close()
+		}
+	}
+	if err == nil {
+		return
+	}
+	s.runFlushed(func() {
+		cl := s.cl
+		l := cl.links[d.id]
+		if d.join {
+			l = cl.joinLink
+		}
+		if l != nil {
+			l.dialing = false
+			l.next = s.now().Add(redial).UnixNano()
+		}
+	})
+}
+
+// sendRaft puts raft's messages on the links to their members.
+func (s *Server) sendRaft(msgs []*raftpb.Message) {
+	cl := s.cl
+	for _, m := range msgs {
+		to := m.GetTo()
+		l := cl.links[to]
+		if l == nil || l.out == nil || l.out.closed || l.out.closing {
+			cl.rn.ReportUnreachable(to)
+			if m.GetType() == raftpb.MessageType_MsgSnap {
+				cl.rn.ReportSnapshot(to, raft.SnapshotFailure)
+			}
+			continue
+		}
+		b := peer.AppendHeader(s.out(l.out), peer.TypeRaft, proto.Size(m))
+		b, err := proto.MarshalOptions{}.MarshalAppend(b, m)
+		if err != nil {
+			s.log.Error().Err(err).Msg("cluster: marshal")
+			continue
+		}
+		s.put(l.out, b)
+		if m.GetType() == raftpb.MessageType_MsgSnap {
+			cl.rn.ReportSnapshot(to, raft.SnapshotFinish)
+		}
+	}
+}
+
+// touchLoop connects once to the peer port so that the loop is known (ticks reach it only
+// then) even before a client or a member connects: a lone member must still elect itself.
+func (s *Server) touchLoop(addr string) {
+	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		_ = c.Close()
+	}
+}
+
+// joinTick asks, until this node is a member, to be added through the --join address (or
+// the leader it was pointed to).
+func (s *Server) joinTick(now int64) {
+	cl := s.cl
+	if cl.joinTo == "" {
+		cl.joinLink = nil
+		return
+	}
+	if cl.isMember(cl.cfg.NodeID) {
+		cl.joinTo = ""
+		if cl.joinLink != nil && cl.joinLink.out != nil {
+			s.closeLater(cl.joinLink.out)
+		}
+		cl.joinLink = nil
+		return
+	}
+	if cl.joinLink == nil {
+		cl.joinLink = &peerLink{addr: cl.joinTo}
+	}
+	if l := cl.joinLink; l.out != nil && now >= cl.joinAt {
+		s.put(l.out, peer.AppendJoin(s.out(l.out), cl.cfg.NodeID, cl.cfg.PeerAddr))
+		cl.joinAt = now + int64(time.Second)
+	}
+}
+
+// joinRequest answers a node asking to join: the leader adds it as a learner (promoted once
+// it has caught up); another member names the leader.
+func (s *Server) joinRequest(cs *conn, id uint64, addr string) {
+	cl := s.cl
+	if !cl.serving() {
+		s.put(cs, peer.AppendJoinReply(s.out(cs), false, cl.leader, cl.addrs[cl.leader], "not the leader"))
+		return
+	}
+	if id == 0 || addr == "" {
+		s.put(cs, peer.AppendJoinReply(s.out(cs), false, cl.leader, cl.addrs[cl.leader], "a node id and a peer address are needed"))
+		return
+	}
+	if !cl.isMember(id) {
+		if err := s.addMember(id, addr); err != nil {
+			s.put(cs, peer.AppendJoinReply(s.out(cs), false, cl.leader, cl.addrs[cl.leader], err.Error()))
+			return
+		}
+	}
+	s.put(cs, peer.AppendJoinReply(s.out(cs), true, cl.leader, cl.addrs[cl.leader], ""))
+}
+
+// joinReply takes a member's answer: on to the leader it named, or wait to be contacted.
+func (s *Server) joinReply(cs *conn, f *peer.Frame) {
+	cl := s.cl
+	if f.OK || cl.joinLink == nil {
+		return
+	}
+	if a := string(f.LeaderAddr); a != "" && a != cl.joinLink.addr {
+		cl.joinLink.addr = a
+		s.closeLater(cs)
+	}
+	if e := s.log.Debug(); e.Enabled() {
+		e.Str("why", string(f.Err)).Str("leader", string(f.LeaderAddr)).Msg("cluster: join not taken yet")
+	}
+}
+
+// addMember proposes id as a learner at addr.
+func (s *Server) addMember(id uint64, addr string) error {
+	cl := s.cl
+	cc := &raftpb.ConfChange{Type: raftpb.ConfChangeType_ConfChangeAddLearnerNode.Enum(), NodeId: new(id), Context: []byte(addr)}
+	if err := cl.rn.ProposeConfChange(cc); err != nil {
+		return err
+	}
+	s.log.Info().Uint64("node_id", id).Str("addr", addr).Msg("cluster: adding a learner")
+	return nil
+}
+
+// isMember says whether id is a voter or learner of the current configuration.
+func (cl *clusterState) isMember(id uint64) bool { return cl.isVoter(id) || cl.isLearner(id) }
