@@ -65,6 +65,75 @@ func ParseReply(buf []byte) (r Reply, n int, err error) {
 	return r, n, err
 }
 
+// SkipReply returns the length of the reply at the start of buf, as
+// ParseReply does, without decoding it: it tells where one reply ends in a
+// stream of them. It returns n == 0 and a nil error while buf holds only
+// part of a reply, and n == 0 and the *ProtocolError ParseReply returns for
+// a malformed one. It never allocates, but for the error.
+func SkipReply(buf []byte) (n int, err error) {
+	var left [MaxReplyDepth]int64 // elements still to come of each array open, innermost last
+	depth := 0
+	at := 0
+	for {
+		if at >= len(buf) {
+			return 0, nil
+		}
+		kind := buf[at]
+		switch kind {
+		case '+', '-', ':', '$', '*':
+		default:
+			return 0, &ProtocolError{at, "unknown reply type " + quoteByte(kind)}
+		}
+		line, next, err := replyLine(buf, at)
+		if next == 0 {
+			return 0, err
+		}
+		if kind != '+' && kind != '-' {
+			v, ok := ParseInt(line)
+			switch {
+			case !ok:
+				return 0, &ProtocolError{at + 1, "reply " + quoteByte(kind) + " has a bad number " + strconv.Quote(string(line))}
+			case kind == ':' || v == -1:
+			case v < 0:
+				return 0, &ProtocolError{at + 1, "reply " + quoteByte(kind) + " has a negative length " + strconv.Quote(string(line))}
+			case kind == '$':
+				if uint64(v) > uint64(len(buf)-next) {
+					return 0, nil
+				}
+				end := next + int(v)
+				for i := end; i < end+2 && i < len(buf); i++ {
+					if buf[i] != "\r\n"[i-end] {
+						return 0, &ProtocolError{i, "bulk of " + strconv.FormatInt(v, 10) +
+							" bytes is followed by " + quoteByte(buf[i]) + ", not \"\\r\\n\""}
+					}
+				}
+				if len(buf) < end+2 {
+					return 0, nil
+				}
+				next = end + 2
+			case depth >= MaxReplyDepth:
+				return 0, &ProtocolError{at, "arrays nested deeper than " + strconv.Itoa(MaxReplyDepth)}
+			case v > 0:
+				left[depth] = v
+				depth++
+				at = next
+				continue
+			}
+		}
+		// A whole element ends at next, and with it every array it was the last of.
+		at = next
+		for depth > 0 {
+			if left[depth-1]--; left[depth-1] > 0 {
+				break
+			}
+			depth--
+		}
+		if depth == 0 {
+			return at, nil
+		}
+	}
+}
+
 // parseReply decodes the reply at buf[at:], an element at the given
 // depth. next is the offset past it, or 0 with err nil when incomplete.
 func parseReply(buf []byte, at, depth int) (r Reply, next int, err error) {
