@@ -138,6 +138,7 @@ type clusterState struct {
 	// Read barriers (ReadIndex).
 	readSeq, readDone uint64
 	readWanted        bool
+	releasedAt        uint64 // the acknowledgements releaseHeld last looked at
 
 	secret    bool     // the key-name secret is known (replicated)
 	secretKey [32]byte // and is this
@@ -224,6 +225,7 @@ func (s *Server) openCluster() error {
 		promoted: make(map[uint64]bool)}
 	s.cl = cl
 	s.persist.lastNow = s.now().UnixNano()
+	s.persist.emit = s.appendRecord
 	lg, st, err := aof.OpenRaft(filepath.Join(s.cfg.DataDir, raftDir), s.raftProgress)
 	if err != nil {
 		return err
@@ -790,9 +792,15 @@ func (s *Server) failHeld(cs *conn, err string) {
 	s.pend(cs)
 }
 
-// releaseHeld re-examines the connections whose replies wait: each is written up to what
-// is now acknowledged.
+// releaseHeld re-examines the connections whose replies wait, once something acknowledged
+// more: each is written up to what is now acknowledged.
 func (s *Server) releaseHeld() {
+	cl := s.cl
+	mark := cl.ackSeq[LevelOne] + cl.ackSeq[LevelQuorum] + cl.ackSeq[LevelAll] + cl.readDone
+	if mark == cl.releasedAt {
+		return
+	}
+	cl.releasedAt = mark
 	p := &s.persist
 	for i, cs := range p.held {
 		p.held[i] = nil

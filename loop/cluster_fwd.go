@@ -444,7 +444,7 @@ func (s *Server) leaderChanged(old uint64) {
 func countReplies(b []byte) int {
 	n := 0
 	for len(b) > 0 {
-		_, m, err := resp.ParseReply(b) // TODO SkipReply
+		m, err := resp.SkipReply(b)
 		if err != nil || m == 0 {
 			break
 		}

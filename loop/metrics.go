@@ -193,6 +193,9 @@ func (s *Server) initMetrics() {
 		s.m.every = DefaultPublishEvery
 	}
 	for _, l := range s.cfg.Listeners {
+		if l.Proto >= numProtos {
+			continue // the cluster's peer port: not a client protocol
+		}
 		seen := false
 		for _, p := range s.m.protos {
 			seen = seen || p == l.Proto

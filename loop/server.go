@@ -56,6 +56,9 @@ func (p Proto) String() string {
 	if p < numProtos {
 		return protoNames[p]
 	}
+	if p == ProtoPeer {
+		return "peer"
+	}
 	return "proto(" + strconv.Itoa(int(p)) + ")"
 }
 
