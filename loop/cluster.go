@@ -374,12 +374,17 @@ func (s *Server) clusterTurn() {
 			rd.Messages = nil
 		}
 		if len(rd.Entries) > 0 || (rd.HardState != nil && !raft.IsEmptyHardState(rd.HardState)) || snap {
-			cl.waitSeq = cl.log.Save(rd.HardState, rd.Entries, rd.Snapshot)
-			cl.inflight = true
-			if cl.synced < cl.waitSeq {
-				return // finished when the log has it (raftSynced)
+			seq := cl.log.Save(rd.HardState, rd.Entries, rd.Snapshot)
+			if rd.MustSync || snap {
+				// Entries, a term or a vote: nothing may act on them before they are on
+				// disk. (A commit index alone need not wait: it is written in order, and
+				// losing it loses nothing.)
+				cl.waitSeq, cl.inflight = seq, true
+				if cl.synced < cl.waitSeq {
+					return // finished when the log has it (raftSynced)
+				}
+				cl.inflight = false
 			}
-			cl.inflight = false
 		}
 		s.finishReady()
 	}
