@@ -2,6 +2,7 @@ package loop
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"time"
 
@@ -98,6 +99,12 @@ func (s *Server) peerFrame(cs *conn, f *peer.Frame, now int64) {
 	switch f.Type {
 	case peer.TypeHello:
 		cs.peer.id = f.From
+		if a := string(f.Addr); f.From != 0 && f.From != cl.cfg.NodeID && a != "" && cl.links[f.From] == nil {
+			// A member this node has not heard of (it joined and has not applied the
+			// configuration yet): its answers go back on a link of their own.
+			cl.addrs[f.From] = a
+			cl.links[f.From] = &peerLink{id: f.From, addr: a}
+		}
 	case peer.TypeRaft:
 		m := &raftpb.Message{}
 		if err := proto.Unmarshal(f.Msg, m); err != nil {
@@ -282,6 +289,13 @@ func (s *Server) joinRequest(cs *conn, id uint64, addr string) {
 		s.put(cs, peer.AppendJoinReply(s.out(cs), false, cl.leader, cl.addrs[cl.leader], "a node id and a peer address are needed"))
 		return
 	}
+	if cl.isVoter(id) {
+		// It asks to join, so its log is empty: a voter that lost its data, whose votes are
+		// forgotten. Raft's safety needs it to come back as a new member.
+		msg := fmt.Sprintf("node %d is a voter already: a node that lost its data joins with a new --node-id (and `tallyctl cluster remove %d`)", id, id)
+		s.put(cs, peer.AppendJoinReply(s.out(cs), false, cl.leader, cl.addrs[cl.leader], msg))
+		return
+	}
 	if !cl.isMember(id) {
 		if err := s.addMember(id, addr); err != nil {
 			s.put(cs, peer.AppendJoinReply(s.out(cs), false, cl.leader, cl.addrs[cl.leader], err.Error()))
@@ -301,8 +315,9 @@ func (s *Server) joinReply(cs *conn, f *peer.Frame) {
 		cl.joinLink.addr = a
 		s.closeLater(cs)
 	}
-	if e := s.log.Debug(); e.Enabled() {
-		e.Str("why", string(f.Err)).Str("leader", string(f.LeaderAddr)).Msg("cluster: join not taken yet")
+	if missed, ok := cl.errLog.allow(s.now()); ok {
+		s.log.Warn().Str("why", string(f.Err)).Str("leader", string(f.LeaderAddr)).Uint64("more_since_last_line", missed).
+			Msg("cluster: join refused for now")
 	}
 }
 
