@@ -78,10 +78,54 @@ func (r *Report) series() (lines []line, data map[string]map[line][]point) {
 // (right) the latency percentiles of each target's own protocol in its last series. The
 // extension of path picks the format: .png or .svg.
 func (r *Report) Chart(path string) error {
+	tput, tputLegend, lat, err := r.plots()
+	if err != nil {
+		return err
+	}
+	const w, h = 14 * vg.Inch, 5 * vg.Inch
+	var canvas vg.CanvasWriterTo
+	switch filepath.Ext(path) {
+	case ".svg":
+		canvas = vgsvg.New(w, h)
+	case ".png":
+		canvas = vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(110))}
+	default:
+		return fmt.Errorf("chart %s: want a .png or .svg file", path)
+	}
+	// Throughput, its legend, latency: 5.5, 2.6 and 5.5 inches of the 14.
+	dc := draw.Crop(draw.New(canvas), vg.Inch/8, -vg.Inch/8, vg.Inch/8, -vg.Inch/8)
+	width := dc.Max.X - dc.Min.X
+	tput.Draw(draw.Crop(dc, 0, -width*8.5/13.75, 0, 0))
+	tputLegend.Draw(draw.Crop(dc, width*5.6/13.75, -width*5.6/13.75, 0, -vg.Inch/4))
+	lat.Draw(draw.Crop(dc, width*8.25/13.75, 0, 0, 0))
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := canvas.WriteTo(f); err != nil {
+		f.Close()
+		return fmt.Errorf("chart %s: %v", path, err)
+	}
+	return f.Close()
+}
+
+// plots builds the chart's two panels and the throughput panel's legend.
+func (r *Report) plots() (tput *plot.Plot, tputLegend plot.Legend, lat *plot.Plot, err error) {
 	lines, data := r.series()
 	if len(lines) == 0 {
-		return fmt.Errorf("no chart series in the report")
+		return nil, tputLegend, nil, fmt.Errorf("no chart series in the report")
 	}
+	// The x axes are marked at the connection counts the cases ran with: a short run's
+	// counts may not span the power of ten that a log axis labels.
+	var conns connTicks
+	for _, m := range data {
+		for _, ps := range m {
+			for _, p := range ps {
+				conns.add(p.conns)
+			}
+		}
+	}
+
 	var own *line       // the latency panel's: the targets' own protocol, else the last line
 	var protos []string // in order of first appearance
 	dash := map[line]int{}
@@ -99,26 +143,26 @@ func (r *Report) Chart(path string) error {
 	if own == nil {
 		own = &lines[len(lines)-1]
 	}
-	tput := plot.New()
+	tput = plot.New()
 	tput.Title.Text = "Throughput"
 	tput.X.Label.Text = "connections"
 	tput.Y.Label.Text = "ops/s (acquire+release pairs)"
-	tput.X.Scale, tput.X.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+	tput.X.Scale, tput.X.Tick.Marker = plot.LogScale{}, conns
 	// Log scale: pipelined pairs near 1M and two-round-trip locks near 40k both show.
 	tput.Y.Scale, tput.Y.Tick.Marker = plot.LogScale{}, siTicks{log: true}
 	tput.Add(plotter.NewGrid())
 	// Its legend has a column of its own: it has a line for every protocol and series.
-	tputLegend := plot.NewLegend()
+	tputLegend = plot.NewLegend()
 	tputLegend.Top, tputLegend.Left = true, true
 
-	lat := plot.New()
+	lat = plot.New()
 	lat.Title.Text = "Latency (" + own.series + ")"
 	if own.proto != "" {
 		lat.Title.Text = "Latency (" + own.proto + ", " + own.series + ")"
 	}
 	lat.X.Label.Text = "connections"
 	lat.Y.Label.Text = "latency"
-	lat.X.Scale, lat.X.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+	lat.X.Scale, lat.X.Tick.Marker = plot.LogScale{}, conns
 	lat.Y.Scale, lat.Y.Tick.Marker = plot.LogScale{}, usTicks{}
 	lat.Legend.Top = true
 	lat.Legend.Left = true
@@ -144,7 +188,7 @@ func (r *Report) Chart(path string) error {
 				}
 				col := palette[colour%len(palette)]
 				if err := addLine(tput, &tputLegend, xy, t.Name+" "+name+", "+l.series, col, dashes[dash[l]%len(dashes)]); err != nil {
-					return err
+					return nil, tputLegend, nil, err
 				}
 				if proto == own.proto {
 					ownCol = col
@@ -171,7 +215,7 @@ func (r *Report) Chart(path string) error {
 				continue
 			}
 			if err := addLine(lat, &lat.Legend, xy, t.Name+" "+pc.name, ownCol, dashes[pi%len(dashes)]); err != nil {
-				return err
+				return nil, tputLegend, nil, err
 			}
 		}
 	}
@@ -180,32 +224,7 @@ func (r *Report) Chart(path string) error {
 	widen(&tput.X)
 	widen(&lat.X)
 	widen(&lat.Y)
-
-	const w, h = 14 * vg.Inch, 5 * vg.Inch
-	var canvas vg.CanvasWriterTo
-	switch filepath.Ext(path) {
-	case ".svg":
-		canvas = vgsvg.New(w, h)
-	case ".png":
-		canvas = vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(110))}
-	default:
-		return fmt.Errorf("chart %s: want a .png or .svg file", path)
-	}
-	// Throughput, its legend, latency: 5.5, 2.6 and 5.5 inches of the 14.
-	dc := draw.Crop(draw.New(canvas), vg.Inch/8, -vg.Inch/8, vg.Inch/8, -vg.Inch/8)
-	width := dc.Max.X - dc.Min.X
-	tput.Draw(draw.Crop(dc, 0, -width*8.5/13.75, 0, 0))
-	tputLegend.Draw(draw.Crop(dc, width*5.6/13.75, -width*5.6/13.75, 0, -vg.Inch/4))
-	lat.Draw(draw.Crop(dc, width*8.25/13.75, 0, 0, 0))
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := canvas.WriteTo(f); err != nil {
-		f.Close()
-		return fmt.Errorf("chart %s: %v", path, err)
-	}
-	return f.Close()
+	return tput, tputLegend, lat, nil
 }
 
 // addLine draws xy on p as a line with points, named in leg.
@@ -259,6 +278,52 @@ func (t siTicks) Ticks(min, max float64) []plot.Tick {
 		}
 	}
 	return ticks
+}
+
+// connTicks marks a log axis of connections at the counts the cases ran with, each
+// labelled (powers of ten only when no count is in view), with minor ticks between.
+type connTicks struct{ at []float64 }
+
+func (t *connTicks) add(v float64) {
+	for _, x := range t.at {
+		if x == v {
+			return
+		}
+	}
+	t.at = append(t.at, v)
+}
+
+func (t connTicks) Ticks(min, max float64) []plot.Tick {
+	var ticks []plot.Tick
+	for _, v := range t.at {
+		if v >= min && v <= max {
+			ticks = append(ticks, plot.Tick{Value: v, Label: connLabel(v)})
+		}
+	}
+	labelled := len(ticks) > 0
+	for _, lt := range (plot.LogTicks{Prec: -1}).Ticks(min, max) {
+		dup := false
+		for _, c := range ticks {
+			dup = dup || math.Abs(c.Value-lt.Value) <= 1e-9*lt.Value
+		}
+		switch {
+		case dup:
+		case lt.Label != "" && !labelled:
+			ticks = append(ticks, plot.Tick{Value: lt.Value, Label: connLabel(lt.Value)})
+		default:
+			ticks = append(ticks, plot.Tick{Value: lt.Value}) // a minor tick
+		}
+	}
+	sort.Slice(ticks, func(i, j int) bool { return ticks[i].Value < ticks[j].Value })
+	return ticks
+}
+
+// connLabel writes a connection count: 64, 1k, 18k.
+func connLabel(v float64) string {
+	if v >= 1000 {
+		return fmt.Sprintf("%gk", v/1000)
+	}
+	return fmt.Sprintf("%g", v)
 }
 
 // usTicks marks a log axis of microseconds with µs, ms and s labels.
