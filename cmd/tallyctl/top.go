@@ -29,6 +29,9 @@ consumption as a share of the interval's peak: 100 % means the counter is at the
 highest it has been this interval.
 LOCKS lists locked slock keys fullest first: keys with waiters, then by holders as a
 share of what the key admits (the first holder's count).
+VALUES lists the keys with a durable value (SET, INCR, HSET, ... on the slock port) by
+name: the server keeps each as a lock that never expires, but it is data, not a lock, so
+it is neither in LOCKS nor in the slock line's "locked" count.
 Red marks 100 % (and keys with waiters), yellow 80 % or more.
 
 Keys: q, Esc or Ctrl-C quit. Works in any terminal tcell knows (over ssh too); no
@@ -179,11 +182,11 @@ func render(cur, prev *snapshot, w, h int, host string, interval time.Duration) 
 		}
 		return x.Name < y.Name
 	})
-	rows := []int{max(len(counters), 1), max(len(cur.pools), 1), max(len(cur.locks), 1)}
+	rows := []int{max(len(counters), 1), max(len(cur.pools), 1), max(len(cur.locks), 1), max(len(cur.values), 1)}
 	if h > 0 {
-		rows = share(rows, max(h-len(out)-8, 3)) // three titles, three column headers, two blank lines
+		rows = share(rows, max(h-len(out)-11, 4)) // four titles, four column headers, three blank lines
 	}
-	cRows, pRows, lRows := rows[0], rows[1], rows[2]
+	cRows, pRows, lRows, vRows := rows[0], rows[1], rows[2], rows[3]
 
 	inUse := 0
 	for _, c := range counters {
@@ -264,6 +267,30 @@ func render(cur, prev *snapshot, w, h int, host string, interval time.Duration) 
 			}
 		}
 		out = append(out, line{{fmt.Sprintf("%4d  %s %8s %6s %8s %6s", l.db, fit(keyText(l.key), keyW, false), holders, maxs, waits, loadS), st}})
+	}
+	out = append(out, line{})
+	return append(out, valueLines(cur, w, vRows)...)
+}
+
+// valueLines renders the VALUES list: slock keys with a durable value, by name.
+func valueLines(cur *snapshot, w, rows int) []line {
+	keyW := min(max(w-48, 8), 44)
+	out := []line{
+		{{fmt.Sprintf("VALUES  %d keys with a durable value — data, not locks", len(cur.values)), stBold}},
+		{{fmt.Sprintf("%4s  %s  %s", "DB", fit("KEY", keyW, false), "VALUE"), stBold}},
+	}
+	switch {
+	case cur.protos[pSlock].err != nil:
+		return append(out, line{{"(the slock port is unreachable)", stDim}})
+	case len(cur.values) == 0:
+		return append(out, line{{"(no values)", stDim}})
+	}
+	for i, v := range cur.values {
+		if i == rows-1 && len(cur.values) > rows {
+			return append(out, line{{fmt.Sprintf("… and %d more", len(cur.values)-i), stDim}})
+		}
+		head := fmt.Sprintf("%4d  %s  ", v.db, fit(keyText(v.key), keyW, false))
+		out = append(out, line{{head + fit(v.value, max(w-len([]rune(head)), 8), false), stPlain}})
 	}
 	return out
 }

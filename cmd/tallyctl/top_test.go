@@ -17,6 +17,7 @@ import (
 //	          mid 2 of peak 3 (67 %), idle 0 of peak 1
 //	slock     job held by one LockId with one waiter; free held (max 2 holders, 1 held)
 //	pool      page held (processing 1)
+//	values    cfg "on", hits 2 (durable values, which slock keeps as locks)
 func load(t *testing.T, s *server) {
 	t.Helper()
 	hold := func(args ...string) *proc {
@@ -36,6 +37,8 @@ func load(t *testing.T, s *server) {
 	hold("pool", "acq4me", "page", "1", "5", "0", "--hold", "120s")
 	s.start(t, "pool", "acq4me", "page", "1", "5", "120") // waits for the slot
 	hold("pool", "acq4any", "report", "2", "10", "0", "--hold", "120s")
+	expect(t, s.ctl(t, "set", "cfg", "on"), 0, nil, nil)
+	expect(t, s.ctl(t, "incr", "hits", "2"), 0, nil, nil)
 	eventually(t, "the slock waiter is queued", func() string {
 		if r := s.ctl(t, "slock", "waits", "job"); !strings.Contains(r.out, "1 waiter(s)") {
 			return r.String()
@@ -72,7 +75,8 @@ func checkScreen(t *testing.T, screen string) {
 	find(`^counter \d+ \d+ \d+\.\d \d+\.\d 4$`)
 	find(`^semaphore \d+ unreachable: cannot reach semaphore at 127\.0\.0\.1:\d+: connection refused`)
 	find(`^pool \d+ - \d+\.\d \d+\.\d 2 processing 2 waiting 1 full_queues/s 0\.0$`)
-	find(`^slock \d+ \d+ \d+\.\d \d+\.\d 2 locked 2 waiting 1$`)
+	// INFO counts 4 locked keys; two of them are values.
+	find(`^slock \d+ \d+ \d+\.\d \d+\.\d 4 locked 2 values 2 waiting 1$`)
 	find(`^COUNTERS 4, 3 in use`)
 	big := find(`^big 5 5 100% \+0\.0$`)
 	warm := find(`^warm 4 5 80% \+0\.0$`)
@@ -87,11 +91,24 @@ func checkScreen(t *testing.T, screen string) {
 	if !(page < report) {
 		t.Errorf("pools not fullest first (page %d, report %d):\n%s", page, report, screen)
 	}
-	find(`^LOCKS 2 keys locked, 1 with waiters`)
+	locks := find(`^LOCKS 2 keys locked, 1 with waiters`)
 	job := find(`^0 job 1 1 1 100%$`)
 	free := find(`^0 free 1 2 0 50%$`)
 	if !(job < free) {
 		t.Errorf("locks not fullest first (job %d, free %d):\n%s", job, free, screen)
+	}
+	// Values have their own section, by name, and are not locks at 100 %.
+	values := find(`^VALUES 2 keys with a durable value`)
+	cfg := find(`^0 cfg on$`)
+	hits := find(`^0 hits 2$`)
+	if !(locks < job && free < values && values < cfg && cfg < hits) {
+		t.Errorf("values not in their own section after the locks (locks %d, job %d, free %d, values %d, cfg %d, hits %d):\n%s",
+			locks, job, free, values, cfg, hits, screen)
+	}
+	for i, r := range rows {
+		if i > locks && i < values && (strings.Contains(r, " cfg ") || strings.Contains(r, " hits ")) {
+			t.Errorf("a value is listed as a lock: %q\n%s", r, screen)
+		}
 	}
 }
 
