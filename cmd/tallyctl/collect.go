@@ -22,7 +22,7 @@ type snapshot struct {
 	at        time.Time
 	protos    [4]protoSnap // counter, semaphore, pool, slock
 	counters  []dumpEntry
-	pools     []poolRow // nil when the server has no STATS KEYS (a reference PoolCounter)
+	pools     []poolRow  // nil when the server has no STATS KEYS (a reference PoolCounter)
 	locks     []lockRow  // keys locked, without a value
 	lockTotal int        // keys locked in every database, values aside
 	values    []valueRow // keys with a durable value: not locks, though slock holds them as such
