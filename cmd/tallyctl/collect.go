@@ -177,7 +177,7 @@ func (c *collector) collectYrmcds(d counter.Dialect, yp **yrmcds, p *protoSnap, 
 	if dump == nil {
 		return
 	}
-	list, err := y.dump()
+	list, err := y.dump(true)
 	if err != nil {
 		fail(err)
 		return

@@ -95,7 +95,7 @@ func TestCounterCommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.out), &dump); err != nil || r.code != 0 {
 		t.Fatalf("--json dump: %v\n%v", err, r)
 	}
-	if len(dump) != 2 || dump[0] != (dumpEntry{"once", 0, 1}) || dump[1] != (dumpEntry{"printer", 2, 3}) {
+	if len(dump) != 2 || dump[0] != (dumpEntry{Name: "once", Current: 0, Peak: 1}) || dump[1] != (dumpEntry{Name: "printer", Current: 2, Peak: 3}) {
 		t.Errorf("--json dump = %+v", dump)
 	}
 

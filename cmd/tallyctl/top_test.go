@@ -1,14 +1,19 @@
 package main
 
 import (
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tallyd/tallyd/proto/counter"
 )
 
 // load holds a known set of resources until the test ends:
@@ -78,10 +83,10 @@ func checkScreen(t *testing.T, screen string) {
 	// INFO counts 4 locked keys; two of them are values.
 	find(`^slock \d+ \d+ \d+\.\d \d+\.\d 4 locked 2 values 2 waiting 1$`)
 	find(`^COUNTERS 4, 3 in use`)
-	big := find(`^big 5 5 100% \+0\.0$`)
-	warm := find(`^warm 4 5 80% \+0\.0$`)
-	mid := find(`^mid 2 3 67% \+0\.0$`)
-	idle := find(`^idle 0 1 0% \+0\.0$`)
+	big := find(`^big 5 5 100% 0\.0 \+0\.0$`)
+	warm := find(`^warm 4 5 80% 0\.0 \+0\.0$`)
+	mid := find(`^mid 2 3 67% 0\.0 \+0\.0$`)
+	idle := find(`^idle 0 1 0% 0\.0 \+0\.0$`)
 	if !(big < warm && warm < mid && mid < idle) {
 		t.Errorf("counters not busiest first (big %d, warm %d, mid %d, idle %d):\n%s", big, warm, mid, idle, screen)
 	}
@@ -109,6 +114,92 @@ func checkScreen(t *testing.T, screen string) {
 		if i > locks && i < values && (strings.Contains(r, " cfg ") || strings.Contains(r, " hits ")) {
 			t.Errorf("a value is listed as a lock: %q\n%s", r, screen)
 		}
+	}
+}
+
+// pairs sends acquire+release pairs of name to the counter port until the test ends, and
+// returns how many it has had answered OK so far.
+func pairs(t *testing.T, port int, name string) func() int64 {
+	t.Helper()
+	nc, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var done atomic.Int64
+	stop := make(chan struct{})
+	finished := make(chan struct{})
+	t.Cleanup(func() { close(stop); nc.Close(); <-finished })
+	go func() {
+		defer close(finished)
+		var req, buf []byte
+		rd := make([]byte, 4096)
+		for op := uint32(0); ; op += 2 {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			req = counter.AppendAcquire(req[:0], op, 1, 1, []byte(name))
+			req = counter.AppendRelease(req, op+1, 1, []byte(name))
+			if _, err := nc.Write(req); err != nil {
+				return
+			}
+			for got := 0; got < 2; {
+				var r counter.Response
+				n, err := counter.ParseResponse(buf, 1<<20, &r)
+				if err != nil {
+					return
+				}
+				if n == 0 {
+					m, err := nc.Read(rd)
+					if err != nil {
+						return
+					}
+					buf = append(buf, rd[:m]...)
+					continue
+				}
+				if r.Status != counter.StatusOK {
+					t.Errorf("pair %d on %s: status %v", op/2, name, r.Status)
+					return
+				}
+				buf = buf[n:]
+				got++
+			}
+			done.Add(1)
+		}
+	}()
+	return done.Load
+}
+
+// TestTopCounterRate: a counter driven by acquire+release pairs is never held between
+// readings, so its consumption does not change; its ACQ/S shows the traffic.
+func TestTopCounterRate(t *testing.T) {
+	s := startServer(t, false)
+	done := pairs(t, s.counter, "busy")
+	eventually(t, "pairs are answered", func() string {
+		if done() < 100 {
+			return fmt.Sprintf("%d pairs", done())
+		}
+		return ""
+	})
+	before := done()
+	r := s.ctl(t, "top", "--once", "--interval", "1s")
+	during := done() - before
+	expect(t, r, 0, nil, nil)
+	var row []string
+	for _, l := range strings.Split(r.out, "\n") {
+		if f := strings.Fields(l); len(f) == 6 && f[0] == "busy" {
+			row = f
+		}
+	}
+	if row == nil {
+		t.Fatalf("no row for the busy counter:\n%s", r.out)
+	}
+	rate, err := strconv.ParseFloat(row[4], 64)
+	// The pairs done while top ran span its two readings and a little more.
+	if err != nil || rate < 10 || rate > 1.5*float64(during)+10 || row[5] != "+0.0" {
+		t.Errorf("busy: ACQ/S %q, CHANGE/S %q, with %d pairs while top ran (over 1s); want the rate of pairs and +0.0:\n%s",
+			row[4], row[5], during, r.out)
 	}
 }
 
