@@ -70,8 +70,9 @@ func TestMakeBenchLeavesCommittedFilesAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// (Not that it completed ops: on a loaded machine a stall may outlast a 200ms run.)
 	if len(rep.Cases) != 1 || rep.Cases[0].Name != "pairs 1x1" || rep.Cases[0].Results["tallyd"] == nil ||
-		rep.Cases[0].Results["tallyd"].Ops == 0 || len(rep.Generator) == 0 {
+		rep.Cases[0].Results["tallyd"].Addr == "" || len(rep.Generator) == 0 {
 		t.Errorf("make bench ran %d cases (%+v), generator %d", len(rep.Cases), rep.Cases, len(rep.Generator))
 	}
 	if len(rep.Partial) == 0 {

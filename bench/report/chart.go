@@ -182,9 +182,16 @@ func (r *Report) plots() (tput *plot.Plot, tputLegend plot.Legend, lat *plot.Plo
 				if l.proto != proto || len(ps) == 0 {
 					continue
 				}
-				xy := make(plotter.XYs, len(ps))
-				for i, p := range ps {
-					xy[i] = plotter.XY{X: p.conns, Y: p.ops}
+				// A log axis has no place for 0: a run that completed no op (a stall longer
+				// than a short run) is in the table, not on the chart.
+				var xy plotter.XYs
+				for _, p := range ps {
+					if p.ops > 0 && p.conns > 0 {
+						xy = append(xy, plotter.XY{X: p.conns, Y: p.ops})
+					}
+				}
+				if len(xy) == 0 {
+					continue
 				}
 				col := palette[colour%len(palette)]
 				if err := addLine(tput, &tputLegend, xy, t.Name+" "+name+", "+l.series, col, dashes[dash[l]%len(dashes)]); err != nil {
@@ -207,7 +214,7 @@ func (r *Report) plots() (tput *plot.Plot, tputLegend plot.Legend, lat *plot.Plo
 			{"p99.9", func(p point) float64 { return p.p999 }}} {
 			var xy plotter.XYs
 			for _, p := range ps {
-				if v := pc.get(p); v > 0 {
+				if v := pc.get(p); v > 0 && p.conns > 0 {
 					xy = append(xy, plotter.XY{X: p.conns, Y: v})
 				}
 			}
@@ -220,8 +227,14 @@ func (r *Report) plots() (tput *plot.Plot, tputLegend plot.Legend, lat *plot.Plo
 		}
 	}
 
+	if !(tput.Y.Min > 0 && tput.Y.Max >= tput.Y.Min) {
+		return nil, tputLegend, nil, fmt.Errorf("no case in a chart series completed an op")
+	}
 	widen(&tput.Y)
 	widen(&tput.X)
+	if !(lat.Y.Min > 0 && lat.Y.Max >= lat.Y.Min) { // no latency to draw: an empty panel
+		lat.X.Min, lat.X.Max, lat.Y.Min, lat.Y.Max = tput.X.Min, tput.X.Max, 1, 1000
+	}
 	widen(&lat.X)
 	widen(&lat.Y)
 	return tput, tputLegend, lat, nil

@@ -276,3 +276,25 @@ func TestReportRoundTripsThroughJSON(t *testing.T) {
 		t.Error("a missing file was read")
 	}
 }
+
+// A run that completed no op in a case (a stall longer than a short run) has 0 ops/s,
+// which a log axis cannot place: the chart leaves it out, and a chart with nothing to
+// draw is an error, not a panic that loses the run's other files.
+func TestChartWithoutThroughput(t *testing.T) {
+	dir := t.TempDir()
+	zero := res(1, 1, 0)
+	zero.Latency = load.Summary{}
+	r := &Report{Targets: []Target{{Name: "tallyd", Proto: "counter"}}, Cases: []*Case{
+		{Name: "pairs 1x1", Series: "pipeline 1", Results: map[string]*load.Result{"tallyd": zero}}}}
+	if err := r.Chart(filepath.Join(dir, "z.png")); err == nil {
+		t.Error("a chart of no completed op was drawn")
+	}
+	r.Cases = append(r.Cases, &Case{Name: "pool pairs 16x1", Proto: "pool", Series: "pipeline 1",
+		Results: map[string]*load.Result{"tallyd": res(16, 1, 50_000)}})
+	if err := r.Chart(filepath.Join(dir, "z.png")); err != nil {
+		t.Errorf("a chart with one line beside a case of 0 ops/s: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "z.png")); !bytes.HasPrefix(b, []byte("\x89PNG")) {
+		t.Errorf("z.png is not a PNG (%d bytes)", len(b))
+	}
+}
