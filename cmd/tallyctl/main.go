@@ -361,8 +361,9 @@ Groups (tallyctl GROUP --help lists their commands):
 	fmt.Fprintf(w, `
 Global flags (before or after the command):
 %s
-The endpoints come from the environment when no flag gives them: %s (default %s),
-%s (%d), %s (%d), %s (%d) and %s (%d).
+The endpoints come from the environment when no flag gives them (a flag wins):
+%s (default %s), %s (%d), %s (%d),
+%s (%d) and %s (%d).
 
 Exit status: 0 ok, 2 refused by the server (an error status or reply, TIMEOUT, a missing
 key, ...), 1 a local error (usage, bad argument, server unreachable, broken reply).
