@@ -60,6 +60,10 @@ type app struct {
 
 	stdout, stderr io.Writer
 
+	// getenv reads the endpoint variables (nil: os.Getenv). Documentation generated from
+	// the flags, which must not depend on the environment it is built in, passes one that
+	// returns "".
+	getenv func(string) string
 	// envErr is the first endpoint variable of the environment that is not valid.
 	envErr error
 
@@ -147,10 +151,18 @@ const (
 	envSlockPort     = "TALLYD_SLOCK_PORT"
 )
 
+// env returns the environment variable name, "" when unset.
+func (a *app) env(name string) string {
+	if a.getenv != nil {
+		return a.getenv(name)
+	}
+	return os.Getenv(name)
+}
+
 // envPort returns the port the environment variable name gives, or def when it is unset
 // or empty; a value that is not a port is recorded in a.envErr.
 func (a *app) envPort(name string, def int) int {
-	v := os.Getenv(name)
+	v := a.env(name)
 	if v == "" {
 		return def
 	}
@@ -170,7 +182,7 @@ func (a *app) globalFlags() *pflag.FlagSet {
 	fs := pflag.NewFlagSet("tallyctl", pflag.ContinueOnError)
 	fs.SortFlags = false
 	host := defaultHost
-	if v := strings.TrimSpace(os.Getenv(envHost)); v != "" {
+	if v := strings.TrimSpace(a.env(envHost)); v != "" {
 		host = v
 	}
 	fs.StringVarP(&a.host, "host", "s", host, "tallyd's host name or IP address ($"+envHost+")")

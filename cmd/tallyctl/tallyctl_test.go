@@ -428,3 +428,22 @@ func TestEndpointsFromTheEnvironment(t *testing.T) {
 		"$TALLYD_SLOCK_PORT) (default 6000)", "The endpoints come from the environment"}, nil)
 	expect(t, ctl(nil, "slock", "ping", "--help"), 0, []string{"$TALLYD_SLOCK_PORT) (default 5658)"}, nil)
 }
+
+// Generated documentation (a man page) reads the flags with an empty environment: the
+// built-in defaults, whatever the machine that builds it has set.
+func TestGlobalFlagsWithoutEnvironment(t *testing.T) {
+	t.Setenv("TALLYD_SLOCK_PORT", "6000")
+	t.Setenv("TALLYD_HOST", "db1")
+	fs := (&app{getenv: func(string) string { return "" }}).globalFlags()
+	if d := fs.Lookup("slock-port").DefValue; d != "5658" {
+		t.Errorf("slock-port default %s with no environment, want 5658", d)
+	}
+	if d := fs.Lookup("host").DefValue; d != "127.0.0.1" {
+		t.Errorf("host default %s with no environment, want 127.0.0.1", d)
+	}
+	fs = (&app{}).globalFlags()
+	if fs.Lookup("slock-port").DefValue != "6000" || fs.Lookup("host").DefValue != "db1" {
+		t.Errorf("the process environment is not the default: slock-port %s, host %s",
+			fs.Lookup("slock-port").DefValue, fs.Lookup("host").DefValue)
+	}
+}
