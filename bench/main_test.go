@@ -217,6 +217,28 @@ func TestPublishCopiesAWholeRun(t *testing.T) {
 	}
 }
 
+// A run whose chart cannot be drawn leaves no chart: not the one of an earlier run, which
+// publish would copy beside this run's table.
+func TestSuiteRemovesAnEarlierChart(t *testing.T) {
+	dir := t.TempDir()
+	wholeRun(t, dir, "latest")
+	os.WriteFile(filepath.Join(dir, "latest.svg"), []byte("<svg/>"), 0o644)
+	rep := &report.Report{Targets: []report.Target{{Name: "tallyd", Proto: "counter"}},
+		Cases: []*report.Case{{Name: "hot 64x16", Results: map[string]*load.Result{"tallyd": {Conns: 64, OpsPerSec: 1}}}}}
+	var out bytes.Buffer
+	if err := writeSuite(rep, dir, "latest", "png", &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"latest.png", "latest.svg"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); !os.IsNotExist(err) {
+			t.Errorf("%s is still there (%v) after a run without a chart", f, err)
+		}
+	}
+	if md, _ := os.ReadFile(filepath.Join(dir, "latest.md")); bytes.Contains(md, []byte("![")) {
+		t.Errorf("latest.md refers to a chart:\n%s", md)
+	}
+}
+
 func TestPublishRefusesAPartialRun(t *testing.T) {
 	from, to := t.TempDir(), filepath.Join(t.TempDir(), "results")
 	doc := filepath.Join(t.TempDir(), "BENCH.md")

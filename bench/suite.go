@@ -347,11 +347,17 @@ func writeSuite(rep *report.Report, dir, name, format string, out io.Writer) err
 	if err := os.WriteFile(filepath.Join(dir, name+".json"), js.Bytes(), 0o644); err != nil {
 		return err
 	}
+	// A chart of an earlier run must not pass for this one's (publish copies what is there).
+	for _, ext := range []string{".png", ".svg"} {
+		if err := os.Remove(filepath.Join(dir, name+ext)); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+	}
 	chart := name + "." + format
-	chartPath := filepath.Join(dir, chart)
-	if err := rep.Chart(chartPath); err != nil {
+	if err := rep.Chart(filepath.Join(dir, chart)); err != nil {
 		fmt.Fprintf(os.Stderr, "suite: no chart: %v\n", err)
-		chart, chartPath = "", ""
+		os.Remove(filepath.Join(dir, chart))
+		chart = ""
 	}
 	md := suiteMarkdown(rep, name, chart)
 	if err := os.WriteFile(filepath.Join(dir, name+".md"), md, 0o644); err != nil {
