@@ -75,7 +75,7 @@ type lockRow struct {
 // it with the locks, with its value as lock data; top shows it apart.
 type valueRow struct {
 	db    int
-	key   [16]byte
+	name  string // the key as keyText shows it
 	value string
 }
 
@@ -330,7 +330,7 @@ func (c *collector) slockLocks(s *snapshot, dbs []int) error {
 		}
 		for _, l := range list {
 			if l.Data != nil {
-				s.values = append(s.values, valueRow{db: db, key: l.Key, value: valueText(l.Data)})
+				s.values = append(s.values, valueRow{db: db, name: keyText(l.Key), value: valueText(l.Data)})
 				continue
 			}
 			s.locks = append(s.locks, lockRow{db: db, key: l.Key, levels: l.LockedCount})
@@ -338,7 +338,7 @@ func (c *collector) slockLocks(s *snapshot, dbs []int) error {
 	}
 	s.lockTotal = len(s.locks)
 	sortStable(s.values, func(x, y valueRow) bool {
-		return x.db < y.db || x.db == y.db && keyText(x.key) < keyText(y.key)
+		return x.db < y.db || x.db == y.db && x.name < y.name
 	})
 	sortStable(s.locks, func(x, y lockRow) bool {
 		return x.levels > y.levels || x.levels == y.levels && string(x.key[:]) < string(y.key[:])

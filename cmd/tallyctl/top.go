@@ -313,7 +313,7 @@ func valueLines(cur *snapshot, w, rows int) []line {
 		if i == rows-1 && len(cur.values) > rows {
 			return append(out, line{{fmt.Sprintf("… and %d more", len(cur.values)-i), stDim}})
 		}
-		head := fmt.Sprintf("%4d  %s  ", v.db, fit(keyText(v.key), keyW, false))
+		head := fmt.Sprintf("%4d  %s  ", v.db, fit(v.name, keyW, false))
 		out = append(out, line{{head + fit(v.value, max(w-len([]rune(head)), 8), false), stPlain}})
 	}
 	return out
