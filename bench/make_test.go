@@ -54,23 +54,28 @@ func TestMakeBenchLeavesCommittedFilesAlone(t *testing.T) {
 		cmd.Env = append(os.Environ(), vars...)
 		return cmd.CombinedOutput()
 	}
-	b, err := mk("bench", "BENCH_OUT="+out, "BENCH_QUICK=1", "BENCH_CASES=^pairs 1x1$", "BENCH_DURATION=200ms", "BENCH_SOAK=0")
+	b, err := mk("bench", "BENCH_OUT="+out, "BENCH_QUICK=1", "BENCH_CASES=^pairs 1x1$", "BENCH_DURATION=500ms", "BENCH_SOAK=0")
 	if err != nil {
 		t.Fatalf("make bench: %v\n%s", err, b)
 	}
 	if after := gitStatus(t, root); after != before {
 		t.Errorf("make bench changed the worktree:\nbefore:\n%s\nafter:\n%s\nmake's output:\n%s", before, after, b)
 	}
-	for _, f := range []string{"latest.json", "latest.md", "latest.png"} {
-		if fi, err := os.Stat(filepath.Join(out, f)); err != nil || fi.Size() == 0 {
-			t.Errorf("make bench did not write %s into BENCH_OUT: %v", f, err)
-		}
-	}
 	rep, err := report.ReadFile(filepath.Join(out, "latest.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	// (Not that it completed ops: on a loaded machine a stall may outlast a 200ms run.)
+	files := []string{"latest.json", "latest.md"}
+	// (Not that it completed ops: on a loaded machine a stall may outlast a short run, and
+	// a case of 0 ops/s has no place on the chart's log axes.)
+	if len(rep.Cases) > 0 && rep.Cases[0].Results["tallyd"] != nil && rep.Cases[0].Results["tallyd"].Ops > 0 {
+		files = append(files, "latest.png")
+	}
+	for _, f := range files {
+		if fi, err := os.Stat(filepath.Join(out, f)); err != nil || fi.Size() == 0 {
+			t.Errorf("make bench did not write %s into BENCH_OUT: %v", f, err)
+		}
+	}
 	if len(rep.Cases) != 1 || rep.Cases[0].Name != "pairs 1x1" || rep.Cases[0].Results["tallyd"] == nil ||
 		rep.Cases[0].Results["tallyd"].Addr == "" || len(rep.Generator) == 0 {
 		t.Errorf("make bench ran %d cases (%+v), generator %d", len(rep.Cases), rep.Cases, len(rep.Generator))
