@@ -2,13 +2,18 @@
 #   make bench-build     bin/tallyd-bench
 #   make bench           fresh bin/tallyd (counter, PoolCounter and slock on free ports)
 #                        on one core, the standard suite on the other:
-#                        bench/results/latest.{md,json,png} and BENCHMARKS.md
+#                        $(BENCH_OUT)/latest.{md,json,png}
 #   make bench-compare   the same beside redis-server (and yrmcds), installed with
-#                        apt-get when missing: bench/results/compare.{md,json,png}
+#                        apt-get when missing: $(BENCH_OUT)/compare.{md,json,png}
+#   make bench-publish   copy the whole runs in $(BENCH_OUT) to bench/results and their
+#                        tables into BENCHMARKS.md; refuses a partial run
+# Runs never touch committed files: they write to BENCH_OUT (bench/out, ignored by git).
 # Knobs: BENCH_DURATION (5s per run), BENCH_ROUNDS (1; compare: 2), BENCH_SOAK (60s,
 # 0 skips), BENCH_QUICK=1 (fewer connection counts), BENCH_CASES (regexp),
-# BENCH_SERVER_CPU (0), BENCH_CLIENT_CPU (1).
+# BENCH_SERVER_CPU (0), BENCH_CLIENT_CPU (1). BENCH_QUICK, BENCH_CASES, BENCH_SOAK=0 or
+# a BENCH_DURATION under 5s makes a partial run, which bench-publish refuses.
 GO ?= go
+BENCH_OUT ?= bench/out
 
 .PHONY: bench-build bench bench-compare
 
@@ -16,13 +21,17 @@ bench-build:
 	$(GO) build -o bin/tallyd-bench ./bench
 
 bench: build bench-build
-	./scripts/bench.sh
+	BENCH_OUT="$(BENCH_OUT)" ./scripts/bench.sh
 
 bench-compare: build bench-build
-	./scripts/bench.sh --compare
+	BENCH_OUT="$(BENCH_OUT)" ./scripts/bench.sh --compare
+
+.PHONY: bench-publish
+bench-publish: bench-build
+	./bin/tallyd-bench publish --from "$(BENCH_OUT)" --to bench/results --update BENCHMARKS.md $(BENCH_PUBLISH)
 
 # INCR with the append-only log on, per fsync policy, beside redis-server with the same
-# policy: bench/results/aof.{md,json}.
+# policy: $(BENCH_OUT)/aof.{md,json}.
 .PHONY: bench-aof
 bench-aof: build bench-build
-	./scripts/bench-aof.sh
+	BENCH_OUT="$(BENCH_OUT)" ./scripts/bench-aof.sh

@@ -7,6 +7,7 @@
 //	tallyd-bench [flags]            run one workload (see --help)
 //	tallyd-bench sink [flags]       a trivial server that answers every request OK
 //	tallyd-bench suite [flags]      the standard suite behind make bench
+//	tallyd-bench publish [NAME...]  copy a whole suite's results to the published ones
 package main
 
 import (
@@ -30,8 +31,27 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	args := os.Args[1:]
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// usage is the head of tallyd-bench --help; the run command's flags follow it.
+const usage = `tallyd-bench: the load generator that ships with tallyd.
+
+Usage:
+  tallyd-bench [flags]              run one workload (the flags below)
+  tallyd-bench sink [flags]         a trivial server that answers every request OK
+  tallyd-bench suite [flags]        the standard suite behind make bench
+  tallyd-bench publish [NAME...]    copy a whole suite run to the published results
+  tallyd-bench COMMAND --help       a command's flags
+
+Flags:
+`
+
+// run is main without the exit: it returns the exit status, 0 for --help, 2 for an
+// error.
+func run(ctx context.Context, args []string, out, errOut io.Writer) int {
 	cmd := "run"
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		cmd, args = args[0], args[1:]
@@ -39,20 +59,38 @@ func main() {
 	var err error
 	switch cmd {
 	case "run":
-		err = runCmd(ctx, args, os.Stdout, os.Stderr)
+		err = runCmd(ctx, args, out, errOut)
 	case "sink":
-		err = sinkCmd(ctx, args, os.Stderr)
+		err = sinkCmd(ctx, args, out, errOut)
 	case "suite":
-		err = suiteCmd(ctx, args, os.Stdout, os.Stderr)
+		err = suiteCmd(ctx, args, out, errOut)
+	case "publish":
+		err = publishCmd(args, out, errOut)
+	case "help":
+		err = runCmd(ctx, []string{"--help"}, out, errOut)
 	default:
-		err = fmt.Errorf("unknown command %q: want run, sink or suite", cmd)
+		err = fmt.Errorf("unknown command %q: want run, sink, suite or publish (tallyd-bench --help)", cmd)
 	}
-	if err != nil {
-		if !errors.Is(err, pflag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "tallyd-bench:", err)
-		}
-		os.Exit(2)
+	switch {
+	case err == nil, errors.Is(err, pflag.ErrHelp):
+		return 0
 	}
+	fmt.Fprintln(errOut, "tallyd-bench:", err)
+	return 2
+}
+
+// parseFlags parses args into fs. --help prints head and the flags to out; a bad
+// flag is returned, for the caller to report, without the usage.
+func parseFlags(fs *pflag.FlagSet, args []string, head string, out io.Writer) error {
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	if errors.Is(err, pflag.ErrHelp) {
+		fmt.Fprint(out, head)
+		fs.SetOutput(out)
+		fs.PrintDefaults()
+	}
+	return err
 }
 
 // runFlags holds the flags of the run command.
@@ -121,7 +159,7 @@ func defaultAddr(proto string) (string, error) {
 
 func runCmd(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs, f := newRunFlags("tallyd-bench", errOut)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, usage, out); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -232,12 +270,12 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func sinkCmd(ctx context.Context, args []string, errOut io.Writer) error {
+func sinkCmd(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs := pflag.NewFlagSet("tallyd-bench sink", pflag.ContinueOnError)
 	fs.SetOutput(errOut)
 	listen := fs.String("listen", "127.0.0.1:0", "listen `host:port`")
 	proto := fs.String("proto", "counter", "protocol: "+strings.Join(load.Names(), ", "))
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, "Usage: tallyd-bench sink [flags]\n\nA trivial server that answers every request OK, to measure the generator.\n\nFlags:\n", out); err != nil {
 		return err
 	}
 	s, err := load.NewSink(*proto)

@@ -118,12 +118,10 @@ func TestSuiteWritesReport(t *testing.T) {
 	_, addr := sink(t, "counter")
 	_, raddr := sink(t, "resp")
 	dir := t.TempDir()
-	doc := filepath.Join(dir, "BENCH.md")
-	os.WriteFile(doc, []byte("# Bench\n\nintro\n\n<!-- latest:begin -->\nold\n<!-- latest:end -->\n\ntail\n"), 0o644)
 	var out, errOut bytes.Buffer
 	err := suiteCmd(context.Background(), []string{"--target", "tallyd=counter@" + addr, "--target", "redis=resp@" + raddr,
 		"--cases", `^pairs (1|4)x1$|^open`, "--quick", "--duration", "150ms", "--warmup", "0s", "--sink", addr,
-		"--out", dir, "--update", doc, "--note", "a note", "-q"}, &out, &errOut)
+		"--out", dir, "--note", "a note", "-q"}, &out, &errOut)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, errOut.String())
 	}
@@ -132,13 +130,17 @@ func TestSuiteWritesReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"| **pairs 1x1** | tallyd |", "|  | redis |", "a note", "Load generator check",
-		"| 64 conns x 16 pipelined pairs |", "not measured in this run", "![throughput", "tallyd ÷ server"} {
+		"| 64 conns x 16 pipelined pairs |", "not measured in this run", "](latest.png)", "tallyd ÷ server",
+		"**Partial run**", "### Performance targets\n"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("latest.md lacks %q:\n%s", want, md)
 		}
 	}
 	if strings.Contains(string(md), "pairs 4x1") || strings.Contains(string(md), "open 64") {
 		t.Errorf("latest.md has cases outside --cases (quick has no 4x1; open needs pairs 64x1):\n%s", md)
+	}
+	if strings.Contains(strings.ToLower(string(md)), "issue") {
+		t.Errorf("latest.md speaks of issues, not targets:\n%s", md)
 	}
 	var rep report.Report
 	js, _ := os.ReadFile(filepath.Join(dir, "latest.json"))
@@ -148,14 +150,148 @@ func TestSuiteWritesReport(t *testing.T) {
 	if len(rep.Cases) != 1 || rep.Cases[0].Results["tallyd"].Ops == 0 || rep.Cases[0].Results["redis"].Ops == 0 {
 		t.Errorf("latest.json cases %+v", rep.Cases)
 	}
+	// Why the run is partial: each knob that made it less than the standard suite.
+	partial := strings.Join(rep.Partial, "\n")
+	for _, want := range []string{"--quick", "only the cases matching", "runs of 150ms after a 0s warm-up", "no soak run"} {
+		if !strings.Contains(partial, want) {
+			t.Errorf("partial reasons %q lack %q", rep.Partial, want)
+		}
+	}
+	if strings.Contains(partial, "--sink") {
+		t.Errorf("partial reasons %q name the sink, which ran", rep.Partial)
+	}
 	png, _ := os.ReadFile(filepath.Join(dir, "latest.png"))
 	if !bytes.HasPrefix(png, []byte("\x89PNG")) {
 		t.Errorf("latest.png is not a PNG (%d bytes)", len(png))
 	}
+}
+
+// wholeRun writes a report that is the whole suite (no partial reasons) as run name into
+// dir, the way the suite does.
+func wholeRun(t *testing.T, dir, name string, partial ...string) *report.Report {
+	t.Helper()
+	r := func(conns, pipeline int, ops float64) *load.Result {
+		return &load.Result{Proto: "counter", Workload: "pairs", Conns: conns, Pipeline: pipeline, OpsPerSec: ops, ReqPerSec: 2 * ops,
+			Latency: load.Summary{Count: 10, P50: 50, P99: 99}, Outcomes: map[string]uint64{"ok": 20}, Errors: map[string]uint64{}}
+	}
+	rep := &report.Report{Machine: report.ThisMachine(), Duration: "5s", Rounds: 1, Partial: partial,
+		Targets: []report.Target{{Name: "tallyd", Proto: "counter", Addr: "127.0.0.1:1"}},
+		Cases: []*report.Case{
+			{Name: "pairs 1x1", Series: "pipeline 1", Results: map[string]*load.Result{"tallyd": r(1, 1, 20_000)}},
+			{Name: "pairs 64x16", Series: "pipeline 16", Results: map[string]*load.Result{"tallyd": r(64, 16, 1.25e6)}},
+		}}
+	var out bytes.Buffer
+	if err := writeSuite(rep, dir, name, "png", &out); err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+func TestPublishCopiesAWholeRun(t *testing.T) {
+	from, to := t.TempDir(), filepath.Join(t.TempDir(), "results")
+	doc := filepath.Join(filepath.Dir(to), "BENCH.md")
+	os.WriteFile(doc, []byte("# Bench\n\nintro\n\n<!-- latest:begin -->\nold\n<!-- latest:end -->\n\ntail\n"), 0o644)
+	rep := wholeRun(t, from, "latest")
+	os.WriteFile(filepath.Join(from, "aof.json"), []byte("[]\n"), 0o644)
+	os.WriteFile(filepath.Join(from, "aof.md"), []byte("# aof\n"), 0o644)
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"publish", "--from", from, "--to", to, "--update", doc}, &out, &errOut); code != 0 {
+		t.Fatalf("publish: exit %d\n%s", code, errOut.String())
+	}
+	for _, f := range []string{"latest.json", "latest.md", "latest.png", "aof.json", "aof.md"} {
+		a, _ := os.ReadFile(filepath.Join(from, f))
+		b, err := os.ReadFile(filepath.Join(to, f))
+		if err != nil || !bytes.Equal(a, b) || len(b) == 0 {
+			t.Errorf("%s: published %d bytes of %d (%v)", f, len(b), len(a), err)
+		}
+	}
 	b, _ := os.ReadFile(doc)
-	if !strings.HasPrefix(string(b), "# Bench\n\nintro\n\n<!-- latest:begin -->\n") || !strings.HasSuffix(string(b), "<!-- latest:end -->\n\ntail\n") ||
-		strings.Contains(string(b), "old") || !strings.Contains(string(b), "](latest.png)") {
-		t.Errorf("spliced document:\n%s", b)
+	var body bytes.Buffer
+	rep.Markdown(&body, "results/latest.png")
+	want := "# Bench\n\nintro\n\n<!-- latest:begin -->\n" + body.String() + "<!-- latest:end -->\n\ntail\n"
+	if string(b) != want {
+		t.Errorf("spliced document:\n%s\nwant:\n%s", b, want)
+	}
+	if !strings.Contains(string(b), "](results/latest.png)") || !strings.Contains(string(b), "| **pairs 64x16** | tallyd | 1,250,000 |") {
+		t.Errorf("spliced document lacks the chart or the table:\n%s", b)
+	}
+}
+
+// A run whose chart cannot be drawn leaves no chart: not the one of an earlier run, which
+// publish would copy beside this run's table.
+func TestSuiteRemovesAnEarlierChart(t *testing.T) {
+	dir := t.TempDir()
+	wholeRun(t, dir, "latest")
+	os.WriteFile(filepath.Join(dir, "latest.svg"), []byte("<svg/>"), 0o644)
+	rep := &report.Report{Targets: []report.Target{{Name: "tallyd", Proto: "counter"}},
+		Cases: []*report.Case{{Name: "hot 64x16", Results: map[string]*load.Result{"tallyd": {Conns: 64, OpsPerSec: 1}}}}}
+	var out bytes.Buffer
+	if err := writeSuite(rep, dir, "latest", "png", &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"latest.png", "latest.svg"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); !os.IsNotExist(err) {
+			t.Errorf("%s is still there (%v) after a run without a chart", f, err)
+		}
+	}
+	if md, _ := os.ReadFile(filepath.Join(dir, "latest.md")); bytes.Contains(md, []byte("![")) {
+		t.Errorf("latest.md refers to a chart:\n%s", md)
+	}
+}
+
+func TestPublishRefusesAPartialRun(t *testing.T) {
+	from, to := t.TempDir(), filepath.Join(t.TempDir(), "results")
+	doc := filepath.Join(t.TempDir(), "BENCH.md")
+	const orig = "<!-- latest:begin -->\nold\n<!-- latest:end -->\n"
+	os.WriteFile(doc, []byte(orig), 0o644)
+	wholeRun(t, from, "compare")
+	wholeRun(t, from, "latest", `only the cases matching "^pairs 1x1$"`)
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"publish", "--from", from, "--to", to, "--update", doc}, &out, &errOut)
+	if code == 0 || !strings.Contains(errOut.String(), `latest is a partial run: only the cases matching "^pairs 1x1$"`) ||
+		!strings.Contains(errOut.String(), "nothing published") {
+		t.Errorf("publish of a partial run: exit %d, %q", code, errOut.String())
+	}
+	// Not even the whole run beside it: a refusal writes nothing.
+	if _, err := os.Stat(to); !os.IsNotExist(err) {
+		t.Errorf("publish wrote %s (%v)", to, err)
+	}
+	if b, _ := os.ReadFile(doc); string(b) != orig {
+		t.Errorf("publish changed the document:\n%s", b)
+	}
+	// Named, the whole run alone goes.
+	errOut.Reset()
+	if code := run(context.Background(), []string{"publish", "--from", from, "--to", to, "--update", doc, "compare"}, &out, &errOut); code != 0 {
+		t.Fatalf("publish compare: exit %d, %s", code, errOut.String())
+	}
+	if _, err := os.Stat(filepath.Join(to, "compare.json")); err != nil {
+		t.Error(err)
+	}
+	if _, err := os.Stat(filepath.Join(to, "latest.json")); !os.IsNotExist(err) {
+		t.Errorf("the partial run was published too (%v)", err)
+	}
+	// Nothing to publish is an error, and so is a name that is a path.
+	for _, args := range [][]string{{"publish", "--from", t.TempDir()}, {"publish", "--from", from, "../latest"}} {
+		if code := run(context.Background(), args, &out, &errOut); code == 0 {
+			t.Errorf("%q: exit 0", args)
+		}
+	}
+}
+
+func TestHelpExitsZero(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}, {"suite", "--help"}, {"sink", "--help"}, {"publish", "--help"}, {"run", "--help"}} {
+		var out, errOut bytes.Buffer
+		code := run(context.Background(), args, &out, &errOut)
+		if code != 0 || !strings.Contains(out.String(), "Usage") || !strings.Contains(out.String(), "--") || errOut.Len() != 0 {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q", args, code, out.String(), errOut.String())
+		}
+	}
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"--conns", "x"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "--conns") {
+		t.Errorf("a bad flag: exit %d, %q", code, errOut.String())
+	}
+	if code := run(context.Background(), []string{"gopher"}, &out, &errOut); code != 2 {
+		t.Errorf("an unknown command: exit %d", code)
 	}
 }
 

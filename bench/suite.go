@@ -29,6 +29,12 @@ type caseDef struct {
 	firstRound          bool   // run in the first round only
 }
 
+// The standard suite's run lengths: a run shorter is partial, and not published.
+const (
+	stdDuration = 5 * time.Second
+	stdWarmup   = time.Second
+)
+
 // suiteOpts are the suite's knobs.
 type suiteOpts struct {
 	duration, warmup, soak time.Duration
@@ -155,21 +161,19 @@ func suiteCmd(ctx context.Context, args []string, out, errOut io.Writer) error {
 	endpoints := fs.StringArray("endpoint", nil, "NAME=PROTO@HOST:PORT: where target NAME speaks another protocol (pool, slock, slock-text); that protocol's cases run there")
 	pids := fs.StringArray("pid", nil, "NAME=PID: sample that target's server RSS")
 	notes := fs.StringArray("note", nil, "a line for the report, e.g. how the servers were pinned")
-	fs.DurationVar(&o.duration, "duration", 5*time.Second, "measured time per run")
-	fs.DurationVar(&o.warmup, "warmup", time.Second, "warm-up before each run")
+	fs.DurationVar(&o.duration, "duration", stdDuration, "measured time per run")
+	fs.DurationVar(&o.warmup, "warmup", stdWarmup, "warm-up before each run")
 	fs.DurationVar(&o.soak, "soak", 0, "also run the 64x16 case this long with RSS sampling (0: skip)")
 	fs.IntVar(&o.rounds, "rounds", 1, "runs per case and target, targets alternating")
 	fs.IntVar(&o.idle, "idle", 18000, "idle connections of the held case (lowered to fit the open-file limit)")
 	fs.BoolVar(&o.quick, "quick", false, "fewer connection counts")
 	sink := fs.String("sink", "", "also measure the generator against a tallyd-bench sink (counter) at this host:port")
 	only := fs.String("cases", "", "run only the cases matching this regexp")
-	dir := fs.String("out", "bench/results", "directory for NAME.json, NAME.md and NAME.png")
-	name := fs.String("name", "latest", "base name of the files in --out, and of the markers in --update's file")
+	dir := fs.String("out", "bench/out", "directory for NAME.json, NAME.md and NAME.png (tallyd-bench publish copies a whole run to the published results)")
+	name := fs.String("name", "latest", "base name of the files in --out")
 	format := fs.String("chart", "png", "chart format: png or svg")
-	update := fs.String("update", "", "splice the results into this Markdown file between <!-- NAME:begin --> and <!-- NAME:end -->")
-	chartRef := fs.String("chart-ref", "", "how --update's file refers to the chart (default: relative path)")
 	quiet := fs.BoolP("quiet", "q", false, "no progress lines")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, "Usage: tallyd-bench suite --target NAME=PROTO@HOST:PORT... [flags]\n\nThe standard suite behind make bench: writes NAME.json, NAME.md and the chart into --out.\nA run that is not the whole suite (--quick, --cases, a shorter --duration, no --soak or\n--sink, a failed case) is marked partial, and tallyd-bench publish refuses it.\n\nFlags:\n", out); err != nil {
 		return err
 	}
 	if len(*targets) == 0 {
@@ -222,6 +226,22 @@ func suiteCmd(ctx context.Context, args []string, out, errOut io.Writer) error {
 		o.idle = max(0, lim-1000-300)
 		fmt.Fprintf(errOut, "suite: open-file limit %d: the held case keeps %d idle connections\n", lim, o.idle)
 	}
+	// What makes the run less than the standard suite; publish refuses it.
+	if o.quick {
+		rep.Partial = append(rep.Partial, "--quick: fewer connection counts")
+	}
+	if *only != "" {
+		rep.Partial = append(rep.Partial, fmt.Sprintf("only the cases matching %q", *only))
+	}
+	if o.duration < stdDuration || o.warmup < stdWarmup {
+		rep.Partial = append(rep.Partial, fmt.Sprintf("runs of %v after a %v warm-up, shorter than the standard %v after %v", o.duration, o.warmup, stdDuration, stdWarmup))
+	}
+	if o.soak <= 0 {
+		rep.Partial = append(rep.Partial, "no soak run")
+	}
+	if *sink == "" {
+		rep.Partial = append(rep.Partial, "no load generator check (--sink)")
+	}
 	var filter *regexp.Regexp
 	if *only != "" {
 		var err error
@@ -270,6 +290,9 @@ func suiteCmd(ctx context.Context, args []string, out, errOut io.Writer) error {
 				if cd.halfOf != "" {
 					base := rep.Case(cd.halfOf)
 					if base == nil || base.Results[t.Name] == nil || base.Results[t.Name].OpsPerSec == 0 {
+						if filter == nil {
+							rep.Partial = append(rep.Partial, fmt.Sprintf("%s on %s not run: %s has no result", cd.name, t.Name, cd.halfOf))
+						}
 						continue
 					}
 					cfg.Rate = base.Results[t.Name].OpsPerSec / 2
@@ -277,6 +300,7 @@ func suiteCmd(ctx context.Context, args []string, out, errOut io.Writer) error {
 				res, err := load.Run(ctx, cfg)
 				if err != nil {
 					fmt.Fprintf(errOut, "suite: %s on %s: %v\n", cd.name, t.Name, err)
+					rep.Partial = append(rep.Partial, fmt.Sprintf("%s on %s failed: %v", cd.name, t.Name, err))
 					continue
 				}
 				res.Label = t.Name
@@ -307,12 +331,12 @@ func suiteCmd(ctx context.Context, args []string, out, errOut io.Writer) error {
 			rep.Generator = append(rep.Generator, res)
 		}
 	}
-	return writeSuite(rep, *dir, *name, *format, *update, *chartRef, out)
+	return writeSuite(rep, *dir, *name, *format, out)
 }
 
-// writeSuite writes NAME.json, NAME.md and the chart NAME.FORMAT into dir, prints the
-// Markdown to out and splices it into update when set.
-func writeSuite(rep *report.Report, dir, name, format, update, chartRef string, out io.Writer) error {
+// writeSuite writes NAME.json, NAME.md and the chart NAME.FORMAT into dir and prints the
+// Markdown to out.
+func writeSuite(rep *report.Report, dir, name, format string, out io.Writer) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -323,32 +347,33 @@ func writeSuite(rep *report.Report, dir, name, format, update, chartRef string, 
 	if err := os.WriteFile(filepath.Join(dir, name+".json"), js.Bytes(), 0o644); err != nil {
 		return err
 	}
-	chart := name + "." + format
-	chartPath := filepath.Join(dir, chart)
-	if err := rep.Chart(chartPath); err != nil {
-		fmt.Fprintf(os.Stderr, "suite: no chart: %v\n", err)
-		chart, chartPath = "", ""
+	// A chart of an earlier run must not pass for this one's (publish copies what is there).
+	for _, ext := range []string{".png", ".svg"} {
+		if err := os.Remove(filepath.Join(dir, name+ext)); err != nil && !os.IsNotExist(err) {
+			return err
+		}
 	}
+	chart := name + "." + format
+	if err := rep.Chart(filepath.Join(dir, chart)); err != nil {
+		fmt.Fprintf(os.Stderr, "suite: no chart: %v\n", err)
+		os.Remove(filepath.Join(dir, chart))
+		chart = ""
+	}
+	md := suiteMarkdown(rep, name, chart)
+	if err := os.WriteFile(filepath.Join(dir, name+".md"), md, 0o644); err != nil {
+		return err
+	}
+	out.Write(md)
+	return nil
+}
+
+// suiteMarkdown is the NAME.md of a run whose chart is the file chart beside it ("" for
+// none).
+func suiteMarkdown(rep *report.Report, name, chart string) []byte {
 	var md bytes.Buffer
 	fmt.Fprintf(&md, "# tallyd-bench results: %s\n\n", name)
 	rep.Markdown(&md, chart)
-	if err := os.WriteFile(filepath.Join(dir, name+".md"), md.Bytes(), 0o644); err != nil {
-		return err
-	}
-	out.Write(md.Bytes())
-	if update == "" {
-		return nil
-	}
-	ref := chartRef
-	if ref == "" && chartPath != "" {
-		var err error
-		if ref, err = filepath.Rel(filepath.Dir(update), chartPath); err != nil {
-			ref = chartPath
-		}
-	}
-	var body bytes.Buffer
-	rep.Markdown(&body, ref)
-	return report.SpliceFile(update, name, body.Bytes())
+	return md.Bytes()
 }
 
 func errorSum(r *load.Result) uint64 {

@@ -34,6 +34,7 @@ type conn struct {
 	virt   *virtConn         // a virtual connection's: commands a follower forwarded (cluster_fwd.go)
 	dump   *store.DumpCursor // non-nil while a Dump streams; later requests wait behind it
 	dumpOp uint32            // the Dump's opaque
+	dumpAc bool              // the Dump asked for each counter's granted Acquires
 	inLeft int               // unparsed bytes left after the last OnTraffic (for metrics)
 
 	// Idle timeout (idle.go).

@@ -181,6 +181,48 @@ func TestCounterDump(t *testing.T) {
 	expectStatus(t, a.simple(counter.OpNoop), counter.StatusOK)
 }
 
+// A Dump with the body DumpAcquired (tallyd's extension) ends each entry with the
+// Acquires the counter has granted; a plain Dump on the same connection stays plain.
+func TestCounterDumpAcquired(t *testing.T) {
+	ts := startServer(t, nil)
+	a := dial(t, ts.counterAddr)
+	b := dial(t, ts.counterAddr)
+	for range 7 {
+		expectStatus(t, a.acquire("pairs", 1, 1), counter.StatusOK)
+		expectStatus(t, a.release("pairs", 1), counter.StatusOK)
+	}
+	expectStatus(t, a.acquire("held", 2, 5), counter.StatusOK)
+	expectStatus(t, b.acquire("held", 4, 5), counter.StatusNotAvailable) // refused: not counted
+	dump := func(body []byte) map[string]string {
+		o := a.next()
+		a.send(counter.AppendRequest(nil, counter.OpDump, o, body))
+		got := map[string]string{}
+		for {
+			f := a.readFrame()
+			if f.Opaque != o || f.Op != counter.OpDump || f.Status != counter.StatusOK {
+				t.Fatalf("dump reply % x", f.Raw)
+			}
+			if len(f.Body) == 0 {
+				return got
+			}
+			cur, max, name, ac, has, err := counter.ParseDumpEntry(f.Body)
+			if err != nil {
+				t.Fatalf("dump entry % x: %v", f.Body, err)
+			}
+			got[string(name)] = fmt.Sprint(cur, max, ac, has)
+		}
+	}
+	want := map[string]string{"pairs": "0 1 7 true", "held": "2 2 1 true"}
+	if got := dump([]byte{counter.DumpAcquired}); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("extended dump = %v, want %v", got, want)
+	}
+	want = map[string]string{"pairs": "0 1 0 false", "held": "2 2 0 false"}
+	if got := dump(nil); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("plain dump after an extended one = %v, want %v", got, want)
+	}
+	expectStatus(t, a.simple(counter.OpNoop), counter.StatusOK)
+}
+
 // A dump much larger than --max-output streams in chunks as the client reads, with the
 // requests pipelined behind it answered after the terminator.
 func TestCounterDumpLargerThanOutputLimit(t *testing.T) {

@@ -115,7 +115,7 @@ func (s *Server) yrmcdsReq(cs *conn, r *counter.Request, out []byte, now int64) 
 			Commands: st.Commands, WithDump: isCounter}), counter.StatusOK
 	case counter.OpDump: // the decoder refuses Dump in the semaphore dialect
 		cs.dump = s.counters.DumpStart()
-		cs.dumpOp = r.Opaque
+		cs.dumpOp, cs.dumpAc = r.Opaque, r.DumpAcquired
 		cs.busy = true
 		return out, counter.StatusOK
 	}
@@ -150,7 +150,11 @@ func (h *yrmcdsHandler) streamDump(cs *conn, out []byte, now int64) []byte {
 		h.dumpBuf = entries[:0]
 		for i := range entries {
 			e := &entries[i]
-			out = counter.AppendDumpEntry(out, cs.dumpOp, e.Current, e.Max, []byte(e.Name))
+			if cs.dumpAc {
+				out = counter.AppendDumpEntryAcquired(out, cs.dumpOp, e.Current, e.Max, []byte(e.Name), e.Acquired)
+			} else {
+				out = counter.AppendDumpEntry(out, cs.dumpOp, e.Current, e.Max, []byte(e.Name))
+			}
 		}
 		if done {
 			out = counter.AppendOK(out, counter.OpDump, cs.dumpOp)

@@ -3,7 +3,8 @@
 # redis-server with the same policy: tallyd-bench's RESP dialect (INCR/DECR pairs, every
 # op a write), 64 connections, 16 pipelined each, alternating rounds. Each server runs on
 # one core, the generator on the other; logs live in a temporary directory on the same
-# disk. Writes bench/results/aof.{md,json} and prints the table.
+# disk. Writes $BENCH_OUT/aof.{md,json} ($BENCH_OUT: bench/out, which git ignores; make
+# bench-publish copies them to bench/results) and prints the table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,6 +15,7 @@ pipeline=${BENCH_PIPELINE:-16}
 server_cpu=${BENCH_SERVER_CPU:-0}
 client_cpu=${BENCH_CLIENT_CPU:-1}
 bench=bin/tallyd-bench
+out=${BENCH_OUT:-bench/out}
 tmp=$(mktemp -d "${TMPDIR:-/var/tmp}/tallyd-bench-aof.XXXXXX")
 pids=()
 cleanup() {
@@ -38,7 +40,7 @@ wait_port() {
 	echo "bench-aof: nothing listens on $1" >&2; exit 1
 }
 
-mkdir -p bench/results
+mkdir -p "$out"
 json="[" md="| appendfsync | tallyd INCR/DECR per s | Redis INCR/DECR per s | tallyd / Redis | tallyd p99 | Redis p99 |\n|---|---:|---:|---:|---:|---:|\n"
 for policy in always everysec no; do
 	tport=$(free_port 26000) rport=$(free_port 26500)
@@ -59,12 +61,12 @@ for policy in always everysec no; do
 	pids=("${pids[@]:0:${#pids[@]}-2}")
 done
 json="${json%,}]"
-echo "$json" | jq . >bench/results/aof.json
+echo "$json" | jq . >"$out/aof.json"
 {
 	echo "# INCR with the append-only log: tallyd vs Redis, same fsync policy"
 	echo
 	echo "$(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, $(redis-server --version | cut -d' ' -f1-3); $conns connections x $pipeline pipelined INCR/DECR, $rounds alternating rounds of $duration; servers on CPU $server_cpu, generator on CPU $client_cpu; logs in $(df -P "$tmp" | awk 'NR==2{print $1" ("$6")"}')."
 	echo
 	printf "%b" "$md"
-} >bench/results/aof.md
-cat bench/results/aof.md
+} >"$out/aof.md"
+cat "$out/aof.md"

@@ -2,7 +2,9 @@
 # Runs the tallyd-bench standard suite against a fresh bin/tallyd (and, with --compare,
 # redis-server and yrmcds), each server pinned to one core and the load generator to
 # another. tallyd serves the counter protocol, PoolCounter and slock, each on a free port:
-# the lock protocols' cases run on it alone. Writes bench/results/{latest,compare}.{md,json,png} and updates BENCHMARKS.md.
+# the lock protocols' cases run on it alone. Writes $BENCH_OUT/{latest,compare}.{md,json,png}
+# ($BENCH_OUT: bench/out, which git ignores); the committed results and BENCHMARKS.md change
+# only with `make bench-publish` (tallyd-bench publish), which refuses a partial run.
 # Every server it starts is stopped on exit. Everything runs on 127.0.0.1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +18,7 @@ rounds=${BENCH_ROUNDS:-$((compare ? 2 : 1))}
 server_cpu=${BENCH_SERVER_CPU:-0}
 client_cpu=${BENCH_CLIENT_CPU:-1}
 bench=bin/tallyd-bench
+out=${BENCH_OUT:-bench/out}
 tmp=$(mktemp -d /tmp/tallyd-bench.XXXXXX)
 
 pids=()
@@ -134,6 +137,5 @@ args+=(--sink "127.0.0.1:$sport")
 
 notes+=("Pinning: $pinning.")
 for n in "${notes[@]}"; do args+=(--note "$n"); done
-"${client_pin[@]}" "$bench" suite "${args[@]}" --name "$name" --out bench/results \
-	--update BENCHMARKS.md --chart-ref "bench/results/$name.png"
-echo "bench: wrote bench/results/$name.md, $name.json, $name.png and BENCHMARKS.md" >&2
+"${client_pin[@]}" "$bench" suite "${args[@]}" --name "$name" --out "$out"
+echo "bench: wrote $out/$name.md, $name.json and $name.png; make bench-publish copies a whole run to bench/results and BENCHMARKS.md" >&2

@@ -61,7 +61,7 @@ func (c *Counters) Acquire(l *Ledger, name []byte, r, max uint32, now int64) Res
 		if o = c.t.create(name); o == nil {
 			return OutOfMemory
 		}
-		o.top, o.last = r, sec
+		o.top, o.last, o.acquired = r, sec, 1
 		c.t.hold(l, o, r)
 		return OK
 	}
@@ -73,6 +73,7 @@ func (c *Counters) Acquire(l *Ledger, name []byte, r, max uint32, now int64) Res
 		o.top = uint32(v)
 	}
 	o.last = sec
+	o.acquired++
 	c.t.hold(l, o, r)
 	return OK
 }
@@ -209,9 +210,10 @@ func floorDiv(a, b int64) int64 {
 
 // DumpEntry is one counter as Dump reports it.
 type DumpEntry struct {
-	Name    string
-	Current uint32 // consumption
-	Max     uint32 // max consumption in the current interval
+	Name     string
+	Current  uint32 // consumption
+	Max      uint32 // max consumption in the current interval
+	Acquired uint64 // Acquires granted since the counter was created: its rate is the counter's traffic
 }
 
 // DumpCursor walks a snapshot of the counters, so a dump of millions of them
@@ -248,7 +250,7 @@ func (c *Counters) DumpNext(cur *DumpCursor, now int64, out []DumpEntry) ([]Dump
 		if o.last < b {
 			m = o.held
 		}
-		out = append(out, DumpEntry{Name: o.name, Current: o.held, Max: m})
+		out = append(out, DumpEntry{Name: o.name, Current: o.held, Max: m, Acquired: o.acquired})
 		room--
 	}
 	for cur.i < len(cur.objs) && cur.objs[cur.i].dead {

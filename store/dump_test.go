@@ -122,3 +122,24 @@ func TestDumpCounterAtZero(t *testing.T) {
 	h.rel(1, "a", 4, at(1), store.OK)
 	h.max("a", at(2), 0, 4)
 }
+
+// Dump counts each counter's granted Acquires, so a client can tell its traffic from two
+// dumps even when acquire+release pairs leave its consumption where it was.
+func TestDumpCountsAcquires(t *testing.T) {
+	h := newCounters(t, store.CountersConfig{})
+	for range 5 {
+		h.acq(1, "busy", 1, 1, at(0), store.OK)
+		h.rel(1, "busy", 1, at(0), store.OK)
+	}
+	h.acq(1, "busy", 1, 1, at(0), store.OK)
+	h.acq(2, "busy", 1, 1, at(0), store.NotAvailable) // refused: not counted
+	h.acq(1, "calm", 3, 10, at(0), store.OK)
+	h.rel(1, "busy", 1, at(0), store.OK)
+	d := h.dump(at(1))
+	if e := d["busy"]; e.Acquired != 6 || e.Current != 0 {
+		t.Errorf("busy after 6 granted and 1 refused acquires: %+v", e)
+	}
+	if e := d["calm"]; e.Acquired != 1 || e.Current != 3 {
+		t.Errorf("calm after one acquire of 3: %+v", e)
+	}
+}

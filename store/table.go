@@ -25,6 +25,7 @@ type object struct {
 	held       uint32  // sum of every ledger's entry for it
 	top        uint32  // counter: max consumption in the interval; semaphore: initial value
 	last       int64   // counter: last update, Unix seconds; unused by semaphores
+	acquired   uint64  // counter: Acquires granted since it was created; unused by semaphores
 	prev, next *object // links on the idle list while held == 0
 	dead       bool    // removed from the table; a dump snapshot may still point at it
 }

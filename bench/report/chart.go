@@ -78,109 +78,10 @@ func (r *Report) series() (lines []line, data map[string]map[line][]point) {
 // (right) the latency percentiles of each target's own protocol in its last series. The
 // extension of path picks the format: .png or .svg.
 func (r *Report) Chart(path string) error {
-	lines, data := r.series()
-	if len(lines) == 0 {
-		return fmt.Errorf("no chart series in the report")
+	tput, tputLegend, lat, err := r.plots()
+	if err != nil {
+		return err
 	}
-	var own *line       // the latency panel's: the targets' own protocol, else the last line
-	var protos []string // in order of first appearance
-	dash := map[line]int{}
-	perProto := map[string]int{}
-	for _, l := range lines {
-		if _, ok := perProto[l.proto]; !ok {
-			protos = append(protos, l.proto)
-		}
-		dash[l] = perProto[l.proto]
-		perProto[l.proto]++
-		if l.proto == "" {
-			own = &l
-		}
-	}
-	if own == nil {
-		own = &lines[len(lines)-1]
-	}
-	tput := plot.New()
-	tput.Title.Text = "Throughput"
-	tput.X.Label.Text = "connections"
-	tput.Y.Label.Text = "ops/s (acquire+release pairs)"
-	tput.X.Scale, tput.X.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
-	// Log scale: pipelined pairs near 1M and two-round-trip locks near 40k both show.
-	tput.Y.Scale, tput.Y.Tick.Marker = plot.LogScale{}, siTicks{log: true}
-	tput.Add(plotter.NewGrid())
-	// Its legend has a column of its own: it has a line for every protocol and series.
-	tputLegend := plot.NewLegend()
-	tputLegend.Top, tputLegend.Left = true, true
-
-	lat := plot.New()
-	lat.Title.Text = "Latency (" + own.series + ")"
-	if own.proto != "" {
-		lat.Title.Text = "Latency (" + own.proto + ", " + own.series + ")"
-	}
-	lat.X.Label.Text = "connections"
-	lat.Y.Label.Text = "latency"
-	lat.X.Scale, lat.X.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
-	lat.Y.Scale, lat.Y.Tick.Marker = plot.LogScale{}, usTicks{}
-	lat.Legend.Top = true
-	lat.Legend.Left = true
-	lat.Add(plotter.NewGrid())
-
-	colour := 0
-	for _, t := range r.Targets {
-		ownCol := palette[colour%len(palette)]
-		for _, proto := range protos {
-			name := proto
-			if name == "" {
-				name = t.Proto
-			}
-			drawn := false
-			for _, l := range lines {
-				ps := data[t.Name][l]
-				if l.proto != proto || len(ps) == 0 {
-					continue
-				}
-				xy := make(plotter.XYs, len(ps))
-				for i, p := range ps {
-					xy[i] = plotter.XY{X: p.conns, Y: p.ops}
-				}
-				col := palette[colour%len(palette)]
-				if err := addLine(tput, &tputLegend, xy, t.Name+" "+name+", "+l.series, col, dashes[dash[l]%len(dashes)]); err != nil {
-					return err
-				}
-				if proto == own.proto {
-					ownCol = col
-				}
-				drawn = true
-			}
-			if drawn {
-				colour++
-			}
-		}
-		ps := data[t.Name][*own]
-		for pi, pc := range []struct {
-			name string
-			get  func(point) float64
-		}{{"p50", func(p point) float64 { return p.p50 }}, {"p99", func(p point) float64 { return p.p99 }},
-			{"p99.9", func(p point) float64 { return p.p999 }}} {
-			var xy plotter.XYs
-			for _, p := range ps {
-				if v := pc.get(p); v > 0 {
-					xy = append(xy, plotter.XY{X: p.conns, Y: v})
-				}
-			}
-			if len(xy) == 0 {
-				continue
-			}
-			if err := addLine(lat, &lat.Legend, xy, t.Name+" "+pc.name, ownCol, dashes[pi%len(dashes)]); err != nil {
-				return err
-			}
-		}
-	}
-
-	widen(&tput.Y)
-	widen(&tput.X)
-	widen(&lat.X)
-	widen(&lat.Y)
-
 	const w, h = 14 * vg.Inch, 5 * vg.Inch
 	var canvas vg.CanvasWriterTo
 	switch filepath.Ext(path) {
@@ -206,6 +107,137 @@ func (r *Report) Chart(path string) error {
 		return fmt.Errorf("chart %s: %v", path, err)
 	}
 	return f.Close()
+}
+
+// plots builds the chart's two panels and the throughput panel's legend.
+func (r *Report) plots() (tput *plot.Plot, tputLegend plot.Legend, lat *plot.Plot, err error) {
+	lines, data := r.series()
+	if len(lines) == 0 {
+		return nil, tputLegend, nil, fmt.Errorf("no chart series in the report")
+	}
+	// The x axes are marked at the connection counts the cases ran with: a short run's
+	// counts may not span the power of ten that a log axis labels.
+	var conns connTicks
+	for _, m := range data {
+		for _, ps := range m {
+			for _, p := range ps {
+				conns.add(p.conns)
+			}
+		}
+	}
+
+	var own *line       // the latency panel's: the targets' own protocol, else the last line
+	var protos []string // in order of first appearance
+	dash := map[line]int{}
+	perProto := map[string]int{}
+	for _, l := range lines {
+		if _, ok := perProto[l.proto]; !ok {
+			protos = append(protos, l.proto)
+		}
+		dash[l] = perProto[l.proto]
+		perProto[l.proto]++
+		if l.proto == "" {
+			own = &l
+		}
+	}
+	if own == nil {
+		own = &lines[len(lines)-1]
+	}
+	tput = plot.New()
+	tput.Title.Text = "Throughput"
+	tput.X.Label.Text = "connections"
+	tput.Y.Label.Text = "ops/s (acquire+release pairs)"
+	tput.X.Scale, tput.X.Tick.Marker = plot.LogScale{}, conns
+	// Log scale: pipelined pairs near 1M and two-round-trip locks near 40k both show.
+	tput.Y.Scale, tput.Y.Tick.Marker = plot.LogScale{}, siTicks{log: true}
+	tput.Add(plotter.NewGrid())
+	// Its legend has a column of its own: it has a line for every protocol and series.
+	tputLegend = plot.NewLegend()
+	tputLegend.Top, tputLegend.Left = true, true
+
+	lat = plot.New()
+	lat.Title.Text = "Latency (" + own.series + ")"
+	if own.proto != "" {
+		lat.Title.Text = "Latency (" + own.proto + ", " + own.series + ")"
+	}
+	lat.X.Label.Text = "connections"
+	lat.Y.Label.Text = "latency"
+	lat.X.Scale, lat.X.Tick.Marker = plot.LogScale{}, conns
+	lat.Y.Scale, lat.Y.Tick.Marker = plot.LogScale{}, usTicks{}
+	lat.Legend.Top = true
+	lat.Legend.Left = true
+	lat.Add(plotter.NewGrid())
+
+	colour := 0
+	for _, t := range r.Targets {
+		ownCol := palette[colour%len(palette)]
+		for _, proto := range protos {
+			name := proto
+			if name == "" {
+				name = t.Proto
+			}
+			drawn := false
+			for _, l := range lines {
+				ps := data[t.Name][l]
+				if l.proto != proto || len(ps) == 0 {
+					continue
+				}
+				// A log axis has no place for 0: a run that completed no op (a stall longer
+				// than a short run) is in the table, not on the chart.
+				var xy plotter.XYs
+				for _, p := range ps {
+					if p.ops > 0 && p.conns > 0 {
+						xy = append(xy, plotter.XY{X: p.conns, Y: p.ops})
+					}
+				}
+				if len(xy) == 0 {
+					continue
+				}
+				col := palette[colour%len(palette)]
+				if err := addLine(tput, &tputLegend, xy, t.Name+" "+name+", "+l.series, col, dashes[dash[l]%len(dashes)]); err != nil {
+					return nil, tputLegend, nil, err
+				}
+				if proto == own.proto {
+					ownCol = col
+				}
+				drawn = true
+			}
+			if drawn {
+				colour++
+			}
+		}
+		ps := data[t.Name][*own]
+		for pi, pc := range []struct {
+			name string
+			get  func(point) float64
+		}{{"p50", func(p point) float64 { return p.p50 }}, {"p99", func(p point) float64 { return p.p99 }},
+			{"p99.9", func(p point) float64 { return p.p999 }}} {
+			var xy plotter.XYs
+			for _, p := range ps {
+				if v := pc.get(p); v > 0 && p.conns > 0 {
+					xy = append(xy, plotter.XY{X: p.conns, Y: v})
+				}
+			}
+			if len(xy) == 0 {
+				continue
+			}
+			if err := addLine(lat, &lat.Legend, xy, t.Name+" "+pc.name, ownCol, dashes[pi%len(dashes)]); err != nil {
+				return nil, tputLegend, nil, err
+			}
+		}
+	}
+
+	if !(tput.Y.Min > 0 && tput.Y.Max >= tput.Y.Min) {
+		return nil, tputLegend, nil, fmt.Errorf("no case in a chart series completed an op")
+	}
+	widen(&tput.Y)
+	widen(&tput.X)
+	if !(lat.Y.Min > 0 && lat.Y.Max >= lat.Y.Min) { // no latency to draw: an empty panel
+		lat.X.Min, lat.X.Max, lat.Y.Min, lat.Y.Max = tput.X.Min, tput.X.Max, 1, 1000
+	}
+	widen(&lat.X)
+	widen(&lat.Y)
+	return tput, tputLegend, lat, nil
 }
 
 // addLine draws xy on p as a line with points, named in leg.
@@ -259,6 +291,52 @@ func (t siTicks) Ticks(min, max float64) []plot.Tick {
 		}
 	}
 	return ticks
+}
+
+// connTicks marks a log axis of connections at the counts the cases ran with, each
+// labelled (powers of ten only when no count is in view), with minor ticks between.
+type connTicks struct{ at []float64 }
+
+func (t *connTicks) add(v float64) {
+	for _, x := range t.at {
+		if x == v {
+			return
+		}
+	}
+	t.at = append(t.at, v)
+}
+
+func (t connTicks) Ticks(min, max float64) []plot.Tick {
+	var ticks []plot.Tick
+	for _, v := range t.at {
+		if v >= min && v <= max {
+			ticks = append(ticks, plot.Tick{Value: v, Label: connLabel(v)})
+		}
+	}
+	labelled := len(ticks) > 0
+	for _, lt := range (plot.LogTicks{Prec: -1}).Ticks(min, max) {
+		dup := false
+		for _, c := range ticks {
+			dup = dup || math.Abs(c.Value-lt.Value) <= 1e-9*lt.Value
+		}
+		switch {
+		case dup:
+		case lt.Label != "" && !labelled:
+			ticks = append(ticks, plot.Tick{Value: lt.Value, Label: connLabel(lt.Value)})
+		default:
+			ticks = append(ticks, plot.Tick{Value: lt.Value}) // a minor tick
+		}
+	}
+	sort.Slice(ticks, func(i, j int) bool { return ticks[i].Value < ticks[j].Value })
+	return ticks
+}
+
+// connLabel writes a connection count: 64, 1k, 18k.
+func connLabel(v float64) string {
+	if v >= 1000 {
+		return fmt.Sprintf("%gk", v/1000)
+	}
+	return fmt.Sprintf("%g", v)
 }
 
 // usTicks marks a log axis of microseconds with µs, ms and s labels.

@@ -17,7 +17,7 @@ const (
 	CaseSlock    = "slock pairs 16x16"
 )
 
-// The targets of issue 3.
+// The performance targets tallyd is built to.
 const (
 	minHeadline   = 1_000_000 // pairs/s at 64x16
 	minOverRedis  = 1.15      // headline, tallyd over Redis
@@ -25,14 +25,14 @@ const (
 	maxIdleBytes  = 3 << 10   // RSS per idle connection
 	maxSoakGrowth = 1 << 10   // KiB of RSS growth during the soak
 
-	// Issues 4 and 5 give orientation figures of the servers tallyd replaces.
+	// Orientation figures of the servers tallyd replaces.
 	minPool  = 40_000    // PoolCounter pairs/s at 16 connections, two round trips a pair (poolcounterd)
 	minSlock = 1_650_000 // slock commands/s with 16 clients: 1.5x slock's own 1.1M
 )
 
-// Checks judges the first target (tallyd) against the targets of issue 3, comparing
-// with the target named "redis" where there is one, and against the figures issues 4
-// and 5 give of the PoolCounter and slock servers.
+// Checks judges the first target (tallyd) against its performance targets, comparing
+// with the target named "redis" where there is one, and against the figures of the
+// PoolCounter and slock servers it replaces.
 func (r *Report) Checks() []Check {
 	if len(r.Targets) == 0 {
 		return nil

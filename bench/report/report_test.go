@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"gonum.org/v1/plot"
+
 	"github.com/tallyd/tallyd/bench/load"
 )
 
@@ -187,5 +189,112 @@ func TestThisMachine(t *testing.T) {
 	m := ThisMachine()
 	if m.Cores < 1 || m.Go == "" || m.CPU == "" {
 		t.Errorf("ThisMachine = %+v", m)
+	}
+}
+
+func TestChartLabelsTheConnectionCountsOfAShortRun(t *testing.T) {
+	// A short run's counts, 16 and 64, span no power of ten: the log axis alone labels
+	// nothing between them.
+	r := &Report{Targets: []Target{{Name: "tallyd", Proto: "counter"}}, Cases: []*Case{
+		{Name: "pairs 16x1", Series: "pipeline 1", Results: map[string]*load.Result{"tallyd": res(16, 1, 60_000)}},
+		{Name: "pairs 64x16", Series: "pipeline 16", Results: map[string]*load.Result{"tallyd": res(64, 16, 1e6)}},
+	}}
+	tput, _, lat, err := r.plots()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The labels an axis draws: those of ticks within its range.
+	drawn := func(m plot.Ticker, a plot.Axis) (labels []string) {
+		for _, tk := range m.Ticks(a.Min, a.Max) {
+			if tk.Label != "" && tk.Value >= a.Min && tk.Value <= a.Max {
+				labels = append(labels, tk.Label)
+			}
+		}
+		return labels
+	}
+	if got := drawn(plot.LogTicks{Prec: -1}, tput.X); len(got) != 0 {
+		t.Fatalf("plain log ticks label %q in [%g, %g]: the case does not show the fault", got, tput.X.Min, tput.X.Max)
+	}
+	if got := drawn(tput.X.Tick.Marker, tput.X); strings.Join(got, " ") != "16 64" {
+		t.Errorf("throughput x axis [%g, %g]: labels %q, want 16 and 64", tput.X.Min, tput.X.Max, got)
+	}
+	if got := drawn(lat.X.Tick.Marker, lat.X); strings.Join(got, " ") != "64" {
+		t.Errorf("latency x axis [%g, %g] (pipeline 16 only): labels %q, want 64", lat.X.Min, lat.X.Max, got)
+	}
+	// One count: still labelled, and so are thousands.
+	r.Cases = r.Cases[:1]
+	r.Cases[0].Results["tallyd"] = res(1000, 1, 50_000)
+	tput, _, _, err = r.plots()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := drawn(tput.X.Tick.Marker, tput.X); len(got) != 1 || got[0] != "1k" {
+		t.Errorf("one count of 1000: labels %q, want [1k]", got)
+	}
+}
+
+func TestMarkdownOfAPartialRun(t *testing.T) {
+	r := sample()
+	r.Partial = []string{"--quick: fewer connection counts", "no soak run"}
+	var b bytes.Buffer
+	r.Markdown(&b, "")
+	md := b.String()
+	if !strings.Contains(md, "**Partial run**, not the whole standard suite (make bench-publish refuses it): --quick: fewer connection counts; no soak run.\n") {
+		t.Errorf("Markdown does not say the run is partial:\n%s", md)
+	}
+	if !strings.Contains(md, "### Performance targets\n") || strings.Contains(strings.ToLower(md), "issue") {
+		t.Errorf("Markdown speaks of issues, not targets:\n%s", md)
+	}
+	b.Reset()
+	sample().Markdown(&b, "")
+	if strings.Contains(b.String(), "Partial") {
+		t.Errorf("a whole run's Markdown says partial")
+	}
+}
+
+func TestReportRoundTripsThroughJSON(t *testing.T) {
+	r := sample()
+	r.Partial = []string{"no soak run"}
+	r.Generator = []*load.Result{res(64, 16, 1.5e6)}
+	path := filepath.Join(t.TempDir(), "r.json")
+	var js bytes.Buffer
+	if err := r.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(path, js.Bytes(), 0o644)
+	back, err := ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a, b bytes.Buffer
+	r.Markdown(&a, "c.png")
+	back.Markdown(&b, "c.png")
+	if a.String() != b.String() {
+		t.Errorf("Markdown of the report read back differs:\n%s\nwant:\n%s", b.String(), a.String())
+	}
+	if _, err := ReadFile(filepath.Join(t.TempDir(), "none.json")); err == nil {
+		t.Error("a missing file was read")
+	}
+}
+
+// A run that completed no op in a case (a stall longer than a short run) has 0 ops/s,
+// which a log axis cannot place: the chart leaves it out, and a chart with nothing to
+// draw is an error, not a panic that loses the run's other files.
+func TestChartWithoutThroughput(t *testing.T) {
+	dir := t.TempDir()
+	zero := res(1, 1, 0)
+	zero.Latency = load.Summary{}
+	r := &Report{Targets: []Target{{Name: "tallyd", Proto: "counter"}}, Cases: []*Case{
+		{Name: "pairs 1x1", Series: "pipeline 1", Results: map[string]*load.Result{"tallyd": zero}}}}
+	if err := r.Chart(filepath.Join(dir, "z.png")); err == nil {
+		t.Error("a chart of no completed op was drawn")
+	}
+	r.Cases = append(r.Cases, &Case{Name: "pool pairs 16x1", Proto: "pool", Series: "pipeline 1",
+		Results: map[string]*load.Result{"tallyd": res(16, 1, 50_000)}})
+	if err := r.Chart(filepath.Join(dir, "z.png")); err != nil {
+		t.Errorf("a chart with one line beside a case of 0 ops/s: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "z.png")); !bytes.HasPrefix(b, []byte("\x89PNG")) {
+		t.Errorf("z.png is not a PNG (%d bytes)", len(b))
 	}
 }

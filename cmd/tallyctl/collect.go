@@ -22,9 +22,10 @@ type snapshot struct {
 	at        time.Time
 	protos    [4]protoSnap // counter, semaphore, pool, slock
 	counters  []dumpEntry
-	pools     []poolRow // nil when the server has no STATS KEYS (a reference PoolCounter)
-	locks     []lockRow
-	lockTotal int // keys locked in every database
+	pools     []poolRow  // nil when the server has no STATS KEYS (a reference PoolCounter)
+	locks     []lockRow  // keys locked, without a value
+	lockTotal int        // keys locked in every database, values aside
+	values    []valueRow // keys with a durable value: not locks, though slock holds them as such
 }
 
 // Indexes of snapshot.protos.
@@ -67,6 +68,15 @@ type lockRow struct {
 	holders int
 	max     int // holders admitted (first holder's Count + 1); 0 unknown or unlimited
 	waiting int
+}
+
+// valueRow is one slock key with a durable value (Redis-text SET, INCR, HSET, ... on the
+// slock port). The store keeps a value as a lock that never expires, so LIST_LOCK lists
+// it with the locks, with its value as lock data; top shows it apart.
+type valueRow struct {
+	db    int
+	name  string // the key as keyText shows it
+	value string
 }
 
 // collector keeps one connection per protocol open between refreshes and
@@ -167,7 +177,7 @@ func (c *collector) collectYrmcds(d counter.Dialect, yp **yrmcds, p *protoSnap, 
 	if dump == nil {
 		return
 	}
-	list, err := y.dump()
+	list, err := y.dump(true)
 	if err != nil {
 		fail(err)
 		return
@@ -283,8 +293,10 @@ func (c *collector) collectSlock(s *snapshot) {
 		}
 	}
 	sort.Ints(dbs)
-	p.extra = []stat{{"locked", locked}, {"waiting", waiting}}
+	// INFO counts a key with a value as locked: the listing below tells them apart.
+	p.extra = []stat{{"locked", locked}, {"values", -1}, {"waiting", waiting}}
 	if len(dbs) == 0 {
+		p.extra[1].v = 0
 		return
 	}
 	if c.slock == nil {
@@ -299,7 +311,9 @@ func (c *collector) collectSlock(s *snapshot) {
 		p.err = err
 		c.slock.Close()
 		c.slock = nil
+		return
 	}
+	p.extra[0].v, p.extra[1].v = int64(s.lockTotal), int64(len(s.values))
 }
 
 // slockLocks lists every database's locked keys, then asks who holds and
@@ -315,10 +329,17 @@ func (c *collector) slockLocks(s *snapshot, dbs []int) error {
 			return err
 		}
 		for _, l := range list {
+			if l.Data != nil {
+				s.values = append(s.values, valueRow{db: db, name: keyText(l.Key), value: valueText(l.Data)})
+				continue
+			}
 			s.locks = append(s.locks, lockRow{db: db, key: l.Key, levels: l.LockedCount})
 		}
 	}
 	s.lockTotal = len(s.locks)
+	sortStable(s.values, func(x, y valueRow) bool {
+		return x.db < y.db || x.db == y.db && x.name < y.name
+	})
 	sortStable(s.locks, func(x, y lockRow) bool {
 		return x.levels > y.levels || x.levels == y.levels && string(x.key[:]) < string(y.key[:])
 	})

@@ -330,12 +330,21 @@ type dumpEntry struct {
 	Name    string `json:"name"`
 	Current uint32 `json:"current"`
 	Peak    uint32 `json:"peak"`
+	// Acquired is how many Acquires the counter has granted, when the server says
+	// (tallyd's extended Dump; yrmcds does not): HasAcquired.
+	Acquired    uint64 `json:"-"`
+	HasAcquired bool   `json:"-"`
 }
 
-// dump fetches every counter.
-func (y *yrmcds) dump() ([]dumpEntry, error) {
+// dump fetches every counter; with acquired, asking for each one's granted Acquires
+// (a server that does not count them answers plain entries).
+func (y *yrmcds) dump(acquired bool) ([]dumpEntry, error) {
 	y.opaque++
-	if err := y.send(counter.AppendRequest(nil, counter.OpDump, y.opaque, nil)); err != nil {
+	var body []byte
+	if acquired {
+		body = []byte{counter.DumpAcquired}
+	}
+	if err := y.send(counter.AppendRequest(nil, counter.OpDump, y.opaque, body)); err != nil {
 		return nil, err
 	}
 	var list []dumpEntry
@@ -350,11 +359,11 @@ func (y *yrmcds) dump() ([]dumpEntry, error) {
 		if len(r.Body) == 0 {
 			return list, nil
 		}
-		cur, peak, name, err := counter.ParseDumpBody(r.Body)
+		cur, peak, name, ac, hasAc, err := counter.ParseDumpEntry(r.Body)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", y.what, err)
 		}
-		list = append(list, dumpEntry{string(name), cur, peak})
+		list = append(list, dumpEntry{string(name), cur, peak, ac, hasAc})
 	}
 }
 
@@ -382,7 +391,7 @@ func (a *app) counterDump(by string) error {
 		return err
 	}
 	defer y.Close()
-	list, err := y.dump()
+	list, err := y.dump(false)
 	if err != nil {
 		return err
 	}

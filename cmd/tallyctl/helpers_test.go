@@ -145,11 +145,24 @@ type proc struct {
 
 func (s *server) start(t *testing.T, args ...string) *proc {
 	t.Helper()
+	return s.startEnv(t, nil, args...)
+}
+
+// startEnv starts tallyctl with env in place of the endpoint variables of the test's
+// environment (TALLYD_HOST, TALLYD_*_PORT), which it never inherits.
+func (s *server) startEnv(t *testing.T, env []string, args ...string) *proc {
+	t.Helper()
 	full := args
 	if s != nil {
 		full = append(s.flags(), args...)
 	}
 	p := &proc{cmd: exec.Command(ctlBin, full...), out: &syncBuf{}, err: &syncBuf{}, done: make(chan struct{})}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "TALLYD_") {
+			p.cmd.Env = append(p.cmd.Env, kv)
+		}
+	}
+	p.cmd.Env = append(p.cmd.Env, env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.err
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

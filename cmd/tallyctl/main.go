@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -59,6 +60,13 @@ type app struct {
 	consistency   string // CONSISTENCY sent first on Redis-text connections (cluster mode)
 
 	stdout, stderr io.Writer
+
+	// getenv reads the endpoint variables (nil: os.Getenv). Documentation generated from
+	// the flags, which must not depend on the environment it is built in, passes one that
+	// returns "".
+	getenv func(string) string
+	// envErr is the first endpoint variable of the environment that is not valid.
+	envErr error
 
 	// interrupt delivers SIGINT and SIGTERM while a command holds something.
 	interrupt func() (<-chan os.Signal, func())
@@ -108,7 +116,7 @@ func (c *command) path() string {
 var groups = []struct{ name, summary string }{
 	{"counter", "yrmcds counters (port 11215): get, acquire, release, stats, dump, noop"},
 	{"semaphore", "yrmcds semaphores (port 11216): get, acquire, release, stats, noop"},
-	{"pool", "PoolCounter (port 7531): acq4me, acq4any, release, stats"},
+	{"pool", "PoolCounter (port 7531): acq4me, acq4any, stats"},
 	{"slock", "slock locks (port 5658): lock, unlock, state, info, list, locked, waits, ping"},
 }
 
@@ -135,15 +143,54 @@ func isGroup(name string) bool {
 	return false
 }
 
-// globalFlags are valid before the command and after it.
+// The environment variables that give the endpoints when their flags do not.
+const (
+	envHost          = "TALLYD_HOST"
+	envCounterPort   = "TALLYD_COUNTER_PORT"
+	envSemaphorePort = "TALLYD_SEMAPHORE_PORT"
+	envPoolPort      = "TALLYD_POOL_PORT"
+	envSlockPort     = "TALLYD_SLOCK_PORT"
+)
+
+// env returns the environment variable name, "" when unset.
+func (a *app) env(name string) string {
+	if a.getenv != nil {
+		return a.getenv(name)
+	}
+	return os.Getenv(name)
+}
+
+// envPort returns the port the environment variable name gives, or def when it is unset
+// or empty; a value that is not a port is recorded in a.envErr.
+func (a *app) envPort(name string, def int) int {
+	v := a.env(name)
+	if v == "" {
+		return def
+	}
+	p, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || p < 1 || p > 65535 {
+		if a.envErr == nil {
+			a.envErr = fmt.Errorf("environment variable %s=%q is not a port from 1 to 65535", name, v)
+		}
+		return def
+	}
+	return p
+}
+
+// globalFlags are valid before the command and after it. The endpoints' defaults come
+// from the environment (TALLYD_HOST, TALLYD_COUNTER_PORT, ...) when it sets them.
 func (a *app) globalFlags() *pflag.FlagSet {
 	fs := pflag.NewFlagSet("tallyctl", pflag.ContinueOnError)
 	fs.SortFlags = false
-	fs.StringVarP(&a.host, "host", "s", defaultHost, "tallyd's host name or IP address")
-	fs.IntVar(&a.counterPort, "counter-port", defaultCounterPort, "yrmcds counter port")
-	fs.IntVar(&a.semaphorePort, "semaphore-port", defaultSemaphorePort, "yrmcds semaphore port")
-	fs.IntVar(&a.poolPort, "pool-port", defaultPoolPort, "PoolCounter port")
-	fs.IntVar(&a.slockPort, "slock-port", defaultSlockPort, "slock port (binary frames and Redis text: locks and durable values)")
+	host := defaultHost
+	if v := strings.TrimSpace(a.env(envHost)); v != "" {
+		host = v
+	}
+	fs.StringVarP(&a.host, "host", "s", host, "tallyd's host name or IP address ($"+envHost+")")
+	fs.IntVar(&a.counterPort, "counter-port", a.envPort(envCounterPort, defaultCounterPort), "yrmcds counter port ($"+envCounterPort+")")
+	fs.IntVar(&a.semaphorePort, "semaphore-port", a.envPort(envSemaphorePort, defaultSemaphorePort), "yrmcds semaphore port ($"+envSemaphorePort+")")
+	fs.IntVar(&a.poolPort, "pool-port", a.envPort(envPoolPort, defaultPoolPort), "PoolCounter port ($"+envPoolPort+")")
+	fs.IntVar(&a.slockPort, "slock-port", a.envPort(envSlockPort, defaultSlockPort), "slock port: binary frames and Redis text, locks and durable values ($"+envSlockPort+")")
 	fs.DurationVar(&a.timeout, "timeout", defaultTimeout, "how long to wait to connect and for each reply (on top of any wait the request asks for)")
 	fs.BoolVar(&a.json, "json", false, "print one JSON object (an array for listings) instead of text")
 	fs.StringVar(&a.consistency, "consistency", "", "consistency level of durable-value commands against a cluster: ONE, QUORUM (the server's default) or ALL")
@@ -169,6 +216,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "tallyctl", version)
 		return exitOK
 	}
+	if a.envErr != nil {
+		fmt.Fprintf(stderr, "tallyctl: %v\n", a.envErr)
+		return exitLocal
+	}
 	rest := global.Args()
 	if len(rest) == 0 {
 		a.usage(stderr)
@@ -190,7 +241,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return code
 		}
 		if c = find(group, rest[1]); c == nil {
-			fmt.Fprintf(stderr, "tallyctl: %s has no command %q\nRun 'tallyctl %s --help' for its commands.\n", group, rest[1], group)
+			fmt.Fprintf(stderr, "tallyctl: %s has no command %q\n", group, rest[1])
+			if why, ok := removed[group+" "+rest[1]]; ok {
+				fmt.Fprintf(stderr, "%s\n", why)
+			}
+			fmt.Fprintf(stderr, "Run 'tallyctl %s --help' for its commands.\n", group)
 			return exitLocal
 		}
 		rest = rest[2:]
@@ -320,10 +375,15 @@ Groups (tallyctl GROUP --help lists their commands):
 	fmt.Fprintf(w, `
 Global flags (before or after the command):
 %s
+The endpoints come from the environment when no flag gives them (a flag wins):
+%s (default %s), %s (%d), %s (%d),
+%s (%d) and %s (%d).
+
 Exit status: 0 ok, 2 refused by the server (an error status or reply, TIMEOUT, a missing
 key, ...), 1 a local error (usage, bad argument, server unreachable, broken reply).
 Run 'tallyctl GROUP COMMAND --help' for a command's arguments and flags.
-`, (&app{}).globalFlags().FlagUsages())
+`, (&app{}).globalFlags().FlagUsages(), envHost, defaultHost, envCounterPort, defaultCounterPort,
+		envSemaphorePort, defaultSemaphorePort, envPoolPort, defaultPoolPort, envSlockPort, defaultSlockPort)
 }
 
 func (a *app) groupUsage(w io.Writer, group string) {

@@ -34,13 +34,6 @@ DONE is a success (exit 0) that holds nothing.`
 	register(
 		acquire("acq4me", false),
 		acquire("acq4any", true),
-		&command{group: "pool", name: "release", args: "", nargs: [2]int{0, 0},
-			summary: "RELEASE: give back this connection's newest slot",
-			help: `tallyctl's connection is new and holds nothing, so the server answers NOT_LOCKED (exit 2);
-use 'acq4me --hold' to hold and release a slot.`,
-			setup: func(fs *pflag.FlagSet) func(*app, []string) error {
-				return func(a *app, args []string) error { return a.poolRelease() }
-			}},
 		&command{group: "pool", name: "stats", args: "[full|uptime|COUNTER]", nargs: [2]int{0, 1},
 			summary: "STATS: every statistic (full, the default), the uptime, or one counter",
 			help: `COUNTER is one of total_acquired, total_releases, hashtable_entries, processing_workers,
@@ -57,6 +50,13 @@ sends them; ERROR WRONG_STAT is a refusal (exit 2).`,
 				}
 			}},
 	)
+}
+
+// removed names commands that are gone, with what to do instead.
+var removed = map[string]string{
+	"pool release": `A PoolCounter slot belongs to the connection that took it, and a RELEASE on a new
+connection holds nothing to give back (it always answered NOT_LOCKED). To release a slot
+held by 'tallyctl pool acq4me --hold', end that session: Ctrl-C, or kill its pid (SIGINT or SIGTERM).`,
 }
 
 // poolConn is a client connection to the PoolCounter port.
@@ -176,30 +176,6 @@ func (a *app) poolAcquire(forAny bool, args []string, hold time.Duration) error 
 			how = ", interrupted"
 		}
 		fmt.Fprintf(a.stdout, "RELEASED after %v%s\n", held, how)
-	}
-	return nil
-}
-
-func (a *app) poolRelease() error {
-	p, err := a.dialPool()
-	if err != nil {
-		return err
-	}
-	defer p.Close()
-	if err := p.send(pool.AppendRelease(nil)); err != nil {
-		return err
-	}
-	reply, err := p.line(0)
-	if err != nil {
-		return err
-	}
-	if reply != "RELEASED" {
-		return refuse(map[string]any{"reply": reply}, "release: %s", reply)
-	}
-	if a.json {
-		a.emitJSON(map[string]any{"ok": true, "reply": reply})
-	} else {
-		fmt.Fprintln(a.stdout, reply)
 	}
 	return nil
 }

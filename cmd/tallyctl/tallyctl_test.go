@@ -18,7 +18,11 @@ func TestHelpAndUsage(t *testing.T) {
 
 	expect(t, s.ctl(t, "counter", "--help"), 0, []string{"get NAME", "acquire NAME N MAX", "release NAME N", "stats", "dump", "noop"}, nil)
 	expect(t, s.ctl(t, "semaphore", "--help"), 0, []string{"acquire NAME N INITIAL"}, nil)
-	expect(t, s.ctl(t, "pool", "--help"), 0, []string{"acq4me KEY WORKERS MAXQUEUE TIMEOUT", "acq4any", "release", "stats [full|uptime|COUNTER]"}, nil)
+	r = s.ctl(t, "pool", "--help")
+	expect(t, r, 0, []string{"acq4me KEY WORKERS MAXQUEUE TIMEOUT", "acq4any", "stats [full|uptime|COUNTER]"}, nil)
+	if strings.Contains(r.out, "release") {
+		t.Errorf("pool --help lists release, which is gone:\n%s", r.out)
+	}
 	expect(t, s.ctl(t, "slock", "--help"), 0, []string{"lock KEY", "unlock KEY", "state", "info", "list", "locked KEY", "waits KEY", "ping"}, nil)
 	expect(t, s.ctl(t, "counter", "acquire", "--help"), 0, []string{"Usage: tallyctl counter acquire NAME N MAX", "--hold duration", "Global flags:", "--counter-port"}, nil)
 	expect(t, s.ctl(t, "help", "pool", "acq4any"), 0, []string{"Usage: tallyctl pool acq4any", "DONE"}, nil)
@@ -91,7 +95,7 @@ func TestCounterCommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.out), &dump); err != nil || r.code != 0 {
 		t.Fatalf("--json dump: %v\n%v", err, r)
 	}
-	if len(dump) != 2 || dump[0] != (dumpEntry{"once", 0, 1}) || dump[1] != (dumpEntry{"printer", 2, 3}) {
+	if len(dump) != 2 || dump[0] != (dumpEntry{Name: "once", Current: 0, Peak: 1}) || dump[1] != (dumpEntry{Name: "printer", Current: 2, Peak: 3}) {
 		t.Errorf("--json dump = %+v", dump)
 	}
 
@@ -161,7 +165,10 @@ func TestPoolCommands(t *testing.T) {
 	expect(t, s.ctl(t, "pool", "acq4me", "page", "0", "1", "0"), 2, nil, []string{"ERROR BAD_SYNTAX"})
 	expect(t, s.ctl(t, "pool", "acq4me", "two words", "1", "1", "0"), 1, nil, []string{"has a space", "%20"})
 	expect(t, s.ctl(t, "pool", "acq4me", "page", "1", "1", "soon"), 1, nil, []string{`TIMEOUT "soon" is not a whole number`})
-	expect(t, s.ctl(t, "pool", "release"), 2, nil, []string{"tallyctl pool release: NOT_LOCKED"})
+	// RELEASE on a new connection could only answer NOT_LOCKED: the command is gone, and
+	// says how to release what a --hold session holds. The session still holds the slot.
+	expect(t, s.ctl(t, "pool", "release"), 1, nil, []string{`pool has no command "release"`, "end that session: Ctrl-C"})
+	// (Ending the session releases it: below.)
 
 	// An ACQ4ANY waiter is woken with DONE when the holder releases.
 	waiter := s.start(t, "pool", "acq4any", "page", "1", "5", "30")
@@ -376,4 +383,67 @@ func TestUnreachableAndSilentServers(t *testing.T) {
 	// After 'slock lock', --timeout is the lock's wait; the network one comes before 'slock'.
 	expect(t, s.ctl(t, "--timeout", "200ms", "--slock-port", silent, "slock", "lock", "k", "--timeout", "0"), 1, nil,
 		[]string{"no reply within 200ms"})
+}
+
+// TestEndpointsFromTheEnvironment runs tallyctl without port flags: TALLYD_HOST and a
+// port per protocol give the endpoints, and a flag still wins over its variable.
+func TestEndpointsFromTheEnvironment(t *testing.T) {
+	s := startServer(t, true)
+	dead := freePort(t) // nothing listens there
+	env := []string{"TALLYD_HOST=localhost", "TALLYD_COUNTER_PORT=" + strconv.Itoa(s.counter),
+		"TALLYD_SEMAPHORE_PORT=" + strconv.Itoa(s.semaphore), "TALLYD_POOL_PORT=" + strconv.Itoa(s.pool),
+		"TALLYD_SLOCK_PORT=" + strconv.Itoa(s.slock)}
+	ctl := func(env []string, args ...string) result {
+		t.Helper()
+		p := (*server)(nil).startEnv(t, env, args...)
+		return p.wait(t)
+	}
+	expect(t, ctl(env, "set", "greeting", "hello"), 0, []string{"OK"}, nil)
+	expect(t, ctl(env, "get", "greeting"), 0, []string{"hello\n"}, nil)
+	expect(t, ctl(env, "counter", "acquire", "disk", "1", "5"), 0, nil, nil)
+	expect(t, ctl(env, "semaphore", "noop"), 0, nil, nil)
+	expect(t, ctl(env, "pool", "stats", "uptime"), 0, []string{"uptime: "}, nil)
+	expect(t, ctl(env, "slock", "ping"), 0, nil, nil)
+	r := ctl(env, "top", "--once", "--interval", "100ms")
+	expect(t, r, 0, []string{"tallyd at localhost"}, nil)
+	if strings.Contains(r.out, "unreachable") {
+		t.Errorf("top with endpoints from the environment:\n%s", r.out)
+	}
+
+	// A flag wins over its variable; the variable wins over the default.
+	wrong := append(append([]string(nil), env...), "TALLYD_SLOCK_PORT="+strconv.Itoa(dead))
+	expect(t, ctl(wrong, "get", "greeting"), 1, nil, []string{"cannot reach slock at localhost:" + strconv.Itoa(dead)})
+	expect(t, ctl(wrong, "--slock-port", strconv.Itoa(s.slock), "get", "greeting"), 0, []string{"hello\n"}, nil)
+	expect(t, ctl(wrong, "get", "greeting", "--slock-port", strconv.Itoa(s.slock)), 0, []string{"hello\n"}, nil)
+	expect(t, ctl([]string{"TALLYD_HOST=192.0.2.1"}, "--host", "127.0.0.1", "--slock-port", strconv.Itoa(s.slock), "get", "greeting"),
+		0, []string{"hello\n"}, nil)
+
+	// A variable that is not a port is a local error, named.
+	expect(t, ctl([]string{"TALLYD_POOL_PORT=seven"}, "pool", "stats"), 1, nil, []string{`TALLYD_POOL_PORT="seven" is not a port`})
+	expect(t, ctl([]string{"TALLYD_COUNTER_PORT=70000"}, "counter", "noop"), 1, nil, []string{`TALLYD_COUNTER_PORT="70000" is not a port`})
+
+	// --help names the variables and shows their values as the defaults.
+	r = ctl([]string{"TALLYD_SLOCK_PORT=6000"}, "--help")
+	expect(t, r, 0, []string{"$TALLYD_HOST", "$TALLYD_COUNTER_PORT", "$TALLYD_SEMAPHORE_PORT", "$TALLYD_POOL_PORT",
+		"$TALLYD_SLOCK_PORT) (default 6000)", "The endpoints come from the environment"}, nil)
+	expect(t, ctl(nil, "slock", "ping", "--help"), 0, []string{"$TALLYD_SLOCK_PORT) (default 5658)"}, nil)
+}
+
+// Generated documentation (a man page) reads the flags with an empty environment: the
+// built-in defaults, whatever the machine that builds it has set.
+func TestGlobalFlagsWithoutEnvironment(t *testing.T) {
+	t.Setenv("TALLYD_SLOCK_PORT", "6000")
+	t.Setenv("TALLYD_HOST", "db1")
+	fs := (&app{getenv: func(string) string { return "" }}).globalFlags()
+	if d := fs.Lookup("slock-port").DefValue; d != "5658" {
+		t.Errorf("slock-port default %s with no environment, want 5658", d)
+	}
+	if d := fs.Lookup("host").DefValue; d != "127.0.0.1" {
+		t.Errorf("host default %s with no environment, want 127.0.0.1", d)
+	}
+	fs = (&app{}).globalFlags()
+	if fs.Lookup("slock-port").DefValue != "6000" || fs.Lookup("host").DefValue != "db1" {
+		t.Errorf("the process environment is not the default: slock-port %s, host %s",
+			fs.Lookup("slock-port").DefValue, fs.Lookup("host").DefValue)
+	}
 }

@@ -23,12 +23,17 @@ LOCKED/RELEASED, slock lock/unlock counts; what a closing connection gives back 
 a request and is not counted), objects (counters, semaphores, pool keys, slock keys)
 and gauges. A protocol whose port cannot be reached says so and is retried each refresh.
 
-COUNTERS lists counters busiest first (highest current consumption). yrmcds does not
-keep a counter's maximum (each Acquire brings its own), so LOAD is the current
-consumption as a share of the interval's peak: 100 % means the counter is at the
-highest it has been this interval.
+COUNTERS lists counters busiest first (highest current consumption, then most acquires
+per second). yrmcds does not keep a counter's maximum (each Acquire brings its own), so
+LOAD is the current consumption as a share of the interval's peak: 100 % means the
+counter is at the highest it has been this interval. ACQ/S is the Acquires the counter
+granted per second (tallyd counts them; against yrmcds it is "-"): acquire+release pairs
+show there even when they leave CHANGE/S, the change of the consumption, at +0.0.
 LOCKS lists locked slock keys fullest first: keys with waiters, then by holders as a
 share of what the key admits (the first holder's count).
+VALUES lists the keys with a durable value (SET, INCR, HSET, ... on the slock port) by
+name: the server keeps each as a lock that never expires, but it is data, not a lock, so
+it is neither in LOCKS nor in the slock line's "locked" count.
 Red marks 100 % (and keys with waiters), yellow 80 % or more.
 
 Keys: q, Esc or Ctrl-C quit. Works in any terminal tcell knows (over ssh too); no
@@ -168,22 +173,44 @@ func render(cur, prev *snapshot, w, h int, host string, interval time.Duration) 
 	}
 	out = append(out, line{})
 
-	// The two lists share the rest of the screen.
+	// The lists share the rest of the screen.
+	type prevCounter struct {
+		current     uint32
+		acquired    uint64
+		hasAcquired bool
+	}
+	prevCtr := map[string]prevCounter{}
+	if prev != nil {
+		for _, c := range prev.counters {
+			prevCtr[c.Name] = prevCounter{c.Current, c.Acquired, c.HasAcquired}
+		}
+	}
+	// acqRate is a counter's Acquires per second since the previous reading, -1 unknown.
+	acqRate := func(c dumpEntry) float64 {
+		p, ok := prevCtr[c.Name]
+		if !ok || !c.HasAcquired || !p.hasAcquired || dt <= 0 || c.Acquired < p.acquired {
+			return -1
+		}
+		return float64(c.Acquired-p.acquired) / dt
+	}
 	counters := append([]dumpEntry(nil), cur.counters...)
 	sortStable(counters, func(x, y dumpEntry) bool {
 		if x.Current != y.Current {
 			return x.Current > y.Current
+		}
+		if rx, ry := acqRate(x), acqRate(y); rx != ry {
+			return rx > ry
 		}
 		if x.Peak != y.Peak {
 			return x.Peak > y.Peak
 		}
 		return x.Name < y.Name
 	})
-	rows := []int{max(len(counters), 1), max(len(cur.pools), 1), max(len(cur.locks), 1)}
+	rows := []int{max(len(counters), 1), max(len(cur.pools), 1), max(len(cur.locks), 1), max(len(cur.values), 1)}
 	if h > 0 {
-		rows = share(rows, max(h-len(out)-8, 3)) // three titles, three column headers, two blank lines
+		rows = share(rows, max(h-len(out)-11, 4)) // four titles, four column headers, three blank lines
 	}
-	cRows, pRows, lRows := rows[0], rows[1], rows[2]
+	cRows, pRows, lRows, vRows := rows[0], rows[1], rows[2], rows[3]
 
 	inUse := 0
 	for _, c := range counters {
@@ -192,14 +219,8 @@ func render(cur, prev *snapshot, w, h int, host string, interval time.Duration) 
 		}
 	}
 	out = append(out, line{{fmt.Sprintf("COUNTERS  %d, %d in use — busiest first; LOAD = current / peak of this interval", len(counters), inUse), stBold}})
-	nameW := min(max(w-38, 8), 50)
-	out = append(out, line{{fmt.Sprintf("%s %9s %9s %6s %9s", fit("NAME", nameW, false), "CURRENT", "PEAK", "LOAD", "CHANGE/S"), stBold}})
-	prevCur := map[string]uint32{}
-	if prev != nil {
-		for _, c := range prev.counters {
-			prevCur[c.Name] = c.Current
-		}
-	}
+	nameW := min(max(w-48, 8), 50)
+	out = append(out, line{{fmt.Sprintf("%s %9s %9s %6s %9s %9s", fit("NAME", nameW, false), "CURRENT", "PEAK", "LOAD", "ACQ/S", "CHANGE/S"), stBold}})
 	switch {
 	case cur.protos[pCounter].err != nil:
 		out = append(out, line{{"(the counter port is unreachable)", stDim}})
@@ -219,11 +240,17 @@ func render(cur, prev *snapshot, w, h int, host string, interval time.Duration) 
 		if c.Current == 0 {
 			st = stDim
 		}
-		change := "-"
-		if p, ok := prevCur[c.Name]; ok && dt > 0 {
-			change = fmt.Sprintf("%+.1f", (float64(c.Current)-float64(p))/dt)
+		change, acq := "-", "-"
+		if p, ok := prevCtr[c.Name]; ok && dt > 0 {
+			change = fmt.Sprintf("%+.1f", (float64(c.Current)-float64(p.current))/dt)
 		}
-		out = append(out, line{{fmt.Sprintf("%s %9d %9d %5.0f%% %9s", fit(show([]byte(c.Name)), nameW, false), c.Current, c.Peak, 100*load, change), st}})
+		if r := acqRate(c); r >= 0 {
+			acq = fmt.Sprintf("%.1f", r)
+			if c.Current == 0 && r > 0 {
+				st = stPlain // idle now, but busy
+			}
+		}
+		out = append(out, line{{fmt.Sprintf("%s %9d %9d %5.0f%% %9s %9s", fit(show([]byte(c.Name)), nameW, false), c.Current, c.Peak, 100*load, acq, change), st}})
 	}
 	out = append(out, line{})
 
@@ -264,6 +291,30 @@ func render(cur, prev *snapshot, w, h int, host string, interval time.Duration) 
 			}
 		}
 		out = append(out, line{{fmt.Sprintf("%4d  %s %8s %6s %8s %6s", l.db, fit(keyText(l.key), keyW, false), holders, maxs, waits, loadS), st}})
+	}
+	out = append(out, line{})
+	return append(out, valueLines(cur, w, vRows)...)
+}
+
+// valueLines renders the VALUES list: slock keys with a durable value, by name.
+func valueLines(cur *snapshot, w, rows int) []line {
+	keyW := min(max(w-48, 8), 44)
+	out := []line{
+		{{fmt.Sprintf("VALUES  %d keys with a durable value — data, not locks", len(cur.values)), stBold}},
+		{{fmt.Sprintf("%4s  %s  %s", "DB", fit("KEY", keyW, false), "VALUE"), stBold}},
+	}
+	switch {
+	case cur.protos[pSlock].err != nil:
+		return append(out, line{{"(the slock port is unreachable)", stDim}})
+	case len(cur.values) == 0:
+		return append(out, line{{"(no values)", stDim}})
+	}
+	for i, v := range cur.values {
+		if i == rows-1 && len(cur.values) > rows {
+			return append(out, line{{fmt.Sprintf("… and %d more", len(cur.values)-i), stDim}})
+		}
+		head := fmt.Sprintf("%4d  %s  ", v.db, fit(v.name, keyW, false))
+		out = append(out, line{{head + fit(v.value, max(w-len([]rune(head)), 8), false), stPlain}})
 	}
 	return out
 }

@@ -1,14 +1,19 @@
 package main
 
 import (
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tallyd/tallyd/proto/counter"
 )
 
 // load holds a known set of resources until the test ends:
@@ -17,6 +22,7 @@ import (
 //	          mid 2 of peak 3 (67 %), idle 0 of peak 1
 //	slock     job held by one LockId with one waiter; free held (max 2 holders, 1 held)
 //	pool      page held (processing 1)
+//	values    cfg "on", hits 2 (durable values, which slock keeps as locks)
 func load(t *testing.T, s *server) {
 	t.Helper()
 	hold := func(args ...string) *proc {
@@ -36,6 +42,8 @@ func load(t *testing.T, s *server) {
 	hold("pool", "acq4me", "page", "1", "5", "0", "--hold", "120s")
 	s.start(t, "pool", "acq4me", "page", "1", "5", "120") // waits for the slot
 	hold("pool", "acq4any", "report", "2", "10", "0", "--hold", "120s")
+	expect(t, s.ctl(t, "set", "cfg", "on"), 0, nil, nil)
+	expect(t, s.ctl(t, "incr", "hits", "2"), 0, nil, nil)
 	eventually(t, "the slock waiter is queued", func() string {
 		if r := s.ctl(t, "slock", "waits", "job"); !strings.Contains(r.out, "1 waiter(s)") {
 			return r.String()
@@ -72,12 +80,13 @@ func checkScreen(t *testing.T, screen string) {
 	find(`^counter \d+ \d+ \d+\.\d \d+\.\d 4$`)
 	find(`^semaphore \d+ unreachable: cannot reach semaphore at 127\.0\.0\.1:\d+: connection refused`)
 	find(`^pool \d+ - \d+\.\d \d+\.\d 2 processing 2 waiting 1 full_queues/s 0\.0$`)
-	find(`^slock \d+ \d+ \d+\.\d \d+\.\d 2 locked 2 waiting 1$`)
+	// INFO counts 4 locked keys; two of them are values.
+	find(`^slock \d+ \d+ \d+\.\d \d+\.\d 4 locked 2 values 2 waiting 1$`)
 	find(`^COUNTERS 4, 3 in use`)
-	big := find(`^big 5 5 100% \+0\.0$`)
-	warm := find(`^warm 4 5 80% \+0\.0$`)
-	mid := find(`^mid 2 3 67% \+0\.0$`)
-	idle := find(`^idle 0 1 0% \+0\.0$`)
+	big := find(`^big 5 5 100% 0\.0 \+0\.0$`)
+	warm := find(`^warm 4 5 80% 0\.0 \+0\.0$`)
+	mid := find(`^mid 2 3 67% 0\.0 \+0\.0$`)
+	idle := find(`^idle 0 1 0% 0\.0 \+0\.0$`)
 	if !(big < warm && warm < mid && mid < idle) {
 		t.Errorf("counters not busiest first (big %d, warm %d, mid %d, idle %d):\n%s", big, warm, mid, idle, screen)
 	}
@@ -87,11 +96,110 @@ func checkScreen(t *testing.T, screen string) {
 	if !(page < report) {
 		t.Errorf("pools not fullest first (page %d, report %d):\n%s", page, report, screen)
 	}
-	find(`^LOCKS 2 keys locked, 1 with waiters`)
+	locks := find(`^LOCKS 2 keys locked, 1 with waiters`)
 	job := find(`^0 job 1 1 1 100%$`)
 	free := find(`^0 free 1 2 0 50%$`)
 	if !(job < free) {
 		t.Errorf("locks not fullest first (job %d, free %d):\n%s", job, free, screen)
+	}
+	// Values have their own section, by name, and are not locks at 100 %.
+	values := find(`^VALUES 2 keys with a durable value`)
+	cfg := find(`^0 cfg on$`)
+	hits := find(`^0 hits 2$`)
+	if !(locks < job && free < values && values < cfg && cfg < hits) {
+		t.Errorf("values not in their own section after the locks (locks %d, job %d, free %d, values %d, cfg %d, hits %d):\n%s",
+			locks, job, free, values, cfg, hits, screen)
+	}
+	for i, r := range rows {
+		if i > locks && i < values && (strings.Contains(r, " cfg ") || strings.Contains(r, " hits ")) {
+			t.Errorf("a value is listed as a lock: %q\n%s", r, screen)
+		}
+	}
+}
+
+// pairs sends acquire+release pairs of name to the counter port until the test ends, and
+// returns how many it has had answered OK so far.
+func pairs(t *testing.T, port int, name string) func() int64 {
+	t.Helper()
+	nc, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var done atomic.Int64
+	stop := make(chan struct{})
+	finished := make(chan struct{})
+	t.Cleanup(func() { close(stop); nc.Close(); <-finished })
+	go func() {
+		defer close(finished)
+		var req, buf []byte
+		rd := make([]byte, 4096)
+		for op := uint32(0); ; op += 2 {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			req = counter.AppendAcquire(req[:0], op, 1, 1, []byte(name))
+			req = counter.AppendRelease(req, op+1, 1, []byte(name))
+			if _, err := nc.Write(req); err != nil {
+				return
+			}
+			for got := 0; got < 2; {
+				var r counter.Response
+				n, err := counter.ParseResponse(buf, 1<<20, &r)
+				if err != nil {
+					return
+				}
+				if n == 0 {
+					m, err := nc.Read(rd)
+					if err != nil {
+						return
+					}
+					buf = append(buf, rd[:m]...)
+					continue
+				}
+				if r.Status != counter.StatusOK {
+					t.Errorf("pair %d on %s: status %v", op/2, name, r.Status)
+					return
+				}
+				buf = buf[n:]
+				got++
+			}
+			done.Add(1)
+		}
+	}()
+	return done.Load
+}
+
+// TestTopCounterRate: a counter driven by acquire+release pairs is never held between
+// readings, so its consumption does not change; its ACQ/S shows the traffic.
+func TestTopCounterRate(t *testing.T) {
+	s := startServer(t, false)
+	done := pairs(t, s.counter, "busy")
+	eventually(t, "pairs are answered", func() string {
+		if done() < 100 {
+			return fmt.Sprintf("%d pairs", done())
+		}
+		return ""
+	})
+	before := done()
+	r := s.ctl(t, "top", "--once", "--interval", "1s")
+	during := done() - before
+	expect(t, r, 0, nil, nil)
+	var row []string
+	for _, l := range strings.Split(r.out, "\n") {
+		if f := strings.Fields(l); len(f) == 6 && f[0] == "busy" {
+			row = f
+		}
+	}
+	if row == nil {
+		t.Fatalf("no row for the busy counter:\n%s", r.out)
+	}
+	rate, err := strconv.ParseFloat(row[4], 64)
+	// The pairs done while top ran span its two readings and a little more.
+	if err != nil || rate < 10 || rate > 1.5*float64(during)+10 || row[5] != "+0.0" {
+		t.Errorf("busy: ACQ/S %q, CHANGE/S %q, with %d pairs while top ran (over 1s); want the rate of pairs and +0.0:\n%s",
+			row[4], row[5], during, r.out)
 	}
 }
 

@@ -140,6 +140,20 @@ func ParseStatsBody(body []byte) ([]StatText, error) {
 	return stats, nil
 }
 
+// ParseDumpEntry decodes the body of one Dump entry, plain (as ParseDumpBody) or
+// extended (AppendDumpEntryAcquired): hasAcquired says which it was. name is a view into
+// body.
+func ParseDumpEntry(body []byte) (current, max uint32, name []byte, acquired uint64, hasAcquired bool, err error) {
+	if len(body) >= 10 {
+		if nl := int(binary.BigEndian.Uint16(body[8:])); len(body) == 18+nl {
+			return binary.BigEndian.Uint32(body), binary.BigEndian.Uint32(body[4:]), body[10 : 10+nl : 10+nl],
+				binary.BigEndian.Uint64(body[10+nl:]), true, nil
+		}
+	}
+	current, max, name, err = ParseDumpBody(body)
+	return current, max, name, 0, false, err
+}
+
 // ParseDumpBody decodes the body of one Dump entry: u32 current, u32 max,
 // u16 NameLen, Name, with nothing after the name. name is a view into body.
 // The reply that ends a Dump has an empty body, which is not an entry:

@@ -2,6 +2,7 @@ package counter
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"reflect"
 	"testing"
@@ -206,5 +207,32 @@ func TestParseDumpBodyErrors(t *testing.T) {
 	cur, max, name, err := ParseDumpBody([]byte{0xff, 0, 0, 1, 0, 0, 0, 0, 0, 0})
 	if cur != 0xff000001 || max != 0 || len(name) != 0 || err != nil {
 		t.Errorf("empty-name entry: %d, %d, %q, %v", cur, max, name, err)
+	}
+}
+
+func TestParseDumpEntry(t *testing.T) {
+	for _, name := range [][]byte{[]byte("cnt"), {}, bytes.Repeat([]byte{0}, 8)} {
+		r := AppendDumpEntryAcquired(nil, 4, 5, 6, name, 1<<40+7)
+		cur, max, got, ac, has, err := ParseDumpEntry(r[HeaderLen:])
+		if err != nil || cur != 5 || max != 6 || !bytes.Equal(got, name) || ac != 1<<40+7 || !has {
+			t.Errorf("extended entry of %q: %d %d %q %d %v %v", name, cur, max, got, ac, has, err)
+		}
+		if cap(got) != len(got) {
+			t.Errorf("name view of %q has capacity past the name", name)
+		}
+		if n := int(binary.BigEndian.Uint32(r[4:8])); n != len(r)-HeaderLen || n != 18+len(name) {
+			t.Errorf("extended entry of %q: body length %d, frame %d", name, n, len(r))
+		}
+		// A plain entry (yrmcds's, or tallyd's without the request body) reads as one.
+		r = AppendDumpEntry(nil, 4, 5, 6, name)
+		cur, max, got, ac, has, err = ParseDumpEntry(r[HeaderLen:])
+		if err != nil || cur != 5 || max != 6 || !bytes.Equal(got, name) || ac != 0 || has {
+			t.Errorf("plain entry of %q: %d %d %q %d %v %v", name, cur, max, got, ac, has, err)
+		}
+	}
+	for _, bad := range [][]byte{{0, 0, 0}, {0, 0, 0, 1, 0, 0, 0, 1, 0, 3, 'a'}, {0, 0, 0, 1, 0, 0, 0, 1, 0, 1, 'a', 0, 0}} {
+		if _, _, _, _, _, err := ParseDumpEntry(bad); err == nil {
+			t.Errorf("entry %x accepted", bad)
+		}
 	}
 }

@@ -27,6 +27,11 @@ var parseCases = []parseCase{
 	{"stats/body", req(0x10, 4, rep(0xff, 40)), ok(OpStats, 4), nil},
 	{"dump", req(0x11, 5), ok(OpDump, 5), &Request{Opcode: OpDump, Opaque: 5, Status: StatusUnknownCommand}},
 	{"dump/body", req(0x11, 6, str("xyz")), ok(OpDump, 6), &Request{Opcode: OpDump, Opaque: 6, Status: StatusUnknownCommand}},
+	// tallyd's extension: the one-byte body DumpAcquired asks for the Acquires granted.
+	{"dump/acquired", req(0x11, 7, []byte{DumpAcquired}), Request{Opcode: OpDump, Opaque: 7, DumpAcquired: true},
+		&Request{Opcode: OpDump, Opaque: 7, Status: StatusUnknownCommand, DumpAcquired: true}},
+	{"dump/acquired-and-more", req(0x11, 8, []byte{DumpAcquired, 0}), ok(OpDump, 8), &Request{Opcode: OpDump, Opaque: 8, Status: StatusUnknownCommand}},
+	{"dump/other-byte", req(0x11, 9, []byte{0x02}), ok(OpDump, 9), &Request{Opcode: OpDump, Opaque: 9, Status: StatusUnknownCommand}},
 
 	// Flags and Reserved are ignored; Opaque is taken verbatim.
 	{"noop/flags", frame(0x90, 0x00, 0xff, 0xee, 0xdeadbeef), ok(OpNoop, 0xdeadbeef), nil},

@@ -16,6 +16,10 @@ type Request struct {
 	Resources uint32 // Acquire, Release
 	Maximum   uint32 // Acquire: Maximum (Counter dialect) or Initial (Semaphore dialect)
 
+	// DumpAcquired is set for a Dump whose body is the one byte DumpAcquired: tallyd's
+	// extension, entries that end with the counter's granted Acquires (AppendDumpEntryAcquired).
+	DumpAcquired bool
+
 	// Name is set for Get, Acquire and Release. It is a view into the
 	// buffer passed to Parse, valid only while that buffer is, and its
 	// capacity ends with the name so appending to it never overwrites
@@ -79,6 +83,7 @@ func (d *Decoder) Parse(buf []byte, req *Request) (n int, err error) {
 		if d.Dialect == Semaphore {
 			req.Status = StatusUnknownCommand
 		}
+		req.DumpAcquired = len(body) == 1 && body[0] == DumpAcquired
 	case OpGet:
 		req.Name, req.Status = name(body, 0)
 	case OpAcquire:

@@ -44,6 +44,24 @@ func AppendDumpEntry(dst []byte, opaque, current, max uint32, name []byte) []byt
 	return append(dst, name...)
 }
 
+// DumpAcquired, as the whole body of a Dump request, asks tallyd for entries that end
+// with each counter's granted Acquires. yrmcds skips a Dump's body, as this package does
+// any other, and answers plain entries: ParseDumpEntry reads both.
+const DumpAcquired = 0x01
+
+// AppendDumpEntryAcquired appends one entry of an extended Dump (a request with the
+// body DumpAcquired): AppendDumpEntry's body followed by u64 acquired, the Acquires the
+// counter has granted since it was created. It panics if name is longer than MaxNameLen.
+func AppendDumpEntryAcquired(dst []byte, opaque, current, max uint32, name []byte, acquired uint64) []byte {
+	checkName(name)
+	dst = AppendHeader(dst, OpDump, StatusOK, uint32(18+len(name)), opaque)
+	dst = binary.BigEndian.AppendUint32(dst, current)
+	dst = binary.BigEndian.AppendUint32(dst, max)
+	dst = binary.BigEndian.AppendUint16(dst, uint16(len(name)))
+	dst = append(dst, name...)
+	return binary.BigEndian.AppendUint64(dst, acquired)
+}
+
 // Stat is one item of a Stats reply.
 type Stat struct {
 	Name  string
