@@ -884,6 +884,7 @@ func (s *Server) clusterTick(now time.Time) {
 	s.promoteLearners()
 	s.expireHeld(ns)
 	s.expireWaiting(ns)
+	s.expireSessions(ns)
 	s.maybeSnapshot(ns)
 	s.clusterTurn()
 }

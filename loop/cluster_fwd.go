@@ -368,6 +368,9 @@ func (s *Server) forward(cs *conn, lnk *conn, kind uint8, raw []byte) {
 		sc.session, sc.link = cl.nextSession, lnk
 		cl.sessions[sc.session] = cs
 	}
+	if sc.outstanding == 0 || kind == peer.KindBinary {
+		sc.fwdSince = s.persist.lastNow
+	}
 	s.put(lnk, peer.AppendForward(s.out(lnk), sc.session, kind, uint8(sc.level()), sc.text.DB,
 		sc.text.Timeout, sc.text.TimeoutFlag, raw))
 }
@@ -381,6 +384,7 @@ func (s *Server) relayReply(session uint64, data []byte) {
 	cs.out = append(s.out(cs), data...)
 	s.pend(cs)
 	sc := cs.slock
+	sc.fwdSince = s.persist.lastNow
 	if sc.kind != slock.Binary {
 		sc.outstanding -= countReplies(data)
 		if sc.outstanding <= 0 {
@@ -424,6 +428,23 @@ func (s *Server) endSession(cs *conn) {
 		s.put(l, peer.AppendClose(s.out(l), sc.session, 0))
 	}
 	sc.session, sc.link = 0, nil
+}
+
+// expireSessions gives up on forwarded commands the leader has not answered within
+// --cluster-timeout (and a little more: the leader answers CLUSTERDOWN itself by then when it
+// can): their outcome is unknown.
+func (s *Server) expireSessions(now int64) {
+	cl := s.cl
+	limit := int64(cl.cfg.Timeout) + int64(cl.cfg.Timeout)/2
+	for _, cs := range cl.sessions {
+		sc := cs.slock
+		if sc.outstanding > 0 && now-sc.fwdSince > limit {
+			if l := sc.link; l != nil && !l.closed {
+				s.put(l, peer.AppendClose(s.out(l), sc.session, 0))
+			}
+			s.sessionLost(cs, "CLUSTERDOWN no quorum")
+		}
+	}
 }
 
 // leaderChanged ends the sessions held on the former leader.

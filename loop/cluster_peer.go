@@ -8,6 +8,7 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 	"go.etcd.io/raft/v3"
+	"golang.org/x/sys/unix"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
@@ -63,6 +64,10 @@ func (s *Server) openPeer(c gnet.Conn, d *peerDial) {
 	s.nextOwner++
 	cs := &conn{c: c, owner: s.nextOwner, proto: ProtoPeer, h: &s.peerH, peer: &peerConn{}}
 	c.SetContext(cs)
+	// A link whose peer went silent (a partition drops packets without a word) fails once
+	// what was sent stays unacknowledged this long, and is dialled again, rather than wait
+	// out TCP's retransmission backoff.
+	_ = unix.SetsockoptInt(c.Fd(), unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, int(s.linkTimeout().Milliseconds()))
 	if d == nil {
 		return // it says who it is in its Hello
 	}
@@ -162,6 +167,12 @@ func (s *Server) peerGone(cs *conn) {
 			s.closeVirt(vc, false)
 		}
 	}
+}
+
+// linkTimeout is how long a link's unacknowledged data may wait before the link fails:
+// two election timeouts, at least a second.
+func (s *Server) linkTimeout() time.Duration {
+	return max(time.Second, 2*electionTicks*s.cl.cfg.Tick)
 }
 
 // redial is how long after a link failed it is dialled again.

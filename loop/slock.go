@@ -34,6 +34,7 @@ type slockConn struct {
 	session     uint64 // its session on the leader (a follower's client), 0 if none
 	link        *conn  // the link that session is on
 	outstanding int    // text commands forwarded and not yet answered
+	fwdSince    int64  // Unix ns the leader last answered it, or it forwarded to an idle session
 	fwdTx       bool   // a MULTI was forwarded: everything goes to the leader until EXEC or DISCARD
 	touched     bool   // it ran lock or transaction commands: its state dies with the leader's
 	waitSince   int64  // Unix ns its next command started waiting for a leader (0: not waiting)
