@@ -159,6 +159,7 @@ type RaftLog struct {
 	buf     []byte
 	ops     []raftOp
 	seq     uint64
+	last    uint64 // index of the last entry queued (or of a snapshot after it)
 	closing bool
 
 	wake    chan struct{}
@@ -207,13 +208,15 @@ func OpenRaft(dir string, done func(RaftProgress)) (*RaftLog, *RaftState, error)
 	l := &RaftLog{dir: dir, done: done, wake: make(chan struct{}, 1), stopped: make(chan struct{}),
 		truncated: st.TruncatedBytes}
 	l.lastSync.Store(time.Now().UnixNano())
+	l.last = d.lastIndex()
 	l.publish(d)
 	go l.run(d)
 	return l, st, nil
 }
 
 // Save queues a hard state (skipped when nil or all zero), entries (an entry at index i
-// replaces i and everything after it) and a snapshot received from the leader (skipped when
+// replaces i and everything after it; one past the last is a gap, which breaks the log:
+// Failing says so and nothing more is written) and a snapshot received from the leader (skipped when
 // nil or at index 0; it replaces every entry before it). It copies what it keeps, except the
 // snapshot's Data, which must not be modified afterwards. It returns the call's sequence
 // number: RaftProgress.Synced >= it means all of it is on disk.
@@ -234,12 +237,19 @@ func (l *RaftLog) Save(hs *raftpb.HardState, ents []*raftpb.Entry, snap *raftpb.
 	l.seq++
 	if hasSnap {
 		l.queueSnap(opSnap, snap, conf)
+		l.last = snap.GetMetadata().GetIndex()
 	}
 	for _, e := range ents {
-		if len(e.GetData()) > MaxRaftRecord-entryHead {
-			l.tooLarge("entry", e.GetIndex(), len(e.GetData()))
+		i := e.GetIndex()
+		if i == 0 || i > l.last+1 {
+			l.broken(fmt.Sprintf("entry %d queued after entry %d: a gap", i, l.last))
 			continue
 		}
+		if len(e.GetData()) > MaxRaftRecord-entryHead {
+			l.broken(fmt.Sprintf("entry %d has %d bytes, more than a record holds (%d)", i, len(e.GetData()), MaxRaftRecord))
+			continue
+		}
+		l.last = i
 		l.buf = appendEntry(l.buf, e)
 	}
 	if hasHS {
@@ -280,6 +290,7 @@ func (l *RaftLog) Compact(snap *raftpb.Snapshot) uint64 {
 	l.mu.Lock()
 	l.seq++
 	l.queueSnap(opCompact, snap, conf)
+	l.last = max(l.last, snap.GetMetadata().GetIndex())
 	s := l.seq
 	l.mu.Unlock()
 	l.signal()
@@ -291,17 +302,17 @@ func (l *RaftLog) queueSnap(kind uint8, snap *raftpb.Snapshot, conf []byte) {
 	md := snap.GetMetadata()
 	data := snap.GetData()
 	if snapHead+len(conf)+len(data) > MaxRaftRecord {
-		l.tooLarge("snapshot", md.GetIndex(), len(data))
+		l.broken(fmt.Sprintf("snapshot at %d has %d bytes, more than a record holds (%d)", md.GetIndex(), len(data), MaxRaftRecord))
 		return
 	}
 	l.buf = appendSnapHead(l.buf, md.GetIndex(), md.GetTerm(), conf, len(data))
 	l.ops = append(l.ops, raftOp{kind: kind, end: len(l.buf), data: data, seq: l.seq})
 }
 
-// tooLarge records a call that can never be written: the log fails from then on.
-func (l *RaftLog) tooLarge(what string, index uint64, n int) {
-	msg := fmt.Sprintf("raft log %s: %s at index %d has %d bytes, more than a record holds (%d)",
-		l.dir, what, index, n, MaxRaftRecord)
+// broken records a call that can never be written as asked (a caller's bug): the log
+// writes nothing more from then on and reports why with every batch.
+func (l *RaftLog) broken(why string) {
+	msg := fmt.Sprintf("raft log %s: %s", l.dir, why)
 	l.fatal.CompareAndSwap(nil, &msg)
 }
 

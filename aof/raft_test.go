@@ -337,6 +337,34 @@ func TestRaftEntriesMissing(t *testing.T) {
 	}
 }
 
+// A Save that would leave a gap breaks the log at once rather than at the next start.
+func TestRaftGapBreaks(t *testing.T) {
+	dir := t.TempDir()
+	l, _, p := openRaft(t, dir)
+	s := l.Save(rhs(1, 1, 0), rents(1, 3, 1, "a"), nil)
+	p.synced(t, s)
+	l.Save(rhs(1, 1, 3), rents(5, 5, 1, "b"), nil)
+	r := p.until(t, "of the gap", func(r RaftProgress) bool { return r.Err != nil })
+	if r.Synced != s || !strings.Contains(r.Err.Error(), "entry 5 queued after entry 3: a gap") ||
+		!strings.Contains(l.Failing(), "a gap") {
+		t.Fatalf("report %+v, failing %q", r, l.Failing())
+	}
+	l.Save(rhs(1, 1, 3), rents(4, 4, 1, "c"), nil) // nothing more is written
+	l.Close()
+	if st := reopen(t, dir); len(st.Entries) != 3 || st.HardState.GetCommit() != 0 {
+		t.Fatalf("read back\n%s", describe(st))
+	}
+	// After a restart, entries go on from the last on disk (or the snapshot).
+	l, _, p = openRaft(t, dir)
+	p.synced(t, l.Save(nil, rents(4, 4, 1, "d"), nil))
+	l.Save(nil, nil, rsnap(10, 2, "s", 1))
+	p.synced(t, l.Save(nil, rents(11, 11, 2, "f"), nil))
+	if l.Failing() != "" {
+		t.Fatalf("failing: %q", l.Failing())
+	}
+	l.Close()
+}
+
 func TestRaftSnapshotFileDamaged(t *testing.T) {
 	dir := t.TempDir()
 	l, _, p := openRaft(t, dir)
