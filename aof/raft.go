@@ -188,8 +188,13 @@ type RaftLog struct {
 // EventLoop.Execute); it must not call back into the log's queueing methods synchronously
 // in a way that waits for the writer.
 func OpenRaft(dir string, done func(RaftProgress)) (*RaftLog, *RaftState, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, nil, err
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, nil, err
+		}
+		if err := syncDir(filepath.Dir(dir)); err != nil { // the new directory stays
+			return nil, nil, err
+		}
 	}
 	st, d, err := replayRaft(dir)
 	if err != nil {

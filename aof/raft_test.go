@@ -128,8 +128,11 @@ func describe(st *RaftState) string {
 }
 
 func TestRaftRoundTrip(t *testing.T) {
-	dir := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "data", "raft") // created, readable by tallyd's user only
 	l, st, p := openRaft(t, dir)
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("the raft directory: %v %v", fi.Mode(), err)
+	}
 	if st.HardState != nil || st.Snapshot != nil || len(st.Entries) != 0 || st.Peers != nil {
 		t.Fatalf("a new log reads back %s", describe(st))
 	}
