@@ -17,6 +17,8 @@ import (
 
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/tallyd/tallyd/store"
 )
 
 func rent(i, term uint64, data string) *raftpb.Entry {
@@ -984,5 +986,66 @@ func BenchmarkRaftSaveQueue(b *testing.B) {
 		if n++; n%4096 == 0 {
 			l.buf, l.ops = l.buf[:0], l.ops[:0]
 		}
+	}
+}
+
+func TestRaftDecodeRecords(t *testing.T) {
+	a, c := state(0, "a", "va", 1), state(3, "c", "", 2)
+	peers := map[uint64]string{1: "h:1", 7: "h:7"}
+	b := AppendState(nil, &a)
+	e1 := len(b)
+	b = AppendPeers(b, peers)
+	e2 := len(b)
+	b = AppendState(b, &c)
+	var got []string
+	var gotPeers map[uint64]string
+	err := DecodeRecords(b, func(ks *store.KeyState) {
+		got = append(got, fmt.Sprintf("%d %q %q %d", ks.DB, bytes.TrimRight(ks.Key[:], "\x00"), ks.Value, len(ks.Holders)))
+	}, func(p map[uint64]string) { gotPeers = p })
+	if err != nil || strings.Join(got, ",") != `0 "a" "va" 1,3 "c" "" 2` || !maps.Equal(gotPeers, peers) {
+		t.Fatalf("decoded %v %v: %v", got, gotPeers, err)
+	}
+	for cut := range len(b) {
+		n := 0
+		err := DecodeRecords(b[:cut], func(*store.KeyState) { n++ }, func(map[uint64]string) { n++ })
+		if whole := cut == 0 || cut == e1 || cut == e2; (err == nil) != whole {
+			t.Fatalf("cut at %d: %v", cut, err)
+		}
+	}
+	for at := range len(b) {
+		d := bytes.Clone(b)
+		d[at] ^= 0x10
+		if err := DecodeRecords(d, func(*store.KeyState) {}, func(map[uint64]string) {}); err == nil {
+			t.Fatalf("byte %d damaged: decoded", at)
+		}
+	}
+	// An entry of a raft log is not a record of an entry's data.
+	if err := DecodeRecords(appendEntry(nil, rent(1, 1, "x")), func(*store.KeyState) {}, func(map[uint64]string) {}); err == nil {
+		t.Fatal("a raft log entry record decoded as state")
+	}
+}
+
+// Close gives a log that cannot be written up after one more try, and says so.
+func TestRaftCloseWhileFailing(t *testing.T) {
+	fd := onFaultDisk(t)
+	dir := t.TempDir()
+	l, _, p := openRaft(t, dir)
+	p.synced(t, l.Save(rhs(1, 1, 0), rents(1, 1, 1, "a"), nil))
+	fd.set(func(d *faultDisk) { d.failSync = RaftLogName })
+	s := l.Save(rhs(1, 1, 1), rents(2, 2, 1, "b"), nil)
+	p.until(t, "of a failure", func(r RaftProgress) bool { return r.Err != nil })
+	done := make(chan struct{})
+	go func() { l.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close hangs on a failing disk")
+	}
+	if r := p.last(); r.Err == nil || r.Synced >= s {
+		t.Fatalf("last report %+v", r)
+	}
+	fd.set(func(d *faultDisk) { d.failSync = "" })
+	if st := reopen(t, dir); len(st.Entries) != 1 || st.HardState.GetCommit() != 0 {
+		t.Fatalf("read back\n%s", describe(st))
 	}
 }
