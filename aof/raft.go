@@ -98,21 +98,21 @@ type RaftProgress struct {
 
 // RaftStats is what INFO shows of the raft log.
 type RaftStats struct {
-	LogSize, SnapSize      int64 // bytes of raft.log and raft.snap
-	Entries                int   // entries in the log after the snapshot
-	FirstIndex, LastIndex  uint64
-	SnapshotIndex          uint64
-	Pending                int64 // bytes queued, not yet written
-	Batches, Fsyncs        int64
-	LastSync               time.Time
-	LastFsyncTime          time.Duration
-	Compactions            int64
-	LastCompact            time.Time
-	LastCompactTime        time.Duration
-	LastErr                string // the last error while writes fail; "" once one succeeds
-	SyncedSeq, QueuedSeq   uint64
-	TruncatedAtStart       int64
-	BytesWritten, OpsSaved int64
+	LogSize, SnapSize      int64         // bytes of raft.log and raft.snap
+	Entries                int           // entries in raft.log after the snapshot
+	FirstIndex, LastIndex  uint64        // of those entries (FirstIndex 0: none)
+	SnapshotIndex          uint64        // of the newest snapshot on disk
+	Pending                int64         // bytes queued, not yet written
+	Batches, Fsyncs        int64         // rounds of the writer, fsyncs of every file
+	LastSync               time.Time     // the last fsync that succeeded
+	LastFsyncTime          time.Duration // how long the last fsync took
+	Compactions            int64         // done since the start
+	LastCompact            time.Time     // zero: none
+	LastCompactTime        time.Duration // how long it took
+	LastErr                string        // the last error while writes fail; "" once one succeeds
+	SyncedSeq, QueuedSeq   uint64        // the last call on disk, the last call queued
+	TruncatedAtStart       int64         // bytes of a torn tail cut off by OpenRaft
+	BytesWritten, OpsSaved int64         // to raft.log by batches, and calls made durable
 }
 
 // raftFile is what the raft writer needs of a file: an *os.File, or a test's stand-in that
@@ -183,10 +183,12 @@ type RaftLog struct {
 	fail                   atomic.Pointer[string] // why the last attempt failed (Redis-style); nil once one succeeds
 }
 
-// OpenRaft opens the raft log in dir (creating both), reads it back and starts its writer.
-// done runs on the writer goroutine after each batch (the loop hands it over with
-// EventLoop.Execute); it must not call back into the log's queueing methods synchronously
-// in a way that waits for the writer.
+// OpenRaft opens the raft log in dir (creating the directory and the files), reads it
+// back, cutting off a torn tail, and starts its writer. done runs on the writer goroutine
+// after each batch (the loop hands it over with EventLoop.Execute); it must not call Close.
+//
+// To restart raft from the state: MemoryStorage.ApplySnapshot(st.Snapshot) if there is one,
+// SetHardState(st.HardState) if there is one, Append(st.Entries).
 func OpenRaft(dir string, done func(RaftProgress)) (*RaftLog, *RaftState, error) {
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
