@@ -98,21 +98,21 @@ type RaftProgress struct {
 
 // RaftStats is what INFO shows of the raft log.
 type RaftStats struct {
-	LogSize, SnapSize      int64 // bytes of raft.log and raft.snap
-	Entries                int   // entries in the log after the snapshot
-	FirstIndex, LastIndex  uint64
-	SnapshotIndex          uint64
-	Pending                int64 // bytes queued, not yet written
-	Batches, Fsyncs        int64
-	LastSync               time.Time
-	LastFsyncTime          time.Duration
-	Compactions            int64
-	LastCompact            time.Time
-	LastCompactTime        time.Duration
-	LastErr                string // the last error while writes fail; "" once one succeeds
-	SyncedSeq, QueuedSeq   uint64
-	TruncatedAtStart       int64
-	BytesWritten, OpsSaved int64
+	LogSize, SnapSize      int64         // bytes of raft.log and raft.snap
+	Entries                int           // entries in raft.log after the snapshot
+	FirstIndex, LastIndex  uint64        // of those entries (FirstIndex 0: none)
+	SnapshotIndex          uint64        // of the newest snapshot on disk
+	Pending                int64         // bytes queued, not yet written
+	Batches, Fsyncs        int64         // rounds of the writer, fsyncs of every file
+	LastSync               time.Time     // the last fsync that succeeded
+	LastFsyncTime          time.Duration // how long the last fsync took
+	Compactions            int64         // done since the start
+	LastCompact            time.Time     // zero: none
+	LastCompactTime        time.Duration // how long it took
+	LastErr                string        // the last error while writes fail; "" once one succeeds
+	SyncedSeq, QueuedSeq   uint64        // the last call on disk, the last call queued
+	TruncatedAtStart       int64         // bytes of a torn tail cut off by OpenRaft
+	BytesWritten, OpsSaved int64         // to raft.log by batches, and calls made durable
 }
 
 // raftFile is what the raft writer needs of a file: an *os.File, or a test's stand-in that
@@ -159,6 +159,7 @@ type RaftLog struct {
 	buf     []byte
 	ops     []raftOp
 	seq     uint64
+	last    uint64 // index of the last entry queued (or of a snapshot after it)
 	closing bool
 
 	wake    chan struct{}
@@ -182,13 +183,20 @@ type RaftLog struct {
 	fail                   atomic.Pointer[string] // why the last attempt failed (Redis-style); nil once one succeeds
 }
 
-// OpenRaft opens the raft log in dir (creating both), reads it back and starts its writer.
-// done runs on the writer goroutine after each batch (the loop hands it over with
-// EventLoop.Execute); it must not call back into the log's queueing methods synchronously
-// in a way that waits for the writer.
+// OpenRaft opens the raft log in dir (creating the directory and the files), reads it
+// back, cutting off a torn tail, and starts its writer. done runs on the writer goroutine
+// after each batch (the loop hands it over with EventLoop.Execute); it must not call Close.
+//
+// To restart raft from the state: MemoryStorage.ApplySnapshot(st.Snapshot) if there is one,
+// SetHardState(st.HardState) if there is one, Append(st.Entries).
 func OpenRaft(dir string, done func(RaftProgress)) (*RaftLog, *RaftState, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, nil, err
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, nil, err
+		}
+		if err := syncDir(filepath.Dir(dir)); err != nil { // the new directory stays
+			return nil, nil, err
+		}
 	}
 	st, d, err := replayRaft(dir)
 	if err != nil {
@@ -207,13 +215,15 @@ func OpenRaft(dir string, done func(RaftProgress)) (*RaftLog, *RaftState, error)
 	l := &RaftLog{dir: dir, done: done, wake: make(chan struct{}, 1), stopped: make(chan struct{}),
 		truncated: st.TruncatedBytes}
 	l.lastSync.Store(time.Now().UnixNano())
+	l.last = d.lastIndex()
 	l.publish(d)
 	go l.run(d)
 	return l, st, nil
 }
 
 // Save queues a hard state (skipped when nil or all zero), entries (an entry at index i
-// replaces i and everything after it) and a snapshot received from the leader (skipped when
+// replaces i and everything after it; one past the last is a gap, which breaks the log:
+// Failing says so and nothing more is written) and a snapshot received from the leader (skipped when
 // nil or at index 0; it replaces every entry before it). It copies what it keeps, except the
 // snapshot's Data, which must not be modified afterwards. It returns the call's sequence
 // number: RaftProgress.Synced >= it means all of it is on disk.
@@ -234,12 +244,19 @@ func (l *RaftLog) Save(hs *raftpb.HardState, ents []*raftpb.Entry, snap *raftpb.
 	l.seq++
 	if hasSnap {
 		l.queueSnap(opSnap, snap, conf)
+		l.last = snap.GetMetadata().GetIndex()
 	}
 	for _, e := range ents {
-		if len(e.GetData()) > MaxRaftRecord-entryHead {
-			l.tooLarge("entry", e.GetIndex(), len(e.GetData()))
+		i := e.GetIndex()
+		if i == 0 || i > l.last+1 {
+			l.broken(fmt.Sprintf("entry %d queued after entry %d: a gap", i, l.last))
 			continue
 		}
+		if len(e.GetData()) > MaxRaftRecord-entryHead {
+			l.broken(fmt.Sprintf("entry %d has %d bytes, more than a record holds (%d)", i, len(e.GetData()), MaxRaftRecord))
+			continue
+		}
+		l.last = i
 		l.buf = appendEntry(l.buf, e)
 	}
 	if hasHS {
@@ -280,6 +297,7 @@ func (l *RaftLog) Compact(snap *raftpb.Snapshot) uint64 {
 	l.mu.Lock()
 	l.seq++
 	l.queueSnap(opCompact, snap, conf)
+	l.last = max(l.last, snap.GetMetadata().GetIndex())
 	s := l.seq
 	l.mu.Unlock()
 	l.signal()
@@ -291,17 +309,17 @@ func (l *RaftLog) queueSnap(kind uint8, snap *raftpb.Snapshot, conf []byte) {
 	md := snap.GetMetadata()
 	data := snap.GetData()
 	if snapHead+len(conf)+len(data) > MaxRaftRecord {
-		l.tooLarge("snapshot", md.GetIndex(), len(data))
+		l.broken(fmt.Sprintf("snapshot at %d has %d bytes, more than a record holds (%d)", md.GetIndex(), len(data), MaxRaftRecord))
 		return
 	}
 	l.buf = appendSnapHead(l.buf, md.GetIndex(), md.GetTerm(), conf, len(data))
 	l.ops = append(l.ops, raftOp{kind: kind, end: len(l.buf), data: data, seq: l.seq})
 }
 
-// tooLarge records a call that can never be written: the log fails from then on.
-func (l *RaftLog) tooLarge(what string, index uint64, n int) {
-	msg := fmt.Sprintf("raft log %s: %s at index %d has %d bytes, more than a record holds (%d)",
-		l.dir, what, index, n, MaxRaftRecord)
+// broken records a call that can never be written as asked (a caller's bug): the log
+// writes nothing more from then on and reports why with every batch.
+func (l *RaftLog) broken(why string) {
+	msg := fmt.Sprintf("raft log %s: %s", l.dir, why)
 	l.fatal.CompareAndSwap(nil, &msg)
 }
 

@@ -128,6 +128,27 @@ func replayRaft(dir string) (*RaftState, *raftDisk, error) {
 		return nil, nil, fmt.Errorf("%s is not a tallyd raft log (bad header %q)", logPath, b[:len(RaftHeader)])
 	}
 
+	keep, why, err := readRaftLog(logPath, b, st, d)
+	if err != nil {
+		return nil, nil, err
+	}
+	if keep < len(b) {
+		if err := f.Truncate(int64(keep)); err != nil {
+			return nil, nil, err
+		}
+		if err := f.Sync(); err != nil {
+			return nil, nil, err
+		}
+		st.TruncatedBytes, st.TailWhy = int64(len(b)-keep), why
+	}
+	return st, d, nil
+}
+
+// readRaftLog reads the records of raft.log, whose bytes (header included) are b, into st
+// and d, which hold what raft.snap had. It returns how much of b to keep: less than all of
+// it when the tail is torn or corrupt (why says how). A damaged record with valid records
+// after it is a *CorruptError.
+func readRaftLog(logPath string, b []byte, st *RaftState, d *raftDisk) (keep int, why string, err error) {
 	var (
 		hs    *raftpb.HardState
 		slab  []entSlot
@@ -135,6 +156,7 @@ func replayRaft(dir string) (*RaftState, *raftDisk, error) {
 		off   = len(RaftHeader)
 		peers map[uint64]string
 	)
+	keep = len(b)
 	for off < len(b) {
 		p, n, err := raftNext(b[off:])
 		var snap *raftpb.Snapshot
@@ -142,23 +164,16 @@ func replayRaft(dir string) (*RaftState, *raftDisk, error) {
 			snap, err = decodeSnap(p)
 		}
 		if err != nil {
-			why := err.Error()
+			why = err.Error()
 			short := errors.Is(err, errRaftShort)
 			if short {
 				why = "record cut off by the end of the file"
 			}
 			if at, ok := raftDamagedMiddle(b, off, short); ok {
-				return nil, nil, &CorruptError{Path: logPath, Offset: int64(off),
+				return 0, "", &CorruptError{Path: logPath, Offset: int64(off),
 					Why: why + fmt.Sprintf("; next valid record at %d", at)}
 			}
-			if err := f.Truncate(int64(off)); err != nil {
-				return nil, nil, err
-			}
-			if err := f.Sync(); err != nil {
-				return nil, nil, err
-			}
-			st.TruncatedBytes, st.TailWhy = int64(len(b)-off), why
-			b = b[:off]
+			keep = off
 			break
 		}
 		rec := b[off : off+n]
@@ -184,7 +199,7 @@ func replayRaft(dir string) (*RaftState, *raftDisk, error) {
 				break
 			}
 			if !d.add(i, entLoc{int64(off), uint32(n)}) {
-				return nil, nil, fmt.Errorf("raft log %s: entry %d at offset %d follows entry %d: entries are missing"+
+				return 0, "", fmt.Errorf("raft log %s: entry %d at offset %d follows entry %d: entries are missing"+
 					" (restore the directory from a backup, or remove it and rejoin with --join)", logPath, i, off, d.lastIndex())
 			}
 			if len(slab) == 0 {
@@ -210,7 +225,7 @@ func replayRaft(dir string) (*RaftState, *raftDisk, error) {
 		}
 		off += n
 	}
-	d.size = int64(len(b))
+	d.size = int64(keep)
 	d.hs, d.peers = bytes.Clone(d.hs), bytes.Clone(d.peers) // the writer reuses them
 	st.Entries = ents
 	st.Peers = peers
@@ -224,7 +239,7 @@ func replayRaft(dir string) (*RaftState, *raftDisk, error) {
 		}
 		st.HardState = hs
 	}
-	return st, d, nil
+	return keep, why, nil
 }
 
 // readSnapFile checks and decodes raft.snap: its header and exactly one snapshot record.

@@ -10,6 +10,10 @@ import (
 	"time"
 )
 
+// maxSpare is the largest queue buffer the writer hands back for reuse: a busy loop fills
+// buffers of megabytes while an fsync runs, and fresh ones cost page faults.
+const maxSpare = 64 << 20
+
 // raftBatch is work taken off the queue: records in buf, described by ops.
 type raftBatch struct {
 	buf []byte
@@ -107,7 +111,7 @@ func (l *RaftLog) run(d *raftDisk) {
 		l.opsSaved.Add(int64(p.Ops))
 		if held == nil {
 			clear(b.ops) // drop the snapshots' data
-			if cap(b.buf) <= 4<<20 && spare.buf == nil {
+			if cap(b.buf) <= maxSpare && spare.buf == nil {
 				spare = b
 			}
 		}

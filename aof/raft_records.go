@@ -1,0 +1,63 @@
+package aof
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"slices"
+
+	"github.com/tallyd/tallyd/store"
+)
+
+// AppendPeers appends the peer address table (ID -> host:port) as one record, the one the
+// raft log keeps it in: a snapshot's data carries it beside the state records.
+func AppendPeers(dst []byte, p map[uint64]string) []byte {
+	ids := make([]uint64, 0, len(p))
+	for id := range p {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return appendPeers(dst, ids, p)
+}
+
+// DecodeRecords calls state for each key state record in b and peers for each peer table
+// record, in order: b is a raft entry's records or a snapshot's data. The KeyState passed
+// to state is reused for the next record and its Value is a view into b. A record that is
+// cut off or damaged is an error naming its offset; the records before it have been passed.
+func DecodeRecords(b []byte, state func(*store.KeyState), peers func(map[uint64]string)) error {
+	var ks store.KeyState
+	for off := 0; off < len(b); {
+		if len(b)-off < recHead+1 {
+			return fmt.Errorf("record at offset %d cut off", off)
+		}
+		size := binary.LittleEndian.Uint32(b[off:])
+		if size < 1 || uint64(size) > uint64(len(b)-off-recHead) {
+			return fmt.Errorf("record at offset %d: length %d out of range [1, %d]", off, size, len(b)-off-recHead)
+		}
+		p := b[off+recHead : off+recHead+int(size)]
+		if crc32.Checksum(p, castagnoli) != binary.LittleEndian.Uint32(b[off+4:]) {
+			return fmt.Errorf("record at offset %d: checksum mismatch", off)
+		}
+		var err error
+		switch p[0] {
+		case kindState:
+			if size < minPayload {
+				err = fmt.Errorf("key state of %d bytes, want at least %d", size, minPayload)
+			} else if err = decode(p, &ks); err == nil {
+				state(&ks)
+			}
+		case kindPeers:
+			if err = raftShaped(p); err == nil {
+				peers(decodePeers(p))
+			}
+		default:
+			err = errors.New("unknown record kind")
+		}
+		if err != nil {
+			return fmt.Errorf("record at offset %d (kind %#x): %w", off, p[0], err)
+		}
+		off += recHead + int(size)
+	}
+	return nil
+}
