@@ -128,6 +128,7 @@ type clusterState struct {
 
 	applied, commit, stable, all uint64 // indexes: applied here, committed, fsynced here, on every voter
 	snapIndex                    uint64 // the last snapshot's index
+	snapSoon                     bool   // the membership changed: snapshot at the next chance
 	confState                    *raftpb.ConfState
 
 	// Proposals and what acknowledges them.
@@ -600,6 +601,9 @@ func (s *Server) applyConfChange(cc *raftpb.ConfChange) {
 		if id == cl.cfg.NodeID {
 			cl.joinTo = ""
 		}
+		// raft takes a snapshot only if its configuration has the member: one taken after
+		// this change is what a new member catching up from a snapshot needs.
+		cl.snapSoon = true
 		s.log.Info().Uint64("node_id", id).Str("addr", cl.addrs[id]).Stringer("change", cc.GetType()).Msg("cluster: member added")
 	case raftpb.ConfChangeType_ConfChangeRemoveNode:
 		delete(cl.addrs, id)
@@ -708,7 +712,7 @@ func (s *Server) snapshotData(now int64) []byte {
 // committed and applied).
 func (s *Server) maybeSnapshot(now int64) {
 	cl := s.cl
-	if cl.applied < cl.snapIndex+cl.cfg.SnapshotEntries || cl.inflight {
+	if cl.applied < cl.snapIndex+cl.cfg.SnapshotEntries && !(cl.snapSoon && cl.applied > cl.snapIndex) || cl.inflight {
 		return
 	}
 	if cl.isLeader() && (cl.ackSeq[LevelQuorum] < cl.propSeq || s.locks.Journaled() || cl.applied < cl.commit || !cl.ready) {
@@ -727,6 +731,7 @@ func (s *Server) maybeSnapshot(now int64) {
 	}
 	cl.log.Compact(snap)
 	cl.snapIndex = cl.applied
+	cl.snapSoon = false
 	s.log.Info().Uint64("index", cl.applied).Int("bytes", len(data)).Dur("took", time.Since(start)).Msg("cluster: snapshot taken")
 }
 
