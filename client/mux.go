@@ -28,6 +28,9 @@ type call struct {
 	status counter.Status // yrmcds
 	body   []byte         // yrmcds, a copy
 	reply  resp.Reply     // RESP, a copy
+	// leveled: the command went between CONSISTENCY LEVEL and CONSISTENCY QUORUM, so
+	// three replies answer it (values.go).
+	leveled bool
 	err    error          // the connection broke
 
 	finished, abandoned bool // under mux.mu
@@ -248,12 +251,35 @@ func parseCounter(buf []byte, cl *call) (int, error) {
 }
 
 func parseRESP(buf []byte, cl *call) (int, error) {
+	if cl.leveled {
+		return parseLeveled(buf, cl)
+	}
 	r, n, err := resp.ParseReply(buf)
 	if n == 0 || err != nil {
 		return 0, err
 	}
 	cl.reply = cloneReply(r)
 	return n, nil
+}
+
+// parseLeveled reads the three replies of a command sent between CONSISTENCY LEVEL and
+// CONSISTENCY QUORUM (values.go): the command's, or the first one's if it is an error.
+func parseLeveled(buf []byte, cl *call) (int, error) {
+	var rs [3]resp.Reply
+	at := 0
+	for i := range rs {
+		r, n, err := resp.ParseReply(buf[at:])
+		if n == 0 || err != nil {
+			return 0, err
+		}
+		rs[i] = r
+		at += n
+	}
+	cl.reply = cloneReply(rs[1])
+	if rs[0].Kind == '-' {
+		cl.reply = cloneReply(rs[0])
+	}
+	return at, nil
 }
 
 // cloneReply copies r out of the read buffer.

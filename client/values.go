@@ -83,6 +83,23 @@ func (v *Values) Del(ctx context.Context, key string) (bool, error) {
 	return existed, err
 }
 
+// Level is a tallyd cluster's consistency level for a durable-value call (README "Cluster").
+type Level string
+
+// The consistency levels.
+const (
+	One    Level = "ONE"    // a write: on the leader's disk; a read: the member's own store, maybe stale
+	Quorum Level = "QUORUM" // committed by a majority; reads linearizable (the server's default)
+	All    Level = "ALL"    // on every voter's disk; reads linearizable
+)
+
+type levelKey struct{}
+
+// WithConsistency returns a context under which Values calls run at consistency level l.
+func WithConsistency(ctx context.Context, l Level) context.Context {
+	return context.WithValue(ctx, levelKey{}, l)
+}
+
 // integer runs a command whose reply is an integer.
 func (v *Values) integer(ctx context.Context, key string, args ...string) (int64, error) {
 	var n int64
@@ -102,13 +119,25 @@ func (v *Values) do(ctx context.Context, key string, use func(*endpoint, resp.Re
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if l, ok := ctx.Value(levelKey{}).(Level); ok && l != One && l != Quorum && l != All {
+		return fmt.Errorf("client: %s %q: consistency level %q is not ONE, QUORUM or ALL", args[0], key, l)
+	}
 	return v.c.each(ctx, key, protoSlock, func(e *endpoint) error {
 		m, err := e.pipe(ctx, parseRESP)
 		if err != nil {
 			return err
 		}
-		cl := &call{}
-		if err := m.do(ctx, cl, func(dst []byte, _ uint32) []byte { return resp.AppendCommand(dst, args...) }); err != nil {
+		lvl, leveled := ctx.Value(levelKey{}).(Level)
+		cl := &call{leveled: leveled}
+		if err := m.do(ctx, cl, func(dst []byte, _ uint32) []byte {
+			if !leveled {
+				return resp.AppendCommand(dst, args...)
+			}
+			// The level holds for this command only: the connection is shared.
+			dst = resp.AppendCommand(dst, "CONSISTENCY", string(lvl))
+			dst = resp.AppendCommand(dst, args...)
+			return resp.AppendCommand(dst, "CONSISTENCY", string(Quorum))
+		}); err != nil {
 			return err
 		}
 		if cl.reply.Kind == '-' {

@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/tallyd/tallyd/client"
@@ -70,5 +71,25 @@ func TestValuesRedisError(t *testing.T) {
 	// The connection survives an error reply.
 	if err := v.Command(ctx, "k", "PING"); err != nil {
 		t.Fatalf("PING after an error: %v", err)
+	}
+}
+
+// A call under WithConsistency runs at that level and leaves the shared connection at the
+// default: the server sees CONSISTENCY LEVEL, the command, CONSISTENCY QUORUM.
+func TestValuesWithConsistency(t *testing.T) {
+	ctx := testCtx(t)
+	v := newClient(t, nil, startTallyd(t, "a", nil)).Values()
+	if n, err := v.Incr(client.WithConsistency(ctx, client.One), "lvl"); err != nil || n != 1 {
+		t.Fatalf("Incr at ONE: %d %v", n, err)
+	}
+	if n, err := v.Get(ctx, "lvl"); err != nil || n != 1 {
+		t.Fatalf("Get: %d %v", n, err)
+	}
+	_, err := v.Incr(client.WithConsistency(ctx, "SOME"), "lvl")
+	if err == nil || !strings.Contains(err.Error(), `consistency level "SOME" is not ONE, QUORUM or ALL`) {
+		t.Fatalf("a bad level: %v", err)
+	}
+	if n, err := v.Get(ctx, "lvl"); err != nil || n != 1 {
+		t.Fatalf("Get after a refused level: %d %v", n, err)
 	}
 }
