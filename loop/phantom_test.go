@@ -11,7 +11,7 @@ import (
 // TestModifyMissingKeyCreatesNothing: a command that only modifies a key (EXPIRE and its
 // variants, PERSIST, DEL, HDEL, SET XX) answers as Redis does for a key that does not
 // exist and leaves nothing behind: TTL answers -2, no lock shows in LIST_LOCKED (what
-// `tallyctl slock locked` sends) or INFO keyspace, and a LOCK with TIMEOUT 0 on the key
+// `tallyctl slock locked` sends) or INFO locks, and a LOCK with TIMEOUT 0 on the key
 // succeeds at once (issue 15 item 1: EXPIRE ghost 5 answered 1 and left a lock).
 func TestModifyMissingKeyCreatesNothing(t *testing.T) {
 	ts := startSlock(t, nil)
@@ -69,9 +69,9 @@ func TestModifyMissingKeyCreatesNothing(t *testing.T) {
 		}
 	}
 	runKV(t, rc, []kvStep{kv(`:1`, "DBSIZE")})
-	info := string(rc.cmd("INFO", "keyspace").Str)
+	info := string(rc.cmd("INFO", "locks").Str)
 	if !strings.Contains(info, "db0:keys=1,locked=1,") {
-		t.Fatalf("INFO keyspace after the modifiers: %q, want the one real key, locked once", info)
+		t.Fatalf("INFO locks after the modifiers: %q, want the one real key, locked once", info)
 	}
 	// A key that exists still gets its expiry; one created after a ghost EXPIRE has none.
 	runKV(t, rc, []kvStep{

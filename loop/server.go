@@ -192,8 +192,9 @@ type Server struct {
 
 	persist persistState
 	idle    idleState
-	mem     memState // the memory budget's totals (memory.go)
-	m       metrics  // counted for /metrics (metrics.go)
+	mem     memState  // the memory budget's totals (memory.go)
+	m       metrics   // counted for /metrics (metrics.go)
+	info    infoState // figures only INFO shows (info.go)
 
 	// Shared with other goroutines.
 	engine    gnet.Engine

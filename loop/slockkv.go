@@ -219,6 +219,9 @@ func (s *Server) kvReply(cs *conn, r *slock.LockReply, res store.LockResult) {
 	case store.LockOverflow:
 		s.textError(cs, slock.ErrOverflow)
 	default:
+		if sc.req.KV.Op == slock.OpGet {
+			s.countLookup(r.Value != nil)
+		}
 		s.sendTo(cs, slock.AppendKVReply(s.scratchFor(cs), &sc.req.KV, r.Result, r.Value))
 	}
 }
