@@ -88,7 +88,7 @@ func (p *Pool) Stats(ctx context.Context, i int, arg string) ([]Stat, error) {
 		if err != nil {
 			e.discard(lc)
 			var ce *ConnError
-			if lc.reused && errors.As(err, &ce) {
+			if lc.reused && errors.As(err, &ce) && !timedOut(err) {
 				continue // an idle connection the server had closed: try a new one
 			}
 			return nil, err
@@ -138,10 +138,10 @@ func (p *Pool) acquire(ctx context.Context, cmd, key string, l Limits) (*Hold, e
 			if err != nil {
 				e.discard(lc) // closing it leaves the queue
 				var ce *ConnError
-				if lc.reused && errors.As(err, &ce) {
+				if lc.reused && errors.As(err, &ce) && !timedOut(err) {
 					continue // an idle connection the server had closed: try a new one
 				}
-				return err
+				return err // a server that does not answer is not asked twice
 			}
 			if lines[0] == "LOCKED" {
 				h = &Hold{key: key, e: e, lc: lc}
@@ -168,6 +168,13 @@ func lineError(e *endpoint, op, key, line string) error {
 		return &ConnError{Addr: e.addr, Op: "read", Err: fmt.Errorf("unexpected reply %q to %s", line, op)}
 	}
 	return &Error{Addr: e.addr, Op: op, Key: key, Reply: line, kind: kind}
+}
+
+// timedOut reports whether err is a deadline that passed (the server did not
+// answer), not a connection the server closed.
+func timedOut(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // rawurlencode encodes s as PHP's rawurlencode does.
@@ -278,6 +285,7 @@ func (lc *lineConn) roundtrip(ctx context.Context, req []byte, wait time.Duratio
 	lc.active = false
 	lc.mu.Unlock()
 	if err == nil {
+		lc.e.markUp() // it answers
 		return lines, nil
 	}
 	if ctx.Err() != nil {
