@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -201,6 +202,7 @@ func TestHungServerNoFlapping(t *testing.T) {
 	if err := b.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	eventually(t, "b is stopped", func() bool { return procState(t, b.cmd.Process.Pid) == 'T' })
 	stopped := time.Now()
 	var slow []string
 	rounds := 0
@@ -253,4 +255,18 @@ func TestHungServerNoFlapping(t *testing.T) {
 	if _, addrs, err := round(); err != nil || !addrs[b.Counter] || len(addrs) != 1 {
 		t.Fatalf("after SIGCONT: %v, counters held at %v, want b's %s again", err, addrs, b.Counter)
 	}
+}
+
+// procState is the state letter of process pid (/proc/PID/stat): 'T' once stopped.
+func procState(t *testing.T, pid int) byte {
+	t.Helper()
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	i := bytes.LastIndexByte(stat, ')') // the command name may hold anything
+	if i < 0 || i+2 >= len(stat) {
+		t.Fatalf("/proc/%d/stat: %q", pid, stat)
+	}
+	return stat[i+2]
 }
