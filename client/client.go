@@ -46,7 +46,10 @@
 // Options.HealthTimeout, and a reply to a request marks its server up too.
 // A server that accepts connections but does not answer (stopped, hung)
 // stays down. Only then do its keys move back. If every server in the
-// order is down, each is tried anyway.
+// order is down, each is tried anyway. A PoolCounter acquire that waits on
+// purpose (Limits.Timeout) probes its server from IOTimeout on, every
+// HealthInterval, and fails over when a probe gets no answer, so a hung
+// server does not hold it for its whole timeout.
 //
 // A request that has not yet succeeded moves on: an acquire, a Get or an
 // Incr whose connection breaks is sent to the next server in the key's
