@@ -81,13 +81,19 @@ func TestModifyMissingKeyCreatesNothing(t *testing.T) {
 		kv(`+OK`, "SET", "ghost", "now"),
 		kv(`:-1`, "TTL", "ghost"),
 	})
-	// A lock without a value (LOCK, not SET) is no key for EXPIRE: 0, and the lock keeps
-	// its own expiry.
+	// A lock without a value (LOCK, not SET) is no key for EXISTS, TTL or EXPIRE: 0, -2,
+	// 0, and the lock keeps its own expiry.
 	locker := dialResp(t, ts.slockAddr)
 	if r := locker.cmd("LOCK", "held", "TIMEOUT", "0", "EXPRIED", "100"); r.Kind != '*' || string(r.Elems[0].Str) != "0" {
 		t.Fatalf("LOCK held: %s", showResp(r))
 	}
-	runKV(t, rc, []kvStep{kv(`:0`, "EXPIRE", "held", "1"), kv(`:0`, "PERSIST", "held")})
+	runKV(t, rc, []kvStep{
+		kv(`:0`, "EXISTS", "held"),
+		kv(`:-2`, "TTL", "held"), // no key, as EXISTS says: not the lock's 100 s
+		kv(`:-2`, "PTTL", "held"),
+		kv(`:0`, "EXPIRE", "held", "1"),
+		kv(`:0`, "PERSIST", "held"),
+	})
 	time.Sleep(1200 * time.Millisecond)
 	if ll := listLocked(t, bc, 0, key16("held")); len(ll.Locks) != 1 {
 		t.Fatalf("LIST_LOCKED held after EXPIRE held 1 and 1.2 s: %d holders, want the lock, untouched", len(ll.Locks))
