@@ -8,7 +8,6 @@ import (
 	"syscall"
 
 	"github.com/tallyd/tallyd/proto/resp"
-	"github.com/tallyd/tallyd/proto/slock"
 	"github.com/tallyd/tallyd/store"
 )
 
@@ -21,6 +20,7 @@ import (
 const (
 	rateEvery   = int64(100e6) // ns between samples
 	rateSamples = 16
+	infoSample  = 10_000 // keys with a value looked at per database for expires and avg_ttl (an estimate beyond)
 )
 
 // rateSample is the totals at one sample.
@@ -146,7 +146,7 @@ func (s *Server) fillInfo(in *resp.Info, now int64) {
 		d := resp.InfoDB{DB: uint8(db), Values: s.locks.ValueCount(uint8(db)), Keys: ls.KeyCount,
 			Locked: ls.LockedCount, Waiting: ls.WaitCount, LockCount: ls.LockCount, UnlockCount: ls.UnLockCount,
 			Timeouted: ls.TimeoutedCount, Expried: ls.ExpriedCount, UnlockErrors: ls.UnlockErrorCount}
-		d.Expires, d.AvgTTL = s.locks.ValueExpiries(uint8(db), now, slock.KeysLimit)
+		d.Expires, d.AvgTTL = s.locks.ValueExpiries(uint8(db), now, infoSample)
 		in.DBs = append(in.DBs, d)
 		in.Blocked += uint64(ls.WaitCount)
 		in.Stats.Expired += uint64(ls.ExpriedCount)

@@ -16,7 +16,7 @@ func (l *Locks) ValueExpiries(db uint8, now int64, limit int) (expiring int, avg
 	}
 	var sum int64
 	for _, k := range vals[len(vals)-seen:] {
-		if ttl := l.TTL(db, k.key, now); ttl >= 0 {
+		if ttl := k.ttl(now); ttl >= 0 {
 			expiring++
 			sum += ttl
 		}
