@@ -36,11 +36,20 @@
 // # Failover
 //
 // A server is marked down when a dial, write or read on it fails, or a reply
-// does not come within Options.IOTimeout. Requests skip servers that are
-// down and go to the next one in the key's order; one background goroutine
-// per Client dials the servers that are down every Options.HealthInterval
-// and marks them up when a dial succeeds (only then do their keys move
-// back). If every server in the order is down, each is tried anyway.
+// does not come within Options.IOTimeout: a request to a server that does
+// not answer fails over after IOTimeout (beyond any wait it asks for).
+// Requests skip servers that are down and go to the next one in the key's
+// order. A server is marked up only by an answer: one background goroutine
+// per Client probes the servers that are down every Options.HealthInterval
+// with the protocol's no-op (a yrmcds Noop, PoolCounter "STATS UPTIME",
+// Redis PING on the slock port), which must be answered within
+// Options.HealthTimeout, and a reply to a request marks its server up too.
+// A server that accepts connections but does not answer (stopped, hung)
+// stays down. Only then do its keys move back. If every server in the
+// order is down, each is tried anyway. A PoolCounter acquire that waits on
+// purpose (Limits.Timeout) probes its server from IOTimeout on, every
+// HealthInterval, and fails over when a probe gets no answer, so a hung
+// server does not hold it for its whole timeout.
 //
 // A request that has not yet succeeded moves on: an acquire, a Get or an
 // Incr whose connection breaks is sent to the next server in the key's
@@ -72,6 +81,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tallyd/tallyd/proto/counter"
+	"github.com/tallyd/tallyd/proto/pool"
+	"github.com/tallyd/tallyd/proto/resp"
 )
 
 // Server is one tallyd: its name in the hash and the address of each
@@ -104,8 +117,9 @@ func Host(host string) Server {
 // Options tune a Client. The zero value of each field means its default.
 type Options struct {
 	DialTimeout    time.Duration // longest dial (default 1 s)
-	IOTimeout      time.Duration // longest wait for a reply beyond any wait the request asks for (default 5 s)
-	HealthInterval time.Duration // how often servers that are down are dialed (default 1 s)
+	IOTimeout      time.Duration // longest wait for a reply beyond any wait the request asks for, after which the request fails over (default 5 s)
+	HealthInterval time.Duration // how often servers that are down are probed (default 1 s)
+	HealthTimeout  time.Duration // longest wait for a probe's answer, its dial included (default 1 s, at most IOTimeout)
 	MaxIdle        int           // idle PoolCounter connections kept per server (default 4)
 
 	// OnHealth, if set, is called when a server's listener is marked down
@@ -146,6 +160,10 @@ func New(servers []Server, opts *Options) (*Client, error) {
 	if c.opts.HealthInterval <= 0 {
 		c.opts.HealthInterval = time.Second
 	}
+	if c.opts.HealthTimeout <= 0 {
+		c.opts.HealthTimeout = time.Second
+	}
+	c.opts.HealthTimeout = min(c.opts.HealthTimeout, c.opts.IOTimeout)
 	if c.opts.MaxIdle <= 0 {
 		c.opts.MaxIdle = 4
 	}
@@ -285,7 +303,8 @@ func (c *Client) each(ctx context.Context, key string, p proto, fn func(*endpoin
 	return fmt.Errorf("client: key %q: %w: %w", key, ErrUnavailable, last)
 }
 
-// checkHealth dials the listeners that are down, every HealthInterval.
+// checkHealth probes the listeners that are down, every HealthInterval, and
+// marks up those that answer.
 func (c *Client) checkHealth() {
 	defer c.wg.Done()
 	t := time.NewTicker(c.opts.HealthInterval)
@@ -296,16 +315,98 @@ func (c *Client) checkHealth() {
 			return
 		case <-t.C:
 		}
+		var wg sync.WaitGroup
 		for _, e := range c.all {
 			if !e.down.Load() {
 				continue
 			}
-			nc, err := e.dial(c.ctx)
-			if err == nil {
-				_ = nc.Close()
-				e.markUp()
-			}
+			wg.Add(1)
+			go func() { // at once: each probe of a hung server takes HealthTimeout
+				defer wg.Done()
+				if e.probe(c.ctx) == nil {
+					e.markUp()
+				}
+			}()
 		}
+		wg.Wait()
+	}
+}
+
+// probe dials e and sends its protocol's no-op, which must be answered
+// within HealthTimeout: a TCP connection alone proves nothing (the kernel
+// accepts for a stopped process).
+func (e *endpoint) probe(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, e.c.opts.HealthTimeout)
+	defer cancel()
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", e.addr)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	var req []byte
+	switch e.proto {
+	case protoCounter, protoSemaphore:
+		req = counter.AppendRequest(nil, counter.OpNoop, 1, nil)
+	case protoPool:
+		req = pool.AppendStats(nil, "UPTIME")
+	default:
+		req = resp.AppendCommand(nil, "PING")
+	}
+	if _, err := nc.Write(req); err != nil {
+		return err
+	}
+	buf := make([]byte, 0, 512)
+	for {
+		n, err := nc.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if ok, perr := probeAnswered(e.proto, buf); ok || perr != nil {
+			return perr
+		}
+		if err != nil {
+			return err
+		}
+		if len(buf) == cap(buf) {
+			return fmt.Errorf("probe of %s: no answer in %d bytes", e.addr, len(buf))
+		}
+	}
+}
+
+// probeAnswered reports whether buf holds the whole answer to p's probe,
+// or an error if it holds something else.
+func probeAnswered(p proto, buf []byte) (bool, error) {
+	switch p {
+	case protoCounter, protoSemaphore:
+		var r counter.Response
+		n, err := counter.ParseResponse(buf, maxReplyBody, &r)
+		switch {
+		case err != nil:
+			return false, err
+		case n == 0:
+			return false, nil
+		case r.Opcode != counter.OpNoop || r.Status != counter.StatusOK:
+			return false, fmt.Errorf("Noop answered %s %s", r.Opcode, r.Status)
+		}
+		return true, nil
+	case protoPool:
+		line, _, ok := bytes.Cut(buf, []byte("\n"))
+		if ok && !bytes.HasPrefix(line, []byte("uptime: ")) {
+			return false, fmt.Errorf("STATS UPTIME answered %q", clip(line))
+		}
+		return ok, nil
+	default:
+		r, n, err := resp.ParseReply(buf)
+		switch {
+		case err != nil:
+			return false, err
+		case n == 0:
+			return false, nil
+		case r.Kind != '+' || string(r.Str) != "PONG":
+			return false, fmt.Errorf("PING answered %c%q", r.Kind, clip(r.Str))
+		}
+		return true, nil
 	}
 }
 
@@ -324,7 +425,8 @@ type endpoint struct {
 	busy    map[*lineConn]struct{}
 }
 
-// dial opens a connection, marking the endpoint up or down by the outcome.
+// dial opens a connection, marking the endpoint down if it fails (only an
+// answer marks it up: see markUp's callers).
 func (e *endpoint) dial(ctx context.Context) (net.Conn, error) {
 	d := net.Dialer{Timeout: e.c.opts.DialTimeout}
 	nc, err := d.DialContext(ctx, "tcp", e.addr)
@@ -336,7 +438,6 @@ func (e *endpoint) dial(ctx context.Context) (net.Conn, error) {
 		e.markDown(err)
 		return nil, err
 	}
-	e.markUp()
 	return nc, nil
 }
 
@@ -356,8 +457,9 @@ func (e *endpoint) markDown(err error) {
 	}
 }
 
+// markUp marks e up: its server answered.
 func (e *endpoint) markUp() {
-	if e.down.Swap(false) && e.c.opts.OnHealth != nil {
+	if e.down.Load() && e.down.Swap(false) && e.c.opts.OnHealth != nil {
 		e.c.opts.OnHealth(e.addr, true, nil)
 	}
 }

@@ -182,6 +182,7 @@ func (m *mux) finish(cl *call) {
 	cl.finished = true
 	abandoned := cl.abandoned
 	m.mu.Unlock()
+	m.e.markUp() // it answers
 	switch {
 	case !abandoned:
 		close(cl.done)

@@ -9,6 +9,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tallyd/tallyd/proto/pool"
@@ -88,7 +89,7 @@ func (p *Pool) Stats(ctx context.Context, i int, arg string) ([]Stat, error) {
 		if err != nil {
 			e.discard(lc)
 			var ce *ConnError
-			if lc.reused && errors.As(err, &ce) {
+			if lc.reused && errors.As(err, &ce) && !timedOut(err) {
 				continue // an idle connection the server had closed: try a new one
 			}
 			return nil, err
@@ -138,10 +139,10 @@ func (p *Pool) acquire(ctx context.Context, cmd, key string, l Limits) (*Hold, e
 			if err != nil {
 				e.discard(lc) // closing it leaves the queue
 				var ce *ConnError
-				if lc.reused && errors.As(err, &ce) {
+				if lc.reused && errors.As(err, &ce) && !timedOut(err) {
 					continue // an idle connection the server had closed: try a new one
 				}
-				return err
+				return err // a server that does not answer is not asked twice
 			}
 			if lines[0] == "LOCKED" {
 				h = &Hold{key: key, e: e, lc: lc}
@@ -168,6 +169,23 @@ func lineError(e *endpoint, op, key, line string) error {
 		return &ConnError{Addr: e.addr, Op: "read", Err: fmt.Errorf("unexpected reply %q to %s", line, op)}
 	}
 	return &Error{Addr: e.addr, Op: op, Key: key, Reply: line, kind: kind}
+}
+
+// noAnswer is the error of a wait cut short because the server did not answer
+// a probe within the duration: a timeout, as a read deadline's is.
+type noAnswer time.Duration
+
+func (d noAnswer) Error() string {
+	return fmt.Sprintf("the server does not answer (no reply to a probe within %v) while the request waits", time.Duration(d))
+}
+func (noAnswer) Timeout() bool   { return true }
+func (noAnswer) Temporary() bool { return true }
+
+// timedOut reports whether err is a deadline that passed (the server did not
+// answer), not a connection the server closed.
+func timedOut(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // rawurlencode encodes s as PHP's rawurlencode does.
@@ -272,22 +290,80 @@ func (lc *lineConn) roundtrip(ctx context.Context, req []byte, wait time.Duratio
 			_ = lc.nc.SetDeadline(time.Unix(1, 0))
 		}
 	})
+	var hung atomic.Bool
+	var watched, unwatched chan struct{}
+	if wait > 0 {
+		watched, unwatched = make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(unwatched)
+			lc.watch(watched, &hung)
+		}()
+	}
 	lines, op, err := lc.exchange(req, full)
 	stop()
 	lc.mu.Lock()
 	lc.active = false
 	lc.mu.Unlock()
+	if watched != nil {
+		close(watched)
+		<-unwatched // soon: the watch's probe is cut short; lc is not touched once this returns
+	}
 	if err == nil {
+		lc.e.markUp() // it answers
 		return lines, nil
 	}
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
+	}
+	if hung.Load() {
+		return nil, &ConnError{Addr: lc.e.addr, Op: "read", Err: noAnswer(lc.e.c.opts.HealthTimeout)}
 	}
 	var ne net.Error
 	if hasDeadline && deadline.Equal(ctxDeadline) && errors.As(err, &ne) && ne.Timeout() {
 		return nil, context.DeadlineExceeded
 	}
 	return nil, &ConnError{Addr: lc.e.addr, Op: op, Err: err}
+}
+
+// watch runs while a request that may wait on purpose (ACQ4ME with a timeout)
+// waits on lc: from IOTimeout on, it probes the server every HealthInterval,
+// and if a probe gets no answer it sets hung and ends the wait, so that a
+// request to a server that stopped answering fails over after about
+// IOTimeout, whatever wait it asked for. It returns when done closes.
+func (lc *lineConn) watch(done chan struct{}, hung *atomic.Bool) {
+	c := lc.e.c
+	t := time.NewTimer(c.opts.IOTimeout)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithCancel(c.ctx)
+		go func() { // the wait's end cuts the probe short
+			select {
+			case <-done:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		err := lc.e.probe(ctx)
+		ended := ctx.Err() != nil // the wait ended (or the Client closed) meanwhile
+		cancel()
+		if err != nil && !ended {
+			hung.Store(true)
+			lc.mu.Lock()
+			if lc.active {
+				_ = lc.nc.SetDeadline(time.Unix(1, 0))
+			}
+			lc.mu.Unlock()
+			return
+		}
+		t.Reset(c.opts.HealthInterval)
+	}
 }
 
 func (lc *lineConn) exchange(req []byte, full bool) (lines []string, op string, err error) {

@@ -300,6 +300,7 @@ func (s *Server) tick(context.Context) error {
 	s.persist.lastNow = now.UnixNano()
 	s.mem.ticks++
 	s.metricsTick(now)
+	s.infoTick(now.UnixNano())
 	s.advance(now.UnixNano())
 	s.persistTick(now)
 	s.clusterTick(now)

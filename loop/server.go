@@ -200,8 +200,9 @@ type Server struct {
 	cl      *clusterState // nil unless in cluster mode (cluster.go)
 	peerH   peerHandler
 	idle    idleState
-	mem     memState // the memory budget's totals (memory.go)
-	m       metrics  // counted for /metrics (metrics.go)
+	mem     memState  // the memory budget's totals (memory.go)
+	m       metrics   // counted for /metrics (metrics.go)
+	info    infoState // figures only INFO shows (info.go)
 
 	// Shared with other goroutines.
 	engine    gnet.Engine

@@ -3,7 +3,6 @@ package loop
 import (
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/tallyd/tallyd/proto/resp"
 	"github.com/tallyd/tallyd/proto/slock"
@@ -63,7 +62,8 @@ type slockState struct {
 	closed    map[store.Owner][16]byte // closed connections that had sent INIT
 	dataBuf   []byte                   // data records of the text command being served
 	infoBuf   []byte
-	names     [][]byte // KEYS and SCAN
+	info      resp.Info // INFO's figures, refilled by each INFO
+	names     [][]byte  // KEYS and SCAN
 }
 
 // pendingWill is a will command, or the disconnect itself, of a closed connection, to run
@@ -384,19 +384,11 @@ func (s *Server) slockClose(cs *conn, now int64) {
 	s.drainLocks(now)
 }
 
-// slockInfo renders INFO: the server, its clients, and each database's lock counts.
+// slockInfo renders INFO: the server, its clients, memory, rates, and each database's
+// keys and lock counts.
 func (s *Server) slockInfo(now int64) []byte {
-	in := resp.Info{Version: s.cfg.Version, PID: os.Getpid(), Uptime: (now - s.started) / 1e9,
-		Clients: s.stats[ProtoSlock].CurrConnections, ConnectionsTotal: s.stats[ProtoSlock].TotalConnections,
-		AOF: s.persistInfo()}
-	for db := 0; db <= store.MaxLockDB; db++ {
-		if st, ok := s.locks.State(uint8(db)); ok {
-			in.DBs = append(in.DBs, resp.InfoDB{DB: uint8(db), Keys: st.KeyCount, Locked: st.LockedCount,
-				Waiting: st.WaitCount, LockCount: st.LockCount, UnlockCount: st.UnLockCount,
-				Timeouted: st.TimeoutedCount, Expried: st.ExpriedCount, UnlockErrors: st.UnlockErrorCount})
-		}
-	}
-	s.sl.infoBuf = resp.AppendInfo(s.sl.infoBuf[:0], &in)
+	s.fillInfo(&s.sl.info, now)
+	s.sl.infoBuf = resp.AppendInfo(s.sl.infoBuf[:0], &s.sl.info)
 	s.sl.infoBuf = s.clusterInfo(append(s.sl.infoBuf, "\r\n"...))
 	return s.sl.infoBuf
 }

@@ -34,7 +34,10 @@ func (s *Server) slockKV(cs *conn, now int64) {
 	switch op {
 	case slock.OpTTL, slock.OpPTTL:
 		id := sc.text.KeyID(kv.Keys[0])
-		ms := s.locks.TTL(db, id, now)
+		ms := int64(-2) // a lock without a value (LOCK) is no key, as EXISTS says
+		if s.locks.Value(db, id) != nil {
+			ms = s.locks.TTL(db, id, now)
+		}
 		if ms >= 0 {
 			ms = min(ms, s.locks.TTLAsked(db, id)) // never more than was asked, as in Redis
 		}
@@ -219,6 +222,9 @@ func (s *Server) kvReply(cs *conn, r *slock.LockReply, res store.LockResult) {
 	case store.LockOverflow:
 		s.textError(cs, slock.ErrOverflow)
 	default:
+		if sc.req.KV.Op == slock.OpGet {
+			s.countLookup(r.Value != nil)
+		}
 		s.sendTo(cs, slock.AppendKVReply(s.scratchFor(cs), &sc.req.KV, r.Result, r.Value))
 	}
 }

@@ -557,7 +557,11 @@ func (l *Locks) State(db uint8) (LockState, bool) {
 // to expire at now: -2 if the key has no holder, -1 if that holder never
 // expires (or is kept alive by its open connection).
 func (l *Locks) TTL(db uint8, key [16]byte, now int64) int64 {
-	k := l.key(db, key)
+	return l.key(db, key).ttl(now)
+}
+
+// ttl is TTL for k (nil: no such key).
+func (k *lockKey) ttl(now int64) int64 {
 	if k == nil || k.hold.head == nil {
 		return -2
 	}

@@ -36,15 +36,44 @@ func InfoSections(info []byte, names [][]byte) []byte {
 	return out
 }
 
-// Info are the figures of an INFO reply, as plain values the server fills in.
+// Info are the figures of an INFO reply, as plain values the server fills in. The
+// fields Redis tools read (redis-cli --stat, redis_exporter) are named after Redis's.
 type Info struct {
-	Version          string   // tallyd_version
-	PID              int      // process_id
-	Uptime           int64    // uptime_in_seconds
-	Clients          uint64   // connected_clients
-	ConnectionsTotal uint64   // total_connections_received
+	Version          string // tallyd_version
+	PID              int    // process_id
+	Port             int    // tcp_port
+	Uptime           int64  // uptime_in_seconds
+	Clients          uint64 // connected_clients
+	MaxClients       int    // maxclients
+	Blocked          uint64 // blocked_clients: lock commands waiting
+	ConnectionsTotal uint64 // total_connections_received
+	Memory           InfoMemory
+	Stats            InfoStats
+	CPUSys, CPUUser  float64  // used_cpu_sys, used_cpu_user: seconds
 	AOF              *InfoAOF // the Persistence section; nil when the append-only log is off
-	DBs              []InfoDB // the Keyspace section: each database that exists, in order
+	DBs              []InfoDB // the Keyspace and Locks sections: each database that exists, in order
+}
+
+// InfoMemory are the Memory section's figures, in bytes.
+type InfoMemory struct {
+	Used    int64 // used_memory: what the Go heap's objects take
+	RSS     int64 // used_memory_rss: the process's resident set
+	Peak    int64 // used_memory_peak: the most Used has been
+	Budget  int64 // used_memory_budget: what --max-memory is compared with (store, buffers, wills)
+	Dataset int64 // used_memory_dataset: the store's share of Budget
+	Max     int64 // maxmemory: the budget, 0 for none
+}
+
+// InfoStats are the Stats section's figures.
+type InfoStats struct {
+	Commands        uint64  // total_commands_processed
+	OpsPerSec       int64   // instantaneous_ops_per_sec
+	NetIn, NetOut   uint64  // total_net_input_bytes, total_net_output_bytes
+	InKbps, OutKbps float64 // instantaneous_input_kbps, instantaneous_output_kbps
+	Rejected        uint64  // rejected_connections
+	Expired         uint64  // expired_keys
+	Hits, Misses    uint64  // keyspace_hits, keyspace_misses
+	ErrorReplies    uint64  // total_error_replies
 }
 
 // InfoAOF are the Persistence section's figures when the append-only log is on.
@@ -71,9 +100,13 @@ type InfoAOF struct {
 	PersistAfterMS    int64
 }
 
-// InfoDB is one database's line of the Keyspace section.
+// InfoDB is one database's lines of the Keyspace section (Values, Expires, AvgTTL: Redis's
+// keys, expires and avg_ttl, shown when it has values) and of the Locks section (the rest).
 type InfoDB struct {
 	DB           uint8
+	Values       int   // keys with a value
+	Expires      int   // of them, those that expire
+	AvgTTL       int64 // their mean time to live, milliseconds
 	Keys         uint32
 	Locked       uint32
 	Waiting      uint32
@@ -85,21 +118,57 @@ type InfoDB struct {
 }
 
 // AppendInfo appends the text of an INFO reply (not its bulk-string framing) to dst: the
-// Server, Clients, Persistence and Keyspace sections, "\r\n"-terminated lines, an empty
-// line after each section but the last.
+// Server, Clients, Memory, Persistence, Stats, Replication, CPU, Keyspace and Locks
+// sections, "\r\n"-terminated lines, an empty line after each section but the last.
+// Keyspace has Redis's form (keys, expires, avg_ttl: what redis-cli --stat and
+// redis_exporter parse); Locks has each database's lock counts under the same dbN names.
 func AppendInfo(dst []byte, in *Info) []byte {
 	dst = append(dst, "# Server\r\nredis_version:"+RedisVersion+"\r\ntallyd_version:"...)
 	dst = append(dst, in.Version...)
-	dst = append(dst, "\r\nredis_mode:standalone\r\nserver_name:tallyd\r\nprocess_id:"...)
+	dst = append(dst, "\r\nredis_mode:standalone\r\nserver_name:tallyd\r\narch_bits:64\r\nprocess_id:"...)
 	dst = strconv.AppendInt(dst, int64(in.PID), 10)
+	dst = appendIntField(dst, "\r\ntcp_port:", int64(in.Port))
 	dst = appendIntField(dst, "\r\nuptime_in_seconds:", in.Uptime)
+	dst = appendIntField(dst, "\r\nuptime_in_days:", in.Uptime/86400)
 	dst = append(dst, "\r\n\r\n# Clients\r\nconnected_clients:"...)
 	dst = strconv.AppendUint(dst, in.Clients, 10)
-	dst = append(dst, "\r\ntotal_connections_received:"...)
-	dst = strconv.AppendUint(dst, in.ConnectionsTotal, 10)
+	dst = appendIntField(dst, "\r\nmaxclients:", int64(in.MaxClients))
+	dst = appendField(dst, "\r\nblocked_clients:", in.Blocked)
 	dst = append(dst, "\r\n\r\n"...)
+	dst = appendInfoMemory(dst, &in.Memory)
 	dst = appendInfoAOF(dst, in.AOF)
-	dst = append(dst, "# Keyspace\r\n"...)
+	st := &in.Stats
+	dst = appendField(dst, "# Stats\r\ntotal_connections_received:", in.ConnectionsTotal)
+	dst = appendField(dst, "\r\ntotal_commands_processed:", st.Commands)
+	dst = appendIntField(dst, "\r\ninstantaneous_ops_per_sec:", st.OpsPerSec)
+	dst = appendField(dst, "\r\ntotal_net_input_bytes:", st.NetIn)
+	dst = appendField(dst, "\r\ntotal_net_output_bytes:", st.NetOut)
+	dst = strconv.AppendFloat(append(dst, "\r\ninstantaneous_input_kbps:"...), st.InKbps, 'f', 2, 64)
+	dst = strconv.AppendFloat(append(dst, "\r\ninstantaneous_output_kbps:"...), st.OutKbps, 'f', 2, 64)
+	dst = appendField(dst, "\r\nrejected_connections:", st.Rejected)
+	dst = appendField(dst, "\r\nexpired_keys:", st.Expired)
+	dst = append(dst, "\r\nevicted_keys:0"...) // tallyd refuses writes past its budget: it never evicts
+	dst = appendField(dst, "\r\nkeyspace_hits:", st.Hits)
+	dst = appendField(dst, "\r\nkeyspace_misses:", st.Misses)
+	dst = append(dst, "\r\npubsub_channels:0\r\npubsub_patterns:0\r\nlatest_fork_usec:0"...)
+	dst = appendField(dst, "\r\ntotal_error_replies:", st.ErrorReplies)
+	dst = append(dst, "\r\n\r\n# Replication\r\nrole:master\r\nconnected_slaves:0\r\n\r\n# CPU\r\nused_cpu_sys:"...)
+	dst = strconv.AppendFloat(dst, in.CPUSys, 'f', 6, 64)
+	dst = strconv.AppendFloat(append(dst, "\r\nused_cpu_user:"...), in.CPUUser, 'f', 6, 64)
+	dst = append(dst, "\r\n\r\n# Keyspace\r\n"...)
+	for i := range in.DBs {
+		d := &in.DBs[i]
+		if d.Values == 0 {
+			continue // Redis lists the databases that have keys
+		}
+		dst = append(dst, "db"...)
+		dst = strconv.AppendUint(dst, uint64(d.DB), 10)
+		dst = appendIntField(dst, ":keys=", int64(d.Values))
+		dst = appendIntField(dst, ",expires=", int64(d.Expires))
+		dst = appendIntField(dst, ",avg_ttl=", d.AvgTTL)
+		dst = append(dst, "\r\n"...)
+	}
+	dst = append(dst, "\r\n# Locks\r\n"...)
 	for i := range in.DBs {
 		d := &in.DBs[i]
 		dst = append(dst, "db"...)
@@ -113,6 +182,43 @@ func AppendInfo(dst []byte, in *Info) []byte {
 		dst = appendField(dst, ",expried=", uint64(d.Expried))
 		dst = appendField(dst, ",unlock_errors=", uint64(d.UnlockErrors))
 		dst = append(dst, "\r\n"...)
+	}
+	return dst
+}
+
+// appendInfoMemory appends the Memory section.
+func appendInfoMemory(dst []byte, m *InfoMemory) []byte {
+	dst = appendIntField(dst, "# Memory\r\nused_memory:", m.Used)
+	dst = AppendHumanBytes(append(dst, "\r\nused_memory_human:"...), m.Used)
+	dst = appendIntField(dst, "\r\nused_memory_rss:", m.RSS)
+	dst = AppendHumanBytes(append(dst, "\r\nused_memory_rss_human:"...), m.RSS)
+	dst = appendIntField(dst, "\r\nused_memory_peak:", m.Peak)
+	dst = AppendHumanBytes(append(dst, "\r\nused_memory_peak_human:"...), m.Peak)
+	dst = appendIntField(dst, "\r\nused_memory_budget:", m.Budget)
+	dst = appendIntField(dst, "\r\nused_memory_dataset:", m.Dataset)
+	dst = appendIntField(dst, "\r\nmaxmemory:", m.Max)
+	dst = AppendHumanBytes(append(dst, "\r\nmaxmemory_human:"...), m.Max)
+	dst = append(dst, "\r\nmaxmemory_policy:noeviction\r\nmem_fragmentation_ratio:"...)
+	ratio := 0.0
+	if m.Used > 0 {
+		ratio = float64(m.RSS) / float64(m.Used)
+	}
+	dst = strconv.AppendFloat(dst, ratio, 'f', 2, 64)
+	return append(dst, "\r\nmem_allocator:go\r\n\r\n"...)
+}
+
+// AppendHumanBytes appends n bytes as Redis's bytesToHuman writes them: 512B, 1.50K,
+// 2.00M, 3.25G, then T and P.
+func AppendHumanBytes(dst []byte, n int64) []byte {
+	if n < 1024 {
+		return append(strconv.AppendInt(dst, n, 10), 'B')
+	}
+	v := float64(n)
+	for _, unit := range "KMGTP" {
+		v /= 1024
+		if v < 1024 || unit == 'P' {
+			return append(strconv.AppendFloat(dst, v, 'f', 2, 64), byte(unit))
+		}
 	}
 	return dst
 }
