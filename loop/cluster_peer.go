@@ -8,8 +8,8 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 	"go.etcd.io/raft/v3"
-	"golang.org/x/sys/unix"
 	"go.etcd.io/raft/v3/raftpb"
+	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tallyd/tallyd/proto/peer"
