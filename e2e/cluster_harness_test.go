@@ -24,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -423,11 +424,13 @@ func (p *proxyNet) isolate(slot int, cut bool) {
 
 // tcluster is a running test cluster.
 type tcluster struct {
-	t     *testing.T
-	net   clusterNet
-	ids   []uint64 // the initial voters, by slot
-	nodes []*tnode
-	dir   string
+	t        *testing.T
+	timedOut atomic.Bool // the test's time bound passed: every node was killed
+	mu       sync.Mutex  // guards the nodes' p against stopAll from a timer
+	net      clusterNet
+	ids      []uint64 // the initial voters, by slot
+	nodes    []*tnode
+	dir      string
 }
 
 // tnode is the node in one slot.
@@ -497,8 +500,11 @@ func (c *tcluster) start(slot int) {
 	cmd := c.net.command(slot, c.args(nd))
 	// The node dies with the test process, whatever kills it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	nd.p = startCmd(c.t, cmd)
-	nd.logs = append(nd.logs, nd.p.log)
+	p := startCmd(c.t, cmd)
+	c.mu.Lock()
+	nd.p = p
+	c.mu.Unlock()
+	nd.logs = append(nd.logs, p.log)
 }
 
 // kill kills slot's node with SIGKILL and waits for it to be gone.
@@ -515,7 +521,9 @@ func (c *tcluster) kill(slot int) {
 	case <-time.After(10 * time.Second):
 		c.t.Fatalf("node %d did not die of SIGKILL", nd.id)
 	}
+	c.mu.Lock()
 	nd.p = nil
+	c.mu.Unlock()
 }
 
 // restart kills slot's node if it runs and starts it again with its data.
@@ -538,7 +546,27 @@ func (c *tcluster) wipeJoin(slot int, id uint64, via int) {
 	c.start(slot)
 }
 
+// bound gives the test at most d: then every node is killed, so that whatever waits on
+// them ends, and check fails the test.
+func (c *tcluster) bound(d time.Duration) {
+	tm := time.AfterFunc(d, func() {
+		c.timedOut.Store(true)
+		c.stopAll()
+	})
+	c.t.Cleanup(func() { tm.Stop() })
+}
+
+// check fails the test if its time bound has passed.
+func (c *tcluster) check() {
+	c.t.Helper()
+	if c.timedOut.Load() {
+		c.t.Fatal("the test ran past its time bound; every node was killed")
+	}
+}
+
 func (c *tcluster) stopAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for _, nd := range c.nodes {
 		if nd.p != nil {
 			_ = nd.p.cmd.Process.Signal(syscall.SIGKILL)
