@@ -579,8 +579,8 @@ func (c *tcluster) dumpLogs() {
 	for _, nd := range c.nodes {
 		for i, l := range nd.logs {
 			s := l.String()
-			if len(s) > 8000 {
-				s = "...\n" + s[len(s)-8000:]
+			if len(s) > 12000 {
+				s = s[:4000] + "\n...\n" + s[len(s)-8000:]
 			}
 			c.t.Logf("node %d (slot %d) run %d log:\n%s", nd.id, nd.slot, i+1, s)
 		}
@@ -604,10 +604,19 @@ func (c *tcluster) waitServing(slot int, d time.Duration) {
 	defer k.close()
 	var got string
 	var err error
+	var exited bool
 	if !waitUntil(time.Now().Add(d), 20*time.Millisecond, func() bool {
+		if p := c.nodes[slot].p; p != nil {
+			if exited, err = p.exited(); exited {
+				return true
+			}
+		}
 		got, err = k.do(time.Second, "PING")
 		return err == nil && got == "+PONG"
-	}) {
+	}) || exited {
+		if exited {
+			c.t.Fatalf("node %d (slot %d) exited: %v", c.nodes[slot].id, slot, err)
+		}
 		c.t.Fatalf("node %d (slot %d) does not answer PING after %v: %q, %v", c.nodes[slot].id, slot, d, got, err)
 	}
 }
@@ -640,6 +649,17 @@ func parseInfo(s string) map[string]string {
 		}
 	}
 	return m
+}
+
+// isVoter tells whether a peer_N field of INFO cluster says voter (voter=1; voter=true
+// accepted too).
+func isVoter(peer string) bool {
+	for _, f := range strings.Split(peer, ",") {
+		if f == "voter=1" || f == "voter=true" {
+			return true
+		}
+	}
+	return false
 }
 
 // slotOf is the slot of the running node with ID id, or -1.

@@ -377,7 +377,7 @@ func TestClusterRestart(t *testing.T) {
 		if len(seen) == 0 || seen[len(seen)-1] != p {
 			seen = append(seen, p)
 		}
-		return strings.Contains(p, "voter=1")
+		return isVoter(p)
 	}) {
 		t.Fatalf("node 4 never became a voter; the leader's peer_4 went %q; INFO cluster:\n%s", seen, c.infos())
 	}
