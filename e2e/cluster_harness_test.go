@@ -498,9 +498,20 @@ func (c *tcluster) start(slot int) {
 		c.t.Fatal(err)
 	}
 	cmd := c.net.command(slot, c.args(nd))
-	// The node dies with the test process, whatever kills it.
+	// The node dies with the test process, whatever kills it. (Not startCmd: its cleanup
+	// would kill the node before dumpLogs can ask it for its goroutines; stopAll does.)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	p := startCmd(c.t, cmd)
+	// On failure dumpLogs wants every goroutine's stack, a spinning one's too (crash: the
+	// runtime stops each thread to print it, then aborts; any core file lands in the
+	// test's temporary directory, the node's working directory).
+	cmd.Env = append(os.Environ(), "GOTRACEBACK=crash")
+	cmd.Dir = c.dir
+	p := &proc{cmd: cmd, log: &syncBuf{}, done: make(chan error, 1)}
+	cmd.Stdout, cmd.Stderr = p.log, p.log
+	if err := cmd.Start(); err != nil {
+		c.t.Fatalf("start node %d: %v", nd.id, err)
+	}
+	go func() { p.done <- cmd.Wait() }()
 	c.mu.Lock()
 	nd.p = p
 	c.mu.Unlock()
@@ -564,26 +575,65 @@ func (c *tcluster) check() {
 	}
 }
 
+// stopAll kills every node and, unless called from the time bound's timer, waits for
+// them to be gone.
 func (c *tcluster) stopAll() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	var running []*proc
 	for _, nd := range c.nodes {
 		if nd.p != nil {
 			_ = nd.p.cmd.Process.Signal(syscall.SIGKILL)
+			running = append(running, nd.p)
 		}
+	}
+	c.mu.Unlock()
+	if c.timedOut.Load() {
+		return
+	}
+	for _, p := range running {
+		err := <-p.done
+		p.done <- err
 	}
 }
 
-// dumpLogs logs the end of every node's output (every run of it).
+// dumpLogs asks every node still running for its goroutines (SIGQUIT: Go prints them
+// and exits), writes every node's whole output (every run of it) to files that outlive
+// the test, and logs where, with the head and tail of each.
 func (c *tcluster) dumpLogs() {
+	c.mu.Lock()
+	var running []*proc
+	for _, nd := range c.nodes {
+		if nd.p != nil {
+			_ = nd.p.cmd.Process.Signal(syscall.SIGQUIT)
+			running = append(running, nd.p)
+		}
+	}
+	c.mu.Unlock()
+	for _, p := range running {
+		select {
+		case err := <-p.done:
+			p.done <- err
+		case <-time.After(3 * time.Second):
+		}
+	}
+	dir, err := os.MkdirTemp("", "tallyd-cluster-logs-")
+	if err != nil {
+		c.t.Logf("no directory for the nodes' logs: %v", err)
+	}
 	for _, nd := range c.nodes {
 		for i, l := range nd.logs {
 			s := l.String()
+			if dir != "" {
+				_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("node%d-run%d.log", nd.id, i+1)), []byte(s), 0o644)
+			}
 			if len(s) > 12000 {
 				s = s[:4000] + "\n...\n" + s[len(s)-8000:]
 			}
 			c.t.Logf("node %d (slot %d) run %d log:\n%s", nd.id, nd.slot, i+1, s)
 		}
+	}
+	if dir != "" {
+		c.t.Logf("every node's whole log (with its goroutines if it was still running): %s", dir)
 	}
 }
 
