@@ -125,12 +125,24 @@ func netnsUsable() string {
 			return
 		}
 		sweepStale()
+		// What newNetnsNet does, once: a namespace, a bridge, a veth into the namespace.
 		probe := netTag() + "x"
-		if out, err := exec.Command("ip", "netns", "add", probe).CombinedOutput(); err != nil {
-			netnsWhy = fmt.Sprintf("ip netns add: %v: %s", err, out)
-			return
+		defer func() {
+			_ = exec.Command("ip", "netns", "del", probe+"n").Run()
+			_ = exec.Command("ip", "link", "del", probe+"b").Run()
+			_ = exec.Command("ip", "link", "del", probe+"v").Run()
+		}()
+		for _, args := range [][]string{
+			{"netns", "add", probe + "n"},
+			{"link", "add", probe + "b", "type", "bridge"},
+			{"link", "add", probe + "v", "type", "veth", "peer", "name", "peer0", "netns", probe + "n"},
+			{"link", "set", probe + "v", "master", probe + "b", "up"},
+		} {
+			if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+				netnsWhy = fmt.Sprintf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+				return
+			}
 		}
-		_ = exec.Command("ip", "netns", "del", probe).Run()
 	})
 	return netnsWhy
 }
