@@ -53,7 +53,7 @@ func checkClusterNet(t *testing.T, n clusterNet, slots int) {
 			n.bindArgs(s),
 		} {
 			args = append(args, "--counter-port=0", "--pool-port=0", "--appendonly=false", "--data-dir", t.TempDir())
-			p := startCmd(t, n.command(s, args))
+			p := startCmd(t, n.command(s, binPath, args))
 			p.waitLog(t, "tallyd listening")
 		}
 	}

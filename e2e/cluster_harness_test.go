@@ -49,13 +49,26 @@ const (
 var (
 	clusterOnce sync.Once
 	clusterNo   string // why the binary cannot run a cluster; "" if it can
+	clusterBin  string // what the nodes run: tallyd, or the fake
+	clusterFake = os.Getenv("TALLYD_CLUSTER_FAKE") == "1"
 )
 
 // needCluster skips the test when the binary has no cluster mode yet (issue 13).
+//
+// TALLYD_CLUSTER_FAKE=1 runs the nodes as testdata/fakecluster instead, a stand-in with
+// the same flags and commands and no raft, to check the tests' own machinery.
 func needCluster(t *testing.T) {
 	t.Helper()
 	clusterOnce.Do(func() {
-		out, err := exec.Command(binPath, "--help").CombinedOutput()
+		clusterBin = binPath
+		if clusterFake {
+			clusterBin = filepath.Join(filepath.Dir(binPath), "fakecluster")
+			if out, err := exec.Command("go", "build", "-o", clusterBin, "./testdata/fakecluster").CombinedOutput(); err != nil {
+				clusterNo = fmt.Sprintf("go build fakecluster: %v\n%s", err, out)
+				return
+			}
+		}
+		out, err := exec.Command(clusterBin, "--help").CombinedOutput()
 		switch {
 		case err != nil && !strings.Contains(string(out), "--"):
 			clusterNo = fmt.Sprintf("tallyd --help: %v", err)
@@ -63,6 +76,9 @@ func needCluster(t *testing.T) {
 			clusterNo = "tallyd --help names no --cluster flag: this build has no cluster mode (issue 13); the cluster tests run once it does"
 		}
 	})
+	if clusterNo != "" && clusterFake {
+		t.Fatal(clusterNo)
+	}
 	if clusterNo != "" {
 		t.Skip(clusterNo)
 	}
@@ -82,8 +98,8 @@ type clusterNet interface {
 	clientAddr(slot int) string
 	// bindArgs are slot's listener flags.
 	bindArgs(slot int) []string
-	// command runs tallyd with args as slot's process.
-	command(slot int, args []string) *exec.Cmd
+	// command runs bin with args as slot's process.
+	command(slot int, bin string, args []string) *exec.Cmd
 	// isolate cuts slot off from every peer (true) or restores its links (false).
 	isolate(slot int, cut bool)
 	name() string
@@ -348,8 +364,8 @@ func (n *netnsNet) bindArgs(slot int) []string {
 	return []string{"--bind", n.clientIP(slot), "--slock-port", strconv.Itoa(clientPort)}
 }
 
-func (n *netnsNet) command(slot int, args []string) *exec.Cmd {
-	return exec.Command("ip", append([]string{"netns", "exec", n.ns(slot), binPath}, args...)...)
+func (n *netnsNet) command(slot int, bin string, args []string) *exec.Cmd {
+	return exec.Command("ip", append([]string{"netns", "exec", n.ns(slot), bin}, args...)...)
 }
 
 func (n *netnsNet) isolate(slot int, cut bool) {
@@ -420,7 +436,9 @@ func (p *proxyNet) bindArgs(slot int) []string {
 	return []string{"--bind", "127.0.0.1", "--slock-port", strconv.Itoa(p.clientPorts[slot])}
 }
 
-func (p *proxyNet) command(_ int, args []string) *exec.Cmd { return exec.Command(binPath, args...) }
+func (p *proxyNet) command(_ int, bin string, args []string) *exec.Cmd {
+	return exec.Command(bin, args...)
+}
 
 func (p *proxyNet) isolate(slot int, cut bool) {
 	for j := range p.links {
@@ -509,14 +527,14 @@ func (c *tcluster) start(slot int) {
 	if err := os.MkdirAll(nd.dataDir, 0o755); err != nil {
 		c.t.Fatal(err)
 	}
-	cmd := c.net.command(slot, c.args(nd))
+	cmd := c.net.command(slot, clusterBin, c.args(nd))
 	// The node dies with the test process, whatever kills it. (Not startCmd: its cleanup
 	// would kill the node before dumpLogs can ask it for its goroutines; stopAll does.)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	// On failure dumpLogs wants every goroutine's stack, a spinning one's too (crash: the
 	// runtime stops each thread to print it, then aborts; any core file lands in the
 	// test's temporary directory, the node's working directory).
-	cmd.Env = append(os.Environ(), "GOTRACEBACK=crash")
+	cmd.Env = append(os.Environ(), "GOTRACEBACK=crash", "FAKECLUSTER_DIR="+c.dir)
 	cmd.Dir = c.dir
 	p := &proc{cmd: cmd, log: &syncBuf{}, done: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = p.log, p.log
