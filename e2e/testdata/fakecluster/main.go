@@ -118,34 +118,43 @@ func health() (reached, voters int, leader uint64) {
 	return
 }
 
+// probeOnce dials every peer's peer port once (in parallel) and records which answered.
+func probeOnce() {
+	mu.Lock()
+	peers := map[uint64]string{}
+	for id, m := range view.Members {
+		if id != *nodeID {
+			peers[id] = m.Addr
+		}
+	}
+	mu.Unlock()
+	var wg sync.WaitGroup
+	res := sync.Map{}
+	for id, addr := range peers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// The peer answers one byte: a connection accepted by a cut proxy is not enough.
+			c, err := net.DialTimeout("tcp", addr, 80*time.Millisecond)
+			if err == nil {
+				_ = c.SetReadDeadline(time.Now().Add(80 * time.Millisecond))
+				_, err = c.Read(make([]byte, 1))
+				c.Close()
+			}
+			res.Store(id, err == nil)
+		}()
+	}
+	wg.Wait()
+	mu.Lock()
+	clear(reachable)
+	res.Range(func(k, v any) bool { reachable[k.(uint64)] = v.(bool); return true })
+	mu.Unlock()
+}
+
+// probe keeps the view of the peers and of the shared state fresh.
 func probe() {
 	for {
-		mu.Lock()
-		peers := map[uint64]string{}
-		for id, m := range view.Members {
-			if id != *nodeID {
-				peers[id] = m.Addr
-			}
-		}
-		mu.Unlock()
-		var wg sync.WaitGroup
-		res := sync.Map{}
-		for id, addr := range peers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				c, err := net.DialTimeout("tcp", addr, 80*time.Millisecond)
-				if err == nil {
-					c.Close()
-				}
-				res.Store(id, err == nil)
-			}()
-		}
-		wg.Wait()
-		mu.Lock()
-		clear(reachable)
-		res.Range(func(k, v any) bool { reachable[k.(uint64)] = v.(bool); return true })
-		mu.Unlock()
+		probeOnce()
 		_, _, leader := health()
 		st := update(func(st *state) bool {
 			if leader == *nodeID && st.Leader != *nodeID {
@@ -171,6 +180,7 @@ func probe() {
 func await(level string) bool {
 	end := time.Now().Add(*timeoutF)
 	for {
+		probeOnce() // a round trip now, as a command's replication would need
 		r, v, leader := health()
 		if level == "ALL" && r == v || level != "ALL" && leader != 0 {
 			return true
@@ -380,6 +390,7 @@ func main() {
 			if err != nil {
 				return
 			}
+			_, _ = c.Write([]byte{'k'})
 			c.Close()
 		}
 	}()
