@@ -17,7 +17,7 @@ import (
 const (
 	linClients  = 6
 	linKeys     = 5
-	linNemesis  = 25 * time.Second
+	linNemesis  = 20 * time.Second
 	linCheckFor = 60 * time.Second
 )
 
@@ -64,7 +64,8 @@ func TestClusterLinearizable(t *testing.T) {
 		}()
 	}
 
-	// The nemesis: one fault at a time, on a random node or on the leader.
+	// The nemesis: one fault at a time, kills and partitions in turn, on a random node or
+	// on the leader.
 	r := rand.New(rand.NewPCG(7, uint64(time.Now().UnixNano())))
 	faults := 0
 	end := time.Now().Add(linNemesis)
@@ -78,7 +79,7 @@ func TestClusterLinearizable(t *testing.T) {
 		}
 		hold := time.Duration(500+r.IntN(2000)) * time.Millisecond
 		faults++
-		if r.IntN(2) == 0 {
+		if faults%2 == 1 {
 			t.Logf("%6.2fs nemesis: kill -9 node %d for %v", float64(h.now())/1e9, c.nodes[victim].id, hold)
 			c.kill(victim)
 			time.Sleep(hold)

@@ -52,6 +52,7 @@ var (
 	_         = flag.Int("counter-port", 0, "")
 	_         = flag.Int("pool-port", 0, "")
 	dir       = os.Getenv("FAKECLUSTER_DIR")
+	bug       = os.Getenv("FAKECLUSTER_BUG") // stale-reads or lost-writes: see serve
 
 	mu        sync.Mutex
 	reachable = map[uint64]bool{}
@@ -176,6 +177,11 @@ func probe() {
 	}
 }
 
+func isLeader() bool {
+	_, _, leader := health()
+	return leader == *nodeID
+}
+
 // await waits until this node reaches what level needs, up to --cluster-timeout.
 func await(level string) bool {
 	end := time.Now().Add(*timeoutF)
@@ -269,6 +275,23 @@ func serve(c net.Conn) {
 			if ok {
 				out = bulk(strconv.FormatInt(v, 10))
 			}
+		case cmd == "GET" && len(args) == 2 && bug == "stale-reads" && !isLeader():
+			// A deliberate bug, to see the tests fail: a QUORUM read served locally.
+			if !await(level) {
+				out = "-CLUSTERDOWN no quorum\r\n"
+				break
+			}
+			mu.Lock()
+			v := local[args[1]]
+			mu.Unlock()
+			out = bulk(strconv.FormatInt(v, 10))
+		case cmd == "INCR" && len(args) == 2 && bug == "lost-writes" && !isLeader():
+			// A deliberate bug, to see the tests fail: a write acknowledged, never kept.
+			mu.Lock()
+			local[args[1]]++
+			v := local[args[1]]
+			mu.Unlock()
+			out = ":" + strconv.FormatInt(v, 10) + "\r\n"
 		case (cmd == "GET" || cmd == "INCR") && len(args) == 2:
 			if !await(level) {
 				out = "-CLUSTERDOWN no quorum\r\n"
