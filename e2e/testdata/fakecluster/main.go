@@ -53,6 +53,7 @@ var (
 	_         = flag.Int("pool-port", 0, "")
 	dir       = os.Getenv("FAKECLUSTER_DIR")
 	bug       = os.Getenv("FAKECLUSTER_BUG") // stale-reads or lost-writes: see serve
+	myAddrs   = map[uint64]string{}          // the peer addresses of this node's --cluster
 
 	mu        sync.Mutex
 	reachable = map[uint64]bool{}
@@ -126,6 +127,9 @@ func probeOnce() {
 	for id, m := range view.Members {
 		if id != *nodeID {
 			peers[id] = m.Addr
+			if a, ok := myAddrs[id]; ok {
+				peers[id] = a // this node's own way to the peer (through its proxies)
+			}
 		}
 	}
 	mu.Unlock()
@@ -379,6 +383,7 @@ func main() {
 				if id == *nodeID && self == "" {
 					self = addr
 				}
+				myAddrs[id] = addr
 				if boot {
 					st.Members[id] = &member{Addr: addr, Voter: true}
 					changed = true
