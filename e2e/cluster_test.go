@@ -260,14 +260,21 @@ func TestClusterMinorityPartition(t *testing.T) {
 		}
 		c.waitLocal(victim, key, base, 5*time.Second)
 
+		// The minority's clients are connected, their levels set, before the cut.
+		levels := map[string]*cclient{}
+		for _, level := range []string{"QUORUM", "ALL"} {
+			levels[level] = c.client(victim)
+			if got, err := levels[level].setup(opTimeout, "CONSISTENCY", level); err != nil || got != "+OK" {
+				t.Fatalf("CONSISTENCY %s on node %d: %q (%v)", level, c.nodes[victim].id, got, err)
+			}
+		}
+		one := c.oneReader(victim)
+
 		c.isolate(victim)
 		t.Logf("isolated the %s, node %d (slot %d)", who, c.nodes[victim].id, victim)
 		attempts := 0
 		for _, level := range []string{"QUORUM", "ALL"} {
-			k := c.client(victim)
-			if got, err := k.setup(opTimeout, "CONSISTENCY", level); err != nil || got != "+OK" {
-				t.Fatalf("CONSISTENCY %s on the isolated node: %q (%v)", level, got, err)
-			}
+			k := levels[level]
 			for range 2 {
 				attempts++
 				c.clusterDown(k, victim, "INCR", key)
@@ -278,7 +285,6 @@ func TestClusterMinorityPartition(t *testing.T) {
 		more, moreUnsure := c.incrs(maj[1], key, 5, 10*time.Second)
 		// ONE reads on the minority are served: the value it had (a leader may show its own
 		// writes, not yet committed).
-		one := c.oneReader(victim)
 		v, err := c.localValue(one, victim, key)
 		if err != nil {
 			t.Fatalf("a read at ONE on the isolated %s: %v", who, err)
