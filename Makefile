@@ -16,13 +16,15 @@ run: build
 
 test: vet deps unit race fuzz
 
-# The reference servers the conformance tests compare against (installed with apt-get when
-# run as root, as CI is; elsewhere those tests skip and say how to install them).
+# The reference servers the conformance tests compare against, and iproute2 for the cluster
+# tests' network namespaces (installed with apt-get when run as root, as CI is; elsewhere
+# those tests skip, or use their proxy, and say how to install them).
 deps:
 	-./scripts/ensure-yrmcds.sh
 	-./scripts/ensure-redis-tools.sh
 	-./scripts/ensure-python-redis.sh
 	-./scripts/ensure-tmux.sh
+	-./scripts/ensure-iproute2.sh
 
 vet:
 	$(GO) vet ./...
