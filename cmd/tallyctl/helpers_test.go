@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	tallydBin, ctlBin = filepath.Join(dir, "tallyd"), filepath.Join(dir, "tallyctl")
-	for _, b := range [][2]string{{tallydBin, "tallyd"}, {ctlBin, "."}} {
+	for _, b := range [][2]string{{tallydBin, "github.com/tallyd/tallyd"}, {ctlBin, "."}} {
 		if out, err := exec.Command("go", "build", "-o", b[0], b[1]).CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "go build %s: %v\n%s", b[1], err, out)
 			os.RemoveAll(dir)
