@@ -1,0 +1,87 @@
+package loop
+
+import (
+	"context"
+	"slices"
+
+	"github.com/panjf2000/gnet/v2"
+)
+
+// Reloadable lists the Config fields Reload applies to a running server; every other field
+// takes effect only at the next start.
+var Reloadable = []string{"MaxConnections", "Listeners[].MaxConnections", "MaxInput", "MaxOutput",
+	"IdleTimeout", "MaxMemory", "SlockMaxWills", "SlockMaxWillBytes"}
+
+// Reload hands the fields of cfg named in Reloadable to the running loop, which applies them
+// on its own goroutine: at once if it is running, else before it serves its first
+// connection. A listener's MaxConnections is taken from the listener of cfg with the same
+// protocol. It is safe from any goroutine and does not wait; a later Reload replaces one
+// not yet applied.
+func (s *Server) Reload(cfg Config) {
+	c := cfg
+	c.Listeners = slices.Clone(cfg.Listeners)
+	s.reload.Store(&c)
+	if el, ok := s.el.Load().(gnet.EventLoop); ok && !s.stopping.Load() {
+		_ = el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+			s.applyReload()
+			return nil
+		}))
+	}
+}
+
+// applyReload runs on the loop (from Reload and at every tick): it applies the pending
+// Reload, if any.
+func (s *Server) applyReload() {
+	c := s.reload.Swap(nil)
+	if c == nil {
+		return
+	}
+	s.cfg.MaxConnections = c.MaxConnections
+	for _, l := range c.Listeners {
+		for i := range s.cfg.Listeners {
+			if s.cfg.Listeners[i].Proto == l.Proto {
+				s.cfg.Listeners[i].MaxConnections = l.MaxConnections
+			}
+		}
+		for _, ln := range s.byPort {
+			if ln.Proto == l.Proto {
+				ln.MaxConnections = l.MaxConnections
+			}
+		}
+	}
+	s.cfg.MaxInput, s.cfg.MaxOutput = c.MaxInput, c.MaxOutput
+	s.cfg.MaxMemory = c.MaxMemory
+	s.cfg.SlockMaxWills, s.cfg.SlockMaxWillBytes = c.SlockMaxWills, c.SlockMaxWillBytes
+	if c.IdleTimeout != s.cfg.IdleTimeout {
+		wasOff := s.cfg.IdleTimeout <= 0
+		s.cfg.IdleTimeout = c.IdleTimeout
+		s.idleRearm(s.now().UnixNano(), wasOff)
+	}
+}
+
+// idleRearm puts every connection back on the active idle list, in the order of its last
+// request, due at that request plus the (new) IdleTimeout: the lists' order and due times
+// follow a changed timeout. When the timeout was off (wasOff), requests went unrecorded, so
+// every connection counts from now.
+func (s *Server) idleRearm(now int64, wasOff bool) {
+	all := make([]*conn, 0, len(s.conns))
+	for _, cs := range s.conns {
+		s.idleDrop(cs)
+		if cs.closed {
+			continue
+		}
+		if wasOff {
+			cs.idleSeen = now
+		}
+		all = append(all, cs)
+	}
+	if s.cfg.IdleTimeout <= 0 {
+		return
+	}
+	slices.SortFunc(all, func(a, b *conn) int {
+		return int(max(-1, min(1, a.idleSeen-b.idleSeen)))
+	})
+	for _, cs := range all {
+		s.idleMove(cs, &s.idle.active, max(cs.idleSeen+int64(s.cfg.IdleTimeout), now))
+	}
+}
