@@ -6,18 +6,13 @@ package main
 
 import (
 	"bytes"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"os"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
-	"github.com/spf13/pflag"
 
 	"github.com/tallyd/tallyd/loop"
 	"github.com/tallyd/tallyd/stats"
@@ -25,38 +20,15 @@ import (
 
 const exampleConf = "scripts/tallyd.conf"
 
-// acceptedKeys reads the config keys applyConfigFile understands from main.go's source: the
-// string constants of the cases of its switch.
+// acceptedKeys is every config key applyConfigFile understands.
 func acceptedKeys(t *testing.T) []string {
 	t.Helper()
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, "main.go", nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var keys []string
-	for _, d := range f.Decls {
-		fn, ok := d.(*ast.FuncDecl)
-		if !ok || fn.Name.Name != "applyConfigFile" {
-			continue
-		}
-		ast.Inspect(fn.Body, func(n ast.Node) bool {
-			cc, ok := n.(*ast.CaseClause)
-			if !ok {
-				return true
-			}
-			for _, e := range cc.List {
-				if lit, ok := e.(*ast.BasicLit); ok && lit.Kind == token.STRING {
-					if k, err := strconv.Unquote(lit.Value); err == nil && strings.Contains(k, ".") {
-						keys = append(keys, k)
-					}
-				}
-			}
-			return true
-		})
+	for _, k := range confKeys {
+		keys = append(keys, k.key)
 	}
 	if len(keys) < 10 {
-		t.Fatalf("found only %d config keys in applyConfigFile: %v", len(keys), keys)
+		t.Fatalf("found only %d config keys: %v", len(keys), keys)
 	}
 	return keys
 }
@@ -79,8 +51,9 @@ func TestExampleConfigNamesEveryKey(t *testing.T) {
 // The example, read by the real parser, sets every key to its default and nothing is unknown.
 func TestExampleConfigHasDefaults(t *testing.T) {
 	var log bytes.Buffer
-	o := options{configFile: exampleConf}
-	fs := pflag.NewFlagSet("test", pflag.ContinueOnError) // no flag given: every key applies
+	var o options
+	fs := newFlags(&o, loop.Defaults())
+	o = options{configFile: exampleConf} // every value is the file's: no flag given, no default
 	if err := applyConfigFile(&o, fs, zerolog.New(&log)); err != nil {
 		t.Fatal(err)
 	}
@@ -116,6 +89,12 @@ func TestExampleConfigHasDefaults(t *testing.T) {
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: the example sets %v, the default is %v", c.key, c.got, c.want)
+		}
+	}
+	// Every key that sets a flag sets its default (semaphore.port: checked below).
+	for _, k := range confKeys {
+		if f := fs.Lookup(k.flag); f != nil && k.key != "semaphore.port" && f.Value.String() != f.DefValue {
+			t.Errorf("%s: the example sets %s, the default of --%s is %s", k.key, f.Value, k.flag, f.DefValue)
 		}
 	}
 	if !strings.Contains(readFile(t, exampleConf), "semaphore.port = 11216") || defaultSemaphorePort != 11216 {
