@@ -17,10 +17,10 @@ import (
 // the command line), or, for the few keys without a flag, does what apply does.
 type confKey struct {
 	key   string
-	flag  string                                          // the flag it sets; "" for a key of its own
+	flag  string                                           // the flag it sets; "" for a key of its own
 	apply func(o *options, e confEntry, file string) error // a key of its own
-	doc   string                                          // what a key of its own means (man page, README)
-	alias string                                          // the key it is another name for, if any
+	doc   string                                           // what a key of its own means (man page, README)
+	alias string                                           // the key it is another name for, if any
 }
 
 // confKeys is every key the config file may have, in the order the man page lists them.
