@@ -3,6 +3,7 @@ package loop
 import (
 	"context"
 	"slices"
+	"time"
 
 	"github.com/panjf2000/gnet/v2"
 )
@@ -13,29 +14,50 @@ var Reloadable = []string{"MaxConnections", "Listeners[].MaxConnections", "MaxIn
 	"IdleTimeout", "MaxMemory", "SlockMaxWills", "SlockMaxWillBytes"}
 
 // Reload hands the fields of cfg named in Reloadable to the running loop, which applies them
-// on its own goroutine: at once if it is running, else before it serves its first
-// connection. A listener's MaxConnections is taken from the listener of cfg with the same
-// protocol. It is safe from any goroutine and does not wait; a later Reload replaces one
-// not yet applied.
+// on its own goroutine; Reload returns once it has (or after reloadWait). Before the loop has
+// seen a connection it returns at once, and the loop applies them before it serves the
+// first. A listener's MaxConnections is taken from the listener of cfg with the same
+// protocol. It is safe from any goroutine but the loop's; a later Reload replaces one not
+// yet applied.
 func (s *Server) Reload(cfg Config) {
-	c := cfg
-	c.Listeners = slices.Clone(cfg.Listeners)
-	s.reload.Store(&c)
-	if el, ok := s.el.Load().(gnet.EventLoop); ok && !s.stopping.Load() {
-		_ = el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
-			s.applyReload()
-			return nil
-		}))
+	p := &pendingReload{cfg: cfg, done: make(chan struct{})}
+	p.cfg.Listeners = slices.Clone(cfg.Listeners)
+	if old := s.reload.Swap(p); old != nil {
+		close(old.done) // replaced: never applied
 	}
+	el, ok := s.el.Load().(gnet.EventLoop)
+	if !ok || s.stopping.Load() {
+		return
+	}
+	_ = el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+		s.applyReload()
+		return nil
+	}))
+	select {
+	case <-p.done:
+	case <-time.After(reloadWait):
+	}
+}
+
+// reloadWait is how long Reload waits for the loop to apply a reload.
+const reloadWait = 5 * time.Second
+
+// pendingReload is a Reload the loop has yet to apply; done is closed once it has (or once
+// a later one replaced it).
+type pendingReload struct {
+	cfg  Config
+	done chan struct{}
 }
 
 // applyReload runs on the loop (from Reload and at every tick): it applies the pending
 // Reload, if any.
 func (s *Server) applyReload() {
-	c := s.reload.Swap(nil)
-	if c == nil {
+	p := s.reload.Swap(nil)
+	if p == nil {
 		return
 	}
+	defer close(p.done)
+	c := &p.cfg
 	s.cfg.MaxConnections = c.MaxConnections
 	for _, l := range c.Listeners {
 		for i := range s.cfg.Listeners {
