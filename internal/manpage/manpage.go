@@ -57,10 +57,10 @@ func Write(w io.Writer, p Page) error {
 	}
 	for _, s := range p.Sections {
 		fmt.Fprintf(b, ".SH %s\n", escape(s.Title))
-		paragraphs(b, s.Text)
+		paragraphs(b, s.Text, false)
 		for _, it := range s.Items {
 			fmt.Fprintf(b, ".TP\n%s\n", bold(it.Tag))
-			paragraphs(b, it.Text)
+			paragraphs(b, it.Text, true)
 			if it.Flags != nil {
 				b.WriteString(".RS\n")
 				flags(b, it.Flags)
@@ -72,7 +72,7 @@ func Write(w io.Writer, p Page) error {
 		}
 		if s.After != "" {
 			b.WriteString(".PP\n")
-			paragraphs(b, s.After)
+			paragraphs(b, s.After, false)
 		}
 	}
 	return b.Flush()
@@ -107,18 +107,22 @@ func flags(b *bufio.Writer, fs *pflag.FlagSet) {
 		default:
 			text += " (default: " + f.DefValue + ")"
 		}
-		paragraphs(b, text)
+		paragraphs(b, text, true)
 	})
 }
 
-// paragraphs writes text's paragraphs (blank-line separated) with .PP between them.
-func paragraphs(b *bufio.Writer, text string) {
+// paragraphs writes text's paragraphs (blank-line separated) with .PP between them, or .IP
+// in a tagged paragraph (indented).
+func paragraphs(b *bufio.Writer, text string, indented bool) {
 	text = strings.Trim(text, "\n")
 	if text == "" {
 		return
 	}
 	for i, para := range strings.Split(text, "\n\n") {
-		if i > 0 {
+		switch {
+		case i > 0 && indented:
+			b.WriteString(".IP\n")
+		case i > 0:
 			b.WriteString(".PP\n")
 		}
 		example := strings.HasPrefix(para, "  ")
