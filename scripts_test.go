@@ -126,3 +126,33 @@ func readFile(t *testing.T, name string) string {
 	}
 	return string(b)
 }
+
+// README's config table has a row for every key (aliases in their key's row), with the flag
+// it sets and whether SIGHUP reloads it.
+func TestReadmeConfigTable(t *testing.T) {
+	readme := readFile(t, "README.md")
+	for _, k := range confKeys {
+		if k.alias != "" {
+			if !strings.Contains(readme, "(alias `"+k.key+"`)") {
+				t.Errorf("README's config table does not give alias %s", k.key)
+			}
+			continue
+		}
+		row := regexp.MustCompile("(?m)^\\| `" + regexp.QuoteMeta(k.key) + "`[^|]*\\| ([^|]*) \\| ([^|]*) \\|")
+		m := row.FindStringSubmatch(readme)
+		if m == nil {
+			t.Errorf("README's config table has no row for %s", k.key)
+			continue
+		}
+		wantFlag, wantLive := "", ""
+		if k.flag != "" {
+			wantFlag = "`--" + k.flag + "`"
+		}
+		if liveFlags[k.flag] {
+			wantLive = "yes"
+		}
+		if strings.TrimSpace(m[1]) != wantFlag || strings.TrimSpace(m[2]) != wantLive {
+			t.Errorf("README's row for %s: flag %q, SIGHUP %q; want %q, %q", k.key, m[1], m[2], wantFlag, wantLive)
+		}
+	}
+}
