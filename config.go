@@ -29,7 +29,7 @@ var confKeys = []confKey{
 	{key: "data_dir", flag: "data-dir"},
 	{key: "log.level", flag: "log-level"},
 	{key: "log.format", flag: "log-format"},
-	{key: "log.file", flag: "log-file"},
+	{key: "log.path", flag: "log-file"}, // not log.file: yrmcds.conf has that, for its own log
 	{key: "counter.enable", doc: "false turns the counter listener off (unless --counter-port is given)",
 		apply: func(o *options, e confEntry, file string) error {
 			on, err := confBool(e, file)
@@ -81,7 +81,7 @@ var confKeys = []confKey{
 // know is an error.
 var yrmcdsKeys = map[string]bool{
 	"user": true, "group": true, "virtual_ip": true, "bind_ip": true, "port": true, "repl_port": true,
-	"max_connections": true, "temp_dir": true, "log.threshold": true, "buckets": true,
+	"max_connections": true, "temp_dir": true, "log.threshold": true, "log.file": true, "buckets": true,
 	"max_data_size": true, "heap_data_limit": true, "memory_limit": true, "repl_bufsize": true,
 	"secure_erase": true, "lock_page": true, "workers": true, "gc_interval": true, "slave_timeout": true,
 }

@@ -56,6 +56,8 @@ func loadConf(t *testing.T, text string, args ...string) (*options, *pflag.FlagS
 		t.Fatal(err)
 	}
 	var log bytes.Buffer
+	defer zerolog.SetGlobalLevel(zerolog.GlobalLevel()) // run sets it
+	zerolog.SetGlobalLevel(zerolog.DebugLevel)
 	err := applyConfigFile(&o, fs, zerolog.New(&log))
 	return &o, fs, log.String(), err
 }
@@ -68,7 +70,7 @@ slock.port = "6000"
 counter.port = 0
 log.level = debug
 log.format = json
-log.file = /tmp/x.log
+log.path = /tmp/x.log
 data_dir = /srv/tallyd
 limits.max_connections = 77
 limits.idle_timeout = 9
@@ -84,7 +86,7 @@ aof.enable = off
 	}{
 		{"bind", o.bind, "0.0.0.0"}, {"pool.port", o.poolPort, 7000}, {"slock.port (the flag wins)", o.slockPort, 6001},
 		{"counter.port", o.counterPort, 0}, {"log.level", o.logLevel, "debug"}, {"log.format", o.logFormat, "json"},
-		{"log.file", o.logFile, "/tmp/x.log"}, {"data_dir", o.dataDir, "/srv/tallyd"},
+		{"log.path", o.logFile, "/tmp/x.log"}, {"data_dir", o.dataDir, "/srv/tallyd"},
 		{"limits.max_connections", o.maxConnections, 77}, {"limits.idle_timeout", o.idleTimeout, 9},
 		{"slock.max_wills", o.slockMaxWills, 3}, {"aof.enable", o.appendOnly, false},
 	} {
@@ -111,7 +113,7 @@ func TestUnknownConfigKeyIsAnError(t *testing.T) {
 	}
 	for text, want := range map[string]string{
 		"pool.port = 70000\n":          `pool.port: "70000" is not a whole number from 0 to 65535`,
-		"log.file\n":                   "expected `key = value`",
+		"log.path\n":                   "expected `key = value`",
 		"aof.enable = maybe\n":         `aof.enable: "maybe" is not a boolean`,
 		"limits.max_body = -1\n":       `limits.max_body: "-1" is not a whole number`,
 		"aof.lock_persist_after = 5\n": `aof.lock_persist_after "5": want a duration`,

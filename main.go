@@ -134,6 +134,10 @@ func newFlags(o *options, d loop.Config) *pflag.FlagSet {
 
 // run is main without the exit, for tests: it returns the process exit status.
 func run(args []string, stderr io.Writer) int {
+	// From the start SIGHUP never kills the process: it reloads once the loop runs.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sig)
 	d := loop.Defaults()
 	o := options{}
 	fs := newFlags(&o, d)
@@ -183,11 +187,6 @@ are reported with sd_notify. The manual page is tallyd(8).
 		fmt.Fprintf(stderr, "tallyd: %v\n", err)
 		return 2
 	}
-	// From here on SIGHUP reloads (once the loop runs) and never kills the process.
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sig)
-
 	out := &logOutput{stderr: stderr}
 	defer out.close()
 	setLogLevel(o.logLevel)

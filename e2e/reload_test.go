@@ -80,7 +80,7 @@ func TestSIGHUPReloadsAndNotifies(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	base := fmt.Sprintf("counter.port = %d\npool.port = 0\nslock.port = 0\ndata_dir = %s\nlog.format = json\nlog.file = %s\n",
+	base := fmt.Sprintf("counter.port = %d\npool.port = 0\nslock.port = 0\ndata_dir = %s\nlog.format = json\nlog.path = %s\n",
 		port, filepath.Join(dir, "data"), logFile)
 	writeConf(base + "log.level = info\n")
 	ns := newNotifySocket(t, "@tallyd-e2e-"+strconv.FormatInt(time.Now().UnixNano(), 36))
