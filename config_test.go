@@ -136,3 +136,17 @@ func TestUnknownConfigKeyStopsRun(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 }
+
+// A log level or format from the file is checked like the flag's, before anything listens.
+func TestBadLogSettingInConfigStopsRun(t *testing.T) {
+	for text, want := range map[string]string{"log.level = loud\n": `--log-level "loud"`, "log.format = xml\n": `--log-format "xml"`} {
+		conf := filepath.Join(t.TempDir(), "log.conf")
+		if err := os.WriteFile(conf, []byte("counter.port = 0\nslock.port = 0\n"+text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var stderr bytes.Buffer
+		if code := run([]string{"--config", conf, "--appendonly=false"}, &stderr); code != 1 || !strings.Contains(stderr.String(), want) {
+			t.Errorf("%q: exit %d: %s", text, code, stderr.String())
+		}
+	}
+}

@@ -203,6 +203,10 @@ are reported with sd_notify. The manual page is tallyd(8).
 		fmt.Fprintf(stderr, "tallyd: %v\n", err)
 		return 1
 	}
+	if err := checkLog(o.logLevel, o.logFormat); err != nil { // as the config file set them
+		fmt.Fprintf(stderr, "tallyd: config file: %v\n", err)
+		return 1
+	}
 	if err := out.configure(o.logFormat, o.logFile); err != nil {
 		fmt.Fprintf(stderr, "tallyd: %v\n", err)
 		return 1
@@ -233,7 +237,7 @@ are reported with sd_notify. The manual page is tallyd(8).
 		return 1
 	}
 	defer stopMetrics()
-	cur := &settings{args: args, d: d, o: &o, fs: fs, cfg: cfg}
+	cur := &settings{args: args, d: d, o: &o, fs: fs}
 	done := make(chan error, 1)
 	go func() { done <- srv.Run() }()
 	ready := srv.Ready()

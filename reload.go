@@ -21,7 +21,6 @@ type settings struct {
 	d    loop.Config
 	o    *options
 	fs   *pflag.FlagSet // o's flags
-	cfg  loop.Config
 }
 
 // liveFlags are the settings a reload changes in the running process (the loop's part is
