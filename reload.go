@@ -23,8 +23,8 @@ type settings struct {
 	fs   *pflag.FlagSet // o's flags
 }
 
-// liveFlags are the settings a reload changes in the running process (the loop's part is
-// loop.Reloadable); a change to any other is logged as needing a restart.
+// liveFlags are the settings a reload changes in the running process (the limits among them
+// are those loop.Server.Reload applies); a change to any other is logged as needing a restart.
 var liveFlags = map[string]bool{
 	"log-level": true, "log-format": true, "log-file": true,
 	"max-connections": true, "counter-max-connections": true, "semaphore-max-connections": true,

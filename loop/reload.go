@@ -8,17 +8,14 @@ import (
 	"github.com/panjf2000/gnet/v2"
 )
 
-// Reloadable lists the Config fields Reload applies to a running server; every other field
-// takes effect only at the next start.
-var Reloadable = []string{"MaxConnections", "Listeners[].MaxConnections", "MaxInput", "MaxOutput",
-	"IdleTimeout", "MaxMemory", "SlockMaxWills", "SlockMaxWillBytes"}
-
-// Reload hands the fields of cfg named in Reloadable to the running loop, which applies them
-// on its own goroutine; Reload returns once it has (or after reloadWait). Before the loop has
-// seen a connection it returns at once, and the loop applies them before it serves the
-// first. A listener's MaxConnections is taken from the listener of cfg with the same
-// protocol. It is safe from any goroutine but the loop's; a later Reload replaces one not
-// yet applied.
+// Reload hands the limits of cfg a running server can change to its loop: MaxConnections,
+// each listener's MaxConnections (from the listener of cfg with the same protocol),
+// MaxInput, MaxOutput, IdleTimeout, MaxMemory, SlockMaxWills and SlockMaxWillBytes; every
+// other field of cfg is ignored (it takes effect at the next start). The loop applies them
+// on its own goroutine, and Reload returns once it has (or after reloadWait); before the
+// loop has seen a connection Reload returns at once, and the loop applies them before it
+// serves the first. It is safe from any goroutine but the loop's; a later Reload replaces
+// one not yet applied.
 func (s *Server) Reload(cfg Config) {
 	p := &pendingReload{cfg: cfg, done: make(chan struct{})}
 	p.cfg.Listeners = slices.Clone(cfg.Listeners)
