@@ -58,6 +58,10 @@ func (st *settings) reload(srv *loop.Server, out *logOutput, log zerolog.Logger)
 		if err := checkLog(o.logLevel, o.logFormat); err != nil {
 			return loop.Config{}, err
 		}
+		if o.maxInput < int(st.o.maxBody)+12 { // max-body changes only at a restart
+			return loop.Config{}, fmt.Errorf("--max-input %d must hold a whole request of the running --max-body (at least %d)",
+				o.maxInput, int(st.o.maxBody)+12)
+		}
 		return o.loopConfig(fs, st.d)
 	}()
 	if err != nil {

@@ -162,6 +162,14 @@ func TestSIGHUPReloadsAndNotifies(t *testing.T) {
 	if want := `tallyd.conf:7: unknown key \"log.levle\" (did you mean log.level?)`; !strings.Contains(text, want) {
 		t.Fatalf("the failed reload does not say %s:\n%s", want, text)
 	}
+	// Nor does a max-input too small for the max-body still in force (it changes at a restart).
+	writeConf(base + "limits.max_body = 1000\nlimits.max_input = 2000\n")
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	ns.next()
+	ns.next()
+	waitFile(t, logFile, `--max-input 2000 must hold a whole request of the running --max-body (at least 1048588)`)
 	c := dialRetry(t, addr)
 	if r := call(t, c, counter.AppendRequest(nil, counter.OpNoop, 3, nil)); r.Status != counter.StatusOK {
 		t.Fatalf("noop after a failed reload: %v", r.Status)
