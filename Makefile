@@ -1,15 +1,48 @@
-# tallyd — `make run` starts the server with defaults, `make test` runs every test.
+# tallyd — `make run` starts the server with defaults, `make test` runs every test,
+# `make install` installs the binaries, the manual pages and the systemd unit.
 GO       ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 FUZZTIME ?= 10s
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: all build run test vet deps unit e2e race fuzz clean
+# Where `make install` puts things (under DESTDIR, for packaging).
+PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+MANDIR     ?= $(PREFIX)/share/man
+UNITDIR    ?= $(PREFIX)/lib/systemd/system
+SYSCONFDIR ?= /etc
+# Where `make build` puts the binaries and `make man` the pages.
+BIN        ?= bin
+
+.PHONY: all build man install uninstall run test vet deps unit e2e race fuzz clean
 
 all: build
 
 build:
-	$(GO) build -o bin/tallyd .
-	$(GO) build -o bin/tallyctl ./cmd/tallyctl
+	$(GO) build -o $(BIN)/tallyd .
+	$(GO) build -o $(BIN)/tallyctl ./cmd/tallyctl
+
+# The manual pages tallyd(8) and tallyctl(1), written by the binaries from their own flag
+# definitions (the hidden --man flag), so they cannot drift from them.
+man: build
+	mkdir -p $(BIN)/man
+	$(BIN)/tallyd --man > $(BIN)/man/tallyd.8
+	$(BIN)/tallyctl --man > $(BIN)/man/tallyctl.1
+
+# The unit's ExecStart names $(BINDIR)/tallyd; an existing /etc/tallyd/tallyd.conf is kept.
+install: build man
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(UNITDIR)
+	install -m 0755 $(BIN)/tallyd $(BIN)/tallyctl $(DESTDIR)$(BINDIR)/
+	install -m 0644 $(BIN)/man/tallyd.8 $(DESTDIR)$(MANDIR)/man8/tallyd.8
+	install -m 0644 $(BIN)/man/tallyctl.1 $(DESTDIR)$(MANDIR)/man1/tallyctl.1
+	sed 's|/usr/local/bin/tallyd|$(BINDIR)/tallyd|g' scripts/tallyd.service > $(BIN)/tallyd.service
+	install -m 0644 $(BIN)/tallyd.service $(DESTDIR)$(UNITDIR)/tallyd.service
+	test -e $(DESTDIR)$(SYSCONFDIR)/tallyd/tallyd.conf || \
+		install -D -m 0644 scripts/tallyd.conf $(DESTDIR)$(SYSCONFDIR)/tallyd/tallyd.conf
+
+# Leaves /etc/tallyd/tallyd.conf and the data in /var/lib/tallyd.
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/tallyd $(DESTDIR)$(BINDIR)/tallyctl $(DESTDIR)$(MANDIR)/man8/tallyd.8 \
+		$(DESTDIR)$(MANDIR)/man1/tallyctl.1 $(DESTDIR)$(UNITDIR)/tallyd.service
 
 run: build
 	./bin/tallyd
@@ -46,6 +79,6 @@ fuzz:
 	GO="$(GO)" FUZZTIME="$(FUZZTIME)" ./scripts/fuzz.sh ./proto/... ./store/... ./aof/...
 
 clean:
-	rm -rf bin
+	rm -rf $(BIN)
 
 -include bench/bench.mk

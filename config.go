@@ -7,7 +7,205 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/pflag"
 )
+
+// confKey is a key of the config file: it sets a flag's value (unless that flag was given on
+// the command line), or, for the few keys without a flag, does what apply does.
+type confKey struct {
+	key   string
+	flag  string                                           // the flag it sets; "" for a key of its own
+	apply func(o *options, e confEntry, file string) error // a key of its own
+	doc   string                                           // what a key of its own means (man page, README)
+	alias string                                           // the key it is another name for, if any
+}
+
+// confKeys is every key the config file may have, in the order the man page lists them.
+var confKeys = []confKey{
+	{key: "bind", flag: "bind"},
+	{key: "data_dir", flag: "data-dir"},
+	{key: "log.level", flag: "log-level"},
+	{key: "log.format", flag: "log-format"},
+	{key: "log.path", flag: "log-file"}, // not log.file: yrmcds.conf has that, for its own log
+	{key: "counter.enable", doc: "false turns the counter listener off (unless --counter-port is given)",
+		apply: func(o *options, e confEntry, file string) error {
+			on, err := confBool(e, file)
+			o.counterEnabledByFile = &on
+			return err
+		}},
+	{key: "counter.port", flag: "counter-port"},
+	{key: "counter.max_connections", flag: "counter-max-connections"},
+	{key: "counter.buckets", flag: "counter-buckets"},
+	{key: "counter.stat_interval", flag: "stat-interval"},
+	{key: "counter.consumption_stats.interval", flag: "stat-interval", alias: "counter.stat_interval"},
+	{key: "semaphore.enable", doc: "true turns the semaphore listener on (port 11216 unless semaphore.port says otherwise)",
+		apply: func(o *options, e confEntry, file string) (err error) {
+			o.semaphoreEnabled, err = confBool(e, file)
+			return err
+		}},
+	{key: "semaphore.port", flag: "semaphore-port"},
+	{key: "semaphore.max_connections", flag: "semaphore-max-connections"},
+	{key: "semaphore.buckets", flag: "semaphore-buckets"},
+	{key: "semaphore.gc_interval", flag: "semaphore-gc-interval"},
+	{key: "pool.port", flag: "pool-port"},
+	{key: "pool.max_line", flag: "pool-max-line"},
+	{key: "pool.max_locks_per_conn", flag: "pool-max-locks-per-conn"},
+	{key: "slock.port", flag: "slock-port"},
+	{key: "slock.max_data", flag: "slock-max-data"},
+	{key: "slock.max_waiters_per_key", flag: "slock-max-waiters-per-key"},
+	{key: "slock.max_waiters_per_conn", flag: "slock-max-waiters-per-conn"},
+	{key: "slock.max_wills", flag: "slock-max-wills"},
+	{key: "slock.max_will_bytes", flag: "slock-max-will-bytes"},
+	{key: "limits.max_connections", flag: "max-connections"},
+	{key: "limits.max_body", flag: "max-body"},
+	{key: "limits.max_objects", flag: "max-objects"},
+	{key: "limits.max_output", flag: "max-output"},
+	{key: "limits.max_input", flag: "max-input"},
+	{key: "limits.idle_timeout", flag: "idle-timeout"},
+	{key: "limits.backlog", flag: "backlog"},
+	{key: "max_memory", flag: "max-memory"},
+	{key: "metrics.addr", flag: "metrics-addr"},
+	{key: "metrics.max_connections", flag: "metrics-max-connections"},
+	{key: "aof.enable", flag: "appendonly"},
+	{key: "aof.dir", flag: "data-dir", alias: "data_dir"},
+	{key: "aof.fsync", flag: "appendfsync"},
+	{key: "aof.lock_persist_after", flag: "lock-persist-after"},
+	{key: "aof.rewrite_size", flag: "aof-rewrite-size"},
+}
+
+// yrmcdsKeys are yrmcds.conf's keys that mean nothing to tallyd: they are logged and
+// ignored, so that an existing yrmcds.conf can be used as is. Any other key tallyd does not
+// know is an error.
+var yrmcdsKeys = map[string]bool{
+	"user": true, "group": true, "virtual_ip": true, "bind_ip": true, "port": true, "repl_port": true,
+	"max_connections": true, "temp_dir": true, "log.threshold": true, "log.file": true, "buckets": true,
+	"max_data_size": true, "heap_data_limit": true, "memory_limit": true, "repl_bufsize": true,
+	"secure_erase": true, "lock_page": true, "workers": true, "gc_interval": true, "slave_timeout": true,
+}
+
+// lookupKey finds a config key.
+func lookupKey(key string) (confKey, bool) {
+	for _, k := range confKeys {
+		if k.key == key {
+			return k, true
+		}
+	}
+	return confKey{}, false
+}
+
+// applyConfigFile reads o.configFile into o, whose flags are fs: a key whose flag was given
+// on the command line is left to the flag, and an unknown key is an error naming its line.
+func applyConfigFile(o *options, fs *pflag.FlagSet, log zerolog.Logger) error {
+	f, err := os.Open(o.configFile)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	entries, err := parseConf(f, o.configFile)
+	if err != nil {
+		return err
+	}
+	name := o.configFile
+	for _, e := range entries {
+		k, ok := lookupKey(e.Key)
+		switch {
+		case !ok && yrmcdsKeys[e.Key]:
+			log.Warn().Str("file", name).Int("line", e.Line).Str("key", e.Key).
+				Msg("unknown config key ignored: a yrmcds setting tallyd has no use for")
+		case !ok:
+			msg := fmt.Sprintf("%s:%d: unknown key %q", name, e.Line, e.Key)
+			if near := nearestKey(e.Key); near != "" {
+				msg += fmt.Sprintf(" (did you mean %s?)", near)
+			}
+			return fmt.Errorf("%s; the keys are listed by tallyd --help", msg)
+		case k.apply != nil:
+			if err := k.apply(o, e, name); err != nil {
+				return err
+			}
+		case fs.Changed(k.flag):
+			log.Debug().Str("key", e.Key).Str("flag", k.flag).Msg("config key overridden by flag")
+		default:
+			if err := setFlag(fs.Lookup(k.flag), e, name); err != nil {
+				return err
+			}
+		}
+	}
+	// A semaphore.port in the file without semaphore.enable = true does not turn it on.
+	if !o.semaphoreEnabled && !fs.Changed("semaphore-port") {
+		o.semaphorePort = 0
+	}
+	return nil
+}
+
+// setFlag sets flag f to the value of entry e, read as the flag's type reads it (booleans
+// and whole numbers as yrmcds.conf writes them).
+func setFlag(f *pflag.Flag, e confEntry, file string) error {
+	v := e.Value
+	switch f.Value.Type() {
+	case "bool":
+		on, err := confBool(e, file)
+		if err != nil {
+			return err
+		}
+		v = strconv.FormatBool(on)
+	case "int", "uint32", "int64":
+		limit := uint64(1<<31 - 1)
+		switch {
+		case strings.HasSuffix(f.Name, "-port"):
+			limit = 65535
+		case f.Value.Type() == "uint32":
+			limit = 1<<32 - 1
+		case f.Value.Type() == "int64":
+			limit = 1<<62 - 1
+		}
+		if _, err := confUint(e, file, limit); err != nil {
+			return err
+		}
+	case "duration":
+		if _, err := time.ParseDuration(v); err != nil {
+			return fmt.Errorf("%s:%d: %s %q: want a duration such as 1s or 500ms", file, e.Line, e.Key, v)
+		}
+	}
+	if err := f.Value.Set(v); err != nil {
+		return fmt.Errorf("%s:%d: %s %q: %v", file, e.Line, e.Key, v, err)
+	}
+	return nil
+}
+
+// nearestKey is the known key closest to a mistyped one, if one is close.
+func nearestKey(key string) string {
+	best, bestD := "", 3 // at most two edits away
+	for _, k := range confKeys {
+		if d := editDistance(key, k.key); d < bestD {
+			best, bestD = k.key, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
 
 // confEntry is one `key = value` line of a yrmcds.conf-style file.
 type confEntry struct {

@@ -2,8 +2,15 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/pflag"
+
+	"github.com/tallyd/tallyd/loop"
 )
 
 func TestParseSize(t *testing.T) {
@@ -33,5 +40,113 @@ func TestMaxMemoryOption(t *testing.T) {
 	}
 	if a := autoMemory(); a != 0 && a < minMaxMemory {
 		t.Errorf("automatic budget %d below the minimum", a)
+	}
+}
+
+// loadConf reads text as a config file with the command line args, as run does.
+func loadConf(t *testing.T, text string, args ...string) (*options, *pflag.FlagSet, string, error) {
+	t.Helper()
+	var o options
+	fs := newFlags(&o, loop.Defaults())
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	o.configFile = filepath.Join(t.TempDir(), "tallyd.conf")
+	if err := os.WriteFile(o.configFile, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	defer zerolog.SetGlobalLevel(zerolog.GlobalLevel()) // run sets it
+	zerolog.SetGlobalLevel(zerolog.DebugLevel)
+	err := applyConfigFile(&o, fs, zerolog.New(&log))
+	return &o, fs, log.String(), err
+}
+
+// The keys operators change most set what their flags set; a flag given wins.
+func TestConfigKeysForListenersLoggingAndData(t *testing.T) {
+	o, _, log, err := loadConf(t, `bind = 0.0.0.0
+pool.port = 7000
+slock.port = "6000"
+counter.port = 0
+log.level = debug
+log.format = json
+log.path = /tmp/x.log
+data_dir = /srv/tallyd
+limits.max_connections = 77
+limits.idle_timeout = 9
+slock.max_wills = 3
+aof.enable = off
+`, "--slock-port=6001")
+	if err != nil || strings.Count(log, "\n") != 1 || !strings.Contains(log, `"key":"slock.port","flag":"slock-port","message":"config key overridden by flag"`) {
+		t.Fatalf("%v; logged %s", err, log)
+	}
+	for _, c := range []struct {
+		key       string
+		got, want any
+	}{
+		{"bind", o.bind, "0.0.0.0"}, {"pool.port", o.poolPort, 7000}, {"slock.port (the flag wins)", o.slockPort, 6001},
+		{"counter.port", o.counterPort, 0}, {"log.level", o.logLevel, "debug"}, {"log.format", o.logFormat, "json"},
+		{"log.path", o.logFile, "/tmp/x.log"}, {"data_dir", o.dataDir, "/srv/tallyd"},
+		{"limits.max_connections", o.maxConnections, 77}, {"limits.idle_timeout", o.idleTimeout, 9},
+		{"slock.max_wills", o.slockMaxWills, 3}, {"aof.enable", o.appendOnly, false},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: %v, want %v", c.key, c.got, c.want)
+		}
+	}
+}
+
+// An unknown key stops the start, naming the file, the line and the key (and the key meant,
+// when one is close); yrmcds.conf's own settings are only logged.
+func TestUnknownConfigKeyIsAnError(t *testing.T) {
+	_, _, _, err := loadConf(t, "# comment\nbind = 127.0.0.1\n\nslock.prot = 5658\n")
+	if err == nil || !strings.Contains(err.Error(), `tallyd.conf:4: unknown key "slock.prot" (did you mean slock.port?)`) {
+		t.Fatalf("typo: %v", err)
+	}
+	_, _, _, err = loadConf(t, "frobnicate = yes\n")
+	if err == nil || !strings.Contains(err.Error(), `tallyd.conf:1: unknown key "frobnicate"`) || strings.Contains(err.Error(), "did you mean") {
+		t.Fatalf("unknown key: %v", err)
+	}
+	_, _, log, err := loadConf(t, "memory_limit = 1G\nworkers = 8\n")
+	if err != nil || !strings.Contains(log, `"key":"memory_limit"`) || !strings.Contains(log, `"key":"workers"`) {
+		t.Fatalf("yrmcds keys: %v; logged %s", err, log)
+	}
+	for text, want := range map[string]string{
+		"pool.port = 70000\n":          `pool.port: "70000" is not a whole number from 0 to 65535`,
+		"log.path\n":                   "expected `key = value`",
+		"aof.enable = maybe\n":         `aof.enable: "maybe" is not a boolean`,
+		"limits.max_body = -1\n":       `limits.max_body: "-1" is not a whole number`,
+		"aof.lock_persist_after = 5\n": `aof.lock_persist_after "5": want a duration`,
+	} {
+		if _, _, _, err := loadConf(t, text); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", text, err, want)
+		}
+	}
+}
+
+// Through run: an unknown key exits 1 before anything listens, with the line in the message.
+func TestUnknownConfigKeyStopsRun(t *testing.T) {
+	conf := filepath.Join(t.TempDir(), "typo.conf")
+	if err := os.WriteFile(conf, []byte("counter.port = 0\nlog.levle = debug\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	code := run([]string{"--config", conf, "--appendonly=false"}, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), `typo.conf:2: unknown key "log.levle" (did you mean log.level?)`) {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+}
+
+// A log level or format from the file is checked like the flag's, before anything listens.
+func TestBadLogSettingInConfigStopsRun(t *testing.T) {
+	for text, want := range map[string]string{"log.level = loud\n": `--log-level "loud"`, "log.format = xml\n": `--log-format "xml"`} {
+		conf := filepath.Join(t.TempDir(), "log.conf")
+		if err := os.WriteFile(conf, []byte("counter.port = 0\nslock.port = 0\n"+text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var stderr bytes.Buffer
+		if code := run([]string{"--config", conf, "--appendonly=false"}, &stderr); code != 1 || !strings.Contains(stderr.String(), want) {
+			t.Errorf("%q: exit %d: %s", text, code, stderr.String())
+		}
 	}
 }

@@ -10,10 +10,8 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -71,7 +69,9 @@ type options struct {
 	semaphoreBuckets     int
 	logLevel             string
 	logFormat            string
+	logFile              string
 	showVersion          bool
+	man                  bool
 	cpuProfile           string
 	metricsAddr          string
 	metricsMaxConns      int
@@ -85,12 +85,9 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stderr))
 }
 
-// run is main without the exit, for tests: it returns the process exit status.
-func run(args []string, stderr io.Writer) int {
-	d := loop.Defaults()
-	o := options{}
+// newFlags defines tallyd's flags on a new flag set, bound to o.
+func newFlags(o *options, d loop.Config) *pflag.FlagSet {
 	fs := pflag.NewFlagSet("tallyd", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
 	fs.SortFlags = false
 	fs.StringVarP(&o.bind, "bind", "l", "127.0.0.1", "IP address to listen on (all listeners)")
 	fs.IntVar(&o.counterPort, "counter-port", defaultCounterPort, "yrmcds counter protocol port; 0 turns it off")
@@ -126,11 +123,27 @@ func run(args []string, stderr io.Writer) int {
 	fs.IntVar(&o.semaphoreBuckets, "semaphore-buckets", d.SemaphoreBuckets, "expected number of semaphores (a sizing hint)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "console", "console or json")
+	fs.StringVar(&o.logFile, "log-file", "", "append the log to `FILE` instead of stderr; SIGHUP reopens it (after a rotation)")
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://`ADDR`/metrics and liveness at /healthz (e.g. 127.0.0.1:9715; port 0 picks one); empty: off")
 	fs.IntVar(&o.metricsMaxConns, "metrics-max-connections", stats.DefaultMaxConns, "open connections to the metrics server; more are closed at once (all connections share the open-file cap)")
 	o.cluster.flags(fs)
 	fs.StringVar(&o.cpuProfile, "cpu-profile", "", "write a Go CPU profile of the whole run to `FILE` (for `go tool pprof`)")
+	fs.BoolVar(&o.man, "man", false, "print the manual page tallyd(8) and exit")
+	_ = fs.MarkHidden("man")
+	return fs
+}
+
+// run is main without the exit, for tests: it returns the process exit status.
+func run(args []string, stderr io.Writer) int {
+	// From the start SIGHUP never kills the process: it reloads once the loop runs.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sig)
+	d := loop.Defaults()
+	o := options{}
+	fs := newFlags(&o, d)
+	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, `tallyd %s — counts and locks named resources for many clients over one in-memory store.
 
@@ -142,15 +155,13 @@ acquired is released the moment it closes; slock locks live until unlocked or ex
 
 Flags:
 %s
-Config file keys (yrmcds.conf syntax; flags win): counter.enable, counter.port,
-counter.max_connections, counter.buckets, counter.stat_interval (alias
-counter.consumption_stats.interval), semaphore.enable, semaphore.port,
-semaphore.max_connections, semaphore.buckets, semaphore.gc_interval, metrics.addr,
-metrics.max_connections, limits.idle_timeout, aof.enable, aof.dir, aof.fsync,
-aof.lock_persist_after, aof.rewrite_size, max_memory.
-
-Signals: SIGINT or SIGTERM closes every connection and exits 0.
-`, version, defaultCounterPort, defaultPoolPort, defaultSlockPort, fs.FlagUsages())
+Config file keys (yrmcds.conf syntax; flags win; an unknown key is an error):
+%s
+Signals: SIGINT or SIGTERM closes every connection and exits 0. SIGHUP reopens the log file
+and reloads the config file: the log settings and the limits change at once, the rest is
+logged as needing a restart. Under systemd (Type=notify), readiness, reloads and the stop
+are reported with sd_notify. The manual page is tallyd(8).
+`, version, defaultCounterPort, defaultPoolPort, defaultSlockPort, fs.FlagUsages(), keysUsage())
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
@@ -163,15 +174,26 @@ Signals: SIGINT or SIGTERM closes every connection and exits 0.
 		fmt.Fprintf(stderr, "tallyd: unexpected argument %q (see tallyd --help)\n", fs.Arg(0))
 		return 2
 	}
+	if o.man {
+		if err := writeMan(os.Stdout, fs); err != nil {
+			fmt.Fprintf(stderr, "tallyd: %v\n", err)
+			return 1
+		}
+		return 0
+	}
 	if o.showVersion {
 		fmt.Fprintf(os.Stdout, "tallyd %s\n", version)
 		return 0
 	}
-	log, err := newLogger(o.logLevel, o.logFormat, stderr)
-	if err != nil {
+	if err := checkLog(o.logLevel, o.logFormat); err != nil {
 		fmt.Fprintf(stderr, "tallyd: %v\n", err)
 		return 2
 	}
+	out := &logOutput{stderr: stderr}
+	defer out.close()
+	setLogLevel(o.logLevel)
+	_ = out.configure(o.logFormat, "") // the file, if any, once the config file is read
+	log := zerolog.New(out).With().Timestamp().Logger()
 	if o.configFile != "" {
 		if err := applyConfigFile(&o, fs, log); err != nil {
 			fmt.Fprintf(stderr, "tallyd: config file: %v\n", err)
@@ -183,13 +205,17 @@ Signals: SIGINT or SIGTERM closes every connection and exits 0.
 		fmt.Fprintf(stderr, "tallyd: %v\n", err)
 		return 1
 	}
-	cfg.Log = log
-	if cfg.MaxMemory > 0 {
-		// The Go heap may grow to twice what is live before a collection; the limit makes
-		// the collector work harder instead as the budget is approached, and hands freed
-		// memory back to the system.
-		debug.SetMemoryLimit(cfg.MaxMemory + memoryOverhead)
+	if err := checkLog(o.logLevel, o.logFormat); err != nil { // as the config file set them
+		fmt.Fprintf(stderr, "tallyd: config file: %v\n", err)
+		return 1
 	}
+	if err := out.configure(o.logFormat, o.logFile); err != nil {
+		fmt.Fprintf(stderr, "tallyd: %v\n", err)
+		return 1
+	}
+	setLogLevel(o.logLevel)
+	cfg.Log = log
+	setMemoryLimit(cfg.MaxMemory)
 	srv, err := loop.New(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "tallyd: cannot start: %v\n", err)
@@ -213,29 +239,42 @@ Signals: SIGINT or SIGTERM closes every connection and exits 0.
 		return 1
 	}
 	defer stopMetrics()
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sig)
+	cur := &settings{args: args, d: d, o: &o, fs: fs}
 	done := make(chan error, 1)
 	go func() { done <- srv.Run() }()
-	select {
-	case err := <-done:
-		log.Error().Err(err).Msg("tallyd stopped")
-		return 1
-	case s := <-sig:
-		log.Info().Str("signal", s.String()).Msg("shutting down: closing every connection")
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := srv.Stop(ctx); err != nil {
-			log.Error().Err(err).Msg("shutdown did not finish")
-			return 1
-		}
-		if err := <-done; err != nil {
+	ready := srv.Ready()
+	for {
+		select {
+		case <-ready:
+			ready = nil
+			if srv.Addr(0) != nil { // every listener is bound (else Run is returning why not)
+				notify(log, "READY=1\nSTATUS=serving")
+			}
+		case err := <-done:
 			log.Error().Err(err).Msg("tallyd stopped")
 			return 1
+		case s := <-sig:
+			if s == syscall.SIGHUP {
+				notify(log, fmt.Sprintf("RELOADING=1\nMONOTONIC_USEC=%d", monotonicUsec()))
+				cur.reload(srv, out, log)
+				notify(log, "READY=1\nSTATUS=serving")
+				continue
+			}
+			notify(log, "STOPPING=1")
+			log.Info().Str("signal", s.String()).Msg("shutting down: closing every connection")
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := srv.Stop(ctx); err != nil {
+				log.Error().Err(err).Msg("shutdown did not finish")
+				return 1
+			}
+			if err := <-done; err != nil {
+				log.Error().Err(err).Msg("tallyd stopped")
+				return 1
+			}
+			log.Info().Msg("bye")
+			return 0
 		}
-		log.Info().Msg("bye")
-		return 0
 	}
 }
 
@@ -369,129 +408,6 @@ func (o *options) loopConfig(fs *pflag.FlagSet, d loop.Config) (loop.Config, err
 		return d, err
 	}
 	return cfg, nil
-}
-
-// applyConfigFile reads o.configFile; a key whose flag was given on the command line is
-// left to the flag.
-func applyConfigFile(o *options, fs *pflag.FlagSet, log zerolog.Logger) error {
-	f, err := os.Open(o.configFile)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	entries, err := parseConf(f, o.configFile)
-	if err != nil {
-		return err
-	}
-	name := o.configFile
-	setInt := func(e confEntry, flag string, dst *int, limit uint64) error {
-		if fs.Changed(flag) {
-			log.Debug().Str("key", e.Key).Str("flag", flag).Msg("config key overridden by flag")
-			return nil
-		}
-		v, err := confUint(e, name, limit)
-		if err != nil {
-			return err
-		}
-		*dst = v
-		return nil
-	}
-	for _, e := range entries {
-		var err error
-		switch e.Key {
-		case "counter.enable":
-			var on bool
-			if on, err = confBool(e, name); err == nil {
-				o.counterEnabledByFile = &on
-			}
-		case "counter.port":
-			err = setInt(e, "counter-port", &o.counterPort, 65535)
-		case "counter.max_connections":
-			err = setInt(e, "counter-max-connections", &o.counterMaxConns, 1<<31-1)
-		case "counter.buckets":
-			err = setInt(e, "counter-buckets", &o.counterBuckets, 1<<31-1)
-		case "counter.stat_interval", "counter.consumption_stats.interval":
-			err = setInt(e, "stat-interval", &o.statInterval, 1<<31-1)
-		case "semaphore.enable":
-			o.semaphoreEnabled, err = confBool(e, name)
-		case "semaphore.port":
-			err = setInt(e, "semaphore-port", &o.semaphorePort, 65535)
-		case "semaphore.max_connections":
-			err = setInt(e, "semaphore-max-connections", &o.semaphoreMaxConns, 1<<31-1)
-		case "semaphore.buckets":
-			err = setInt(e, "semaphore-buckets", &o.semaphoreBuckets, 1<<31-1)
-		case "semaphore.gc_interval":
-			err = setInt(e, "semaphore-gc-interval", &o.semaphoreGCInterval, 1<<31-1)
-		case "metrics.addr":
-			if !fs.Changed("metrics-addr") {
-				o.metricsAddr = e.Value
-			}
-		case "metrics.max_connections":
-			err = setInt(e, "metrics-max-connections", &o.metricsMaxConns, 1<<31-1)
-		case "limits.idle_timeout":
-			err = setInt(e, "idle-timeout", &o.idleTimeout, 1<<31-1)
-		case "aof.enable":
-			var on bool
-			if on, err = confBool(e, name); err == nil && !fs.Changed("appendonly") {
-				o.appendOnly = on
-			}
-		case "aof.dir":
-			if !fs.Changed("data-dir") {
-				o.dataDir = e.Value
-			}
-		case "aof.fsync":
-			if !fs.Changed("appendfsync") {
-				o.appendFsync = e.Value
-			}
-		case "aof.lock_persist_after":
-			d, perr := time.ParseDuration(e.Value)
-			switch {
-			case perr != nil:
-				err = fmt.Errorf("%s:%d: aof.lock_persist_after %q: want a duration such as 1s or 500ms", name, e.Line, e.Value)
-			case !fs.Changed("lock-persist-after"):
-				o.lockPersistAfter = d
-			}
-		case "max_memory":
-			if !fs.Changed("max-memory") {
-				o.maxMemory = e.Value
-			}
-		case "aof.rewrite_size":
-			n, perr := strconv.ParseInt(e.Value, 10, 64)
-			switch {
-			case perr != nil:
-				err = fmt.Errorf("%s:%d: aof.rewrite_size %q: want a number of bytes", name, e.Line, e.Value)
-			case !fs.Changed("aof-rewrite-size"):
-				o.aofRewriteSize = n
-			}
-		default:
-			log.Warn().Str("file", name).Int("line", e.Line).Str("key", e.Key).Msg("unknown config key ignored")
-		}
-		if err != nil {
-			return err
-		}
-	}
-	// A semaphore.port in the file without semaphore.enable = true does not turn it on.
-	if !o.semaphoreEnabled && !fs.Changed("semaphore-port") {
-		o.semaphorePort = 0
-	}
-	return nil
-}
-
-// newLogger builds the process logger.
-func newLogger(level, format string, w io.Writer) (zerolog.Logger, error) {
-	lv, err := zerolog.ParseLevel(strings.ToLower(level))
-	if err != nil || level == "" {
-		return zerolog.Nop(), fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
-	}
-	zerolog.TimeFieldFormat = time.RFC3339Nano
-	switch format {
-	case "json":
-		return zerolog.New(w).Level(lv).With().Timestamp().Logger(), nil
-	case "console":
-		return zerolog.New(zerolog.ConsoleWriter{Out: w, TimeFormat: "2006-01-02T15:04:05.000Z07:00", NoColor: true}).
-			Level(lv).With().Timestamp().Logger(), nil
-	}
-	return zerolog.Nop(), fmt.Errorf("--log-format %q: want console or json", format)
 }
 
 // startMetrics serves srv's metrics over HTTP at addr ("" = off) from a goroutine of its own,

@@ -6,18 +6,13 @@ package main
 
 import (
 	"bytes"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"os"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
-	"github.com/spf13/pflag"
 
 	"github.com/tallyd/tallyd/loop"
 	"github.com/tallyd/tallyd/stats"
@@ -25,38 +20,15 @@ import (
 
 const exampleConf = "scripts/tallyd.conf"
 
-// acceptedKeys reads the config keys applyConfigFile understands from main.go's source: the
-// string constants of the cases of its switch.
+// acceptedKeys is every config key applyConfigFile understands.
 func acceptedKeys(t *testing.T) []string {
 	t.Helper()
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, "main.go", nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var keys []string
-	for _, d := range f.Decls {
-		fn, ok := d.(*ast.FuncDecl)
-		if !ok || fn.Name.Name != "applyConfigFile" {
-			continue
-		}
-		ast.Inspect(fn.Body, func(n ast.Node) bool {
-			cc, ok := n.(*ast.CaseClause)
-			if !ok {
-				return true
-			}
-			for _, e := range cc.List {
-				if lit, ok := e.(*ast.BasicLit); ok && lit.Kind == token.STRING {
-					if k, err := strconv.Unquote(lit.Value); err == nil && strings.Contains(k, ".") {
-						keys = append(keys, k)
-					}
-				}
-			}
-			return true
-		})
+	for _, k := range confKeys {
+		keys = append(keys, k.key)
 	}
 	if len(keys) < 10 {
-		t.Fatalf("found only %d config keys in applyConfigFile: %v", len(keys), keys)
+		t.Fatalf("found only %d config keys: %v", len(keys), keys)
 	}
 	return keys
 }
@@ -79,8 +51,9 @@ func TestExampleConfigNamesEveryKey(t *testing.T) {
 // The example, read by the real parser, sets every key to its default and nothing is unknown.
 func TestExampleConfigHasDefaults(t *testing.T) {
 	var log bytes.Buffer
-	o := options{configFile: exampleConf}
-	fs := pflag.NewFlagSet("test", pflag.ContinueOnError) // no flag given: every key applies
+	var o options
+	fs := newFlags(&o, loop.Defaults())
+	o = options{configFile: exampleConf} // every value is the file's: no flag given, no default
 	if err := applyConfigFile(&o, fs, zerolog.New(&log)); err != nil {
 		t.Fatal(err)
 	}
@@ -118,6 +91,12 @@ func TestExampleConfigHasDefaults(t *testing.T) {
 			t.Errorf("%s: the example sets %v, the default is %v", c.key, c.got, c.want)
 		}
 	}
+	// Every key that sets a flag sets its default (semaphore.port: checked below).
+	for _, k := range confKeys {
+		if f := fs.Lookup(k.flag); f != nil && k.key != "semaphore.port" && f.Value.String() != f.DefValue {
+			t.Errorf("%s: the example sets %s, the default of --%s is %s", k.key, f.Value, k.flag, f.DefValue)
+		}
+	}
 	if !strings.Contains(readFile(t, exampleConf), "semaphore.port = 11216") || defaultSemaphorePort != 11216 {
 		t.Errorf("semaphore.port in the example is not the default %d", defaultSemaphorePort)
 	}
@@ -146,4 +125,34 @@ func readFile(t *testing.T, name string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// README's config table has a row for every key (aliases in their key's row), with the flag
+// it sets and whether SIGHUP reloads it.
+func TestReadmeConfigTable(t *testing.T) {
+	readme := readFile(t, "README.md")
+	for _, k := range confKeys {
+		if k.alias != "" {
+			if !strings.Contains(readme, "(alias `"+k.key+"`)") {
+				t.Errorf("README's config table does not give alias %s", k.key)
+			}
+			continue
+		}
+		row := regexp.MustCompile("(?m)^\\| `" + regexp.QuoteMeta(k.key) + "`[^|]*\\| ([^|]*) \\| ([^|]*) \\|")
+		m := row.FindStringSubmatch(readme)
+		if m == nil {
+			t.Errorf("README's config table has no row for %s", k.key)
+			continue
+		}
+		wantFlag, wantLive := "", ""
+		if k.flag != "" {
+			wantFlag = "`--" + k.flag + "`"
+		}
+		if liveFlags[k.flag] {
+			wantLive = "yes"
+		}
+		if strings.TrimSpace(m[1]) != wantFlag || strings.TrimSpace(m[2]) != wantLive {
+			t.Errorf("README's row for %s: flag %q, SIGHUP %q; want %q, %q", k.key, m[1], m[2], wantFlag, wantLive)
+		}
+	}
 }

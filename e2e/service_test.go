@@ -1,7 +1,8 @@
 package e2e
 
-// scripts/tallyd.service stays in step with the code: it has the sandboxing asked for, passes
-// only flags tallyd has, and systemd accepts it with the built binary in ExecStart.
+// scripts/tallyd.service stays in step with the code: it has the sandboxing asked for, is a
+// notify service that reloads with SIGHUP (e2e/reload_test.go runs both), passes only flags
+// tallyd has, and systemd accepts it with the built binary in ExecStart.
 
 import (
 	"bufio"
@@ -45,7 +46,8 @@ func TestServiceUnit(t *testing.T) {
 	for k, want := range map[string]string{
 		"DynamicUser": "yes", "StateDirectory": "tallyd", "ProtectSystem": "strict", "ProtectHome": "yes",
 		"PrivateTmp": "yes", "NoNewPrivileges": "yes", "LimitNOFILE": "65536", "Restart": "on-failure",
-		"CapabilityBoundingSet": "",
+		"CapabilityBoundingSet": "", "Type": "notify", "NotifyAccess": "main",
+		"ExecReload": "/bin/kill -HUP $MAINPID", "EnvironmentFile": "-/etc/default/tallyd",
 	} {
 		if got := d[k]; len(got) != 1 || got[0] != want {
 			t.Errorf("%s: %s=%q, want %q", unitFile, k, got, want)
@@ -61,6 +63,9 @@ func TestServiceUnit(t *testing.T) {
 	code, help := runBin(t, "--help")
 	if code != 0 {
 		t.Fatalf("--help: exit %d", code)
+	}
+	if args[len(args)-1] != "$TALLYD_OPTS" {
+		t.Errorf("ExecStart does not end with $TALLYD_OPTS (flags from the EnvironmentFile): %q", args)
 	}
 	for i, a := range args[1:] {
 		if !strings.HasPrefix(a, "--") {

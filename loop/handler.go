@@ -296,6 +296,7 @@ func (s *Server) OnTick() (time.Duration, gnet.Action) {
 // tick runs on the loop: what fell due in the store (timeouts, expiries, persistence,
 // garbage collection) is handed out, and streaming dumps resumed.
 func (s *Server) tick(context.Context) error {
+	s.applyReload()
 	now := s.now()
 	s.persist.lastNow = now.UnixNano()
 	s.mem.ticks++

@@ -210,7 +210,8 @@ type Server struct {
 	ready     chan struct{}
 	readyOnce sync.Once
 	stopping  atomic.Bool
-	nextDue   atomic.Int64 // Unix ns of the next wait or expiry, published by the loop for OnTick
+	reload    atomic.Pointer[pendingReload] // a Reload the loop has yet to apply (reload.go)
+	nextDue   atomic.Int64                  // Unix ns of the next wait or expiry, published by the loop for OnTick
 	addrMu    sync.Mutex
 	addrs     []net.Addr // actual address of each listener, in Config order
 	bootErr   error

@@ -44,6 +44,13 @@ const (
 )
 
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == "--man" { // hidden: the page `make install` installs
+		if err := writeMan(os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "tallyctl:", err)
+			os.Exit(exitLocal)
+		}
+		os.Exit(exitOK)
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
