@@ -74,6 +74,13 @@ var confKeys = []confKey{
 	{key: "aof.fsync", flag: "appendfsync"},
 	{key: "aof.lock_persist_after", flag: "lock-persist-after"},
 	{key: "aof.rewrite_size", flag: "aof-rewrite-size"},
+	{key: "cluster.members", flag: "cluster"},
+	{key: "cluster.node_id", flag: "node-id"},
+	{key: "cluster.join", flag: "join"},
+	{key: "cluster.peer_addr", flag: "peer-addr"},
+	{key: "cluster.raft_tick", flag: "raft-tick"},
+	{key: "cluster.timeout", flag: "cluster-timeout"},
+	{key: "cluster.snapshot_entries", flag: "snapshot-entries"},
 }
 
 // yrmcdsKeys are yrmcds.conf's keys that mean nothing to tallyd: they are logged and
