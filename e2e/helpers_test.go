@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binPath = filepath.Join(dir, "tallyd")
-	out, err := exec.Command("go", "build", "-o", binPath, "tallyd").CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", binPath, "github.com/tallyd/tallyd").CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
 		os.Exit(1)

@@ -28,6 +28,7 @@ type slockConn struct {
 	kvMulti  bool          // req.KV is one key of a command on several: replies are counted
 	kvN      int64         // their count
 	tx       txState       // MULTI/EXEC and WATCH (redis.go)
+	name     string        // CLIENT SETNAME's
 }
 
 func newSlockConn() *slockConn { return &slockConn{text: slock.Text{Timeout: 15}} }

@@ -60,6 +60,10 @@ type KV struct {
 
 	// For SET: expiry in ms (0: none) and the options given.
 	NX, XX bool
+
+	// Numbers renders a NUMBER value (a counter) as an integer reply in GET, MGET and
+	// GETSET, as slock does (Text.Slock); else as a bulk string of its decimal digits.
+	Numbers bool
 }
 
 // LookupKV returns the key/value command named name (any case) and its canonical name;
@@ -100,6 +104,8 @@ var (
 	errNotInt   = &kvErr{Msg: "value is not an integer or out of range"}
 	errExpire   = &kvErr{Msg: "invalid expire time in 'set' command"}
 	errOverflow = &kvErr{Msg: "increment or decrement would overflow"}
+
+	errDecrOverflow = &kvErr{Msg: "decrement would overflow"} // DECRBY of -2^63
 )
 
 // ErrNotInteger and ErrOverflow are the Redis errors of the INCR family, for the server's
@@ -125,7 +131,7 @@ func lower(s string) string {
 // buf, is in kv.Frame; newID supplies RequestIds and fresh LockIds. Errors are *TextError
 // with the Redis error text.
 func ParseKV(args [][]byte, op Op, name string, t *Text, nowMs int64, newID func() [16]byte, kv *KV, buf []byte) ([]byte, error) {
-	*kv = KV{Op: op, Name: name}
+	*kv = KV{Op: op, Name: name, Numbers: t.Slock}
 	n := len(args)
 	switch op {
 	case OpSet:
@@ -193,7 +199,11 @@ func ParseKV(args [][]byte, op Op, name string, t *Text, nowMs int64, newID func
 		kv.Keys, kv.Value = args[1:2], args[2]
 		if op == OpSetNX {
 			kv.NX = true
-			return kv.setFrame(t, newID, buf, 0, 0, 0, 0, t.Timeout)
+			var timeout uint16 // as Redis: a taken key answers 0 at once
+			if t.Slock {
+				timeout = t.Timeout // slock waits for the key
+			}
+			return kv.setFrame(t, newID, buf, 0, 0, 0, 0, timeout)
 		}
 		if op == OpAppend {
 			kv.lockFrame(t, newID, flagUpdate|FlagData, 0, keepExpiry, unlimitedFlag)
@@ -241,7 +251,7 @@ func ParseKV(args [][]byte, op Op, name string, t *Text, nowMs int64, newID func
 		}
 		if name[0] == 'D' {
 			if kv.Delta == -1<<63 {
-				return buf, errOverflow
+				return buf, errDecrOverflow
 			}
 			kv.Delta = -kv.Delta
 		}
@@ -424,7 +434,7 @@ func (kv *KV) SetPair(args [][]byte, i int, t *Text, newID func() [16]byte, buf 
 
 // GetKey sets kv to the GET of args[i] (a key of MGET).
 func (kv *KV) GetKey(args [][]byte, i int, t *Text, newID func() [16]byte) {
-	*kv = KV{Op: OpGet, Name: "MGET", Keys: args[i : i+1]}
+	*kv = KV{Op: OpGet, Name: "MGET", Keys: args[i : i+1], Numbers: t.Slock}
 	kv.KeyFrame(t, newID, 0)
 }
 
@@ -501,7 +511,7 @@ func AppendKVReply(dst []byte, kv *KV, result Result, value []byte) []byte {
 	case OpGetSet:
 		switch {
 		case ok:
-			return AppendValue(dst, value)
+			return AppendValue(dst, value, kv.Numbers)
 		case result == ResultTimeout:
 			return resp.AppendNull(dst)
 		}
@@ -516,7 +526,7 @@ func AppendKVReply(dst []byte, kv *KV, result Result, value []byte) []byte {
 		if hash, _ := IsHash(value); hash && kv.Name != "MGET" { // MGET answers nil for a hash
 			return AppendTextError(dst, ErrWrongType)
 		}
-		return AppendValue(dst, value)
+		return AppendValue(dst, value, kv.Numbers)
 	case OpType:
 		return resp.AppendSimple(dst, TypeName(value))
 	case OpStrlen:
@@ -573,10 +583,10 @@ func HasValue(rec []byte) bool {
 	return err == nil && d.Cmd != DataUnset
 }
 
-// AppendValue renders a value record as GET does: a NUMBER as an integer, an ARRAY as its
-// first element, anything else as a bulk string; no value (or a hash, as MGET answers it)
-// is a null bulk string.
-func AppendValue(dst []byte, rec []byte) []byte {
+// AppendValue renders a value record as GET does: a NUMBER as a bulk string of its decimal
+// digits (with numbers, as slock does: an integer), an ARRAY as its first element, anything
+// else as a bulk string; no value (or a hash, as MGET answers it) is a null bulk string.
+func AppendValue(dst []byte, rec []byte, numbers bool) []byte {
 	if rec == nil {
 		return resp.AppendNull(dst)
 	}
@@ -585,8 +595,10 @@ func AppendValue(dst []byte, rec []byte) []byte {
 		return resp.AppendNull(dst)
 	}
 	switch {
-	case d.Flag&DataNumber != 0:
+	case d.Flag&DataNumber != 0 && numbers:
 		return resp.AppendInt(dst, Number(d.Value))
+	case d.Flag&DataNumber != 0:
+		return AppendBulkInt(dst, Number(d.Value))
 	case d.Flag&DataArray != 0:
 		e, _, ok := NextElem(d.Value)
 		if !ok {
@@ -701,4 +713,34 @@ func matchOne(pat []byte, c byte) (int, bool) {
 		return i, hit != not
 	}
 	return 1, pat[0] == c
+}
+
+// AppendBulkInt appends n as Redis answers GET of a counter: a bulk string of its decimal
+// digits.
+func AppendBulkInt(dst []byte, n int64) []byte {
+	var b [20]byte
+	d := strconv.AppendInt(b[:0], n, 10)
+	dst = append(dst, '$')
+	dst = strconv.AppendInt(dst, int64(len(d)), 10)
+	dst = append(dst, '\r', '\n')
+	dst = append(dst, d...)
+	return append(dst, '\r', '\n')
+}
+
+// NumberAppend makes kv, an APPEND, append to a counter as Redis does: to its decimal
+// digits. When rec, the key's value, is a NUMBER, kv.Frame's data record becomes the SET
+// of its digits followed by kv.Value (the expiry kept), appended to buf; else nothing
+// changes.
+func (kv *KV) NumberAppend(rec, buf []byte) ([]byte, error) {
+	if rec == nil {
+		return buf, nil
+	}
+	d, err := ParseDataRecord(rec)
+	if err != nil || d.Cmd == DataUnset || d.Flag&DataNumber == 0 {
+		return buf, nil
+	}
+	start := len(buf)
+	buf = strconv.AppendInt(buf, Number(d.Value), 10)
+	buf = append(buf, kv.Value...)
+	return kv.dataRecord(buf, DataSet, 0, buf[start:])
 }
