@@ -152,6 +152,7 @@ type rdDual struct {
 	ref, tal *rdConn
 	n        int // cases compared
 	syncs    int
+	last     string // the case compared before
 	tx       bool
 }
 
@@ -175,7 +176,7 @@ func (d *rdDual) run(pipelined bool, cases ...rdCase) {
 		d.ref.send(d.t, k.args)
 		d.tal.send(d.t, k.args)
 		d.compare(k, d.ref.reply(d.t), d.tal.reply(d.t))
-		if !d.inTx(k) {
+		if !d.inTx(k) && !strings.EqualFold(k.args[0], "QUIT") {
 			d.sync()
 		}
 	}
@@ -214,6 +215,7 @@ func (d *rdDual) compare(k rdCase, ref, tal string) {
 	d.t.Helper()
 	d.n++
 	what := rdQuote(k.args)
+	defer func() { d.last = what }()
 	switch k.mode {
 	case rdDiffers:
 		if tal != k.want {
@@ -235,7 +237,7 @@ func (d *rdDual) compare(k rdCase, ref, tal string) {
 		ref, tal = rdKindOf(ref), rdKindOf(tal)
 	}
 	if ref != tal {
-		d.t.Errorf("%s: DIFFERENCE\n  redis-server %s\n  tallyd       %s", what, ref, tal)
+		d.t.Errorf("%s: DIFFERENCE\n  redis-server %s\n  tallyd       %s\n  (after %s)", what, ref, tal, d.last)
 	}
 }
 
@@ -297,7 +299,12 @@ func TestRedisDifferential(t *testing.T) {
 			c("SET", "s", "w", "XX"), c("GET", "s"), c("SET", "nokey2", "w", "XX"), c("GET", "nokey2"),
 			c("SET", "s", "v", "NX", "XX"), c("SET", "s", "v", "FOO"), c("SET", "s", "v", "EX"),
 			c("SET", "s", "v", "EX", "10", "PX", "100"),
-			c("SET", "s", "v", "GET"), c("SET", "s", "v", "KEEPTTL"),
+			c("SET", "s", "v", "GET"), c("SET", "s", "v", "KEEPTTL"), c("SET", "s", "w", "XX", "GET"), c("GET", "s"),
+			c("SET", "nokey4", "w", "GET"), c("GET", "nokey4"), c("SET", "nokey5", "w", "XX", "GET"), c("EXISTS", "nokey5"),
+			c("SET", "s", "v", "EX", "1", "EX", "2"), c("SET", "s", "v", "NX", "NX"), c("SET", "s", "v", "XX", "XX"),
+			c("SET", "s", "v", "KEEPTTL", "EX", "5"), c("SET", "s", "v", "EX", "5", "KEEPTTL"), c("SET", "s", "v", "KEEPTTL", "KEEPTTL"),
+			c("SET", "s", "v", "EX", "x", "FOO"), c("SET", "s", "v", "EXAT", "1", "PXAT", "1"), c("SET", "s", "v", "PX"),
+			c("SET", "s", "v", "nx", "get").differs("-ERR syntax error"), c("SETNX", "s", "x"),
 			c("GETSET", "s", "w"), c("GETSET", "nokey3", "w"), c("GET", "nokey3"),
 			c("SETNX", "s", "x"), c("SETNX", "nx", "x"), c("GET", "nx"),
 			c("TYPE", "s"), c("TYPE", "nokey"), c("STRLEN", "nokey"),
@@ -348,7 +355,23 @@ func TestRedisDifferential(t *testing.T) {
 			c("PEXPIRE", "e", "9223370000000000000"), c("PTTL", "e").near(),
 			c("EXPIREAT", "e", "99999999999"), c("TTL", "e").near(),
 			c("EXPIRE", "e", "100", "NX"), c("EXPIRE", "e", "100", "XX"), c("EXPIRE", "e", "100", "GT"), c("EXPIRE", "e", "100", "LT"),
-			c("EXPIRE", "e", "100", "FOO"),
+			c("EXPIRE", "e", "100", "FOO"), c("EXPIRE", "e", "x", "FOO"), c("EXPIRE", "e", "100", "NX", "XX"),
+			c("EXPIRE", "e", "100", "GT", "LT"), c("EXPIRE", "e", "100", "nx", "gt"), c("EXPIRE", "e", "100", "XX", "GT"),
+			c("SET", "e", "v"), c("EXPIRE", "e", "100", "XX"), c("EXPIRE", "e", "100", "GT"), c("TTL", "e"),
+			c("EXPIRE", "e", "100", "LT"), c("TTL", "e"), c("EXPIRE", "e", "100", "NX"), c("TTL", "e"),
+			c("EXPIRE", "e", "200", "NX"), c("EXPIRE", "e", "50", "GT"), c("TTL", "e"), c("EXPIRE", "e", "200", "LT"),
+			c("TTL", "e"), c("EXPIRE", "e", "150", "GT"), c("TTL", "e"), c("EXPIRE", "e", "50", "LT"), c("TTL", "e"),
+			c("EXPIRE", "e", "50", "XX"), c("PEXPIRE", "e", "60000", "XX", "GT"), c("TTL", "e"),
+			c("PEXPIREAT", "e", "1", "GT"), c("EXISTS", "e"), c("EXPIREAT", "e", "1", "LT"), c("EXISTS", "e"),
+			c("EXPIRE", "nokey", "5", "NX"), c("EXPIRE", "e", "-1", "NX"),
+			c("SET", "e", "v", "EX", "100"), c("SET", "e", "w", "KEEPTTL"), c("TTL", "e"), c("GET", "e"),
+			c("SET", "e", "x", "KEEPTTL", "GET"), c("TTL", "e"), c("SET", "e", "y"), c("TTL", "e"),
+			c("SET", "e", "v", "EXAT", "99999999999"), c("TTL", "e").near(), c("SET", "e", "v", "PXAT", "99999999999000"), c("TTL", "e").near(),
+			c("SET", "e", "v", "EXAT", "1"), c("GET", "e"), c("SET", "e", "v", "PXAT", "1"), c("EXISTS", "e"),
+			c("SET", "e", "v", "EXAT", "0"), c("SET", "e", "v", "PXAT", "-1"), c("SET", "e", "v", "EXAT", max),
+			c("SET", "e", "v", "PXAT", max), c("TTL", "e").near(), c("SET", "e", "v", "EXAT", "x"),
+			c("SET", "e", "v", "EXAT", "9223372036854775"),
+			c("SET", "e", "v", "EX", "100"), c("PERSIST", "e", "x").differs(":1"), c("SET", "e", "v"), c("TTL", "e"),
 			c("EXPIRE", "e", "0"), c("GET", "e"), c("EXISTS", "e"), c("TTL", "e"),
 			c("SET", "e", "v"), c("EXPIRE", "e", "-1"), c("GET", "e"),
 			c("SET", "e", "v"), c("PEXPIRE", "e", "-100"), c("EXISTS", "e"),
@@ -406,7 +429,8 @@ func TestRedisDifferential(t *testing.T) {
 			c("KEYS", "k[12]").sorted(), c("KEYS", "nomatch*"), c("KEYS", "k[^1]*").sorted(),
 			c("SELECT", "1"), c("DBSIZE"), c("GET", "k1"), c("SET", "k1", "db1"), c("GET", "k1"),
 			c("SELECT", "0"), c("GET", "k1"),
-			c("SELECT", "x"), c("SELECT", "-1"), c("SELECT", "16"), c("SELECT", ""),
+			c("SELECT", "x"), c("SELECT", "-1"), c("SELECT", "16").differs("+OK"), c("SELECT", "254").differs("+OK"),
+			c("SELECT", "255"), c("SELECT", ""), c("SELECT", "0"),
 			c("FLUSHDB", "ASYNC"), c("DBSIZE"), c("SELECT", "1"), c("DBSIZE"), c("FLUSHDB", "SYNC"),
 			c("FLUSHDB", "FOO"), c("FLUSHALL", "FOO"), c("SELECT", "0"), c("SET", "x", "1"), c("FLUSHALL"),
 			c("DBSIZE"), c("FLUSHALL", "SYNC"), c("FLUSHALL", "ASYNC"),
@@ -433,7 +457,11 @@ func TestRedisDifferential(t *testing.T) {
 			c("CONFIG", "GET", "appendonly").kind(), c("CONFIG", "GET", "save"), c("CONFIG", "GET", "nosuchparam"),
 			c("CONFIG"), c("CONFIG", "FOO"), c("CONFIG", "RESETSTAT"),
 			c("CLIENT", "SETNAME", "me"), c("CLIENT", "GETNAME"), c("CLIENT", "ID").kind(),
-			c("CLIENT", "SETINFO", "LIB-NAME", "x"), c("CLIENT", "FOO"), c("CLIENT"),
+			c("CLIENT", "SETINFO", "LIB-NAME", "x").differs("+OK"), c("CLIENT", "FOO"), c("CLIENT"),
+			c("CLIENT", "SETNAME"), c("CLIENT", "SETNAME", "a b"), c("CLIENT", "GETNAME"), c("CLIENT", "SETNAME", ""),
+			c("CLIENT", "GETNAME"), c("CLIENT", "GETNAME", "x"), c("CLIENT", "ID", "x"), c("CLIENT", "LIST", "x"),
+			c("CLIENT", "NO-EVICT"), c("CLIENT", "NO-EVICT", "maybe"), c("CLIENT", "REPLY"), c("CONFIG", "GET"),
+			c("CONFIG", "RESETSTAT", "x"), c("CONFIG", "SET", "x"), c("COMMAND", "COUNT", "x"), c("COMMAND", "FOO", "x"),
 			c("CLIENT", "INFO").kind(), c("CLIENT", "NO-EVICT", "on"), c("CLIENT", "REPLY", "ON"),
 			c("COMMAND", "COUNT").kind(), c("COMMAND", "FOO"),
 			c("HELLO", "2").kind(), c("HELLO", "x"), c("HELLO", "4"), c("HELLO", "2", "FOO"),
@@ -446,7 +474,10 @@ func TestRedisDifferential(t *testing.T) {
 		d.run(false,
 			c("NOSUCH"), c("NOSUCH", "a", "b"), c("nosuch", ""), c("NOSUCH", "a\r\nb"),
 			c("NOSUCH", strings.Repeat("a", 200), "b"), c("NOSUCH", strings.Repeat("a", 100), strings.Repeat("b", 100), "c"),
-			c(strings.Repeat("X", 200)), c(""), c("GETDEL", "x"), c("LLEN", "l"), c("SCARD", "s"),
+			c(strings.Repeat("X", 200)), c(""), c("NOSUCH", "a\x00b", "c"), c("NO\x00SUCH", "a"),
+			c("GETDEL", "x").differs("-ERR unknown command 'GETDEL', with args beginning with: 'x' "),
+			c("LLEN", "l").differs("-ERR unknown command 'LLEN', with args beginning with: 'l' "),
+			c("SCARD", "s").differs("-ERR unknown command 'SCARD', with args beginning with: 's' "),
 		)
 	})
 
@@ -467,10 +498,12 @@ func TestRedisDifferential(t *testing.T) {
 			{"EXEC", "x"}, {"DISCARD", "x"}, {"HGET", "h"}, {"HGET", "h", "f", "g"}, {"HINCRBY", "h", "f"},
 			{"HLEN", "h", "x"}, {"SELECT", "0", "1"}, {"HSET", "h", "f", "v", "g"}, {"HMSET", "h", "f", "v", "g"},
 			{"SETNX", "a", "b", "c"}, {"GETSET", "a", "b", "c"}, {"FLUSHDB", "ASYNC", "x"}, {"FLUSHALL", "SYNC", "x"},
-			{"INCR", "a", "b", "c"}, {"DECR", "a", "b", "c"}} {
+			{"INCR", "a", "b", "c"}, {"DECR", "a", "b", "c"}, {"PERSIST", "a", "b", "c"}} {
 			cases = append(cases, c(args...))
 		}
 		d.run(false, cases...)
+		// slock's text INCR and DECR take a delta as a third argument (README).
+		d.run(false, c("INCR", "a", "5").differs(":5"), c("DECR", "a", "2").differs(":3"), c("DEL", "a").differs(":1"))
 	})
 
 	t.Run("pipeline", func(t *testing.T) {

@@ -70,8 +70,9 @@ func (s *Server) slockKV(cs *conn, now int64) {
 			kv.Keys = nil
 			return
 		}
-		if op == slock.OpPersist && s.locks.TTL(db, kv.Frame.Key, now) == -1 {
-			s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), 0)) // no expiry to remove, as in Redis
+		ttl := s.locks.TTL(db, kv.Frame.Key, now)
+		if op == slock.OpPersist && ttl == -1 || op == slock.OpExpire && kv.ExpIf != 0 && !kv.ExpireApplies(expiresAt(s, db, kv.Frame.Key, ttl, now)) {
+			s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), 0)) // as in Redis: no expiry to remove, or an option says no
 			kv.Keys = nil
 			return
 		}
@@ -488,4 +489,12 @@ func (s *Server) nameClash(db uint8, id [16]byte, name []byte) error {
 			strconv.Quote(string(other)) + ", which holds a value: refused"}
 	}
 	return nil
+}
+
+// expiresAt is when (Unix ms) key expires, -1 for never, from its ttl (Locks.TTL at now).
+func expiresAt(s *Server, db uint8, key [16]byte, ttl, now int64) int64 {
+	if ttl < 0 {
+		return -1
+	}
+	return now/1e6 + min(ttl, s.locks.TTLAsked(db, key))
 }

@@ -58,8 +58,13 @@ type KV struct {
 	// passes it to the store with the frame (store.LockCommand.ExpireAt).
 	ExpireAt int64
 
-	// For SET: expiry in ms (0: none) and the options given.
-	NX, XX bool
+	// For SET: the options given.
+	NX, XX, KeepTTL bool
+
+	// For the EXPIRE family: when (Unix ms) the key is to expire, and the conditions of
+	// its options NX, XX, GT, LT (ExpireApplies).
+	When  int64
+	ExpIf ExpireIf
 
 	// Numbers renders a NUMBER value (a counter) as an integer reply in GET, MGET and
 	// GETSET, as slock does (Text.Slock); else as a bulk string of its decimal digits.
@@ -154,6 +159,9 @@ func ParseKV(args [][]byte, op Op, name string, t *Text, nowMs int64, newID func
 		var ms int64
 		var tf, ef uint16
 		var timeout uint16
+		var unit string // EX, PX, EXAT or PXAT
+		var exp []byte  // its argument
+		get := false
 		for i := 3; i < n; i++ {
 			o := args[i]
 			switch {
@@ -162,15 +170,18 @@ func ParseKV(args [][]byte, op Op, name string, t *Text, nowMs int64, newID func
 			case resp.Is(o, "XX") && !kv.NX:
 				kv.XX = true
 				tf |= kvWaitUnlocked
+			case resp.Is(o, "GET"):
+				get = true
+			case resp.Is(o, "KEEPTTL") && unit == "":
+				kv.KeepTTL = true
 			case resp.Is(o, "ACK"):
 				tf |= kvRequireAck
 			case resp.Is(o, "NAOF"):
 				ef |= kvNoPersist
-			case (resp.Is(o, "EX") || resp.Is(o, "PX")) && i+1 < n:
-				var err error
-				if ms, err = expireMs(args[i+1], resp.Is(o, "EX"), name, nowMs); err != nil {
-					return buf, err
-				}
+			case expiryUnit(o) != "" && !kv.KeepTTL && (unit == "" || unit == expiryUnit(o)) && i+1 < n:
+				// As Redis 7: one of them, given again if at all; its value is checked
+				// once every option is known to be one.
+				unit, exp = expiryUnit(o), args[i+1]
 				i++
 			case (resp.Is(o, "TX") || resp.Is(o, "PTX")) && i+1 < n:
 				v, ok := resp.ParseInt(args[i+1])
@@ -189,6 +200,18 @@ func ParseKV(args [][]byte, op Op, name string, t *Text, nowMs int64, newID func
 				i++
 			default:
 				return buf, errSyntax
+			}
+		}
+		if get {
+			if kv.NX { // Redis 7 answers the old value and sets nothing; not supported here
+				return buf, errSyntax
+			}
+			kv.Op = OpGetSet // answers the value before, as GETSET does
+		}
+		if exp != nil {
+			var err error
+			if ms, err = setExpiry(exp, unit, name, nowMs); err != nil {
+				return buf, err
 			}
 		}
 		return kv.setFrame(t, newID, buf, ms, nowMs, tf, ef, timeout)
@@ -261,8 +284,11 @@ func ParseKV(args [][]byte, op Op, name string, t *Text, nowMs int64, newID func
 		kv.lockFrame(t, newID, flagUpdate|FlagData, 0, keepExpiry, unlimitedFlag)
 		return kv.SetNumber(buf, 0)
 	case OpExpire:
-		if n != 3 {
+		if n < 3 {
 			return buf, arity(name)
+		}
+		if err := kv.expireOptions(args[3:]); err != nil {
+			return buf, err
 		}
 		// As Redis 7 (expireGenericCommand): seconds must not overflow as milliseconds,
 		// nor the time asked plus its base (now, 0 for the AT forms); a time past
@@ -285,6 +311,7 @@ func ParseKV(args [][]byte, op Op, name string, t *Text, nowMs int64, newID func
 			return buf, expireErr(name)
 		}
 		at := v + base
+		kv.When = at
 		kv.Keys = args[1:2]
 		if at <= nowMs {
 			e, ef := ExpiryMs(0)
@@ -354,14 +381,54 @@ func ParseKV(args [][]byte, op Op, name string, t *Text, nowMs int64, newID func
 	return buf, &kvErr{Msg: "Unknown Command"}
 }
 
+// expiryUnit returns SET's expiry option o in upper case: EX, PX, EXAT or PXAT; "" if it
+// is none of them.
+func expiryUnit(o []byte) string {
+	for _, u := range [...]string{"EX", "PX", "EXAT", "PXAT"} {
+		if resp.Is(o, u) {
+			return u
+		}
+	}
+	return ""
+}
+
+// setExpiry parses the argument of SET's expiry option unit (expiryUnit) into the
+// milliseconds from nowMs until the key expires, as Redis 7 does
+// (getExpireMillisecondsOrReply); -1: a time past, the key expires at once.
+func setExpiry(arg []byte, unit, name string, nowMs int64) (int64, error) {
+	if unit == "EX" || unit == "PX" {
+		return expireMs(arg, unit == "EX", name, nowMs)
+	}
+	v, ok := resp.ParseInt(arg)
+	if !ok {
+		return 0, errNotInt
+	}
+	if v <= 0 || unit == "EXAT" && v > math.MaxInt64/1000 {
+		return 0, expireErr(name)
+	}
+	if unit == "EXAT" {
+		v *= 1000
+	}
+	if v <= nowMs {
+		return -1, nil
+	}
+	return v - nowMs, nil
+}
+
 // setFrame builds the Lock of SET and its variants: Update with a SET record, expiring
-// ms after nowMs exactly (0: never; expireMs checked it), or with NX a fresh LockId and
-// no Update.
+// ms after nowMs exactly (0: never, or with KeepTTL as the key did; -1: at once;
+// setExpiry checked it), or with NX a fresh LockId and no Update.
 func (kv *KV) setFrame(t *Text, newID func() [16]byte, buf []byte, ms, nowMs int64, tf, ef, timeout uint16) ([]byte, error) {
 	e, f := uint16(resetExpiry), uint16(unlimitedFlag)
-	if ms > 0 {
+	switch {
+	case ms > 0:
 		e, f = ExpiryMs(ms)
 		f |= kvPersistFlag
+	case ms < 0:
+		e, f = ExpiryMs(0)
+		f |= kvPersistFlag
+	case kv.KeepTTL:
+		e = keepExpiry
 	}
 	flag := uint8(flagUpdate | FlagData)
 	if kv.NX {
@@ -743,4 +810,53 @@ func (kv *KV) NumberAppend(rec, buf []byte) ([]byte, error) {
 	buf = strconv.AppendInt(buf, Number(d.Value), 10)
 	buf = append(buf, kv.Value...)
 	return kv.dataRecord(buf, DataSet, 0, buf[start:])
+}
+
+// ExpireIf are the conditions of EXPIRE's options.
+type ExpireIf uint8
+
+// EXPIRE's options, as in Redis 7.
+const (
+	ExpireNX ExpireIf = 1 << iota // only a key without an expiry
+	ExpireXX                      // only a key with one
+	ExpireGT                      // only a later one (no expiry counts as infinite)
+	ExpireLT                      // only an earlier one
+)
+
+// expireOptions parses EXPIRE's options into kv.ExpIf, with Redis 7's errors.
+func (kv *KV) expireOptions(opts [][]byte) error {
+	for _, o := range opts {
+		switch {
+		case resp.Is(o, "NX"):
+			kv.ExpIf |= ExpireNX
+		case resp.Is(o, "XX"):
+			kv.ExpIf |= ExpireXX
+		case resp.Is(o, "GT"):
+			kv.ExpIf |= ExpireGT
+		case resp.Is(o, "LT"):
+			kv.ExpIf |= ExpireLT
+		default:
+			return &kvErr{Msg: "Unsupported option " + string(o)}
+		}
+	}
+	if kv.ExpIf&ExpireNX != 0 && kv.ExpIf&(ExpireXX|ExpireGT|ExpireLT) != 0 {
+		return &kvErr{Msg: "NX and XX, GT or LT options at the same time are not compatible"}
+	}
+	if kv.ExpIf&ExpireGT != 0 && kv.ExpIf&ExpireLT != 0 {
+		return &kvErr{Msg: "GT and LT options at the same time are not compatible"}
+	}
+	return nil
+}
+
+// ExpireApplies reports whether an EXPIRE with kv's options changes a key that expires at
+// cur (Unix ms; -1: never), as Redis 7 decides it.
+func (kv *KV) ExpireApplies(cur int64) bool {
+	switch {
+	case kv.ExpIf&ExpireNX != 0 && cur != -1,
+		kv.ExpIf&ExpireXX != 0 && cur == -1,
+		kv.ExpIf&ExpireGT != 0 && (cur == -1 || kv.When <= cur),
+		kv.ExpIf&ExpireLT != 0 && cur != -1 && kv.When >= cur:
+		return false
+	}
+	return true
 }
