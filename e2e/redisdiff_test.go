@@ -346,7 +346,7 @@ func TestRedisDifferential(t *testing.T) {
 			c("SET", "e", "v"), c("TTL", "e"), c("PTTL", "e"), c("TTL", "nokey"), c("PTTL", "nokey"),
 			c("EXPIRE", "e", "100"), c("TTL", "e"), c("PTTL", "e").near(),
 			c("PERSIST", "e"), c("TTL", "e"), c("PERSIST", "e"), c("PERSIST", "nokey"),
-			c("PEXPIRE", "e", "100500"), c("TTL", "e"), c("PTTL", "e").near(),
+			c("PEXPIRE", "e", "100300"), c("TTL", "e"), c("PTTL", "e").near(),
 			c("EXPIRE", "nokey", "100"), c("EXISTS", "nokey"), c("TTL", "nokey"),
 			c("EXPIRE", "e", "x"), c("EXPIRE", "e", "1.5"), c("EXPIRE", "e", ""), c("TTL", "e"),
 			c("EXPIRE", "e", max), c("EXPIRE", "e", min), c("PEXPIRE", "e", max), c("PEXPIRE", "e", min),
@@ -378,14 +378,14 @@ func TestRedisDifferential(t *testing.T) {
 			c("SET", "e", "v"), c("EXPIREAT", "e", "1"), c("EXISTS", "e"),
 			c("SET", "e", "v"), c("PEXPIREAT", "e", "0"), c("EXISTS", "e"),
 			c("SET", "e", "v"), c("PEXPIREAT", "e", "-5"), c("EXISTS", "e"),
-			c("SET", "e", "v", "EX", "100"), c("TTL", "e"), c("SET", "e", "v", "PX", "100500"), c("PTTL", "e").near(),
+			c("SET", "e", "v", "EX", "100"), c("TTL", "e"), c("SET", "e", "v", "PX", "100300"), c("PTTL", "e").near(),
 			c("SET", "e", "v", "EX", "0"), c("SET", "e", "v", "EX", "-1"), c("SET", "e", "v", "PX", "0"),
 			c("SET", "e", "v", "EX", "x"), c("SET", "e", "v", "EX", max), c("SET", "e", "v", "PX", max),
 			c("SET", "e", "v", "EX", "9223372036854775"), c("SET", "e", "v", "EX", "9223372036854"), c("TTL", "e"),
 			c("SET", "e", "w"), c("TTL", "e"),
 			c("SETEX", "e", "100", "v"), c("TTL", "e"), c("GET", "e"), c("SETEX", "e", "0", "v"),
 			c("SETEX", "e", "-1", "v"), c("SETEX", "e", "x", "v"), c("SETEX", "e", max, "v"),
-			c("PSETEX", "e", "100500", "v"), c("PTTL", "e").near(), c("PSETEX", "e", "0", "v"), c("PSETEX", "e", "-5", "v"),
+			c("PSETEX", "e", "100300", "v"), c("PTTL", "e").near(), c("PSETEX", "e", "0", "v"), c("PSETEX", "e", "-5", "v"),
 			c("PSETEX", "e", max, "v"), c("PSETEX", "e", "x", "v"),
 			c("SET", "e", "1", "EX", "100"), c("INCR", "e"), c("TTL", "e"), c("APPEND", "e", "2"), c("TTL", "e"),
 			c("GETSET", "e", "3"), c("TTL", "e"),
@@ -418,6 +418,41 @@ func TestRedisDifferential(t *testing.T) {
 			c("SET", "h", "now a string"), c("TYPE", "h"), c("GET", "h"),
 			c("HSET", "h2", "a", "1"), c("HDEL", "h2", "a"), c("EXISTS", "h2"), c("TYPE", "h2"),
 		)
+	})
+
+	t.Run("overwrites", func(t *testing.T) {
+		d.t = t
+		d.run(false,
+			// What replaces a value and its expiry, across types.
+			c("SET", "m", "1", "EX", "100"), c("MSET", "m", "2"), c("TTL", "m"), c("GET", "m"),
+			c("SET", "m", "1", "EX", "100"), c("SET", "m", "2"), c("TTL", "m"),
+			c("SET", "m", "1", "EX", "100"), c("SETEX", "m", "50", "2"), c("TTL", "m"), c("PSETEX", "m", "100300", "3"), c("TTL", "m"),
+			c("SET", "m", "1", "EX", "100"), c("GETSET", "m", "2"), c("TTL", "m"),
+			c("SET", "m", "1", "EX", "100"), c("SETNX", "m", "2"), c("TTL", "m"), c("DECRBY", "m", "5"), c("TTL", "m"), c("GET", "m"),
+			c("HSET", "mh", "f", "1"), c("SETEX", "mh", "100", "s"), c("TYPE", "mh"), c("GET", "mh"),
+			c("HSET", "mh2", "f", "1"), c("MSET", "mh2", "s"), c("TYPE", "mh2"), c("GET", "mh2"),
+			c("HSET", "mh3", "f", "1"), c("MSETNX", "mh3", "s"), c("TYPE", "mh3"),
+			c("HSET", "mh4", "f", "1"), c("SET", "mh4", "s", "GET"), c("TYPE", "mh4"), c("SET", "mh4", "s", "XX"), c("TYPE", "mh4"),
+			c("INCR", "mc"), c("SET", "mc", "v", "NX"), c("SET", "mc", "v", "XX", "GET"), c("GET", "mc"),
+			c("HSET", "mh5", "f", "1"), c("DEL", "mh5"), c("HGET", "mh5", "f"), c("INCR", "mh5"),
+			// Hash fields: integers as Redis reads them, empty and binary fields.
+			c("HSET", "hh", "n", "5"), c("HINCRBY", "hh", "n", "+1"), c("HINCRBY", "hh", "n", " 1"), c("HINCRBY", "hh", "n", "01"),
+			c("HINCRBY", "hh", "n", "-0"), c("HINCRBY", "hh", "n", ""), c("HSET", "hh", "t", " 1"), c("HINCRBY", "hh", "t", "1"),
+			c("HSET", "hh", "t", max), c("HINCRBY", "hh", "t", "1"), c("HINCRBY", "hh", "t", "0"), c("HGET", "hh", "t"),
+			c("HSET", "hh", "u", min), c("HINCRBY", "hh", "u", "-1"), c("HINCRBY", "hh", "u", max), c("HGET", "hh", "u"),
+			c("HMGET", "hh", "n", "", "n"), c("HEXISTS", "hh", ""), c("HDEL", "hh", "n", "n"), c("HLEN", "hh"),
+			c("HSET", "hh", "a", "1", "a", "2"), c("HGET", "hh", "a"), c("HMSET", "hh", "b", "1", "b", "2"), c("HGET", "hh", "b"),
+			c("HSET", "hh", "f\x00", "nul"), c("HGET", "hh", "f"), c("HGET", "hh", "f\x00"),
+			c("HSET", "hh", "big", big), c("HGET", "hh", "big"), c("HSET", "hh", "big", ""), c("HGET", "hh", "big"),
+			c("HGETALL", "hh").sorted(), c("HKEYS", "hh").sorted(), c("HVALS", "hh").sorted(),
+			// Key names that slock maps specially: 16 bytes, 32 hex digits, a leading NUL.
+			c("SET", "0123456789abcdef", "16"), c("SET", "550e8400e29b41d4a716446655440000", "hex"),
+			c("SET", "550E8400E29B41D4A716446655440000", "HEX"), c("SET", "\x00abc", "nul"), c("SET", "abc", "plain"),
+			c("MGET", "0123456789abcdef", "550e8400e29b41d4a716446655440000", "550E8400E29B41D4A716446655440000", "\x00abc", "abc"),
+			c("DEL", "abc"), c("GET", "\x00abc"), c("INCR", "\x00\x00"), c("GET", "\x00"), c("GET", "\x00\x00"),
+			c("KEYS", "*").sorted(), c("DBSIZE"),
+		)
+		d.run(false, c("FLUSHALL"))
 	})
 
 	t.Run("keyspace", func(t *testing.T) {
