@@ -596,6 +596,22 @@ func TestRedisDifferential(t *testing.T) {
 		other("EXPIRE", "w", "100") // w was deleted: nothing to expire, no change
 		d.run(false, c("MULTI"), c("INCR", "wc"), c("EXEC"), c("GET", "wc"))
 		d.run(true, c("MULTI"), c("INCR", "wc"), c("GET", "wc"), c("EXEC"))
+		// The connection's own write to a watched key aborts its EXEC too.
+		d.run(false, c("WATCH", "w"), c("SET", "w", "self"), c("MULTI"), c("INCR", "wc"), c("EXEC"), c("GET", "wc"))
+		// A watch is per database; FLUSHALL by another connection touches every key.
+		d.run(false, c("SELECT", "1"), c("SET", "w", "1"), c("WATCH", "w"), c("SELECT", "0"))
+		other("SET", "w", "db0")
+		d.run(false, c("MULTI"), c("INCR", "wc"), c("EXEC"), c("SELECT", "1"), c("WATCH", "w"), c("SELECT", "0"))
+		other("FLUSHALL")
+		d.run(false, c("MULTI"), c("INCR", "wc"), c("EXEC"), c("GET", "wc"))
+		// WATCH of a hash key, changed by HINCRBY; a transaction of hash and string commands.
+		d.run(false, c("HSET", "wh", "f", "1"), c("WATCH", "wh"))
+		other("HINCRBY", "wh", "f", "1")
+		d.run(false, c("MULTI"), c("HINCRBY", "wh", "f", "10"), c("EXEC"), c("HGET", "wh", "f"),
+			c("MULTI"), c("HINCRBY", "wh", "f", "10"), c("INCR", "wh"), c("HGETALL", "wh"), c("SET", "ws", "1", "EX", "100"),
+			c("TTL", "ws"), c("FLUSHDB"), c("DBSIZE"), c("EXEC"), c("DBSIZE"))
+		// EXEC with arguments aborts the transaction, as Redis does.
+		d.run(false, c("MULTI"), c("INCR", "wc"), c("EXEC", "x"), c("EXEC"), c("GET", "wc"))
 	})
 
 	t.Run("quit", func(t *testing.T) {
@@ -607,8 +623,46 @@ func TestRedisDifferential(t *testing.T) {
 				t.Errorf("%s: connection still open after QUIT (read %d bytes)", c.c.RemoteAddr(), n)
 			}
 		}
+		// A client that sends at once and reads late gets every reply, then the end of
+		// the stream (not a reset that would destroy the replies).
+		for _, cmds := range [][][]string{{{"QUIT"}}, {{"PING"}, {"QUIT"}}, {{"MULTI"}, {"SET", "q", "1"}, {"QUIT"}}} {
+			ref, tal := rdLateRead(t, refAddr, cmds), rdLateRead(t, talAddr, cmds)
+			d.n++
+			if ref != tal {
+				t.Errorf("%q read late: DIFFERENCE\n  redis-server %q\n  tallyd       %q", cmds, ref, tal)
+			}
+		}
 	})
 	t.Logf("%d replies compared", d.n)
+}
+
+// rdLateRead connects, sends cmds at once, waits, then reads to the end of the stream: what
+// it read, and how the stream ended.
+func rdLateRead(t *testing.T, addr string, cmds [][]string) string {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var b []byte
+	for _, args := range cmds {
+		b = resp.AppendCommand(b, args...)
+	}
+	if _, err := c.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var got []byte
+	buf := make([]byte, 4096)
+	for {
+		n, err := c.Read(buf)
+		got = append(got, buf[:n]...)
+		if err != nil {
+			return string(got) + " <" + err.Error() + ">"
+		}
+	}
 }
 
 // rdScanAll walks SCAN 0 ... with the given options to its end and returns the sorted names.
