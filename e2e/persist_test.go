@@ -77,7 +77,10 @@ func TestKill9KeepsAcknowledgedWrites(t *testing.T) {
 					t.Fatalf("client %d got no INCR answered in 400 ms", g)
 				}
 				v, err := rc.do("GET", fmt.Sprintf("c%d", g))
-				n, _ := strconv.ParseInt(strings.TrimPrefix(v, ":"), 10, 64)
+				n, perr := strconv.ParseInt(strings.TrimPrefix(v, "$"), 10, 64) // a counter is a string to GET
+				if perr != nil {
+					t.Fatalf("c%d after kill -9: %q is not a counter's bulk string", g, v)
+				}
 				// The write in flight at the kill may or may not have made it.
 				if err != nil || n < acked[g] || n > acked[g]+1 {
 					t.Fatalf("c%d after kill -9: %q (%v), last answered %d", g, v, err, acked[g])

@@ -99,8 +99,14 @@ func (s *Server) serveEarly(cs *conn) gnet.Action {
 	cs.c = real
 	used := ec.used
 	ec.in, ec.used = nil, 0
-	if cs.closed || act != gnet.None {
-		return act // closing: what is left on the socket does not matter
+	if cs.closed {
+		return act
+	}
+	if act != gnet.None {
+		// Closing (QUIT, a framing error): take every byte peeked, so that the close sends
+		// FIN after the replies. Unread bytes would make it a reset, and a client that
+		// reads late would lose the replies to it (QUIT's +OK).
+		used = n
 	}
 	for used > 0 {
 		m, err := unix.Read(fd, s.early[:used])
@@ -115,5 +121,5 @@ func (s *Server) serveEarly(cs *conn) gnet.Action {
 		}
 		used -= m
 	}
-	return gnet.None
+	return act
 }

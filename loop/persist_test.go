@@ -86,7 +86,7 @@ func TestPersistRestart(t *testing.T) {
 	rc = dialResp(t, ts.slockAddr)
 	runKV(t, rc, []kvStep{
 		kv(`"alpha"`, "GET", "a"),
-		kv(`:5`, "GET", "c"),
+		kv(`"5"`, "GET", "c"),
 		kv(`:6`, "INCR", "c"),
 		kv(`"v"`, "GET", "e"),
 		kv(`$-1`, "GET", "gone"),

@@ -103,10 +103,18 @@ func (s *Server) slockCommand(cs *conn, args [][]byte, raw []byte, now int64) (q
 func (s *Server) runCommand(cs *conn, spec *slock.Spec, args [][]byte, now int64) (quit bool) {
 	sc := cs.slock
 	if spec == nil {
-		s.sendTo(cs, resp.AppendError(s.scratchFor(cs), "ERR Unknown Command"))
+		s.sendTo(cs, slock.AppendUnknown(s.scratchFor(cs), args))
 		return false
 	}
 	if !spec.ArityOK(len(args)) {
+		if spec.Cmd == slock.CmdExec { // as Redis: EXEC with arguments aborts the transaction
+			if sc.tx.active {
+				s.txReset(cs)
+			}
+			s.sendTo(cs, resp.AppendError(s.scratchFor(cs),
+				"EXECABORT Transaction discarded because of: wrong number of arguments for 'exec' command"))
+			return false
+		}
 		s.textError(cs, spec.ArityError())
 		return false
 	}
@@ -197,7 +205,7 @@ func (s *Server) runCommand(cs *conn, spec *slock.Spec, args [][]byte, now int64
 	case slock.CmdCluster:
 		s.clusterCmd(cs, args)
 	default:
-		s.sendTo(cs, resp.AppendError(s.scratchFor(cs), "ERR Unknown Command"))
+		s.sendTo(cs, slock.AppendUnknown(s.scratchFor(cs), args))
 	}
 	return false
 }
@@ -286,7 +294,7 @@ func (s *Server) txQueue(cs *conn, spec *slock.Spec, args [][]byte, raw []byte) 
 	switch {
 	case spec == nil:
 		tx.dirty = true
-		b = resp.AppendError(b, "ERR Unknown Command")
+		b = slock.AppendUnknown(b, args)
 	case !spec.ArityOK(len(args)):
 		tx.dirty = true
 		b = slock.AppendTextError(b, spec.ArityError())

@@ -27,6 +27,7 @@ type slockConn struct {
 	kvMulti  bool          // req.KV is one key of a command on several: replies are counted
 	kvN      int64         // their count
 	tx       txState       // MULTI/EXEC and WATCH (redis.go)
+	name     string        // CLIENT SETNAME's
 
 	// Cluster mode (cluster_fwd.go).
 	lvl         Level  // CONSISTENCY; 0 is the default, QUORUM

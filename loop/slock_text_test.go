@@ -275,7 +275,7 @@ func TestSlockTextCommands(t *testing.T) {
 	if r.Kind != '$' || !strings.Contains(string(r.Str), "redis_version:") || !strings.Contains(string(r.Str), "db3:keys=1") {
 		t.Fatalf("INFO: %s", showResp(r))
 	}
-	expectSimple(t, rc.cmd("FOO", "bar"), '-', "ERR Unknown Command")
+	expectSimple(t, rc.cmd("FOO", "bar"), '-', "ERR unknown command 'FOO', with args beginning with: 'bar' ")
 	expectSimple(t, rc.cmd("QUIT"), '+', "OK")
 	rc.expectClosed()
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tallyd/tallyd/proto/resp"
@@ -53,15 +54,28 @@ func (s *Server) slockKV(cs *conn, now int64) {
 		s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), int64(s.locks.ValueCount(db))))
 		return
 	case slock.OpGetSet, slock.OpAppend, slock.OpIncr:
-		if hash, _ := slock.IsHash(s.locks.Value(db, kv.Frame.Key)); hash {
+		v := s.locks.Value(db, kv.Frame.Key)
+		if hash, _ := slock.IsHash(v); hash {
 			s.textError(cs, slock.ErrWrongType)
 			return
+		}
+		if op == slock.OpAppend { // to a counter: to its digits
+			if s.sl.dataBuf, err = kv.NumberAppend(v, s.sl.dataBuf); err != nil {
+				s.textError(cs, err)
+				return
+			}
 		}
 	case slock.OpExpire, slock.OpPersist:
 		if s.locks.Value(db, kv.Frame.Key) == nil {
 			// No such key: 0, as in Redis (an Update of a key with no holder would take
 			// a lock on it instead).
 			s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), 0))
+			kv.Keys = nil
+			return
+		}
+		ttl := s.locks.TTL(db, kv.Frame.Key, now)
+		if op == slock.OpPersist && ttl == -1 || op == slock.OpExpire && kv.ExpIf != 0 && !kv.ExpireApplies(expiresAt(s, db, kv.Frame.Key, ttl, now)) {
+			s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), 0)) // as in Redis: no expiry to remove, or an option says no
 			kv.Keys = nil
 			return
 		}
@@ -330,15 +344,17 @@ func hashError(err error) error {
 }
 
 // slockAdmin answers the Redis housekeeping commands clients send on connect (CONFIG GET,
-// CLIENT, COMMAND).
+// CLIENT, COMMAND), with Redis 7's errors for an unknown subcommand or a wrong count of
+// arguments.
 func (s *Server) slockAdmin(cs *conn, args [][]byte) {
 	name := args[0]
 	sub := argAt(args, 1)
 	b := s.scratchFor(cs)
+	n := len(args)
 	switch {
 	case resp.Is(name, "CONFIG"):
 		switch {
-		case resp.Is(sub, "GET") && len(args) >= 3:
+		case resp.Is(sub, "GET") && n >= 3:
 			var hits [][2]string
 			for _, pat := range args[2:] {
 				for _, kv := range s.configItems() {
@@ -351,37 +367,87 @@ func (s *Server) slockAdmin(cs *conn, args [][]byte) {
 			for _, kv := range hits {
 				b = resp.AppendBulkString(resp.AppendBulkString(b, kv[0]), kv[1])
 			}
-		case resp.Is(sub, "SET"):
+		case resp.Is(sub, "SET") && n >= 4:
 			b = resp.AppendError(b, "ERR CONFIG SET is not supported: restart tallyd with other flags")
-		case resp.Is(sub, "RESETSTAT"):
+		case resp.Is(sub, "RESETSTAT") && n == 2:
 			b = resp.AppendSimple(b, "OK")
 		default:
-			b = resp.AppendError(b, "ERR unknown subcommand or wrong number of arguments for 'config' command")
+			b = subcommandError(b, "CONFIG", sub, []string{"GET", "SET", "RESETSTAT"})
 		}
 	case resp.Is(name, "CLIENT"):
 		switch {
-		case resp.Is(sub, "SETNAME") && len(args) == 3, resp.Is(sub, "SETINFO") && len(args) == 4,
-			resp.Is(sub, "NO-EVICT"), resp.Is(sub, "NO-TOUCH"), resp.Is(sub, "REPLY") && len(args) == 3:
+		case resp.Is(sub, "SETNAME") && n == 3:
+			if !clientName(args[2]) {
+				b = resp.AppendError(b, "ERR Client names cannot contain spaces, newlines or special characters.")
+				break
+			}
+			cs.slock.name = string(args[2])
 			b = resp.AppendSimple(b, "OK")
-		case resp.Is(sub, "GETNAME"):
-			b = resp.AppendNull(b)
-		case resp.Is(sub, "ID"):
+		case resp.Is(sub, "GETNAME") && n == 2:
+			if cs.slock.name == "" {
+				b = resp.AppendNull(b)
+			} else {
+				b = resp.AppendBulkString(b, cs.slock.name)
+			}
+		case resp.Is(sub, "SLOCK") && n == 3 && (resp.Is(args[2], "ON") || resp.Is(args[2], "OFF")):
+			cs.slock.text.Slock = resp.Is(args[2], "ON")
+			b = resp.AppendSimple(b, "OK")
+		case resp.Is(sub, "SETINFO") && n == 4, resp.Is(sub, "REPLY") && n == 3 && resp.Is(args[2], "ON"),
+			(resp.Is(sub, "NO-EVICT") || resp.Is(sub, "NO-TOUCH")) && n == 3 && (resp.Is(args[2], "ON") || resp.Is(args[2], "OFF")):
+			b = resp.AppendSimple(b, "OK")
+		case resp.Is(sub, "REPLY") && n == 3:
+			b = resp.AppendError(b, "ERR CLIENT REPLY OFF and SKIP are not supported")
+		case (resp.Is(sub, "NO-EVICT") || resp.Is(sub, "NO-TOUCH") || resp.Is(sub, "SLOCK")) && n == 3:
+			b = resp.AppendError(b, "ERR syntax error")
+		case resp.Is(sub, "ID") && n == 2:
 			b = resp.AppendInt(b, int64(cs.owner))
-		case resp.Is(sub, "LIST"), resp.Is(sub, "INFO"):
+		case resp.Is(sub, "LIST") && n == 2, resp.Is(sub, "INFO") && n == 2:
 			line := "id=" + strconv.FormatUint(uint64(cs.owner), 10) + " addr=" + cs.c.RemoteAddr().String() +
-				" db=" + strconv.Itoa(int(cs.slock.text.DB)) + "\n"
+				" name=" + cs.slock.name + " db=" + strconv.Itoa(int(cs.slock.text.DB)) + "\n"
 			b = resp.AppendBulkString(b, line)
+		case resp.Is(sub, "LIST"):
+			b = resp.AppendError(b, "ERR syntax error")
 		default:
-			b = resp.AppendError(b, "ERR unknown subcommand or wrong number of arguments for 'client' command")
+			b = subcommandError(b, "CLIENT", sub, []string{"SETNAME", "GETNAME", "SLOCK", "SETINFO", "REPLY",
+				"NO-EVICT", "NO-TOUCH", "ID", "LIST", "INFO"})
 		}
 	default: // COMMAND
-		if resp.Is(sub, "COUNT") {
-			b = resp.AppendInt(b, 0)
-		} else {
+		switch {
+		case n == 1, (resp.Is(sub, "DOCS") || resp.Is(sub, "INFO") || resp.Is(sub, "LIST")):
 			b = resp.AppendArray(b, 0) // no command docs: clients fall back to plain use
+		case resp.Is(sub, "COUNT") && n == 2:
+			b = resp.AppendInt(b, 0)
+		default:
+			b = subcommandError(b, "COMMAND", sub, []string{"COUNT"})
 		}
 	}
 	s.sendTo(cs, b)
+}
+
+// subcommandError appends Redis 7's error for subcommand sub of cmd: a wrong number of
+// arguments if it is one of known, else an unknown subcommand.
+func subcommandError(b []byte, cmd string, sub []byte, known []string) []byte {
+	for _, k := range known {
+		if resp.Is(sub, k) {
+			return slock.AppendTextError(b, &slock.TextError{Msg: "wrong number of arguments for '" +
+				strings.ToLower(cmd+"|"+k) + "' command"})
+		}
+	}
+	if len(sub) > 128 {
+		sub = sub[:128]
+	}
+	return slock.AppendTextError(b, &slock.TextError{Msg: "unknown subcommand '" + string(sub) + "'. Try " + cmd + " HELP."})
+}
+
+// clientName reports whether a CLIENT SETNAME name is one Redis accepts: printable ASCII
+// without spaces (or empty: no name).
+func clientName(name []byte) bool {
+	for _, c := range name {
+		if c < '!' || c > '~' {
+			return false
+		}
+	}
+	return true
 }
 
 // configItems are the CONFIG GET parameters tallyd answers (redis-benchmark asks for save
@@ -429,4 +495,12 @@ func (s *Server) nameClash(db uint8, id [16]byte, name []byte) error {
 			strconv.Quote(string(other)) + ", which holds a value: refused"}
 	}
 	return nil
+}
+
+// expiresAt is when (Unix ms) key expires, -1 for never, from its ttl (Locks.TTL at now).
+func expiresAt(s *Server, db uint8, key [16]byte, ttl, now int64) int64 {
+	if ttl < 0 {
+		return -1
+	}
+	return now/1e6 + min(ttl, s.locks.TTLAsked(db, key))
 }

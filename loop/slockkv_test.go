@@ -46,12 +46,13 @@ func TestSlockKVCommands(t *testing.T) {
 		kv(`"world again"`, "GETSET", "k1", "new"),
 		kv(`"new"`, "GET", "k1"),
 		kv(`$-1`, "GETSET", "fresh", "v"),
-		// The INCR family: 64-bit signed, numbers stored as NUMBER values (GET shows an integer).
+		// The INCR family: 64-bit signed, numbers stored as NUMBER values (GET shows a
+		// bulk string, as Redis does; CLIENT SLOCK ON: an integer, TestSlockClientMode).
 		kv(`:1`, "INCR", "c"),
 		kv(`:11`, "INCRBY", "c", "10"),
 		kv(`:10`, "DECR", "c"),
 		kv(`:-5`, "DECRBY", "c", "15"),
-		kv(`:-5`, "GET", "c"),
+		kv(`"-5"`, "GET", "c"),
 		kv(`:2`, "STRLEN", "c"),
 		kv(`:-3`, "INCR", "c", "2"), // slock's optional delta
 		kv(`+OK`, "SET", "n", "41"),
@@ -62,19 +63,17 @@ func TestSlockKVCommands(t *testing.T) {
 		kv(`+OK`, "SET", "big", "9223372036854775806"),
 		kv(`:9223372036854775807`, "INCR", "big"),
 		kv(`-ERR increment or decrement would overflow`, "INCR", "big"),
-		kv(`:9223372036854775807`, "GET", "big"),
+		kv(`"9223372036854775807"`, "GET", "big"),
 		kv(`+OK`, "SET", "small", "-9223372036854775807"),
 		kv(`:-9223372036854775808`, "DECR", "small"),
 		kv(`-ERR increment or decrement would overflow`, "DECRBY", "small", "1"),
-		kv(`-ERR increment or decrement would overflow`, "DECRBY", "c", "-9223372036854775808"),
+		kv(`-ERR decrement would overflow`, "DECRBY", "c", "-9223372036854775808"),
 		// SETNX and SET NX/XX.
 		kv(`:1`, "SETNX", "nx", "first"),
 		kv(`"first"`, "GET", "nx"),
-		kv(`+OK`, "TIMEOUT", "SET", "0"), // SETNX on a taken key waits this long (15 s by default)
-		kv(`:0`, "SETNX", "nx", "second"),
+		kv(`:0`, "SETNX", "nx", "second"), // at once, as in Redis (CLIENT SLOCK ON: it waits)
 		kv(`$-1`, "SET", "nx", "third", "NX"),
 		kv(`"first"`, "GET", "nx"),
-		kv(`+OK`, "TIMEOUT", "SET", "15"),
 		kv(`+OK`, "SET", "xx", "a"),
 		kv(`+OK`, "SET", "xx", "b", "XX"),
 		kv(`"b"`, "GET", "xx"),
@@ -229,6 +228,46 @@ func TestSlockKVOverLocks(t *testing.T) {
 	r = rc.cmd("INFO", "SERVER", "keyspace")
 	if info := string(r.Str); !strings.Contains(info, "# Server") || !strings.Contains(info, "# Keyspace") || strings.Contains(info, "# Clients") {
 		t.Fatalf("INFO server keyspace: %q", info)
+	}
+	ts.healthy(t)
+}
+
+// TestSlockClientMode: a counter is a bulk string to GET, MGET and GETSET, and SETNX on a
+// taken key answers 0 at once, as in Redis, unless the connection asked for slock's own
+// text semantics with CLIENT SLOCK ON; that is per connection and CLIENT SLOCK OFF ends it.
+func TestSlockClientMode(t *testing.T) {
+	ts := startSlock(t, nil)
+	rc := dialResp(t, ts.slockAddr)
+	sl := dialResp(t, ts.slockAddr)
+	runKV(t, rc, []kvStep{
+		kv(`:7`, "INCRBY", "c", "7"), kv(`"7"`, "GET", "c"), kv(`["7" $-1]`, "MGET", "c", "nokey"),
+		kv(`:1`, "SETNX", "taken", "x"),
+	})
+	runKV(t, sl, []kvStep{
+		kv(`+OK`, "CLIENT", "SLOCK", "ON"),
+		kv(`:7`, "GET", "c"), kv(`[:7 $-1]`, "MGET", "c", "nokey"), kv(`:7`, "GETSET", "c", "8"),
+		kv(`"8"`, "GET", "c"), // a SET value stays a string
+		kv(`:9`, "INCR", "c"), kv(`:9`, "GET", "c"),
+		kv(`-ERR syntax error`, "CLIENT", "SLOCK", "MAYBE"),
+		kv(`-ERR wrong number of arguments for 'client|slock' command`, "CLIENT", "SLOCK"),
+		kv(`+OK`, "TIMEOUT", "SET", "1"),
+	})
+	runKV(t, rc, []kvStep{kv(`"9"`, "GET", "c")}) // the other connection is not changed
+	start := time.Now()
+	runKV(t, rc, []kvStep{kv(`:0`, "SETNX", "taken", "y")})
+	if d := time.Since(start); d > 500*time.Millisecond {
+		t.Fatalf("SETNX on a taken key took %v: it must not wait", d)
+	}
+	start = time.Now()
+	runKV(t, sl, []kvStep{kv(`:0`, "SETNX", "taken", "y")}) // slock's SETNX waits TIMEOUT (1 s)
+	if d := time.Since(start); d < 900*time.Millisecond || d > 5*time.Second {
+		t.Fatalf("SETNX with CLIENT SLOCK ON on a taken key answered after %v, want after its 1 s TIMEOUT", d)
+	}
+	runKV(t, sl, []kvStep{kv(`+OK`, "client", "slock", "off"), kv(`"9"`, "GET", "c")})
+	start = time.Now()
+	runKV(t, sl, []kvStep{kv(`:0`, "SETNX", "taken", "y")})
+	if d := time.Since(start); d > 500*time.Millisecond {
+		t.Fatalf("SETNX after CLIENT SLOCK OFF took %v", d)
 	}
 	ts.healthy(t)
 }

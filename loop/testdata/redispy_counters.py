@@ -1,8 +1,8 @@
 """Counters through redis-py: transactions, WATCH, MGET/MSET, read-your-writes.
 
 Run as: python3 redispy_counters.py HOST PORT. Prints one JSON object of every answer
-(scalars as strings, so that a NUMBER tallyd shows as an integer compares equal to the
-string Redis shows) and exits 1 with a message if an answer is not the one expected.
+(scalars as strings) and exits 1 with a message if an answer is not the one expected.
+Reply types are compared by e2e/redisdiff_test.go, on the wire.
 TestRedisPy runs it against tallyd and, where installed, against redis-server, and
 compares the two outputs.
 """

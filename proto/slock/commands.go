@@ -236,6 +236,9 @@ func Parse(spec *Spec, args [][]byte, t *Text, nowMs int64, newID func() [16]byt
 	case CmdScan:
 		return buf, ParseScan(args, &r.Scan)
 	case CmdPing, CmdEcho, CmdConfig, CmdClient, CmdCommand:
+		if spec.Cmd == CmdPing && len(args) > 2 {
+			return buf, spec.ArityError()
+		}
 		if len(args) > 1 {
 			r.Arg = args[1]
 		}
@@ -245,7 +248,10 @@ func Parse(spec *Spec, args [][]byte, t *Text, nowMs int64, newID func() [16]byt
 		}
 	case CmdSelect:
 		n, ok := resp.ParseInt(args[1])
-		if !ok || n < 0 || n > maxDB {
+		if !ok {
+			return buf, errNotInt
+		}
+		if n < 0 || n > maxDB {
 			return buf, errDBIndex
 		}
 		r.N = n
@@ -320,4 +326,40 @@ func appendErrLine(dst []byte, msg string) []byte {
 		dst = append(dst, c)
 	}
 	return append(dst, '\r', '\n')
+}
+
+// maxUnknownArgs is how much of an unknown command's line its error repeats, as Redis 7.
+const maxUnknownArgs = 128
+
+// AppendUnknown appends Redis 7's error for the unknown command args: "-ERR unknown command
+// 'name', with args beginning with: 'a' 'b' " (a space after each argument), the name and
+// the arguments cut as Redis cuts them (at 128 bytes in all, and at a NUL byte, as C's
+// printf does), CR and LF written as spaces.
+func AppendUnknown(dst []byte, args [][]byte) []byte {
+	dst = append(dst, "-ERR unknown command '"...)
+	start := len(dst)
+	dst = appendCString(dst, args[0], maxUnknownArgs)
+	dst = append(dst, "', with args beginning with: "...)
+	n := 0 // bytes of the argument list so far
+	for i := 1; i < len(args) && n < maxUnknownArgs; i++ {
+		dst = append(dst, '\'')
+		m := len(dst)
+		dst = appendCString(dst, args[i], maxUnknownArgs-n)
+		dst = append(dst, '\'', ' ')
+		n += len(dst) - m + 1 // the quotes, the text and the space
+	}
+	for i := start; i < len(dst); i++ {
+		if dst[i] == '\r' || dst[i] == '\n' {
+			dst[i] = ' '
+		}
+	}
+	return append(dst, '\r', '\n')
+}
+
+// appendCString appends s up to its first NUL byte and at most max bytes.
+func appendCString(dst, s []byte, max int) []byte {
+	for i := 0; i < len(s) && i < max && s[i] != 0; i++ {
+		dst = append(dst, s[i])
+	}
+	return dst
 }

@@ -55,7 +55,8 @@ func TestParseRequest(t *testing.T) {
 		return &r, err
 	}
 	for _, c := range []struct{ line, err string }{
-		{"SELECT 3", ""}, {"SELECT 255", "-ERR DB index is out of range\r\n"}, {"SELECT x", "-ERR DB index is out of range\r\n"},
+		{"SELECT 3", ""}, {"SELECT 255", "-ERR DB index is out of range\r\n"}, {"SELECT x", "-ERR value is not an integer or out of range\r\n"},
+		{"SELECT -1", "-ERR DB index is out of range\r\n"}, {"PING a b", "-ERR wrong number of arguments for 'ping' command\r\n"},
 		{"TIMEOUT SET 5", ""}, {"TIMEOUT GET", ""}, {"TIMEOUT X", "-ERR Command Parse Args Error\r\n"},
 		{"HELLO", ""}, {"HELLO 2", ""}, {"HELLO 2 SETNAME me", ""},
 		{"HELLO 3", "-NOPROTO unsupported protocol version\r\n"},

@@ -58,8 +58,17 @@ type KV struct {
 	// passes it to the store with the frame (store.LockCommand.ExpireAt).
 	ExpireAt int64
 
-	// For SET: expiry in ms (0: none) and the options given.
-	NX, XX bool
+	// For SET: the options given.
+	NX, XX, KeepTTL bool
+
+	// For the EXPIRE family: when (Unix ms) the key is to expire, and the conditions of
+	// its options NX, XX, GT, LT (ExpireApplies).
+	When  int64
+	ExpIf ExpireIf
+
+	// Numbers renders a NUMBER value (a counter) as an integer reply in GET, MGET and
+	// GETSET, as slock does (Text.Slock); else as a bulk string of its decimal digits.
+	Numbers bool
 }
 
 // LookupKV returns the key/value command named name (any case) and its canonical name;
@@ -100,6 +109,8 @@ var (
 	errNotInt   = &kvErr{Msg: "value is not an integer or out of range"}
 	errExpire   = &kvErr{Msg: "invalid expire time in 'set' command"}
 	errOverflow = &kvErr{Msg: "increment or decrement would overflow"}
+
+	errDecrOverflow = &kvErr{Msg: "decrement would overflow"} // DECRBY of -2^63
 )
 
 // ErrNotInteger and ErrOverflow are the Redis errors of the INCR family, for the server's
@@ -125,7 +136,7 @@ func lower(s string) string {
 // buf, is in kv.Frame; newID supplies RequestIds and fresh LockIds. Errors are *TextError
 // with the Redis error text.
 func ParseKV(args [][]byte, op Op, name string, t *Text, nowMs int64, newID func() [16]byte, kv *KV, buf []byte) ([]byte, error) {
-	*kv = KV{Op: op, Name: name}
+	*kv = KV{Op: op, Name: name, Numbers: t.Slock}
 	n := len(args)
 	switch op {
 	case OpSet:
@@ -148,6 +159,9 @@ func ParseKV(args [][]byte, op Op, name string, t *Text, nowMs int64, newID func
 		var ms int64
 		var tf, ef uint16
 		var timeout uint16
+		var unit string // EX, PX, EXAT or PXAT
+		var exp []byte  // its argument
+		get := false
 		for i := 3; i < n; i++ {
 			o := args[i]
 			switch {
@@ -156,15 +170,18 @@ func ParseKV(args [][]byte, op Op, name string, t *Text, nowMs int64, newID func
 			case resp.Is(o, "XX") && !kv.NX:
 				kv.XX = true
 				tf |= kvWaitUnlocked
+			case resp.Is(o, "GET"):
+				get = true
+			case resp.Is(o, "KEEPTTL") && unit == "":
+				kv.KeepTTL = true
 			case resp.Is(o, "ACK"):
 				tf |= kvRequireAck
 			case resp.Is(o, "NAOF"):
 				ef |= kvNoPersist
-			case (resp.Is(o, "EX") || resp.Is(o, "PX")) && i+1 < n:
-				var err error
-				if ms, err = expireMs(args[i+1], resp.Is(o, "EX"), name, nowMs); err != nil {
-					return buf, err
-				}
+			case expiryUnit(o) != "" && !kv.KeepTTL && (unit == "" || unit == expiryUnit(o)) && i+1 < n:
+				// As Redis 7: one of them, given again if at all; its value is checked
+				// once every option is known to be one.
+				unit, exp = expiryUnit(o), args[i+1]
 				i++
 			case (resp.Is(o, "TX") || resp.Is(o, "PTX")) && i+1 < n:
 				v, ok := resp.ParseInt(args[i+1])
@@ -185,6 +202,18 @@ func ParseKV(args [][]byte, op Op, name string, t *Text, nowMs int64, newID func
 				return buf, errSyntax
 			}
 		}
+		if get {
+			if kv.NX { // Redis 7 answers the old value and sets nothing; not supported here
+				return buf, errSyntax
+			}
+			kv.Op = OpGetSet // answers the value before, as GETSET does
+		}
+		if exp != nil {
+			var err error
+			if ms, err = setExpiry(exp, unit, name, nowMs); err != nil {
+				return buf, err
+			}
+		}
 		return kv.setFrame(t, newID, buf, ms, nowMs, tf, ef, timeout)
 	case OpGetSet, OpSetNX, OpAppend:
 		if n != 3 {
@@ -193,7 +222,11 @@ func ParseKV(args [][]byte, op Op, name string, t *Text, nowMs int64, newID func
 		kv.Keys, kv.Value = args[1:2], args[2]
 		if op == OpSetNX {
 			kv.NX = true
-			return kv.setFrame(t, newID, buf, 0, 0, 0, 0, t.Timeout)
+			var timeout uint16 // as Redis: a taken key answers 0 at once
+			if t.Slock {
+				timeout = t.Timeout // slock waits for the key
+			}
+			return kv.setFrame(t, newID, buf, 0, 0, 0, 0, timeout)
 		}
 		if op == OpAppend {
 			kv.lockFrame(t, newID, flagUpdate|FlagData, 0, keepExpiry, unlimitedFlag)
@@ -241,7 +274,7 @@ func ParseKV(args [][]byte, op Op, name string, t *Text, nowMs int64, newID func
 		}
 		if name[0] == 'D' {
 			if kv.Delta == -1<<63 {
-				return buf, errOverflow
+				return buf, errDecrOverflow
 			}
 			kv.Delta = -kv.Delta
 		}
@@ -251,8 +284,11 @@ func ParseKV(args [][]byte, op Op, name string, t *Text, nowMs int64, newID func
 		kv.lockFrame(t, newID, flagUpdate|FlagData, 0, keepExpiry, unlimitedFlag)
 		return kv.SetNumber(buf, 0)
 	case OpExpire:
-		if n != 3 {
+		if n < 3 {
 			return buf, arity(name)
+		}
+		if err := kv.expireOptions(args[3:]); err != nil {
+			return buf, err
 		}
 		// As Redis 7 (expireGenericCommand): seconds must not overflow as milliseconds,
 		// nor the time asked plus its base (now, 0 for the AT forms); a time past
@@ -275,6 +311,7 @@ func ParseKV(args [][]byte, op Op, name string, t *Text, nowMs int64, newID func
 			return buf, expireErr(name)
 		}
 		at := v + base
+		kv.When = at
 		kv.Keys = args[1:2]
 		if at <= nowMs {
 			e, ef := ExpiryMs(0)
@@ -344,14 +381,54 @@ func ParseKV(args [][]byte, op Op, name string, t *Text, nowMs int64, newID func
 	return buf, &kvErr{Msg: "Unknown Command"}
 }
 
+// expiryUnit returns SET's expiry option o in upper case: EX, PX, EXAT or PXAT; "" if it
+// is none of them.
+func expiryUnit(o []byte) string {
+	for _, u := range [...]string{"EX", "PX", "EXAT", "PXAT"} {
+		if resp.Is(o, u) {
+			return u
+		}
+	}
+	return ""
+}
+
+// setExpiry parses the argument of SET's expiry option unit (expiryUnit) into the
+// milliseconds from nowMs until the key expires, as Redis 7 does
+// (getExpireMillisecondsOrReply); -1: a time past, the key expires at once.
+func setExpiry(arg []byte, unit, name string, nowMs int64) (int64, error) {
+	if unit == "EX" || unit == "PX" {
+		return expireMs(arg, unit == "EX", name, nowMs)
+	}
+	v, ok := resp.ParseInt(arg)
+	if !ok {
+		return 0, errNotInt
+	}
+	if v <= 0 || unit == "EXAT" && v > math.MaxInt64/1000 {
+		return 0, expireErr(name)
+	}
+	if unit == "EXAT" {
+		v *= 1000
+	}
+	if v <= nowMs {
+		return -1, nil
+	}
+	return v - nowMs, nil
+}
+
 // setFrame builds the Lock of SET and its variants: Update with a SET record, expiring
-// ms after nowMs exactly (0: never; expireMs checked it), or with NX a fresh LockId and
-// no Update.
+// ms after nowMs exactly (0: never, or with KeepTTL as the key did; -1: at once;
+// setExpiry checked it), or with NX a fresh LockId and no Update.
 func (kv *KV) setFrame(t *Text, newID func() [16]byte, buf []byte, ms, nowMs int64, tf, ef, timeout uint16) ([]byte, error) {
 	e, f := uint16(resetExpiry), uint16(unlimitedFlag)
-	if ms > 0 {
+	switch {
+	case ms > 0:
 		e, f = ExpiryMs(ms)
 		f |= kvPersistFlag
+	case ms < 0:
+		e, f = ExpiryMs(0)
+		f |= kvPersistFlag
+	case kv.KeepTTL:
+		e = keepExpiry
 	}
 	flag := uint8(flagUpdate | FlagData)
 	if kv.NX {
@@ -424,7 +501,7 @@ func (kv *KV) SetPair(args [][]byte, i int, t *Text, newID func() [16]byte, buf 
 
 // GetKey sets kv to the GET of args[i] (a key of MGET).
 func (kv *KV) GetKey(args [][]byte, i int, t *Text, newID func() [16]byte) {
-	*kv = KV{Op: OpGet, Name: "MGET", Keys: args[i : i+1]}
+	*kv = KV{Op: OpGet, Name: "MGET", Keys: args[i : i+1], Numbers: t.Slock}
 	kv.KeyFrame(t, newID, 0)
 }
 
@@ -501,7 +578,7 @@ func AppendKVReply(dst []byte, kv *KV, result Result, value []byte) []byte {
 	case OpGetSet:
 		switch {
 		case ok:
-			return AppendValue(dst, value)
+			return AppendValue(dst, value, kv.Numbers)
 		case result == ResultTimeout:
 			return resp.AppendNull(dst)
 		}
@@ -516,7 +593,7 @@ func AppendKVReply(dst []byte, kv *KV, result Result, value []byte) []byte {
 		if hash, _ := IsHash(value); hash && kv.Name != "MGET" { // MGET answers nil for a hash
 			return AppendTextError(dst, ErrWrongType)
 		}
-		return AppendValue(dst, value)
+		return AppendValue(dst, value, kv.Numbers)
 	case OpType:
 		return resp.AppendSimple(dst, TypeName(value))
 	case OpStrlen:
@@ -573,10 +650,10 @@ func HasValue(rec []byte) bool {
 	return err == nil && d.Cmd != DataUnset
 }
 
-// AppendValue renders a value record as GET does: a NUMBER as an integer, an ARRAY as its
-// first element, anything else as a bulk string; no value (or a hash, as MGET answers it)
-// is a null bulk string.
-func AppendValue(dst []byte, rec []byte) []byte {
+// AppendValue renders a value record as GET does: a NUMBER as a bulk string of its decimal
+// digits (with numbers, as slock does: an integer), an ARRAY as its first element, anything
+// else as a bulk string; no value (or a hash, as MGET answers it) is a null bulk string.
+func AppendValue(dst []byte, rec []byte, numbers bool) []byte {
 	if rec == nil {
 		return resp.AppendNull(dst)
 	}
@@ -585,8 +662,10 @@ func AppendValue(dst []byte, rec []byte) []byte {
 		return resp.AppendNull(dst)
 	}
 	switch {
-	case d.Flag&DataNumber != 0:
+	case d.Flag&DataNumber != 0 && numbers:
 		return resp.AppendInt(dst, Number(d.Value))
+	case d.Flag&DataNumber != 0:
+		return AppendBulkInt(dst, Number(d.Value))
 	case d.Flag&DataArray != 0:
 		e, _, ok := NextElem(d.Value)
 		if !ok {
@@ -701,4 +780,83 @@ func matchOne(pat []byte, c byte) (int, bool) {
 		return i, hit != not
 	}
 	return 1, pat[0] == c
+}
+
+// AppendBulkInt appends n as Redis answers GET of a counter: a bulk string of its decimal
+// digits.
+func AppendBulkInt(dst []byte, n int64) []byte {
+	var b [20]byte
+	d := strconv.AppendInt(b[:0], n, 10)
+	dst = append(dst, '$')
+	dst = strconv.AppendInt(dst, int64(len(d)), 10)
+	dst = append(dst, '\r', '\n')
+	dst = append(dst, d...)
+	return append(dst, '\r', '\n')
+}
+
+// NumberAppend makes kv, an APPEND, append to a counter as Redis does: to its decimal
+// digits. When rec, the key's value, is a NUMBER, kv.Frame's data record becomes the SET
+// of its digits followed by kv.Value (the expiry kept), appended to buf; else nothing
+// changes.
+func (kv *KV) NumberAppend(rec, buf []byte) ([]byte, error) {
+	if rec == nil {
+		return buf, nil
+	}
+	d, err := ParseDataRecord(rec)
+	if err != nil || d.Cmd == DataUnset || d.Flag&DataNumber == 0 {
+		return buf, nil
+	}
+	start := len(buf)
+	buf = strconv.AppendInt(buf, Number(d.Value), 10)
+	buf = append(buf, kv.Value...)
+	return kv.dataRecord(buf, DataSet, 0, buf[start:])
+}
+
+// ExpireIf are the conditions of EXPIRE's options.
+type ExpireIf uint8
+
+// EXPIRE's options, as in Redis 7.
+const (
+	ExpireNX ExpireIf = 1 << iota // only a key without an expiry
+	ExpireXX                      // only a key with one
+	ExpireGT                      // only a later one (no expiry counts as infinite)
+	ExpireLT                      // only an earlier one
+)
+
+// expireOptions parses EXPIRE's options into kv.ExpIf, with Redis 7's errors.
+func (kv *KV) expireOptions(opts [][]byte) error {
+	for _, o := range opts {
+		switch {
+		case resp.Is(o, "NX"):
+			kv.ExpIf |= ExpireNX
+		case resp.Is(o, "XX"):
+			kv.ExpIf |= ExpireXX
+		case resp.Is(o, "GT"):
+			kv.ExpIf |= ExpireGT
+		case resp.Is(o, "LT"):
+			kv.ExpIf |= ExpireLT
+		default:
+			return &kvErr{Msg: "Unsupported option " + string(o)}
+		}
+	}
+	if kv.ExpIf&ExpireNX != 0 && kv.ExpIf&(ExpireXX|ExpireGT|ExpireLT) != 0 {
+		return &kvErr{Msg: "NX and XX, GT or LT options at the same time are not compatible"}
+	}
+	if kv.ExpIf&ExpireGT != 0 && kv.ExpIf&ExpireLT != 0 {
+		return &kvErr{Msg: "GT and LT options at the same time are not compatible"}
+	}
+	return nil
+}
+
+// ExpireApplies reports whether an EXPIRE with kv's options changes a key that expires at
+// cur (Unix ms; -1: never), as Redis 7 decides it.
+func (kv *KV) ExpireApplies(cur int64) bool {
+	switch {
+	case kv.ExpIf&ExpireNX != 0 && cur != -1,
+		kv.ExpIf&ExpireXX != 0 && cur == -1,
+		kv.ExpIf&ExpireGT != 0 && (cur == -1 || kv.When <= cur),
+		kv.ExpIf&ExpireLT != 0 && cur != -1 && kv.When >= cur:
+		return false
+	}
+	return true
 }

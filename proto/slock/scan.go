@@ -32,8 +32,8 @@ func ParseScan(args [][]byte, s *Scan) error {
 	if len(args) < 2 {
 		return arity("SCAN")
 	}
-	c, err := strconv.ParseUint(string(args[1]), 10, 64)
-	if err != nil {
+	c, ok := cursor(args[1])
+	if !ok {
 		return &kvErr{Msg: "invalid cursor"}
 	}
 	s.Cursor = c
@@ -106,4 +106,24 @@ const KeysLimit = 100_000
 func KeysRefused(n, limit int) error {
 	return &kvErr{Msg: "KEYS would examine " + strconv.Itoa(n) + " keys, more than the " + strconv.Itoa(limit) +
 		" it examines at once: use SCAN"}
+}
+
+// cursor reads a SCAN cursor as Redis 7 does (C's strtoul): decimal digits, after an
+// optional sign; a negative one wraps around (-1 is the largest cursor: past the end).
+func cursor(b []byte) (uint64, bool) {
+	neg := len(b) > 0 && b[0] == '-'
+	if len(b) > 0 && (b[0] == '-' || b[0] == '+') {
+		b = b[1:]
+	}
+	if len(b) == 0 || b[0] < '0' || b[0] > '9' {
+		return 0, false
+	}
+	c, err := strconv.ParseUint(string(b), 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	if neg {
+		c = -c
+	}
+	return c, true
 }

@@ -12,8 +12,14 @@ type Text struct {
 	DB          uint8
 	Timeout     uint16 // default wait, seconds (15; TIMEOUT SET changes it)
 	TimeoutFlag uint16
-	LastLockID  [16]byte // the last successful LOCK's id: UNLOCK's default
-	Keys        *Keys    // maps key names to LockKeys (keyid.go); nil: the zero secret
+
+	// Slock is slock's own text semantics, which a connection asks for with CLIENT SLOCK
+	// ON (README): GET, MGET and GETSET answer a counter (a NUMBER value) as an integer
+	// reply, and SETNX on a taken key waits up to Timeout for it. Off (the default), they
+	// answer as Redis does: a bulk string, and 0 at once.
+	Slock      bool
+	LastLockID [16]byte // the last successful LOCK's id: UNLOCK's default
+	Keys       *Keys    // maps key names to LockKeys (keyid.go); nil: the zero secret
 }
 
 // TextError is a text command the server answers with `-Code Msg` (AppendTextError);
