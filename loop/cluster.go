@@ -120,11 +120,8 @@ type clusterState struct {
 	ticked   int64  // Unix ns of the last raft tick
 	loadedTo uint64 // the commit index found at start: local reads wait until it is applied
 
-	// The Ready being persisted.
-	rd       raft.Ready
-	inflight bool
-	waitSeq  uint64 // the log batch that holds it
-	synced   uint64 // the last log batch fsynced
+	appends []appendDone // raft log appends in flight, in order
+	synced  uint64       // the last log batch fsynced
 
 	applied, commit, stable, all uint64 // indexes: applied here, committed, fsynced here, on every voter
 	snapIndex                    uint64 // the last snapshot's index
@@ -268,7 +265,7 @@ func (s *Server) openCluster() error {
 	rc := &raft.Config{ID: cc.NodeID, ElectionTick: electionTicks, HeartbeatTick: heartbeatTicks, Storage: cl.ms,
 		Applied: cl.applied, MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 1024, MaxCommittedSizePerReady: 64 << 20,
 		CheckQuorum: true, PreVote: true, ReadOnlyOption: raft.ReadOnlySafe, DisableProposalForwarding: true,
-		StepDownOnRemoval: true, Logger: raftLogger{s}}
+		StepDownOnRemoval: true, AsyncStorageWrites: true, Logger: raftLogger{s}}
 	cl.rn, err = raft.NewRawNode(rc)
 	if err != nil {
 		return fmt.Errorf("raft: %w", err)
@@ -313,21 +310,30 @@ func (s *Server) raftProgress(pr aof.RaftProgress) {
 	s.runFlushed(func() { s.raftSynced(pr.Synced) })
 }
 
-// raftSynced takes the log's progress on the loop: the Ready it held is finished.
+// raftSynced takes the log's progress on the loop: the appends it made durable deliver
+// their responses.
 func (s *Server) raftSynced(seq uint64) {
 	cl := s.cl
 	if seq > cl.synced {
 		cl.synced = seq
 	}
-	if cl.inflight && cl.synced >= cl.waitSeq {
-		cl.inflight = false
-		s.finishReady()
-	}
+	s.deliverAppends()
 	s.clusterTurn()
 }
 
+// appendDone is a raft log append in flight: its batch in the log, the responses raft
+// asked to be delivered once it is durable, and its last entry's index.
+type appendDone struct {
+	seq   uint64
+	resps []*raftpb.Message
+	last  uint64
+}
+
 // clusterTurn runs at every flush: the changes this turn made are proposed, a read barrier
-// is asked for if a reply waits on one, and raft's Readies are handled.
+// is asked for if a reply waits on one, and raft's Readies are handled. Storage writes are
+// asynchronous (raft's AsyncStorageWrites): appends go to the log writer and answer when
+// durable, committed entries are applied at once, so neither waits for the other and a
+// leader goes on replicating while its own fsync runs.
 func (s *Server) clusterTurn() {
 	cl := s.cl
 	if cl == nil || cl.stopping {
@@ -340,28 +346,10 @@ func (s *Server) clusterTurn() {
 		binary.BigEndian.PutUint64(cl.ctx[:], cl.readSeq)
 		cl.rn.ReadIndex(append([]byte(nil), cl.ctx[:]...))
 	}
-	for !cl.inflight && cl.rn.HasReady() {
-		cl.rd = cl.rn.Ready()
-		rd := &cl.rd
+	for cl.rn.HasReady() {
+		rd := cl.rn.Ready()
 		if rd.SoftState != nil {
 			s.softState(rd.SoftState)
-		}
-		if rd.HardState != nil && !raft.IsEmptyHardState(rd.HardState) {
-			_ = cl.ms.SetHardState(rd.HardState)
-		}
-		snap := rd.Snapshot != nil && !raft.IsEmptySnap(rd.Snapshot)
-		if snap {
-			if err := cl.ms.ApplySnapshot(rd.Snapshot); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {
-				s.log.Error().Err(err).Msg("cluster: snapshot")
-			}
-		}
-		if len(rd.Entries) > 0 {
-			if err := cl.ms.Append(rd.Entries); err != nil {
-				s.log.Error().Err(err).Msg("cluster: append")
-			}
-			if cl.isLeader() {
-				s.noteOwn(rd.Entries)
-			}
 		}
 		for _, r := range rd.ReadStates {
 			if len(r.RequestCtx) == 8 {
@@ -370,64 +358,117 @@ func (s *Server) clusterTurn() {
 				}
 			}
 		}
-		if cl.isLeader() {
-			s.sendRaft(rd.Messages) // a leader's messages may go while its own entries are written
-			rd.Messages = nil
-		}
-		if len(rd.Entries) > 0 || (rd.HardState != nil && !raft.IsEmptyHardState(rd.HardState)) || snap {
-			seq := cl.log.Save(rd.HardState, rd.Entries, rd.Snapshot)
-			if rd.MustSync || snap {
-				// Entries, a term or a vote: nothing may act on them before they are on
-				// disk. (A commit index alone need not wait: it is written in order, and
-				// losing it loses nothing.)
-				cl.waitSeq, cl.inflight = seq, true
-				if cl.synced < cl.waitSeq {
-					return // finished when the log has it (raftSynced)
-				}
-				cl.inflight = false
+		for _, m := range rd.Messages {
+			switch m.GetTo() {
+			case raft.LocalAppendThread:
+				s.storageAppend(m)
+			case raft.LocalApplyThread:
+				s.storageApply(m)
+			default:
+				s.sendRaft(m)
 			}
 		}
-		s.finishReady()
 	}
+	// Committed means on a majority's disks already: QUORUM replies need not wait for this
+	// node's own write of the commit index.
+	if c := cl.rn.BasicStatus().GetCommit(); c > cl.commit {
+		cl.commit = c
+	}
+	s.updateAcks()
 	s.releaseHeld()
 }
 
-// finishReady completes the Ready the log now holds: messages go, the snapshot and the
-// committed entries are applied, raft is told.
-func (s *Server) finishReady() {
+// storageAppend hands one of raft's appends (entries, hard state, a snapshot) to the log
+// writer; its responses wait until it is durable.
+func (s *Server) storageAppend(m *raftpb.Message) {
 	cl := s.cl
-	rd := &cl.rd
-	s.sendRaft(rd.Messages)
-	now := s.now().UnixNano()
-	if rd.Snapshot != nil && !raft.IsEmptySnap(rd.Snapshot) {
-		md := rd.Snapshot.GetMetadata()
-		if md.GetIndex() > cl.applied {
-			s.store.ResetLocks()
-			s.locks = s.store.Locks
-			s.restoreSnapshot(rd.Snapshot.GetData(), now)
-			cl.applied = md.GetIndex()
-			cl.snapIndex = md.GetIndex()
-			if cs := md.GetConfState(); cs != nil {
-				cl.confState = proto.Clone(cs).(*raftpb.ConfState)
-			}
-			s.log.Info().Uint64("index", cl.applied).Msg("cluster: snapshot applied")
+	var hs *raftpb.HardState
+	if m.Term != nil {
+		hs = &raftpb.HardState{Term: m.Term, Vote: m.Vote, Commit: m.Commit}
+		_ = cl.ms.SetHardState(hs)
+	}
+	snap := m.GetSnapshot()
+	if snap != nil && raft.IsEmptySnap(snap) {
+		snap = nil
+	}
+	if snap != nil {
+		if err := cl.ms.ApplySnapshot(snap); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {
+			s.log.Error().Err(err).Msg("cluster: snapshot")
+		}
+		s.installSnapshot(snap)
+	}
+	ents := m.GetEntries()
+	var last uint64
+	if len(ents) > 0 {
+		if err := cl.ms.Append(ents); err != nil {
+			s.log.Error().Err(err).Msg("cluster: append")
+		}
+		last = ents[len(ents)-1].GetIndex()
+		if cl.isLeader() {
+			s.noteOwn(ents)
 		}
 	}
-	if n := len(rd.Entries); n > 0 {
-		cl.stable = max(cl.stable, rd.Entries[n-1].GetIndex())
+	seq := cl.log.Save(hs, ents, snap)
+	cl.appends = append(cl.appends, appendDone{seq, m.GetResponses(), last})
+	if cl.synced >= seq {
+		s.deliverAppends()
 	}
-	if rd.HardState != nil && rd.HardState.GetCommit() > cl.commit {
-		cl.commit = rd.HardState.GetCommit()
+}
+
+// deliverAppends delivers the responses of the appends the log has made durable, in order.
+func (s *Server) deliverAppends() {
+	cl := s.cl
+	n := 0
+	for ; n < len(cl.appends) && cl.appends[n].seq <= cl.synced; n++ {
+		a := &cl.appends[n]
+		cl.stable = max(cl.stable, a.last)
+		for _, r := range a.resps {
+			if r.GetTo() == cl.cfg.NodeID {
+				_ = cl.rn.Step(r)
+			} else {
+				s.sendRaft(r)
+			}
+		}
+		a.resps = nil
 	}
-	for _, e := range rd.CommittedEntries {
+	if n > 0 {
+		cl.appends = cl.appends[:copy(cl.appends, cl.appends[n:])]
+	}
+}
+
+// storageApply applies committed entries (on the loop, at once) and tells raft.
+func (s *Server) storageApply(m *raftpb.Message) {
+	cl := s.cl
+	now := s.now().UnixNano()
+	for _, e := range m.GetEntries() {
+		if e.GetIndex() <= cl.applied {
+			continue // a snapshot has it already
+		}
 		s.applyEntry(e, now)
 	}
 	if !cl.isLeader() {
 		s.locks.ForgetJournal() // a follower's store only mirrors the log
 	}
-	cl.rd = raft.Ready{}
-	cl.rn.Advance(raft.Ready{})
-	s.updateAcks()
+	for _, r := range m.GetResponses() {
+		_ = cl.rn.Step(r)
+	}
+}
+
+// installSnapshot replaces the store's replicated state by a snapshot the leader sent.
+func (s *Server) installSnapshot(snap *raftpb.Snapshot) {
+	cl := s.cl
+	md := snap.GetMetadata()
+	if md.GetIndex() <= cl.applied {
+		return
+	}
+	s.store.ResetLocks()
+	s.restoreSnapshot(snap.GetData(), s.now().UnixNano())
+	s.locks.ForgetJournal()
+	cl.applied, cl.snapIndex = md.GetIndex(), md.GetIndex()
+	if cs := md.GetConfState(); cs != nil {
+		cl.confState = proto.Clone(cs).(*raftpb.ConfState)
+	}
+	s.log.Info().Uint64("index", cl.applied).Msg("cluster: snapshot installed")
 }
 
 // softState follows role and leader changes.
@@ -712,7 +753,7 @@ func (s *Server) snapshotData(now int64) []byte {
 // committed and applied).
 func (s *Server) maybeSnapshot(now int64) {
 	cl := s.cl
-	if cl.applied < cl.snapIndex+cl.cfg.SnapshotEntries && !(cl.snapSoon && cl.applied > cl.snapIndex) || cl.inflight {
+	if cl.applied < cl.snapIndex+cl.cfg.SnapshotEntries && !(cl.snapSoon && cl.applied > cl.snapIndex) {
 		return
 	}
 	if cl.isLeader() && (cl.ackSeq[LevelQuorum] < cl.propSeq || s.locks.Journaled() || cl.applied < cl.commit || !cl.ready) {
@@ -962,6 +1003,19 @@ func (s *Server) clusterInfo(b []byte) []byte {
 	b = strconv.AppendUint(b, cl.snapIndex, 10)
 	b = append(b, "\r\nleader_ready:"...)
 	b = strconv.AppendBool(b, cl.serving())
+	ls := cl.log.Stats()
+	b = append(b, "\r\nraft_log_bytes:"...)
+	b = strconv.AppendInt(b, ls.LogSize, 10)
+	b = append(b, "\r\nraft_log_batches:"...)
+	b = strconv.AppendInt(b, ls.Batches, 10)
+	b = append(b, "\r\nraft_log_fsyncs:"...)
+	b = strconv.AppendInt(b, ls.Fsyncs, 10)
+	b = append(b, "\r\nraft_log_appends:"...)
+	b = strconv.AppendInt(b, ls.OpsSaved, 10)
+	b = append(b, "\r\nraft_log_last_fsync_us:"...)
+	b = strconv.AppendInt(b, ls.LastFsyncTime.Microseconds(), 10)
+	b = append(b, "\r\nraft_log_failing:"...)
+	b = append(b, ls.LastErr...)
 	match := map[uint64]uint64{}
 	if st.RaftState == raft.StateLeader {
 		cl.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) { match[id] = pr.Match })

@@ -229,29 +229,27 @@ func (s *Server) dial(d *peerDial, addr string) {
 	})
 }
 
-// sendRaft puts raft's messages on the links to their members.
-func (s *Server) sendRaft(msgs []*raftpb.Message) {
+// sendRaft puts a raft message on the link to its member.
+func (s *Server) sendRaft(m *raftpb.Message) {
 	cl := s.cl
-	for _, m := range msgs {
-		to := m.GetTo()
-		l := cl.links[to]
-		if l == nil || l.out == nil || l.out.closed || l.out.closing {
-			cl.rn.ReportUnreachable(to)
-			if m.GetType() == raftpb.MessageType_MsgSnap {
-				cl.rn.ReportSnapshot(to, raft.SnapshotFailure)
-			}
-			continue
-		}
-		b := peer.AppendHeader(s.out(l.out), peer.TypeRaft, proto.Size(m))
-		b, err := proto.MarshalOptions{}.MarshalAppend(b, m)
-		if err != nil {
-			s.log.Error().Err(err).Msg("cluster: marshal")
-			continue
-		}
-		s.put(l.out, b)
+	to := m.GetTo()
+	l := cl.links[to]
+	if l == nil || l.out == nil || l.out.closed || l.out.closing {
+		cl.rn.ReportUnreachable(to)
 		if m.GetType() == raftpb.MessageType_MsgSnap {
-			cl.rn.ReportSnapshot(to, raft.SnapshotFinish)
+			cl.rn.ReportSnapshot(to, raft.SnapshotFailure)
 		}
+		return
+	}
+	b := peer.AppendHeader(s.out(l.out), peer.TypeRaft, proto.Size(m))
+	b, err := proto.MarshalOptions{}.MarshalAppend(b, m)
+	if err != nil {
+		s.log.Error().Err(err).Msg("cluster: marshal")
+		return
+	}
+	s.put(l.out, b)
+	if m.GetType() == raftpb.MessageType_MsgSnap {
+		cl.rn.ReportSnapshot(to, raft.SnapshotFinish)
 	}
 }
 
