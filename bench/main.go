@@ -7,6 +7,7 @@
 //	tallyd-bench [flags]            run one workload (see --help)
 //	tallyd-bench sink [flags]       a trivial server that answers every request OK
 //	tallyd-bench suite [flags]      the standard suite behind make bench
+//	tallyd-bench writes [flags]     pipelined INCR rounds (+ WAIT): make bench-cluster
 package main
 
 import (
@@ -44,8 +45,10 @@ func main() {
 		err = sinkCmd(ctx, args, os.Stderr)
 	case "suite":
 		err = suiteCmd(ctx, args, os.Stdout, os.Stderr)
+	case "writes":
+		err = writesCmd(ctx, args, os.Stdout, os.Stderr)
 	default:
-		err = fmt.Errorf("unknown command %q: want run, sink or suite", cmd)
+		err = fmt.Errorf("unknown command %q: want run, sink, suite or writes", cmd)
 	}
 	if err != nil {
 		if !errors.Is(err, pflag.ErrHelp) {
