@@ -306,7 +306,7 @@ printf '%s\n' "${results[@]}" | jq -s \
 # The table: one line a row (markdown), the same on stdout and in cluster.md.
 table=$(jq -r '
 	def us: if . == null or . == 0 then "-" elif . < 1000 then "\(. * 10 | round / 10) µs" else "\(. / 100 | round / 10) ms" end;
-	def grouped: tostring | [splits("")] | reverse | [range(0; length; 3) as $i | .[$i:$i+3] | reverse | add] | reverse | join(",");
+	def grouped: tostring | explode | reverse | [range(0; length; 3) as $i | .[$i:$i+3] | reverse | implode] | reverse | join(",");
 	def errs: if (.errors // {}) == {} then "" else "errors: " + ([.errors | to_entries[] | "\(.key) \(.value)"] | join(", ")) end;
 	"| system | sent through | writes/s | p50 | p99 | notes |",
 	"|---|---|--:|--:|--:|---|",
