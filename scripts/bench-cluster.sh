@@ -38,7 +38,7 @@ server_cpu=${BENCH_SERVER_CPU:-0}
 client_cpu=${BENCH_CLIENT_CPU:-1}
 out=${BENCH_OUT:-bench/results/runs/cluster-$(date -u +%Y%m%dT%H%M%SZ)}
 bench=bin/tallyd-bench
-tallyd=bin/tallyd
+tallyd=${TALLYD:-bin/tallyd}
 
 say() { echo "bench-cluster: $*" >&2; }
 die() { say "$*"; exit 1; }
@@ -95,6 +95,8 @@ wait_port() {
 	for i in $(seq 150); do listening "$1" && return 0; sleep 0.1; done
 	return 1
 }
+# rcli runs redis-cli, bounded in time (a server that never answers must not hang the run).
+rcli() { timeout 5 redis-cli "$@"; }
 # field NAME reads "NAME:value" from INFO output on stdin.
 field() { tr -d '\r' | sed -n "s/^$1://p" | head -1; }
 
@@ -124,6 +126,9 @@ if want tallyd; then
 		say "tallyd has no cluster mode yet ($tallyd --help lists no --cluster): the tallyd cluster rows are skipped"
 		notes+=("tallyd has no cluster mode yet (\`$tallyd --help\` lists no \`--cluster\`): its cluster rows were skipped.")
 		add_row "$(jq -nc '{system: "tallyd 3 nodes", via: "leader / follower", kind: "skipped", why: "tallyd has no cluster mode yet"}')"
+	elif ! command -v redis-cli >/dev/null && ! ./scripts/ensure-redis-tools.sh >&2; then
+		say "redis-cli is missing (it reads INFO cluster to find the leader): the tallyd cluster rows are skipped"
+		add_row "$(jq -nc '{system: "tallyd 3 nodes", via: "leader / follower", kind: "skipped", why: "no redis-cli to read INFO cluster with"}')"
 	else
 		declare -A peer slock npid
 		spec=""
@@ -143,7 +148,7 @@ if want tallyd; then
 		for n in 1 2 3; do wait_port "${slock[$n]}" || say "tallyd node $n does not listen on ${slock[$n]}: see $out/tallyd-node$n.log"; done
 		for _ in $(seq 300); do
 			for n in 1 2 3; do
-				case $(redis-cli -p "${slock[$n]}" INFO cluster 2>/dev/null | field role) in
+				case $(rcli -p "${slock[$n]}" INFO cluster 2>/dev/null | field role || true) in
 				leader) leader=$n ;;
 				follower) follower=${follower:-$n} ;;
 				esac
@@ -157,11 +162,11 @@ if want tallyd; then
 			notes+=("The tallyd cluster elected no leader within 30 s; its rows were skipped.")
 			add_row "$(jq -nc '{system: "tallyd 3 nodes", via: "leader / follower", kind: "failed", why: "no leader within 30 s"}')"
 		else
-			term0=$(redis-cli -p "${slock[$leader]}" INFO cluster | field term)
+			term0=$(rcli -p "${slock[$leader]}" INFO cluster | field term || true)
 			say "tallyd cluster: node $leader leads (term $term0), node $follower follows"
 			writes_row "tallyd 3 nodes" leader "127.0.0.1:${slock[$leader]}" --prefix "bc:l:"
 			writes_row "tallyd 3 nodes" follower "127.0.0.1:${slock[$follower]}" --prefix "bc:f:"
-			info=$(redis-cli -p "${slock[$leader]}" INFO cluster | tr -d '\r')
+			info=$(rcli -p "${slock[$leader]}" INFO cluster | tr -d '\r' || true)
 			echo "$info" >"$out/tallyd-info-cluster.txt"
 			if [[ $(field role <<<"$info") != leader || $(field term <<<"$info") != "$term0" ]]; then
 				say "tallyd cluster: the leadership changed during the run (INFO cluster in $out/tallyd-info-cluster.txt)"
@@ -216,17 +221,17 @@ if want etcd; then
 		say "etcd $etcd_version: members $initial, clients on $endpoints"
 		healthy=""
 		for _ in $(seq 60); do
-			if ETCDCTL_API=3 etcdctl --endpoints "$endpoints" endpoint health >/dev/null 2>&1; then healthy=1; break; fi
+			if ETCDCTL_API=3 timeout 10 etcdctl --endpoints "$endpoints" endpoint health >/dev/null 2>&1; then healthy=1; break; fi
 			sleep 0.5
 		done
 		if [[ -z $healthy ]]; then
 			say "etcd: the members are not healthy within 30 s: see $out/etcd-member*.log"
 			add_row "$(jq -nc '{system: "etcd 3 members", via: "check perf", kind: "failed", why: "not healthy within 30 s"}')"
 		else
-			ETCDCTL_API=3 etcdctl --endpoints "$endpoints" endpoint status -w table >"$out/etcd-status.txt" 2>&1 || true
+			ETCDCTL_API=3 timeout 10 etcdctl --endpoints "$endpoints" endpoint status -w table >"$out/etcd-status.txt" 2>&1 || true
 			say "etcd: etcdctl check perf --load=$etcd_load (60 s) against all three members"
 			# check perf exits 1 when its own thresholds fail ("Throughput too low"): still a result.
-			"${pin_c[@]}" env ETCDCTL_API=3 etcdctl --endpoints "$endpoints" check perf --load="$etcd_load" \
+			"${pin_c[@]}" env ETCDCTL_API=3 timeout 300 etcdctl --endpoints "$endpoints" check perf --load="$etcd_load" \
 				>"$out/etcd-check-perf.txt" 2>&1 || true
 			tr '\r' '\n' <"$out/etcd-check-perf.txt" | grep -E '^(PASS|FAIL|Slowest|Stddev)' >&2 || true
 			perf=$(tr '\r' '\n' <"$out/etcd-check-perf.txt")
@@ -273,7 +278,7 @@ if want redis; then
 		linked=""
 		if wait_port "$rm_port" && wait_port "$rr_port"; then
 			for _ in $(seq 100); do
-				[[ $(redis-cli -p "$rr_port" INFO replication 2>/dev/null | field master_link_status) == up ]] && { linked=1; break; }
+				[[ $(rcli -p "$rr_port" INFO replication 2>/dev/null | field master_link_status || true) == up ]] && { linked=1; break; }
 				sleep 0.1
 			done
 		fi
@@ -283,7 +288,7 @@ if want redis; then
 		else
 			say "Redis $redis_version: master :$rm_port, replica :$rr_port (appendonly yes, appendfsync always on both)"
 			writes_row "Redis master + replica" "master, WAIT 1 0" "127.0.0.1:$rm_port" --wait 1 --wait-timeout 0 --prefix "bc:r:"
-			redis-cli -p "$rm_port" INFO replication | tr -d '\r' >"$out/redis-replication.txt" 2>&1 || true
+			rcli -p "$rm_port" INFO replication | tr -d '\r' >"$out/redis-replication.txt" 2>&1 || true
 		fi
 		stop "${rpids[@]}"
 	fi
@@ -305,7 +310,7 @@ printf '%s\n' "${results[@]}" | jq -s \
 
 # The table: one line a row (markdown), the same on stdout and in cluster.md.
 table=$(jq -r '
-	def us: if . == null or . == 0 then "-" elif . < 1000 then "\(. * 10 | round / 10) µs" else "\(. / 100 | round / 10) ms" end;
+	def us: if . == null or . == 0 then "-" elif . < 1000 then "\(. * 10 | round / 10) µs" elif . < 1e6 then "\(. / 100 | round / 10) ms" else "\(. / 1e4 | round / 100) s" end;
 	def grouped: tostring | explode | reverse | [range(0; length; 3) as $i | .[$i:$i+3] | reverse | implode] | reverse | join(",");
 	def errs: if (.errors // {}) == {} then "" else "errors: " + ([.errors | to_entries[] | "\(.key) \(.value)"] | join(", ")) end;
 	"| system | sent through | writes/s | p50 | p99 | notes |",

@@ -401,9 +401,14 @@ func (rn *writesRun) progress() func() {
 					nerr += v
 				}
 				rn.mu.Unlock()
-				phase := "warmup"
-				if rn.phase.Load() == phaseMeasure {
-					phase = "measure"
+				var phase string
+				switch rn.phase.Load() {
+				case phaseWarmup:
+					phase = "warm-up"
+				case phaseMeasure:
+					phase = "measured"
+				default:
+					continue
 				}
 				fmt.Fprintf(w, "%s%s: %s writes/s, errors %d\n", labelPrefix(rn.cfg.Label), phase,
 					Grouped(float64(n-last)/now.Sub(lastT).Seconds()), nerr)
