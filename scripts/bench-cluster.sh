@@ -239,12 +239,14 @@ if want etcd; then
 			slowest=$(sed -n 's/.*Slowest request took[^0-9]*\([0-9.][0-9.]*\)s.*/\1/p' <<<"$perf" | head -1)
 			stddev=$(sed -n 's/.*Stddev[^0-9]*\([0-9.][0-9.]*\)s.*/\1/p' <<<"$perf" | head -1)
 			verdict=$(grep -oE '^(PASS|FAIL)$' <<<"$perf" | tail -1 || true)
+			# Failed requests: "FAIL: ERROR(<what>) -> <count>" a kind.
+			eerrs=$(sed -n 's/.*ERROR(.*) -> \([0-9][0-9]*\).*/\1/p' <<<"$perf" | awk '{s += $1} END {print s + 0}')
 			if [[ -z $wps ]]; then
 				say "etcd: check perf printed no throughput: see $out/etcd-check-perf.txt"
 				add_row "$(jq -nc '{system: "etcd 3 members", via: "check perf", kind: "failed", why: "check perf printed no throughput"}')"
 			else
-				add_row "$(jq -nc --arg l "$etcd_load" --argjson w "$wps" --arg s "${slowest:-}" --arg d "${stddev:-}" --arg v "${verdict:-}" \
-					'{system: "etcd 3 members", via: "all 3 (check perf --load=\($l))", kind: "checkperf", writes_per_sec: $w, slowest_s: ($s | tonumber? // null), stddev_s: ($d | tonumber? // null), verdict: $v}')"
+				add_row "$(jq -nc --arg l "$etcd_load" --argjson w "$wps" --arg s "${slowest:-}" --arg d "${stddev:-}" --arg v "${verdict:-}" --argjson e "$eerrs" \
+					'{system: "etcd 3 members", via: "all 3 (check perf --load=\($l))", kind: "checkperf", writes_per_sec: $w, slowest_s: ($s | tonumber? // null), stddev_s: ($d | tonumber? // null), verdict: $v, failed_requests: $e}')"
 			fi
 		fi
 		stop "${epid[@]}"
@@ -319,7 +321,7 @@ table=$(jq -r '
 		if .kind == "writes" then
 			"| \(.system) | \(.via) | \(.writes_per_sec | floor | grouped) | \(.p50_us | us) | \(.p99_us | us) | \([errs, (if .conns_lost > 0 then "\(.conns_lost) connections lost" else empty end)] | map(select(. != "")) | join("; ")) |"
 		elif .kind == "checkperf" then
-			"| \(.system) | \(.via) | \(.writes_per_sec | grouped) | - | - | check perf prints no percentiles: slowest \(if .slowest_s then (.slowest_s * 1e6 | us) else "?" end), stddev \(if .stddev_s then (.stddev_s * 1e6 | us) else "?" end); verdict \(.verdict) |"
+			"| \(.system) | \(.via) | \(.writes_per_sec | grouped) | - | - | check perf prints no percentiles: slowest \(if .slowest_s then (.slowest_s * 1e6 | us) else "?" end), stddev \(if .stddev_s then (.stddev_s * 1e6 | us) else "?" end); \(if .failed_requests > 0 then "\(.failed_requests) requests failed; " else "" end)check perf says \(.verdict) |"
 		else
 			"| \(.system) | \(.via) | - | - | - | \(.kind): \(.why // "see the log") |"
 		end)' "$out/cluster.json")
