@@ -48,6 +48,7 @@ for b in "$bench" "$tallyd"; do [[ -x $b ]] || die "$b is missing (make build be
 command -v jq >/dev/null || die "jq is missing (apt-get install jq)"
 mkdir -p "$out"
 tmp=$(mktemp -d "${TMPDIR:-/var/tmp}/tallyd-bench-cluster.XXXXXX")
+load_before=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || true) # the machine may be shared
 
 # Every server started, by pid; stop() ends the ones given (all by default).
 pids=()
@@ -298,13 +299,14 @@ fi
 
 # ---- report ------------------------------------------------------------------------------
 disk=$(df -P "$tmp" | awk 'NR==2{print $1" ("$6")"}')
+load_after=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || true)
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -1)
 now=$(date -u +%Y-%m-%dT%H:%MZ)
 printf '%s\n' "${results[@]}" | jq -s \
-	--arg date "$now" --arg cpu "$cpu" --argjson cores "$(nproc)" --arg disk "$disk" --arg pin "$pinning" \
+	--arg date "$now" --arg cpu "$cpu" --argjson cores "$(nproc)" --arg disk "$disk" --arg pin "$pinning" --arg l0 "$load_before" --arg l1 "$load_after" \
 	--arg tallyd "$tallyd_version" --arg etcd "$etcd_version" --arg redis "$redis_version" \
 	--argjson conns "$conns" --argjson pipeline "$pipeline" --argjson keys "$keys" --arg duration "$duration" \
-	'{date: $date, machine: {cpu: $cpu, cores: $cores, disk: $disk}, pinning: $pin,
+	'{date: $date, machine: {cpu: $cpu, cores: $cores, disk: $disk, loadavg_before: $l0, loadavg_after: $l1}, pinning: $pin,
 	  versions: {tallyd: $tallyd, etcd: $etcd, redis: $redis},
 	  load: {conns: $conns, pipeline: $pipeline, keys: $keys, duration: $duration,
 	         latency: "per round: from writing its INCRs (and WAIT) to reading its last reply"},
@@ -329,7 +331,7 @@ table=$(jq -r '
 {
 	echo "## Replicated writes: tallyd cluster, etcd, Redis + WAIT (\`make bench-cluster\`)"
 	echo
-	echo "$now, $(nproc) cores ($cpu), data on $disk; $pinning."
+	echo "$now, $(nproc) cores ($cpu), data on $disk; $pinning; load average ${load_before:-?} before, ${load_after:-?} after."
 	echo "tallyd $tallyd_version${etcd_version:+, etcd $etcd_version}${redis_version:+, Redis $redis_version}."
 	echo
 	echo "tallyd and Redis: \`tallyd-bench writes\`, $conns connections, each sending rounds of $pipeline pipelined \`INCR\`s on keys picked at random among $keys"
@@ -350,5 +352,5 @@ echo
 echo "$table"
 for n in "${notes[@]}"; do echo "note: $n"; done
 echo
-echo "($pinning; latency per round of $pipeline INCRs)"
+echo "($pinning; latency per round of $pipeline INCRs; load average ${load_before:-?} before, ${load_after:-?} after)"
 say "results in $out (cluster.md to paste into BENCHMARKS.md, cluster.json, logs)"
