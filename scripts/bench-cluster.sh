@@ -20,6 +20,8 @@
 #
 # Knobs: BENCH_DURATION (10s measured per tallyd/Redis row), BENCH_WARMUP (2s),
 # BENCH_CONNS, BENCH_PIPELINE, BENCH_KEYS, BENCH_ETCD_LOAD (xl; check perf runs 60 s),
+# BENCH_CONSISTENCY (sent as CONSISTENCY <level> on the cluster's connections; default:
+# none, so the server's default QUORUM), TALLYD (the binary; bin/tallyd),
 # BENCH_CLUSTER_ROWS (tallyd,single,etcd,redis: which rows run), BENCH_OUT (results
 # directory; default bench/results/runs/cluster-<UTC time>, which git ignores).
 # Output: the table on stdout; BENCH_OUT/cluster.md (a section to paste into
@@ -112,11 +114,13 @@ writes_row() {
 	file="$out/$(tr -c 'a-zA-Z0-9\n' - <<<"$name-$via" | tr -s -).json"
 	say "$name, through $via ($addr): $conns conns x $pipeline INCRs a round, $warmup warm-up + $duration"
 	if "${pin_c[@]}" "$bench" writes --addr "$addr" --conns "$conns" --pipeline "$pipeline" --keys "$keys" \
-		--duration "$duration" --warmup "$warmup" --label "$name/$via" --json "$@" >"$file"; then
+		--duration "$duration" --warmup "$warmup" --label "$name/$via" --json "$@" >"$file" 2> >(tee "${file%.json}.log" >&2); then
 		add_row "$(jq -c --arg s "$name" --arg v "$via" '{system: $s, via: $v, kind: "writes", writes_per_sec, p50_us: .round_latency.p50_us, p99_us: .round_latency.p99_us, errors, first_error, conns_lost, client_cpu_ns_per_write, raw: .}' "$file")"
 	else
-		say "$name through $via failed: see $file"
-		add_row "$(jq -nc --arg s "$name" --arg v "$via" '{system: $s, via: $v, kind: "failed"}')"
+		sleep 0.2 # tee's last lines
+		why=$(grep -v 'writes/s, errors' "${file%.json}.log" | tail -1)
+		say "$name through $via failed: ${why:-see ${file%.json}.log}"
+		add_row "$(jq -nc --arg s "$name" --arg v "$via" --arg w "$why" '{system: $s, via: $v, kind: "failed", why: $w}')"
 	fi
 }
 
@@ -165,8 +169,10 @@ if want tallyd; then
 		else
 			term0=$(rcli -p "${slock[$leader]}" INFO cluster | field term || true)
 			say "tallyd cluster: node $leader leads (term $term0), node $follower follows"
-			writes_row "tallyd 3 nodes" leader "127.0.0.1:${slock[$leader]}" --prefix "bc:l:"
-			writes_row "tallyd 3 nodes" follower "127.0.0.1:${slock[$follower]}" --prefix "bc:f:"
+			level=()
+			[[ -z ${BENCH_CONSISTENCY:-} ]] || level=(--consistency "$BENCH_CONSISTENCY")
+			writes_row "tallyd 3 nodes" leader "127.0.0.1:${slock[$leader]}" --prefix "bc:l:" "${level[@]}"
+			writes_row "tallyd 3 nodes" follower "127.0.0.1:${slock[$follower]}" --prefix "bc:f:" "${level[@]}"
 			info=$(rcli -p "${slock[$leader]}" INFO cluster | tr -d '\r' || true)
 			echo "$info" >"$out/tallyd-info-cluster.txt"
 			if [[ $(field role <<<"$info") != leader || $(field term <<<"$info") != "$term0" ]]; then
@@ -321,7 +327,7 @@ table=$(jq -r '
 	"|---|---|--:|--:|--:|---|",
 	(.rows[] |
 		if .kind == "writes" then
-			"| \(.system) | \(.via) | \(.writes_per_sec | floor | grouped) | \(.p50_us | us) | \(.p99_us | us) | \([errs, (if .conns_lost > 0 then "\(.conns_lost) connections lost" else empty end)] | map(select(. != "")) | join("; ")) |"
+			"| \(.system) | \(.via) | \(.writes_per_sec | floor | grouped) | \(.p50_us | us) | \(.p99_us | us) | \([errs, (if .conns_lost > 0 then "\(.conns_lost) connections lost" else empty end), (.raw.client_cpu_s / .raw.seconds) as $c | (if $c > 0.7 then "the generator used \($c * 100 | round)% of a core: its bound, not the server'"'"'s" else empty end)] | map(select(. != "")) | join("; ")) |"
 		elif .kind == "checkperf" then
 			"| \(.system) | \(.via) | \(.writes_per_sec | grouped) | - | - | check perf prints no percentiles: slowest \(if .slowest_s then (.slowest_s * 1e6 | us) else "?" end), stddev \(if .stddev_s then (.stddev_s * 1e6 | us) else "?" end); \(if .failed_requests > 0 then "\(.failed_requests) requests failed; " else "" end)check perf says \(.verdict) |"
 		else
@@ -337,7 +343,7 @@ table=$(jq -r '
 	echo "tallyd and Redis: \`tallyd-bench writes\`, $conns connections, each sending rounds of $pipeline pipelined \`INCR\`s on keys picked at random among $keys"
 	echo "(Redis: each round followed by \`WAIT 1 0\`, which is not counted as a write), the next round once every reply is in; $duration measured after $warmup of warm-up."
 	echo "p50 and p99 are of rounds: from writing a round's INCRs to reading its last reply. Every server fsyncs each write before it is acknowledged:"
-	echo "tallyd \`--appendfsync always\` (cluster: 3 nodes on 127.0.0.1, default consistency QUORUM, so a write is acknowledged once a majority has it on disk),"
+	echo "tallyd \`--appendfsync always\` (cluster: 3 nodes on 127.0.0.1, consistency ${BENCH_CONSISTENCY:-QUORUM (the default)}: with QUORUM a write is acknowledged once a majority has it on disk),"
 	echo "Redis \`appendonly yes\`, \`appendfsync always\` on the master and the replica, etcd always (its WAL)."
 	echo "etcd: 3 members on 127.0.0.1, figures as \`etcdctl check perf --load=$etcd_load\` prints them (60 s, its own clients and rate limit)."
 	echo
