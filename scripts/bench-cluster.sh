@@ -144,7 +144,7 @@ if want tallyd; then
 		for n in 1 2 3; do
 			mkdir -p "$tmp/tallyd$n"
 			"${pin_s[@]}" "$tallyd" --cluster "$spec" --node-id "$n" --data-dir "$tmp/tallyd$n" \
-				--appendfsync always -l 127.0.0.1 --slock-port "${slock[$n]}" --counter-port 0 --pool-port 0 \
+				--appendfsync always --bind 127.0.0.1 --slock-port "${slock[$n]}" --counter-port 0 --pool-port 0 \
 				--log-level warn >"$out/tallyd-node$n.log" 2>&1 &
 			pids+=($!) npid[$n]=$!
 		done
@@ -188,7 +188,7 @@ fi
 if want single; then
 	port sp
 	mkdir -p "$tmp/single"
-	"${pin_s[@]}" "$tallyd" --data-dir "$tmp/single" --appendfsync always -l 127.0.0.1 --slock-port "$sp" \
+	"${pin_s[@]}" "$tallyd" --data-dir "$tmp/single" --appendfsync always --bind 127.0.0.1 --slock-port "$sp" \
 		--counter-port 0 --pool-port 0 --log-level warn >"$out/tallyd-single.log" 2>&1 &
 	pids+=($!)
 	spid=$!
