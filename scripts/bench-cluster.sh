@@ -125,7 +125,7 @@ writes_row() {
 }
 
 # ---- tallyd, 3 nodes -------------------------------------------------------------
-tallyd_version=$("$tallyd" --version 2>&1 | head -1 || true)
+tallyd_version=$("$tallyd" --version 2>&1 | head -1 | sed 's/^tallyd //' || true)
 if want tallyd; then
 	if ! "$tallyd" --help 2>&1 | grep -q -- '--cluster'; then
 		say "tallyd has no cluster mode yet ($tallyd --help lists no --cluster): the tallyd cluster rows are skipped"
@@ -342,9 +342,9 @@ table=$(jq -r '
 	echo
 	echo "tallyd and Redis: \`tallyd-bench writes\`, $conns connections, each sending rounds of $pipeline pipelined \`INCR\`s on keys picked at random among $keys"
 	echo "(Redis: each round followed by \`WAIT 1 0\`, which is not counted as a write), the next round once every reply is in; $duration measured after $warmup of warm-up."
-	echo "p50 and p99 are of rounds: from writing a round's INCRs to reading its last reply. Every server fsyncs each write before it is acknowledged:"
-	echo "tallyd \`--appendfsync always\` (cluster: 3 nodes on 127.0.0.1, consistency ${BENCH_CONSISTENCY:-QUORUM (the default)}: with QUORUM a write is acknowledged once a majority has it on disk),"
-	echo "Redis \`appendonly yes\`, \`appendfsync always\` on the master and the replica, etcd always (its WAL)."
+	echo "p50 and p99 are of rounds: from writing a round's INCRs to reading its last reply. Every server fsyncs a write before it acknowledges it:"
+	echo "tallyd \`--appendfsync always\` (cluster: 3 nodes on 127.0.0.1, consistency ${BENCH_CONSISTENCY:-QUORUM (the default)}; at QUORUM a write is acknowledged once a majority has it on disk);"
+	echo "Redis \`appendonly yes\`, \`appendfsync always\` on the master and on the replica, and \`WAIT 1 0\` returns once the replica has acknowledged the round; etcd always (its WAL)."
 	echo "etcd: 3 members on 127.0.0.1, figures as \`etcdctl check perf --load=$etcd_load\` prints them (60 s, its own clients and rate limit)."
 	echo
 	echo "$table"
