@@ -236,24 +236,34 @@ if want etcd; then
 			add_row "$(jq -nc '{system: "etcd 3 members", via: "check perf", kind: "failed", why: "not healthy within 30 s"}')"
 		else
 			ETCDCTL_API=3 timeout 10 etcdctl --endpoints "$endpoints" endpoint status -w table >"$out/etcd-status.txt" 2>&1 || true
-			say "etcd: etcdctl check perf --load=$etcd_load (60 s) against all three members"
-			# check perf exits 1 when its own thresholds fail ("Throughput too low"): still a result.
-			"${pin_c[@]}" env ETCDCTL_API=3 timeout 300 etcdctl --endpoints "$endpoints" check perf --load="$etcd_load" \
-				>"$out/etcd-check-perf.txt" 2>&1 || true
-			tr '\r' '\n' <"$out/etcd-check-perf.txt" | grep -E '^(PASS|FAIL|Slowest|Stddev)' >&2 || true
-			perf=$(tr '\r' '\n' <"$out/etcd-check-perf.txt")
-			wps=$(sed -n 's/.*Throughput[^0-9]*\([0-9][0-9]*\) writes\/s.*/\1/p' <<<"$perf" | head -1)
+			# check perf exits 1 when its own thresholds fail ("Throughput too low"): still a
+			# result. When a request times out after the run (it deletes its keys), it prints
+			# no figures at all: then once more, on a prefix of its own (the first one may
+			# still hold keys, which check perf refuses).
+			for attempt in 1 2; do
+				again=""
+				((attempt == 1)) || again=", once more"
+				say "etcd: etcdctl check perf --load=$etcd_load (60 s) against all three members$again"
+				"${pin_c[@]}" env ETCDCTL_API=3 timeout 300 etcdctl --endpoints "$endpoints" check perf --load="$etcd_load" \
+					--prefix "/etcdctl-check-perf-$attempt/" >"$out/etcd-check-perf.txt" 2>&1 || true
+				tr '\r' '\n' <"$out/etcd-check-perf.txt" | grep -E '^(PASS|FAIL|Slowest|Stddev|Error)' >&2 || true
+				perf=$(tr '\r' '\n' <"$out/etcd-check-perf.txt")
+				wps=$(sed -n 's/.*Throughput[^0-9]*\([0-9][0-9]*\) writes\/s.*/\1/p' <<<"$perf" | head -1)
+				[[ -z $wps ]] || break
+				cp "$out/etcd-check-perf.txt" "$out/etcd-check-perf-$attempt-failed.txt"
+			done
 			slowest=$(sed -n 's/.*Slowest request took[^0-9]*\([0-9.][0-9.]*\)s.*/\1/p' <<<"$perf" | head -1)
 			stddev=$(sed -n 's/.*Stddev[^0-9]*\([0-9.][0-9.]*\)s.*/\1/p' <<<"$perf" | head -1)
 			verdict=$(grep -oE '^(PASS|FAIL)$' <<<"$perf" | tail -1 || true)
 			# Failed requests: "FAIL: ERROR(<what>) -> <count>" a kind.
 			eerrs=$(sed -n 's/.*ERROR(.*) -> \([0-9][0-9]*\).*/\1/p' <<<"$perf" | awk '{s += $1} END {print s + 0}')
 			if [[ -z $wps ]]; then
-				say "etcd: check perf printed no throughput: see $out/etcd-check-perf.txt"
-				add_row "$(jq -nc '{system: "etcd 3 members", via: "check perf", kind: "failed", why: "check perf printed no throughput"}')"
+				why=$(grep -E '^Error:' <<<"$perf" | tail -1)
+				say "etcd: check perf printed no throughput twice (${why:-no error}): see $out/etcd-check-perf*.txt"
+				add_row "$(jq -nc --arg w "${why:-no figures}" '{system: "etcd 3 members", via: "check perf", kind: "failed", why: "check perf printed no throughput twice, the last time: \($w)"}')"
 			else
-				add_row "$(jq -nc --arg l "$etcd_load" --argjson w "$wps" --arg s "${slowest:-}" --arg d "${stddev:-}" --arg v "${verdict:-}" --argjson e "$eerrs" \
-					'{system: "etcd 3 members", via: "all 3 (check perf --load=\($l))", kind: "checkperf", writes_per_sec: $w, slowest_s: ($s | tonumber? // null), stddev_s: ($d | tonumber? // null), verdict: $v, failed_requests: $e}')"
+				add_row "$(jq -nc --arg l "$etcd_load" --argjson w "$wps" --arg s "${slowest:-}" --arg d "${stddev:-}" --arg v "${verdict:-}" --argjson e "$eerrs" --argjson a "$attempt" \
+					'{system: "etcd 3 members", via: "all 3 (check perf --load=\($l))", kind: "checkperf", writes_per_sec: $w, slowest_s: ($s | tonumber? // null), stddev_s: ($d | tonumber? // null), verdict: $v, failed_requests: $e, attempt: $a}')"
 			fi
 		fi
 		stop "${epid[@]}"
@@ -329,7 +339,7 @@ table=$(jq -r '
 		if .kind == "writes" then
 			"| \(.system) | \(.via) | \(.writes_per_sec | floor | grouped) | \(.p50_us | us) | \(.p99_us | us) | \([errs, (if .conns_lost > 0 then "\(.conns_lost) connections lost" else empty end), (.raw.client_cpu_s / .raw.seconds) as $c | (if $c > 0.7 then "the generator used \($c * 100 | round)% of a core: its bound, not the server'"'"'s" else empty end)] | map(select(. != "")) | join("; ")) |"
 		elif .kind == "checkperf" then
-			"| \(.system) | \(.via) | \(.writes_per_sec | grouped) | - | - | check perf prints no percentiles: slowest \(if .slowest_s then (.slowest_s * 1e6 | us) else "?" end), stddev \(if .stddev_s then (.stddev_s * 1e6 | us) else "?" end); \(if .failed_requests > 0 then "\(.failed_requests) requests failed; " else "" end)check perf says \(.verdict) |"
+			"| \(.system) | \(.via) | \(.writes_per_sec | grouped) | - | - | check perf prints no percentiles: slowest \(if .slowest_s then (.slowest_s * 1e6 | us) else "?" end), stddev \(if .stddev_s then (.stddev_s * 1e6 | us) else "?" end); \(if .failed_requests > 0 then "\(.failed_requests) requests failed; " else "" end)check perf says \(.verdict)\(if .attempt > 1 then " (second try: the first printed no figures)" else "" end) |"
 		else
 			"| \(.system) | \(.via) | - | - | - | \(.kind): \(.why // "see the log") |"
 		end)' "$out/cluster.json")
