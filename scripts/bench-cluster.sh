@@ -84,8 +84,11 @@ if [[ ${BENCH_PIN:-1} != 0 ]] && command -v taskset >/dev/null && [[ $(nproc) -g
 fi
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
-# Ports: free ones from a random base, never the same twice in a run.
-next_port=$((30000 + RANDOM % 20000))
+# Ports: free ones from a random base below the ephemeral range (a port there may be the
+# local end of any connection by the time a server binds it), never the same twice in a run.
+eph=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+next_port=$((20000 + RANDOM % 8000))
+((eph > 21000)) && next_port=$((20000 + RANDOM % (eph - 20500)))
 listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 # port VAR sets VAR (a name, or NAME[KEY]) to the next free port.
 port() {
