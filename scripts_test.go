@@ -2,11 +2,13 @@ package main
 
 // scripts/tallyd.conf stays in step with the code: every config key the parser accepts is in
 // the example, at its default. (scripts/tallyd.service is checked against the built binary in
-// e2e/service_test.go.)
+// e2e/service_test.go.) The shell scripts parse, and the ones make runs exist.
 
 import (
 	"bytes"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -154,5 +156,44 @@ func TestReadmeConfigTable(t *testing.T) {
 		if strings.TrimSpace(m[1]) != wantFlag || strings.TrimSpace(m[2]) != wantLive {
 			t.Errorf("README's row for %s: flag %q, SIGHUP %q; want %q, %q", k.key, m[1], m[2], wantFlag, wantLive)
 		}
+	}
+}
+
+// Every shell script in scripts/ parses (bash -n): the benchmark scripts are not run by make
+// test, so a syntax error would otherwise show only when someone runs make bench-cluster.
+func TestShellScriptsParse(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash to check the scripts with")
+	}
+	files, err := filepath.Glob("scripts/*.sh")
+	if err != nil || len(files) < 5 {
+		t.Fatalf("scripts/*.sh: %v %v", files, err)
+	}
+	for _, f := range files {
+		if out, err := exec.Command(bash, "-n", f).CombinedOutput(); err != nil {
+			t.Errorf("bash -n %s: %v\n%s", f, err, out)
+		}
+		if fi, err := os.Stat(f); err != nil || fi.Mode()&0o111 == 0 {
+			t.Errorf("%s is not executable (%v)", f, err)
+		}
+	}
+}
+
+// Every ./scripts/X that the Makefile and bench/bench.mk run exists and is executable: make
+// bench-cluster and the other bench targets call their script by that path.
+func TestMakeTargetsRunExistingScripts(t *testing.T) {
+	re := regexp.MustCompile(`\./scripts/[A-Za-z0-9_.-]+`)
+	seen := map[string]bool{}
+	for _, mk := range []string{"Makefile", "bench/bench.mk"} {
+		for _, m := range re.FindAllString(readFile(t, mk), -1) {
+			seen[m] = true
+			if fi, err := os.Stat(m); err != nil || fi.Mode()&0o111 == 0 {
+				t.Errorf("%s runs %s, which is missing or not executable (%v)", mk, m, err)
+			}
+		}
+	}
+	if !seen["./scripts/bench-cluster.sh"] {
+		t.Errorf("bench/bench.mk does not run ./scripts/bench-cluster.sh; it runs %v", seen)
 	}
 }

@@ -8,6 +8,8 @@
 #   make bench-publish   copy the whole runs in $(BENCH_OUT) to bench/results and their
 #                        tables into BENCHMARKS.md; refuses a partial run
 # Runs never touch committed files: they write to BENCH_OUT (bench/out, ignored by git).
+#   make bench-cluster   tallyd 3 nodes vs etcd 3.4 vs Redis+WAIT (scripts/bench-cluster.sh):
+#                        $(BENCH_OUT)/cluster-<time>/ (ignored by git)
 # Knobs: BENCH_DURATION (5s per run), BENCH_ROUNDS (1; compare: 2), BENCH_SOAK (60s,
 # 0 skips), BENCH_QUICK=1 (fewer connection counts), BENCH_CASES (regexp),
 # BENCH_SERVER_CPU (0), BENCH_CLIENT_CPU (1). BENCH_QUICK, BENCH_CASES, BENCH_SOAK=0 or
@@ -35,3 +37,14 @@ bench-publish: bench-build
 .PHONY: bench-aof
 bench-aof: build bench-build
 	BENCH_OUT="$(BENCH_OUT)" ./scripts/bench-aof.sh
+
+# Replicated writes with fsync on: a 3-node tallyd cluster on 127.0.0.1 (INCRs through the
+# leader and through a follower, QUORUM) and one node, beside Debian's etcd 3.4 (3 members,
+# etcdctl check perf --load=xl, installed with apt-get when missing) and redis-server with one
+# replica (WAIT 1 0 after each pipeline). Prints the table; results, a section for
+# BENCHMARKS.md and the logs go to $(BENCH_OUT)/cluster-<time>/ (not committed).
+# Knobs: BENCH_DURATION (10s), BENCH_CLUSTER_ROWS (tallyd,single,etcd,redis), and those
+# listed in scripts/bench-cluster.sh. Not part of make test.
+.PHONY: bench-cluster
+bench-cluster: build bench-build
+	./scripts/bench-cluster.sh

@@ -8,6 +8,7 @@
 //	tallyd-bench sink [flags]       a trivial server that answers every request OK
 //	tallyd-bench suite [flags]      the standard suite behind make bench
 //	tallyd-bench publish [NAME...]  copy a whole suite's results to the published ones
+//	tallyd-bench writes [flags]     pipelined INCR rounds (+ WAIT): make bench-cluster
 package main
 
 import (
@@ -66,10 +67,12 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) int {
 		err = suiteCmd(ctx, args, out, errOut)
 	case "publish":
 		err = publishCmd(args, out, errOut)
+	case "writes":
+		err = writesCmd(ctx, args, out, errOut)
 	case "help":
 		err = runCmd(ctx, []string{"--help"}, out, errOut)
 	default:
-		err = fmt.Errorf("unknown command %q: want run, sink, suite or publish (tallyd-bench --help)", cmd)
+		err = fmt.Errorf("unknown command %q: want run, sink, suite, publish or writes (tallyd-bench --help)", cmd)
 	}
 	switch {
 	case err == nil, errors.Is(err, pflag.ErrHelp):

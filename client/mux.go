@@ -31,7 +31,7 @@ type call struct {
 	// leveled: the command went between CONSISTENCY LEVEL and CONSISTENCY QUORUM, so
 	// three replies answer it (values.go).
 	leveled bool
-	err    error          // the connection broke
+	err     error // the connection broke
 
 	finished, abandoned bool // under mux.mu
 
