@@ -47,4 +47,4 @@ bench-aof: build bench-build
 # listed in scripts/bench-cluster.sh. Not part of make test.
 .PHONY: bench-cluster
 bench-cluster: build bench-build
-	./scripts/bench-cluster.sh
+	BENCH_OUT="$(BENCH_OUT)" ./scripts/bench-cluster.sh
