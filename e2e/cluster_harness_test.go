@@ -498,6 +498,7 @@ type tcluster struct {
 	ids      []uint64 // the initial voters, by slot
 	nodes    []*tnode
 	dir      string
+	bin      string // what the nodes run
 }
 
 // tnode is the node in one slot.
@@ -517,6 +518,19 @@ func newCluster(t *testing.T, n int) *tcluster {
 	needCluster(t)
 	c := &tcluster{t: t, net: newClusterNet(t, n), dir: t.TempDir()}
 	t.Logf("cluster of %d over %s", n, c.net.name())
+	// The nodes run a link (or copy) of the binary named clnode in the test's directory:
+	// no "tallyd" in their command lines, so that a `pkill tallyd` or `killall tallyd` run
+	// by someone else on a shared machine leaves them be.
+	c.bin = filepath.Join(c.dir, "clnode")
+	if err := os.Link(clusterBin, c.bin); err != nil {
+		b, err := os.ReadFile(clusterBin)
+		if err == nil {
+			err = os.WriteFile(c.bin, b, 0o755)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	for s := range n {
 		c.ids = append(c.ids, uint64(s+1))
 		c.nodes = append(c.nodes, &tnode{slot: s, id: uint64(s + 1), dataDir: filepath.Join(c.dir, fmt.Sprintf("node%d", s))})
@@ -564,7 +578,7 @@ func (c *tcluster) start(slot int) {
 	if err := os.MkdirAll(nd.dataDir, 0o755); err != nil {
 		c.t.Fatal(err)
 	}
-	cmd := c.net.command(slot, clusterBin, c.args(nd))
+	cmd := c.net.command(slot, c.bin, c.args(nd))
 	// The node dies with the test process, whatever kills it. (Not startCmd: its cleanup
 	// would kill the node before dumpLogs can ask it for its goroutines; stopAll does.)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
