@@ -392,8 +392,8 @@ func newProxyNet(t *testing.T, slots int) *proxyNet {
 	t.Helper()
 	p := &proxyNet{links: make([][]*faultLink, slots)}
 	for range slots {
-		p.peerPorts = append(p.peerPorts, freePort(t))
-		p.clientPorts = append(p.clientPorts, freePort(t))
+		p.peerPorts = append(p.peerPorts, quietPort(t))
+		p.clientPorts = append(p.clientPorts, quietPort(t))
 	}
 	for i := range slots {
 		p.links[i] = make([]*faultLink, slots)
@@ -410,6 +410,43 @@ func newProxyNet(t *testing.T, slots int) *proxyNet {
 		}
 	}
 	return p
+}
+
+var (
+	quietMu   sync.Mutex
+	quietUsed = map[int]bool{}
+)
+
+// quietPort is a port of 127.0.0.1 that was free a moment ago, below the kernel's
+// ephemeral range: the proxies' listeners and every outbound connection take ports from
+// that range, and a node restarted later must find its ports still free.
+func quietPort(t *testing.T) int {
+	t.Helper()
+	lo := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil {
+				lo = v
+			}
+		}
+	}
+	quietMu.Lock()
+	defer quietMu.Unlock()
+	for range 1000 {
+		port := 10000 + rand.IntN(max(lo-10000, 1000))
+		if quietUsed[port] {
+			continue
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		quietUsed[port] = true
+		return port
+	}
+	t.Fatal("no free port below the ephemeral range")
+	return 0
 }
 
 func (p *proxyNet) clusterArg(slot int, ids []uint64) string {
@@ -461,6 +498,7 @@ type tcluster struct {
 	ids      []uint64 // the initial voters, by slot
 	nodes    []*tnode
 	dir      string
+	bin      string // what the nodes run
 }
 
 // tnode is the node in one slot.
@@ -480,6 +518,19 @@ func newCluster(t *testing.T, n int) *tcluster {
 	needCluster(t)
 	c := &tcluster{t: t, net: newClusterNet(t, n), dir: t.TempDir()}
 	t.Logf("cluster of %d over %s", n, c.net.name())
+	// The nodes run a link (or copy) of the binary named clnode in the test's directory:
+	// no "tallyd" in their command lines, so that a `pkill tallyd` or `killall tallyd` run
+	// by someone else on a shared machine leaves them be.
+	c.bin = filepath.Join(c.dir, "clnode")
+	if err := os.Link(clusterBin, c.bin); err != nil {
+		b, err := os.ReadFile(clusterBin)
+		if err == nil {
+			err = os.WriteFile(c.bin, b, 0o755)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	for s := range n {
 		c.ids = append(c.ids, uint64(s+1))
 		c.nodes = append(c.nodes, &tnode{slot: s, id: uint64(s + 1), dataDir: filepath.Join(c.dir, fmt.Sprintf("node%d", s))})
@@ -527,7 +578,7 @@ func (c *tcluster) start(slot int) {
 	if err := os.MkdirAll(nd.dataDir, 0o755); err != nil {
 		c.t.Fatal(err)
 	}
-	cmd := c.net.command(slot, clusterBin, c.args(nd))
+	cmd := c.net.command(slot, c.bin, c.args(nd))
 	// The node dies with the test process, whatever kills it. (Not startCmd: its cleanup
 	// would kill the node before dumpLogs can ask it for its goroutines; stopAll does.)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
