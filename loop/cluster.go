@@ -376,6 +376,9 @@ func (s *Server) clusterTurn() {
 	}
 	s.updateAcks()
 	s.releaseHeld()
+	if cl.serving() && s.locks.Journaled() && cl.propSeq-cl.ackSeq[LevelQuorum] < proposeWindow {
+		s.clusterTurn() // a commit opened the window: what waited in the journal goes now
+	}
 }
 
 // storageAppend hands one of raft's appends (entries, hard state, a snapshot) to the log
@@ -659,10 +662,17 @@ func (s *Server) applyConfChange(cc *raftpb.ConfChange) {
 	cl.log.SavePeers(cl.addrs)
 }
 
-// propose hands the changes this turn made to raft as one entry.
+// proposeWindow is how many of this leader's proposals may await their commit: changes
+// made meanwhile wait in the store's journal and go, all together, into the next proposal
+// once one commits (group commit: one raft round, and one fsync on each member, for
+// everything that arrived while the last rounds were in flight).
+const proposeWindow = 2
+
+// propose hands the changes made since the last proposal to raft as one entry, unless
+// proposeWindow proposals await their commit already.
 func (s *Server) propose() {
 	cl := s.cl
-	if !cl.serving() || !s.locks.Journaled() {
+	if !cl.serving() || !s.locks.Journaled() || cl.propSeq-cl.ackSeq[LevelQuorum] >= proposeWindow {
 		return
 	}
 	p := &s.persist
@@ -889,6 +899,9 @@ func (s *Server) clusterGate(cs *conn) int {
 		if !g[j].settled {
 			g[j].settled = true
 			g[j].seq = cl.propSeq
+			if s.locks.Journaled() {
+				g[j].seq++ // its change waits for the next proposal, which takes the whole journal
+			}
 			if g[j].lvl >= LevelQuorum && g[j].seq <= cl.ackSeq[LevelQuorum] {
 				// Nothing of its own to commit proves this node still leads: a read barrier does.
 				g[j].rd = cl.readSeq + 1
