@@ -668,6 +668,10 @@ func (s *Server) applyConfChange(cc *raftpb.ConfChange) {
 // everything that arrived while the last rounds were in flight).
 const proposeWindow = 2
 
+// maxProposalBuf is the largest buffer kept between proposals (one holds every change of a
+// round, so it is larger than the single node's journal buffer).
+const maxProposalBuf = 16 << 20
+
 // propose hands the changes made since the last proposal to raft as one entry, unless
 // proposeWindow proposals await their commit already.
 func (s *Server) propose() {
@@ -684,7 +688,7 @@ func (s *Server) propose() {
 	cl.propSeq++
 	binary.BigEndian.PutUint64(p.buf[1:9], cl.propSeq)
 	data := append([]byte(nil), p.buf...) // raft keeps it
-	if cap(p.buf) > keepOut {
+	if cap(p.buf) > maxProposalBuf {
 		p.buf = nil
 	}
 	if err := cl.rn.Propose(data); err != nil {
