@@ -125,6 +125,7 @@ var groups = []struct{ name, summary string }{
 	{"semaphore", "yrmcds semaphores (port 11216): get, acquire, release, stats, noop"},
 	{"pool", "PoolCounter (port 7531): acq4me, acq4any, stats"},
 	{"slock", "slock locks (port 5658): lock, unlock, state, info, list, locked, waits, ping"},
+	{"cluster", "a tallyd cluster (through any member's slock port): status, add, remove"},
 }
 
 // commands is every command, in the order --help lists them.

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// tallyctl cluster status, add and remove, against a one-member cluster; and status against a
+// single node, which is not in cluster mode (a refusal, exit 2).
+func TestClusterCommands(t *testing.T) {
+	single := startServer(t, false)
+	expect(t, single.ctl(t, "cluster", "status"), 2, nil, []string{"is not in cluster mode"})
+
+	s := &server{slock: freePort(t), log: &syncBuf{}}
+	peer := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	cmd := exec.Command(tallydBin, "--cluster", "1="+peer, "--node-id", "1", "--raft-tick", "10ms",
+		"--counter-port", "0", "--pool-port", "0", "--slock-port", strconv.Itoa(s.slock), "--data-dir", t.TempDir())
+	cmd.Stdout, cmd.Stderr = s.log, s.log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() })
+
+	var r result
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		r = s.ctl(t, "cluster", "status")
+		if r.code == 0 && strings.Contains(r.out, "role leader") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no leader: %s\n%s", r, s.log.String())
+		}
+	}
+	expect(t, r, 0, []string{"node 1  role leader  leader 1", "1  addr=" + peer + "  voter=true"}, nil)
+	expect(t, s.ctl(t, "--json", "cluster", "status"), 0, []string{`"role":"leader"`, `"node_id":1`}, nil)
+
+	expect(t, s.ctl(t, "cluster", "add", "2", "127.0.0.1:1"), 0, []string{"OK"}, nil)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		r = s.ctl(t, "cluster", "status")
+		if strings.Contains(r.out, "2  addr=127.0.0.1:1  voter=false") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("member 2 never shown as a learner: %s", r)
+		}
+	}
+	expect(t, s.ctl(t, "cluster", "add", "2", "127.0.0.1:1"), 2, nil, []string{"already a member"})
+	expect(t, s.ctl(t, "cluster", "add", "x", "127.0.0.1:1"), 1, nil, []string{`ID "x" is not a positive integer`})
+	expect(t, s.ctl(t, "cluster", "remove", "2"), 0, []string{"OK"}, nil)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if r = s.ctl(t, "cluster", "status"); !strings.Contains(r.out, "2  addr=") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("member 2 never removed: %s", r)
+		}
+	}
+	// A consistency level per call: ALL on a one-member cluster is the member itself.
+	expect(t, s.ctl(t, "--consistency", "ALL", "incr", "k"), 0, []string{"1"}, nil)
+	expect(t, s.ctl(t, "--consistency", "SOME", "incr", "k"), 1, nil, []string{"CONSISTENCY takes ONE, QUORUM or ALL"})
+}
