@@ -63,15 +63,15 @@ vet:
 	$(GO) vet ./...
 
 unit:
-	$(GO) test -count=1 ./...
+	$(GO) test -count=1 -timeout 45m ./...
 
 # Only the end-to-end tests (e2e/): they build tallyd, run it as a process and talk to it
 # over TCP. `unit` runs them too.
 e2e:
-	$(GO) test -count=1 ./e2e/
+	$(GO) test -count=1 -timeout 45m ./e2e/
 
 race:
-	$(GO) test -count=1 -race ./store/... ./loop/... ./aof/... ./stats/... ./client/...
+	$(GO) test -count=1 -timeout 45m -race ./store/... ./loop/... ./aof/... ./stats/... ./client/...
 
 # A short pass of every fuzz target: the codecs, the store's record functions and the log's replay
 # (seed corpora live in testdata/fuzz).
