@@ -883,6 +883,9 @@ func (s *Server) clusterGateReply(cs *conn, from int) {
 	if !cl.isLeader() {
 		return
 	}
+	if cs.slock.local {
+		return // a connection's own setting: it goes out behind the replies before it
+	}
 	lvl := cs.slock.level()
 	pending := cl.propSeq > cl.ackSeq[lvl] || s.locks.Journaled()
 	if !pending && lvl == LevelOne {

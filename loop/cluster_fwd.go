@@ -183,6 +183,20 @@ func (s *Server) runsLocally(cs *conn, spec *slock.Spec) bool {
 	return spec.Flags&slock.CmdReadonly != 0 && sc.level() == LevelOne
 }
 
+// connLocal says whether a command (nil: unknown) only reads or sets its connection's own
+// settings: its reply needs no read barrier, and waits only behind the replies before it.
+func connLocal(spec *slock.Spec) bool {
+	if spec == nil {
+		return true
+	}
+	switch spec.Cmd {
+	case slock.CmdPing, slock.CmdEcho, slock.CmdQuit, slock.CmdSelect, slock.CmdTimeout, slock.CmdHello,
+		slock.CmdConsistency, slock.CmdCommand, slock.CmdClient:
+		return true
+	}
+	return false
+}
+
 // holdText says whether the text command just parsed for cs must wait (it stays in the
 // input, and cs is served again when what it waits for changes): for a leader, for this
 // leader to be ready, for the replies to commands forwarded before it, or for the store to be

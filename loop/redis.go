@@ -92,7 +92,9 @@ func (s *Server) slockCommand(cs *conn, args [][]byte, raw []byte, now int64) (q
 	}
 	s.advance(now) // a key that an earlier command of this batch expired is gone for this one
 	t := s.textBegin(cs, args[0])
+	sc.local = s.cl != nil && connLocal(spec)
 	quit = s.runCommand(cs, spec, args, now)
+	sc.local = false
 	sc.req.Args, sc.req.Arg = nil, nil // views into the input: gone once served
 	s.textDone(t)
 	return quit

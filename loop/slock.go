@@ -40,6 +40,7 @@ type slockConn struct {
 	waitSince   int64  // Unix ns its next command started waiting for a leader (0: not waiting)
 	onWaiting   bool   // on clusterState.waiting
 	expired     bool   // it waited past --cluster-timeout: its commands are answered CLUSTERDOWN
+	local       bool   // the command being served only touches the connection's own settings
 }
 
 // level is the connection's consistency level.
