@@ -64,9 +64,9 @@ func TestValuesRedisError(t *testing.T) {
 	v := newClient(t, nil, s).Values()
 	err := v.Command(ctx, "k", "NOSUCHCOMMAND", "k")
 	var e *client.Error
-	if !errors.Is(err, client.ErrUnknownCommand) || !errors.As(err, &e) || e.Reply != "ERR Unknown Command" ||
+	if !errors.Is(err, client.ErrUnknownCommand) || !errors.As(err, &e) || e.Reply != "ERR unknown command 'NOSUCHCOMMAND', with args beginning with: 'k' " ||
 		e.Op != "NOSUCHCOMMAND" || e.Addr != s.Slock {
-		t.Fatalf("unknown command: %v, want an *Error \"ERR Unknown Command\" wrapping ErrUnknownCommand", err)
+		t.Fatalf("unknown command: %v, want an *Error with Redis's unknown-command text wrapping ErrUnknownCommand", err)
 	}
 	// The connection survives an error reply.
 	if err := v.Command(ctx, "k", "PING"); err != nil {

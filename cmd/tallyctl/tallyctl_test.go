@@ -344,8 +344,8 @@ func TestRawCommand(t *testing.T) {
 	r := s.ctl(t, "raw", "LOCK", "rawkey", "TIMEOUT", "0", "EXPRIED", "30", "LOCK_ID", "worker1")
 	expect(t, r, 0, []string{` 1) "0"`, ` 2) "OK"`, ` 4) "000000000000000000776f726b657231"`, `12) "1"`}, nil)
 	expect(t, s.ctl(t, "raw", "TIMEOUT", "GET"), 0, []string{"(integer) 15"}, nil)
-	expect(t, s.ctl(t, "raw", "NOSUCHCOMMAND"), 2, nil, []string{"tallyctl raw NOSUCHCOMMAND: ERR Unknown Command"})
-	expect(t, s.ctl(t, "--json", "raw", "NOSUCHCOMMAND"), 2, []string{`"ok":false`, `"reply":"ERR Unknown Command"`}, nil)
+	expect(t, s.ctl(t, "raw", "NOSUCHCOMMAND"), 2, nil, []string{"tallyctl raw NOSUCHCOMMAND: ERR unknown command 'NOSUCHCOMMAND', with args beginning with: "})
+	expect(t, s.ctl(t, "--json", "raw", "NOSUCHCOMMAND"), 2, []string{`"ok":false`, `"reply":"ERR unknown command 'NOSUCHCOMMAND', with args beginning with: "`}, nil)
 }
 
 func TestUnreachableAndSilentServers(t *testing.T) {
