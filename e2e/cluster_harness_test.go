@@ -498,7 +498,8 @@ type tcluster struct {
 	ids      []uint64 // the initial voters, by slot
 	nodes    []*tnode
 	dir      string
-	bin      string // what the nodes run
+	bin      string   // what the nodes run
+	extra    []string // more flags for every node
 }
 
 // tnode is the node in one slot.
@@ -513,10 +514,10 @@ type tnode struct {
 
 // newCluster starts n voters (IDs 1..n) and waits for a leader. It skips the test when
 // the binary has no cluster mode, and stops every process when the test ends.
-func newCluster(t *testing.T, n int) *tcluster {
+func newCluster(t *testing.T, n int, extra ...string) *tcluster {
 	t.Helper()
 	needCluster(t)
-	c := &tcluster{t: t, net: newClusterNet(t, n), dir: t.TempDir()}
+	c := &tcluster{t: t, net: newClusterNet(t, n), dir: t.TempDir(), extra: extra}
 	t.Logf("cluster of %d over %s", n, c.net.name())
 	// The nodes run a link (or copy) of the binary named clnode in the test's directory:
 	// no "tallyd" in their command lines, so that a `pkill tallyd` or `killall tallyd` run
@@ -562,6 +563,7 @@ func (c *tcluster) args(nd *tnode) []string {
 		"--counter-port", "0", "--pool-port", "0",
 	}
 	a = append(a, c.net.bindArgs(nd.slot)...)
+	a = append(a, c.extra...)
 	if nd.join != "" {
 		return append(a, "--join", nd.join, "--peer-addr", c.net.peerAddr(nd.slot))
 	}

@@ -376,7 +376,7 @@ func (s *Server) clusterBinary(cs *conn, raw []byte) bool {
 func (s *Server) forward(cs *conn, lnk *conn, kind uint8, raw []byte) {
 	cl := s.cl
 	sc := cs.slock
-	sc.waitSince = 0
+	sc.waitSince, sc.expired = 0, false
 	if sc.session == 0 {
 		cl.nextSession++
 		sc.session, sc.link = cl.nextSession, lnk
