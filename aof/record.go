@@ -170,23 +170,3 @@ func decode(p []byte, s *store.KeyState) error {
 	}
 	return nil
 }
-
-// DecodeStates calls apply with each state record of b, a run of records as AppendState
-// writes them (a raft entry's, in cluster mode). The KeyState is reused between calls.
-// An error names the first record that is cut off or corrupt; the records before it were
-// applied.
-func DecodeStates(b []byte, apply func(*store.KeyState)) error {
-	var ks store.KeyState
-	for off := 0; off < len(b); {
-		p, n, err := next(b[off:])
-		if err == nil {
-			err = decode(p, &ks)
-		}
-		if err != nil {
-			return fmt.Errorf("record at offset %d: %w", off, err)
-		}
-		apply(&ks)
-		off += n
-	}
-	return nil
-}

@@ -82,7 +82,6 @@ type ClusterConfig struct {
 const (
 	entRecords byte = 1 // proposal sequence (8 bytes), then aof state records
 	entSecret  byte = 2 // the cluster's 32-byte key-name secret
-	entPeers   byte = 3 // the peer address table (snapshots only)
 )
 
 // Timing, in raft ticks.
@@ -600,9 +599,17 @@ func (s *Server) applyEntry(e *raftpb.Entry, now int64) {
 	}
 }
 
-// applyRecords restores the keys of a run of state records.
+// learnPeers takes a peer table read from a snapshot.
+func (s *Server) learnPeers(p map[uint64]string) {
+	for id, a := range p {
+		s.cl.addrs[id] = a
+	}
+}
+
+// applyRecords restores the keys of a run of records (and any peer table among them).
 func (s *Server) applyRecords(b []byte, now int64) {
-	if err := aof.DecodeStates(b, func(ks *store.KeyState) { s.locks.Restore(ks, now) }); err != nil {
+	restore := func(ks *store.KeyState) { s.locks.Restore(ks, now) }
+	if err := aof.DecodeRecords(b, restore, s.learnPeers); err != nil {
 		s.log.Error().Err(err).Msg("cluster: bad records in the raft log")
 	}
 }
@@ -697,68 +704,31 @@ func (s *Server) propose() {
 	}
 }
 
-// restoreSnapshot fills the store (emptied) from a snapshot's data.
+// restoreSnapshot fills the store (emptied) from a snapshot's data: the key-name secret
+// (once known), then the log's records (the peer table and every logged key's state).
 func (s *Server) restoreSnapshot(d []byte, now int64) {
-	cl := s.cl
-	for len(d) > 0 {
-		switch d[0] {
-		case entSecret:
-			if len(d) < 33 {
-				return
-			}
-			s.setSecret([32]byte(d[1:33]))
-			d = d[33:]
-		case entPeers:
-			if len(d) < 5 {
-				return
-			}
-			n := int(binary.BigEndian.Uint32(d[1:5]))
-			d = d[5:]
-			for i := 0; i < n && len(d) >= 10; i++ {
-				id := binary.BigEndian.Uint64(d)
-				l := int(binary.BigEndian.Uint16(d[8:]))
-				if len(d) < 10+l {
-					return
-				}
-				cl.addrs[id] = string(d[10 : 10+l])
-				d = d[10+l:]
-			}
-		case entRecords:
-			s.applyRecords(d[1:], now)
-			return
-		default:
-			s.log.Error().Msg("cluster: unknown snapshot section")
-			return
-		}
+	if len(d) >= 33 && d[0] == entSecret {
+		s.setSecret([32]byte(d[1:33]))
+		d = d[33:]
 	}
+	if len(d) == 0 || d[0] != entRecords {
+		s.log.Error().Msg("cluster: snapshot without records")
+		return
+	}
+	s.applyRecords(d[1:], now)
 }
 
-// snapshotData encodes the store's replicated state, the secret and the peers.
+// snapshotData encodes the secret, the peers and the store's replicated state.
 func (s *Server) snapshotData(now int64) []byte {
 	cl := s.cl
 	p := &s.persist
-	d := append([]byte{entSecret}, cl.secretKey[:]...)
-	if !cl.secret {
-		d = d[:0]
+	var d []byte
+	if cl.secret {
+		d = append([]byte{entSecret}, cl.secretKey[:]...)
 	}
-	d = append(d, entPeers, 0, 0, 0, 0)
-	binary.BigEndian.PutUint32(d[len(d)-4:], uint32(len(cl.addrs)))
-	ids := make([]uint64, 0, len(cl.addrs))
-	for id := range cl.addrs {
-		ids = append(ids, id)
-	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	for _, id := range ids {
-		d = binary.BigEndian.AppendUint64(d, id)
-		d = binary.BigEndian.AppendUint16(d, uint16(len(cl.addrs[id])))
-		d = append(d, cl.addrs[id]...)
-	}
-	d = append(d, entRecords)
-	p.buf = d
-	s.locks.BeginSnapshot()
-	s.locks.SnapshotNext(math.MaxInt, now, p.emit)
-	d = p.buf
-	p.buf = nil
+	p.buf = aof.AppendPeers(append(d, entRecords), cl.addrs)
+	s.locks.SnapshotAll(now, p.emit)
+	d, p.buf = p.buf, nil
 	return d
 }
 
