@@ -951,33 +951,7 @@ func (k *cclient) roundTrip(timeout time.Duration, args []string) (string, error
 	if _, err := k.c.Write(resp.AppendCommand(nil, args...)); err != nil {
 		return "", err
 	}
-	var buf []byte
-	for {
-		line, err := k.br.ReadBytes('\n')
-		if err != nil {
-			return "", err
-		}
-		buf = append(buf, line...)
-		rep, n, err := resp.ParseReply(buf)
-		if err != nil {
-			return "", err
-		}
-		if n == 0 {
-			continue
-		}
-		switch rep.Kind {
-		case ':':
-			return ":" + strconv.FormatInt(rep.Int, 10), nil
-		case '$':
-			if rep.Null {
-				return "$-1", nil
-			}
-			return "$" + string(rep.Str), nil
-		case '*':
-			return fmt.Sprintf("*%d", len(rep.Elems)), nil
-		}
-		return string(rep.Kind) + string(rep.Str), nil
-	}
+	return readReplyText(k.br)
 }
 
 // intReply is the integer of ":N" or "$N", the value of a counter ("$-1": 0).

@@ -239,9 +239,14 @@ func (r *rconn) do(args ...string) (string, error) {
 // read reads one reply, as do returns it.
 func (r *rconn) read() (string, error) {
 	_ = r.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	return readReplyText(r.br)
+}
+
+// readReplyText reads one RESP reply and renders it: "+OK", ":5", "$v", "$-1", "*3", "-ERR ...".
+func readReplyText(br *bufio.Reader) (string, error) {
 	var buf []byte
 	for {
-		line, err := r.br.ReadBytes('\n')
+		line, err := br.ReadBytes('\n')
 		if err != nil {
 			return "", err
 		}
