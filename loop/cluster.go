@@ -836,13 +836,7 @@ func (s *Server) releaseHeld() {
 		return
 	}
 	cl.releasedAt = mark
-	p := &s.persist
-	for i, cs := range p.held {
-		p.held[i] = nil
-		cs.inHeld = false
-		s.pend(cs)
-	}
-	p.held = p.held[:0]
+	s.pendHeld()
 }
 
 // clusterGateReply runs as a reply is added to slock connection cs's output at offset from, on

@@ -171,12 +171,7 @@ func (s *Server) logged(pr aof.Progress) {
 		s.log.Info().Str("file", p.path).Dur("took", time.Since(p.rwStarted)).Int64("bytes", p.w.Stats().Size).
 			Msg("append-only log rewritten")
 	}
-	for i, cs := range p.held {
-		p.held[i] = nil
-		cs.inHeld = false
-		s.pend(cs) // its flush writes what the log now has, and holds it again if need be
-	}
-	p.held = p.held[:0]
+	s.pendHeld()
 	s.flush()
 	s.unpark() // connections that waited for their held replies to go out
 	s.flush()
@@ -275,6 +270,18 @@ func (cs *conn) wrote(n int) {
 	for i := range cs.gates {
 		cs.gates[i].at -= n
 	}
+}
+
+// pendHeld marks every connection whose replies wait for the log for the next flush, which
+// writes what the log has acknowledged since and holds the rest again.
+func (s *Server) pendHeld() {
+	p := &s.persist
+	for i, cs := range p.held {
+		p.held[i] = nil
+		cs.inHeld = false
+		s.pend(cs)
+	}
+	p.held = p.held[:0]
 }
 
 // hold lists cs among the connections whose replies wait for the log.
