@@ -223,11 +223,19 @@ func (s *Server) holdText(cs *conn, args [][]byte) bool {
 		}
 		return false
 	}
+	if sc.outstanding >= maxForwarded {
+		return s.waitFor(cs) // the leader answers some first (relayReply serves it again)
+	}
 	if s.leaderLink() != nil || sc.expired {
 		return false
 	}
 	return s.waitFor(cs)
 }
+
+// maxForwarded is how many text commands one connection may have forwarded to the leader
+// and not yet answered; the rest wait in its input (bounded by --max-input), so a client
+// that pipelines without reading cannot fill the peer link.
+const maxForwarded = 1024
 
 // holdBinary says whether a binary frame must wait for a leader (see holdText).
 func (s *Server) holdBinary(cs *conn) bool {
@@ -400,12 +408,9 @@ func (s *Server) relayReply(session uint64, data []byte) {
 	sc := cs.slock
 	sc.fwdSince = s.persist.lastNow
 	if sc.kind != slock.Binary {
-		sc.outstanding -= countReplies(data)
-		if sc.outstanding <= 0 {
-			sc.outstanding = 0
-			if sc.onWaiting || cs.busy {
-				s.kick(cs)
-			}
+		sc.outstanding = max(sc.outstanding-countReplies(data), 0)
+		if sc.outstanding < maxForwarded && (sc.onWaiting || cs.busy) {
+			s.kick(cs)
 		}
 	}
 }

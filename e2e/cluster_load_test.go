@@ -85,3 +85,29 @@ func TestClusterLeaderSnapshotsUnderLoad(t *testing.T) {
 	c.waitServing(f, 15*time.Second)
 	c.waitLocal(f, "load", want, 20*time.Second)
 }
+
+// A client of a follower that pipelines far more commands than the follower forwards at once
+// (loop/cluster_fwd.go's maxForwarded) gets every answer, in order: the rest wait in its
+// input and go as the leader answers.
+func TestClusterFollowerPipelineBackpressure(t *testing.T) {
+	c := newCluster(t, 3)
+	c.bound(60 * time.Second)
+	f := c.others(c.waitLeader(10*time.Second, nil))[0]
+	nc, err := net.DialTimeout("tcp", c.net.clientAddr(f), 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	const n = 5000
+	_ = nc.SetDeadline(time.Now().Add(40 * time.Second))
+	go func() {
+		_, _ = nc.Write([]byte(strings.Repeat("*2\r\n$4\r\nINCR\r\n$4\r\npipe\r\n", n)))
+	}()
+	br := bufio.NewReader(nc)
+	for i := 1; i <= n; i++ {
+		got, err := readReplyText(br)
+		if err != nil || got != ":"+strconv.Itoa(i) {
+			t.Fatalf("reply %d of %d: %q %v", i, n, got, err)
+		}
+	}
+}
