@@ -2,6 +2,7 @@ package loop
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -12,7 +13,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/panjf2000/gnet/v2"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"go.etcd.io/raft/v3/tracker"
@@ -624,10 +624,9 @@ func (s *Server) setSecret(k [32]byte) {
 func (s *Server) proposeSecret() {
 	d := make([]byte, 33)
 	d[0] = entSecret
-	k := randomKey()
-	k2 := randomKey()
-	copy(d[1:], k[:])
-	copy(d[17:], k2[:])
+	if _, err := rand.Read(d[1:]); err != nil {
+		panic("loop: no random source: " + err.Error())
+	}
 	if err := s.cl.rn.Propose(d); err == nil {
 		s.setSecret([32]byte(d[1:33]))
 	}
@@ -1050,10 +1049,4 @@ func (s *Server) closeCluster() {
 		s.cl.stopping = true
 		s.cl.log.Close()
 	}
-}
-
-// loopEL returns the loop, once known.
-func (s *Server) loopEL() (gnet.EventLoop, bool) {
-	el, ok := s.el.Load().(gnet.EventLoop)
-	return el, ok
 }

@@ -530,9 +530,8 @@ func (s *Server) clusterCmd(cs *conn, args [][]byte) {
 		s.put(cs, resp.AppendError(s.out(cs), "ERR This instance has cluster support disabled"))
 		return
 	}
-	sub := string(lowerBytes(append([]byte(nil), args[1]...)))
 	switch {
-	case sub == "add" && len(args) == 4:
+	case resp.Is(args[1], "ADD") && len(args) == 4:
 		id, err := strconv.ParseUint(string(args[2]), 10, 64)
 		if err != nil || id == 0 {
 			s.put(cs, resp.AppendError(s.out(cs), "ERR node id must be a positive integer"))
@@ -547,7 +546,7 @@ func (s *Server) clusterCmd(cs *conn, args [][]byte) {
 			return
 		}
 		s.put(cs, resp.AppendSimple(s.out(cs), "OK"))
-	case sub == "remove" && len(args) == 3:
+	case resp.Is(args[1], "REMOVE") && len(args) == 3:
 		id, err := strconv.ParseUint(string(args[2]), 10, 64)
 		if err != nil || !cl.isMember(id) {
 			s.put(cs, resp.AppendError(s.out(cs), "ERR no such member"))
