@@ -953,85 +953,45 @@ func (s *Server) promoteLearners() {
 	})
 }
 
-// clusterInfo renders INFO's Cluster section.
-func (s *Server) clusterInfo(b []byte) []byte {
-	b = append(b, "# Cluster\r\n"...)
+// clusterInfo gathers INFO's Cluster figures; nil when not in cluster mode.
+func (s *Server) clusterInfo() *resp.InfoCluster {
 	cl := s.cl
 	if cl == nil {
-		return append(b, "cluster_enabled:0\r\n"...)
+		return nil
 	}
 	st := cl.rn.BasicStatus()
-	role := "follower"
+	ls := cl.log.Stats()
+	c := &resp.InfoCluster{NodeID: cl.cfg.NodeID, Role: "follower", LeaderID: st.Lead, Term: st.GetTerm(),
+		Commit: st.GetCommit(), Applied: cl.applied, SnapshotIndex: cl.snapIndex, LeaderReady: cl.serving(),
+		LogBytes: ls.LogSize, LogBatches: ls.Batches, LogFsyncs: ls.Fsyncs, LogAppends: ls.OpsSaved,
+		LastFsyncUS: ls.LastFsyncTime.Microseconds(), LogFailing: ls.LastErr}
 	switch {
 	case st.RaftState == raft.StateLeader:
-		role = "leader"
+		c.Role = "leader"
 	case st.RaftState == raft.StateCandidate || st.RaftState == raft.StatePreCandidate:
-		role = "candidate"
+		c.Role = "candidate"
 	case cl.isLearner(cl.cfg.NodeID):
-		role = "learner"
+		c.Role = "learner"
 	}
-	b = append(b, "cluster_enabled:1\r\nnode_id:"...)
-	b = strconv.AppendUint(b, cl.cfg.NodeID, 10)
-	b = append(b, "\r\nrole:"...)
-	b = append(b, role...)
-	b = append(b, "\r\nleader_id:"...)
-	b = strconv.AppendUint(b, st.Lead, 10)
-	b = append(b, "\r\nterm:"...)
-	b = strconv.AppendUint(b, st.GetTerm(), 10)
-	b = append(b, "\r\ncommit_index:"...)
-	b = strconv.AppendUint(b, st.GetCommit(), 10)
-	b = append(b, "\r\napplied_index:"...)
-	b = strconv.AppendUint(b, cl.applied, 10)
-	b = append(b, "\r\nsnapshot_index:"...)
-	b = strconv.AppendUint(b, cl.snapIndex, 10)
-	b = append(b, "\r\nleader_ready:"...)
-	b = strconv.AppendBool(b, cl.serving())
-	ls := cl.log.Stats()
-	b = append(b, "\r\nraft_log_bytes:"...)
-	b = strconv.AppendInt(b, ls.LogSize, 10)
-	b = append(b, "\r\nraft_log_batches:"...)
-	b = strconv.AppendInt(b, ls.Batches, 10)
-	b = append(b, "\r\nraft_log_fsyncs:"...)
-	b = strconv.AppendInt(b, ls.Fsyncs, 10)
-	b = append(b, "\r\nraft_log_appends:"...)
-	b = strconv.AppendInt(b, ls.OpsSaved, 10)
-	b = append(b, "\r\nraft_log_last_fsync_us:"...)
-	b = strconv.AppendInt(b, ls.LastFsyncTime.Microseconds(), 10)
-	b = append(b, "\r\nraft_log_failing:"...)
-	b = append(b, ls.LastErr...)
 	match := map[uint64]uint64{}
 	if st.RaftState == raft.StateLeader {
 		cl.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) { match[id] = pr.Match })
 	}
-	ids := make([]uint64, 0, len(cl.addrs))
-	for id := range cl.addrs {
-		ids = append(ids, id)
-	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	for _, id := range ids {
-		b = append(b, "\r\npeer_"...)
-		b = strconv.AppendUint(b, id, 10)
-		b = append(b, ":addr="...)
-		b = append(b, cl.addrs[id]...)
-		b = append(b, ",voter="...)
-		b = strconv.AppendBool(b, cl.isVoter(id))
-		b = append(b, ",match_index="...)
+	for id, addr := range cl.addrs {
+		p := resp.InfoPeer{ID: id, Addr: addr, Voter: cl.isVoter(id), Match: -1, Link: "down"}
 		if m, ok := match[id]; ok {
-			b = strconv.AppendUint(b, m, 10)
-		} else {
-			b = append(b, "-1"...)
+			p.Match = int64(m)
 		}
-		b = append(b, ",link="...)
 		switch l := cl.links[id]; {
 		case id == cl.cfg.NodeID:
-			b = append(b, "self"...)
+			p.Link = "self"
 		case l != nil && l.out != nil:
-			b = append(b, "up"...)
-		default:
-			b = append(b, "down"...)
+			p.Link = "up"
 		}
+		c.Peers = append(c.Peers, p)
 	}
-	return append(b, "\r\n"...)
+	sort.Slice(c.Peers, func(i, j int) bool { return c.Peers[i].ID < c.Peers[j].ID })
+	return c
 }
 
 func (cl *clusterState) isLearner(id uint64) bool {

@@ -391,7 +391,7 @@ func (s *Server) slockClose(cs *conn, now int64) {
 func (s *Server) slockInfo(now int64) []byte {
 	s.fillInfo(&s.sl.info, now)
 	s.sl.infoBuf = resp.AppendInfo(s.sl.infoBuf[:0], &s.sl.info)
-	s.sl.infoBuf = s.clusterInfo(append(s.sl.infoBuf, "\r\n"...))
+	s.sl.infoBuf = resp.AppendInfoCluster(append(s.sl.infoBuf, "\r\n"...), s.clusterInfo())
 	return s.sl.infoBuf
 }
 
