@@ -104,6 +104,12 @@ func TestWritesSendsRounds(t *testing.T) {
 	if res.Rounds == 0 || res.Writes != 5*res.Rounds || len(res.Errors) != 0 || res.Wait != "WAIT 2 7" {
 		t.Fatalf("result %+v", res)
 	}
+	// Rounds still in flight when the run ended reach the server after RunWrites returns:
+	// let it finish them before counting.
+	settled := func() bool { got := s.incrs.Load(); return got%5 == 0 && waits.Load() == got/5 }
+	for deadline := time.Now().Add(2 * time.Second); !settled() && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if got := s.incrs.Load(); got%5 != 0 || got < res.Writes || waits.Load() != got/5 {
 		t.Errorf("server saw %d INCRs and %d WAITs; result %+v", got, waits.Load(), res)
 	}
