@@ -314,7 +314,7 @@ func TestRewriteFailureIsNotALogFailure(t *testing.T) {
 func appendState1(s *store.KeyState) []byte {
 	b := AppendState(nil, s)
 	p := append([]byte{kindState1}, b[recHead+1:recHead+18]...) // db and key
-	p = append(p, b[recHead+26:]...)                           // from the value length on
+	p = append(p, b[recHead+26:]...)                            // from the value length on
 	head := 22 + 2 + len(s.Value)
 	out := append(make([]byte, recHead), p[:head]...)
 	for i := range s.Holders {

@@ -37,9 +37,9 @@ type HolderState struct {
 	Rcount                                     uint8
 	Count                                      uint16
 	Timeout, TimeoutFlag, Expried, ExpriedFlag uint16
-	Start                                      int64 // Unix ns it was granted
-	Deadline                                   int64 // Unix ns it expires; 0: never
-	ExpireAt                                   int64 // Unix ms it expires, exactly (LockCommand.ExpireAt); 0: by Deadline
+	Start                                      int64  // Unix ns it was granted
+	Deadline                                   int64  // Unix ns it expires; 0: never
+	ExpireAt                                   int64  // Unix ms it expires, exactly (LockCommand.ExpireAt); 0: by Deadline
 	Token                                      uint64 // its fencing token
 	Client                                     uint64 // the client id that made it (LockCommand.Client)
 }
