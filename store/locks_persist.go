@@ -69,7 +69,7 @@ func (l *Locks) touch(h *lockItem) {
 	if !l.cfg.Persist || h.k == nil || h.waiting {
 		return
 	}
-	if h.k.logged {
+	if h.k.logged || h.cmd.ExpriedFlag&persistNow != 0 {
 		l.changed(h.k)
 	}
 	l.age(h)
@@ -108,9 +108,11 @@ func (l *Locks) released(h *lockItem) {
 func (l *Locks) persists(k *lockKey, h *lockItem, now int64) bool {
 	ef := h.cmd.ExpriedFlag
 	switch {
-	case l.all && ef&persistNever == 0 || ef&persistNow != 0:
+	case ef&persistNever != 0:
+		return false
+	case l.all || ef&persistNow != 0:
 		return true // asked for (a replicated grant), or a graceful stop (PersistAll)
-	case ef&persistNever != 0 || ef&timeKeep != 0:
+	case ef&timeKeep != 0:
 		return false
 	}
 	return k.has || now-h.start >= l.cfg.PersistAfter
