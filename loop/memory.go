@@ -160,7 +160,7 @@ func (s *Server) shedIfOver() {
 		closed++
 		if missed, ok := s.mem.log.allow(s.now()); ok {
 			s.log.Warn().Uint64("conn", uint64(cs.owner)).Stringer("proto", cs.proto).
-				Str("remote", cs.c.RemoteAddr().String()).Int("input", cs.memIn+cs.memTx).Int("output", cs.memOut).
+				Str("remote", remoteAddr(cs.c).String()).Int("input", cs.memIn+cs.memTx).Int("output", cs.memOut).
 				Int64("used", used).Int64("limit", budget).Uint64("more_since_last_line", missed).
 				Msg("closing connection: memory over the budget (max-memory), it buffers the most")
 		}

@@ -144,7 +144,7 @@ func (s *Server) write(cs *conn) {
 	s.noteOut(cs)
 	if cs.sent > s.cfg.MaxOutput && (cs.peer == nil || cs.sent > peerLimit) {
 		s.log.Warn().Uint64("conn", uint64(cs.owner)).Stringer("proto", cs.proto).
-			Str("remote", cs.c.RemoteAddr().String()).Int("unsent", cs.sent).Int("limit", s.cfg.MaxOutput).
+			Str("remote", remoteAddr(cs.c).String()).Int("unsent", cs.sent).Int("limit", s.cfg.MaxOutput).
 			Msg("closing connection: too many unsent replies (max-output)")
 		s.closeLater(cs)
 		return

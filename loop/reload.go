@@ -56,6 +56,7 @@ func (s *Server) applyReload() {
 	defer close(p.done)
 	c := &p.cfg
 	s.cfg.MaxConnections = c.MaxConnections
+	s.tb.max.Store(int64(c.MaxConnections))
 	for _, l := range c.Listeners {
 		for i := range s.cfg.Listeners {
 			if s.cfg.Listeners[i].Proto == l.Proto {

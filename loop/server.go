@@ -68,6 +68,9 @@ type Listener struct {
 	Addr  string // host:port; port 0 picks an ephemeral port (see Server.Addr)
 	// MaxConnections caps this listener's connections (0 = unlimited).
 	MaxConnections int
+	// TLS: a TLS bridge serves the address, not gnet (tls.go), with Config.TLS's client
+	// configuration (the peer configuration on the peer listener).
+	TLS bool
 }
 
 // Config is everything the loop needs; main fills it from flags and the config file.
@@ -113,6 +116,8 @@ type Config struct {
 
 	// Cluster is cluster mode's configuration; nil runs a single node (cluster.go).
 	Cluster *ClusterConfig
+	// TLS is the TLS listeners' and peer links' (tls.go).
+	TLS TLSConfig
 
 	Version string // reported by INFO
 
@@ -200,6 +205,7 @@ type Server struct {
 	cl      *clusterState // nil unless in cluster mode (cluster.go)
 	peerH   peerHandler
 	idle    idleState
+	tb      tlsState  // the TLS bridges (tls.go)
 	mem     memState  // the memory budget's totals (memory.go)
 	m       metrics   // counted for /metrics (metrics.go)
 	info    infoState // figures only INFO shows (info.go)
@@ -244,6 +250,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.SemaphoreGCInterval <= 0 {
 		cfg.SemaphoreGCInterval = 10 * time.Second
+	}
+	if err := checkTLS(&cfg); err != nil {
+		return nil, err
 	}
 	s := &Server{
 		cfg:    cfg,
@@ -308,6 +317,7 @@ func sizeHint(buckets int) int {
 // Run listens and serves until Stop is called (it then returns nil) or the engine fails (it
 // returns why). It may be called once.
 func (s *Server) Run() error {
+	defer s.stopTLS() // once the engine is down, or if it never started
 	if err := s.preflight(); err != nil {
 		s.readyOnce.Do(func() { close(s.ready) })
 		return err
@@ -321,9 +331,12 @@ func (s *Server) Run() error {
 		return err
 	}
 	defer closeFn()
-	addrs := make([]string, len(s.cfg.Listeners))
-	for i, l := range s.cfg.Listeners {
-		addrs[i] = "tcp://" + l.Addr
+	s.newBridges()
+	var addrs []string
+	for _, l := range s.cfg.Listeners {
+		if !l.TLS { // a TLS bridge serves it (tls.go)
+			addrs = append(addrs, "tcp://"+l.Addr)
+		}
 	}
 	err := gnet.Rotate(s, addrs,
 		gnet.WithNumEventLoop(1),
@@ -399,16 +412,21 @@ func (s *Server) preflight() error {
 			_ = ln.Close()
 		}
 	}()
+	s.tb.held = map[int]net.Listener{}
 	for i, l := range s.cfg.Listeners {
 		ln, err := net.Listen("tcp", l.Addr)
 		if err != nil {
 			return fmt.Errorf("%s listener: %w", l.Proto, err)
 		}
-		held = append(held, ln)
 		if _, port, _ := net.SplitHostPort(l.Addr); port == "0" {
 			host, _, _ := net.SplitHostPort(l.Addr)
 			s.cfg.Listeners[i].Addr = net.JoinHostPort(host, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
 		}
+		if l.TLS {
+			s.tb.held[i] = ln // kept: the TLS bridge serves it (tls.go)
+			continue
+		}
+		held = append(held, ln)
 	}
 	return nil
 }

@@ -416,7 +416,7 @@ func (s *Server) slockAdmin(cs *conn, args [][]byte) {
 		case resp.Is(sub, "ID") && n == 2:
 			b = resp.AppendInt(b, int64(cs.owner))
 		case resp.Is(sub, "LIST") && n == 2, resp.Is(sub, "INFO") && n == 2:
-			line := "id=" + strconv.FormatUint(uint64(cs.owner), 10) + " addr=" + cs.c.RemoteAddr().String() +
+			line := "id=" + strconv.FormatUint(uint64(cs.owner), 10) + " addr=" + remoteAddr(cs.c).String() +
 				" name=" + cs.slock.name + " db=" + strconv.Itoa(int(cs.slock.text.DB)) + "\n"
 			b = resp.AppendBulkString(b, line)
 		case resp.Is(sub, "LIST"):

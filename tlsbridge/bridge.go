@@ -395,6 +395,16 @@ func (b *Bridge) bridge(c *Conn, enroll func(context.Context, net.Conn, *Conn) e
 // socketpair makes c's socketpair: the bridge keeps one end (c.pair), the loop gets the
 // other.
 func (c *Conn) socketpair() (net.Conn, error) {
+	mine, loops, err := Socketpair()
+	if err != nil {
+		return nil, err
+	}
+	c.pair = mine
+	return loops, nil
+}
+
+// Socketpair returns the two ends of a new unix stream socketpair, each a *net.UnixConn.
+func Socketpair() (net.Conn, net.Conn, error) {
 	syscall.ForkLock.RLock()
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
 	if err == nil {
@@ -403,11 +413,11 @@ func (c *Conn) socketpair() (net.Conn, error) {
 	}
 	syscall.ForkLock.RUnlock()
 	if err != nil {
-		return nil, os.NewSyscallError("socketpair", err)
+		return nil, nil, os.NewSyscallError("socketpair", err)
 	}
-	ends := [2]net.Conn{}
+	var ends [2]net.Conn
 	for i, fd := range fds {
-		f := os.NewFile(uintptr(fd), "tls-bridge")
+		f := os.NewFile(uintptr(fd), "socketpair")
 		ends[i], err = net.FileConn(f) // a duplicate: f is closed below
 		_ = f.Close()
 		if err != nil {
@@ -416,11 +426,10 @@ func (c *Conn) socketpair() (net.Conn, error) {
 			} else {
 				_ = syscall.Close(fds[1])
 			}
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	c.pair = ends[0]
-	return ends[1], nil
+	return ends[0], ends[1], nil
 }
 
 // inbound copies what the TLS peer sends to the loop. When the peer closes (or its

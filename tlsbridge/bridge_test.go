@@ -270,21 +270,33 @@ func TestBridgeHalfClose(t *testing.T) {
 }
 
 // A handshake that never finishes takes only its own goroutine: another client is served
-// meanwhile, and the stalled one is cut at the timeout and reported.
+// while it hangs (its timeout is a minute away), and Close ends it.
 func TestBridgeStalledHandshake(t *testing.T) {
-	st := newSetup(t, func(c *Config) { c.HandshakeTimeout = 300 * time.Millisecond })
+	st := newSetup(t, func(c *Config) { c.HandshakeTimeout = time.Minute })
 	stalled, err := net.Dial("tcp", st.addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer stalled.Close()
 	_, _ = stalled.Write([]byte{0x16, 0x03, 0x01}) // the start of a record, never finished
+	waitPending(t, st.b, 1)
 	c := st.dial()
 	if got := roundTrip(t, c, "ping"); got != "PING" {
 		t.Fatalf("got %q", got)
 	}
 	_ = c.Close()
-	_ = stalled.SetReadDeadline(time.Now().Add(5 * time.Second))
+	st.closeAll()
+}
+
+// A stalled handshake is cut at the timeout, and reported.
+func TestBridgeHandshakeTimeout(t *testing.T) {
+	st := newSetup(t, func(c *Config) { c.HandshakeTimeout = 300 * time.Millisecond })
+	stalled, err := net.Dial("tcp", st.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled.Close()
+	_ = stalled.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if _, err := io.ReadAll(stalled); err != nil {
 		t.Fatalf("the stalled handshake was not closed: %v", err)
 	}
