@@ -242,7 +242,7 @@ func (s *Server) serve(cs *conn, now int64) {
 	}
 	n := c.InboundBuffered()
 	s.noteIn(cs, inputCost*n)
-	if n > s.cfg.MaxInput && !cs.quit && (cs.peer == nil || n > peerLimit) {
+	if n > s.cfg.MaxInput && !cs.quit && (cs.peer == nil || n > peerLimit || !cs.peer.authed) {
 		if missed, ok := s.inputLog.allow(s.now()); ok {
 			s.log.Warn().Uint64("conn", uint64(cs.owner)).Stringer("proto", cs.proto).
 				Int("unparsed", n).Int("limit", s.cfg.MaxInput).Uint64("more_since_last_line", missed).
