@@ -34,7 +34,7 @@ type peerConn struct {
 	// Authentication (cluster_auth.go): nothing but Hello, Challenge and Proof is acted on
 	// until authed.
 	authed bool
-	proved bool // authed by proof (the cluster key, or a verified TLS certificate), not for want of any
+	proved bool               // authed by proof (the cluster key, or a verified TLS certificate), not for want of any
 	nonce  [peer.AuthLen]byte // the Challenge this end sent
 	theirs [peer.AuthLen]byte // the other end's Challenge
 	gotCh  bool               // theirs is set
