@@ -133,12 +133,18 @@ type clusterState struct {
 	ticked   int64  // Unix ns of the last raft tick
 	loadedTo uint64 // the commit index found at start: local reads wait until it is applied
 
-	// fresh: this member started with an empty data directory and no leader has caught it
-	// up yet (applied an entry past the bootstrap); it votes only in the first election of
-	// a new cluster (candidates whose log ends at the bootstrap entries, bootLast).
-	fresh    bool
-	bootLast uint64
-	dropLog  rateLog
+	// fresh: this member started with an empty data directory (or holds only its
+	// bootstrap) and no leader has caught it up yet (its log has no entry past the bootstrap
+	// entries, bootLast). It votes for a candidate with more only once the cluster is known
+	// to be new (newCluster: a majority, itself included, asked for votes with bootstrap-only
+	// logs before anyone showed history); a member that lost its data sees history first
+	// (fresh.go has the whole rule).
+	fresh      bool
+	bootLast   uint64
+	newCluster bool
+	history    bool            // a peer showed entries past the bootstrap before newCluster
+	seenBoot   map[uint64]bool // peers that asked for votes with bootstrap-only logs
+	dropLog    rateLog
 
 	appends []appendDone // raft log appends in flight, in order
 	synced  uint64       // the last log batch fsynced
@@ -459,6 +465,9 @@ func (s *Server) storageAppend(m *raftpb.Message) {
 	}
 	ents := m.GetEntries()
 	var last uint64
+	if len(ents) > 0 && cl.fresh && ents[len(ents)-1].GetIndex() > cl.bootLast {
+		cl.fresh = false // a leader's entries: it is being caught up (its log is a prefix of the leader's)
+	}
 	if len(ents) > 0 {
 		if err := cl.ms.Append(ents); err != nil {
 			s.log.Error().Err(err).Msg("cluster: append")
@@ -612,9 +621,7 @@ func (cl *clusterState) isVoter(id uint64) bool {
 func (s *Server) applyEntry(e *raftpb.Entry, now int64) {
 	cl := s.cl
 	cl.applied = e.GetIndex()
-	if cl.fresh && cl.applied > cl.bootLast {
-		cl.fresh = false // a leader's entry: it has been caught up (a prefix of the leader's log)
-	}
+
 	switch e.GetType() {
 	case raftpb.EntryType_EntryConfChange:
 		var cc raftpb.ConfChange
