@@ -219,6 +219,7 @@ func OpenRaft(dir string, done func(RaftProgress)) (*RaftLog, *RaftState, error)
 	l.lastSync.Store(time.Now().UnixNano())
 	l.last = d.lastIndex()
 	l.publish(d)
+	l.stepIfAsked()
 	go l.run(d)
 	return l, st, nil
 }

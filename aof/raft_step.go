@@ -10,19 +10,28 @@ import "sync/atomic"
 // returns once the writer has reported it: the same calls always make the same batches.
 // Production code never steps a log.
 
+// stepLogs makes OpenRaft open stepped logs (StepRaftLogs).
+var stepLogs atomic.Bool
+
+// StepRaftLogs makes every raft log OpenRaft opens from now on (on) a stepped one, whose
+// writer writes only when Step asks; off stops that. For tests only: it is process-wide.
+func StepRaftLogs(on bool) { stepLogs.Store(on) }
+
 // raftStepper is a stepped log's side of the writer.
 type raftStepper struct {
 	on   atomic.Bool   // Step wakes the writer, not the calls that queue
 	done chan struct{} // the writer reported a batch Step asked for
 }
 
-// Stepped makes the writer write only when Step asks. Call it before anything is queued
-// (right after OpenRaft), on the goroutine that queues.
-func (l *RaftLog) Stepped() {
+// stepIfAsked makes l a stepped log if StepRaftLogs asked for it; OpenRaft calls it before
+// the writer starts.
+func (l *RaftLog) stepIfAsked() {
+	if !stepLogs.Load() {
+		return
+	}
 	st := &raftStepper{done: make(chan struct{})}
 	st.on.Store(true)
 	report := l.done
-	// The writer reads l.done only once woken, and only Step wakes it from now on.
 	l.done = func(p RaftProgress) {
 		report(p)
 		if st.on.Load() {
@@ -32,9 +41,13 @@ func (l *RaftLog) Stepped() {
 	l.step = st
 }
 
-// Step has the writer write everything queued as one batch and waits until it has
-// reported it (its done function returned). It returns false, at once, when nothing is
-// queued. Only for a Stepped log, from the goroutine that queues.
+// Stepped says whether l is a stepped log.
+func (l *RaftLog) Stepped() bool { return l.step != nil && l.step.on.Load() }
+
+// Step has a stepped log's writer write everything queued as one batch and waits until it
+// has reported it (its done function returned). It returns false, at once, when nothing is
+// queued. Call it from the goroutine that queues. A stepped log's writes must not fail: a
+// batch the writer retries by itself would report without a Step to wait for it.
 func (l *RaftLog) Step() bool {
 	l.mu.Lock()
 	n := len(l.ops)
