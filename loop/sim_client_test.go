@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -153,10 +154,17 @@ func (r simReply) isOK() bool { return r.raw != nil && r.r.Kind == '+' && string
 // lockResult is a text LOCK/UNLOCK reply's result (0: granted / done, 8: TIMEOUT, ...);
 // false when the reply is not a lock reply (an error, closed, none).
 func (r simReply) lockResult() (int64, bool) {
-	if r.raw == nil || r.r.Kind != '*' || len(r.r.Elems) == 0 || r.r.Elems[0].Kind != ':' {
+	if r.raw == nil || r.r.Kind != '*' || len(r.r.Elems) == 0 {
 		return 0, false
 	}
-	return r.r.Elems[0].Int, true
+	switch e := r.r.Elems[0]; e.Kind {
+	case ':':
+		return e.Int, true
+	case '$':
+		n, err := strconv.ParseInt(string(e.Str), 10, 64)
+		return n, err == nil
+	}
+	return 0, false
 }
 
 // granted says whether it is a text LOCK's grant.

@@ -633,6 +633,20 @@ func (c *sim) delay(from, to uint64, d time.Duration) {
 	c.fault(from, to).delay = d
 }
 
+// delayRamp raises the delay of everything from -> to steadily from what it is to d over
+// the given time (in 10 ms steps): later writes arrive later and later, but never all
+// stop arriving for long, as on a link filling its buffers.
+func (c *sim) delayRamp(from, to uint64, d, over time.Duration) {
+	c.tracef(false, "net: m%d>m%d delay rising to %v over %v", from, to, d, over)
+	f := c.fault(from, to)
+	start, t0 := f.delay, c.now
+	const step = 10 * time.Millisecond
+	for t := step; t <= over; t += step {
+		v := start + time.Duration(float64(d-start)*float64(t)/float64(over))
+		c.at(t0.Add(t), func() { c.fault(from, to).delay = v })
+	}
+}
+
 // hold stops delivering what from sends to (one direction of a partition): it waits until
 // healed, or fails its sender's side of the link once older than its link timeout. Dials
 // either way time out.
