@@ -364,3 +364,35 @@ func TestSimMutexSurvivesLeaderChange(t *testing.T) {
 		}
 	}
 }
+
+// A new cluster's first leader is lost (killed or cut off) right after it was elected,
+// before its followers heard that its first entry committed: they started empty, and
+// their logs are the same. They must still elect one of them (the guard that keeps a
+// wiped member from voting must not stop a new cluster's second election).
+func TestSimNewClusterLosesFirstLeaderEarly(t *testing.T) {
+	for _, isolate := range []bool{false, true} {
+		for _, seed := range []uint64{1, 5, 7} {
+			name := "killed"
+			if isolate {
+				name = "isolated"
+			}
+			t.Run(fmt.Sprintf("%s/seed%d", name, seed), func(t *testing.T) {
+				c := newSim(t, 3, seed)
+				if !c.runUntil(func() bool { return c.leader() != 0 }, 10*time.Second) {
+					t.Fatal("no first leader")
+				}
+				l := c.leader()
+				if isolate {
+					c.partition(l)
+				} else {
+					c.kill(l)
+				}
+				n := c.electOther(l)
+				if r := c.client(n).do("SET", "x", "1"); !r.isOK() {
+					t.Fatalf("SET on the second leader m%d: %s", n, r)
+				}
+				c.noPanics()
+			})
+		}
+	}
+}

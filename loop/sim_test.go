@@ -43,7 +43,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
-	"reflect"
 	"runtime/debug"
 	"sort"
 	"strconv"
@@ -334,22 +333,11 @@ func (c *sim) elapsed() time.Duration { return c.now.Sub(c.start) }
 // simMod changes a member's configuration for one start.
 type simMod func(cfg *Config)
 
-// simNew starts a member with --initial-cluster-state new (simExisting: existing).
-func simNew(cfg *Config) { setInitialNew(cfg.Cluster, true) }
+// simNew starts a member with --initial-cluster-state new (simExisting: existing, the
+// default).
+func simNew(cfg *Config) { cfg.Cluster.New = true }
 
-func simExisting(cfg *Config) { setInitialNew(cfg.Cluster, false) }
-
-// setInitialNew sets ClusterConfig.New (issue 19's --initial-cluster-state new), when the
-// code under test has it; without it, every member with an empty data directory
-// bootstraps, which is what New asks for. It reports whether the field exists.
-func setInitialNew(cc *ClusterConfig, v bool) bool {
-	f := reflect.ValueOf(cc).Elem().FieldByName("New")
-	if !f.IsValid() || f.Kind() != reflect.Bool {
-		return false
-	}
-	f.SetBool(v)
-	return true
-}
+func simExisting(cfg *Config) { cfg.Cluster.New = false }
 
 // config is member m's configuration: its slock and peer listeners, its data directory,
 // the fake clock, and a log into the trace.
@@ -383,7 +371,7 @@ func (c *sim) boot(m *simMember, first bool, mods ...simMod) error {
 	}
 	cfg := c.config(m)
 	if first {
-		setInitialNew(cfg.Cluster, true)
+		cfg.Cluster.New = true
 	}
 	for _, f := range mods {
 		f(&cfg)
@@ -547,8 +535,8 @@ func (c *sim) leader() uint64 {
 	return best
 }
 
-// elect runs until a leader serves and every member up knows it (at most 10 s of fake
-// time) and returns it.
+// elect runs until a leader serves and every member up knows it and has applied what it
+// has committed (at most 10 s of fake time), and returns it.
 func (c *sim) elect() uint64 {
 	c.t.Helper()
 	ok := c.runUntil(func() bool {
@@ -556,8 +544,9 @@ func (c *sim) elect() uint64 {
 		if l == 0 {
 			return false
 		}
+		commit := c.ms[l].s.cl.commit
 		for _, m := range c.ms {
-			if m != nil && m.up && m.s.cl.leader != l {
+			if m != nil && m.up && (m.s.cl.leader != l || m.s.cl.applied < commit) {
 				return false
 			}
 		}
