@@ -396,3 +396,47 @@ func TestSimNewClusterLosesFirstLeaderEarly(t *testing.T) {
 		}
 	}
 }
+
+// The same, with the wiped member restarted with --join (through the leader) and its old
+// --node-id instead of --cluster: it must not panic either, and it never answers what it
+// lost: a GET through it at QUORUM answers the acknowledged value or -CLUSTERDOWN.
+func TestSimWipedMemberRejoinsWithOldID(t *testing.T) {
+	for _, seed := range []uint64{5, 7} {
+		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
+			c := newSim(t, 3, seed)
+			l := c.elect()
+			w := c.others(l)[0]
+			cl := c.client(l)
+			const n = 60
+			for i := 1; i <= n; i++ {
+				cl.send("INCR", "n")
+			}
+			for i := 1; i <= n; i++ {
+				if r := cl.reply(simReplyWait); !r.isInt(int64(i)) {
+					t.Fatalf("INCR %d: %s", i, r)
+				}
+			}
+			c.kill(w)
+			c.wipe(w)
+			join := c.ms[l].peerAddr
+			err := c.restart(w, func(cfg *Config) { cfg.Cluster.Peers, cfg.Cluster.Join = map[uint64]string{}, join })
+			if err != nil {
+				t.Logf("m%d refused to start: %v", w, err)
+			}
+			for i := 0; i < 6; i++ {
+				c.run(500 * time.Millisecond)
+				c.noPanics()
+				if !c.ms[w].up {
+					continue
+				}
+				if r := c.client(w).do("GET", "n"); !r.isBulk(strconv.Itoa(n)) && !r.isErr("CLUSTERDOWN") && !r.closed {
+					t.Fatalf("GET n at QUORUM through the wiped member m%d: %s (%s)", w, r, c.raftState(w))
+				}
+			}
+			if r := c.client(l).do("GET", "n"); !r.isBulk(strconv.Itoa(n)) {
+				t.Fatalf("GET n on the leader m%d: %s", l, r)
+			}
+			t.Logf("the wiped member m%d after 3 s: up=%v fatal=%v (%s)", w, c.ms[w].up, c.ms[w].fatal, c.raftState(w))
+		})
+	}
+}
