@@ -202,16 +202,8 @@ func TestSimWipedMemberCannotElect(t *testing.T) {
 			rest := c.others(a)
 			b, w := rest[0], rest[1]
 			c.kill(b)
-			ca := c.client(a)
 			const n = 200
-			for i := 1; i <= n; i++ {
-				ca.send("INCR", "n")
-			}
-			for i := 1; i <= n; i++ {
-				if r := ca.reply(simReplyWait); !r.isInt(int64(i)) {
-					t.Fatalf("INCR %d at QUORUM on m%d: %s", i, a, r)
-				}
-			}
+			c.client(a).incrs(t, "n", n)
 			c.kill(a)
 			c.kill(w)
 			c.wipe(w)
@@ -281,44 +273,56 @@ func TestSimWipedMemberExistingRefuses(t *testing.T) {
 }
 
 // The leader is up when a wiped member comes back with --initial-cluster-state new and its
-// old --cluster list. The leader believes the member holds entries it lost; the member must
-// not panic on the leader's messages (tocommit(55) is out of range [lastIndex(3)]) but stop
-// cleanly with its fatal error set, and the others go on serving.
+// old --cluster list, or with --join (through the leader) and its old --node-id. The leader
+// believes the member holds entries it lost; the member must not panic on the leader's
+// messages (tocommit(55) is out of range [lastIndex(3)]) but stop cleanly with its fatal
+// error set; until then a GET through it at QUORUM answers the acknowledged value or
+// -CLUSTERDOWN; the others go on serving.
 func TestSimWipedMemberWithLeaderUp(t *testing.T) {
-	for _, seed := range []uint64{5, 7} {
-		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
-			c := newSim(t, 3, seed)
-			l := c.elect()
-			w := c.others(l)[0]
-			cl := c.client(l)
-			const n = 60
-			for i := 1; i <= n; i++ {
-				cl.send("INCR", "n")
+	for _, join := range []bool{false, true} {
+		for _, seed := range []uint64{5, 7} {
+			name := "new"
+			if join {
+				name = "join"
 			}
-			for i := 1; i <= n; i++ {
-				if r := cl.reply(simReplyWait); !r.isInt(int64(i)) {
-					t.Fatalf("INCR %d: %s", i, r)
+			t.Run(fmt.Sprintf("%s/seed%d", name, seed), func(t *testing.T) {
+				c := newSim(t, 3, seed)
+				l := c.elect()
+				w := c.others(l)[0]
+				const n = 60
+				c.client(l).incrs(t, "n", n)
+				c.kill(w)
+				c.wipe(w)
+				flags := simNew
+				if join {
+					addr := c.ms[l].peerAddr
+					flags = func(cfg *Config) { cfg.Cluster.Peers, cfg.Cluster.Join = map[uint64]string{}, addr }
 				}
-			}
-			c.kill(w)
-			c.wipe(w)
-			if err := c.restart(w, simNew); err != nil {
-				t.Logf("m%d refused to start: %v", w, err)
-			} else {
-				c.run(3 * time.Second)
-			}
-			c.noPanics()
-			m := c.ms[w]
-			if m.up {
-				t.Fatalf("the wiped member m%d still runs (%s): it must stop when the leader shows it lost its data", w, c.raftState(w))
-			}
-			if m.fatal == nil && m.bootErr == nil {
-				t.Fatalf("the wiped member m%d is down without an error", w)
-			}
-			if r := c.client(l).do("GET", "n"); !r.isBulk(strconv.Itoa(n)) {
-				t.Fatalf("GET n on the leader m%d: %s", l, r)
-			}
-		})
+				if err := c.restart(w, flags); err != nil {
+					t.Logf("m%d refused to start: %v", w, err)
+				}
+				for i := 0; i < 6; i++ {
+					c.run(500 * time.Millisecond)
+					c.noPanics()
+					if !c.ms[w].up {
+						continue
+					}
+					if r := c.client(w).do("GET", "n"); !r.isBulk(strconv.Itoa(n)) && !r.isErr("CLUSTERDOWN") && !r.closed {
+						t.Fatalf("GET n at QUORUM through the wiped member m%d: %s (%s)", w, r, c.raftState(w))
+					}
+				}
+				m := c.ms[w]
+				if m.up {
+					t.Fatalf("the wiped member m%d still runs (%s): it must stop when the leader shows it lost its data", w, c.raftState(w))
+				}
+				if m.fatal == nil && m.bootErr == nil {
+					t.Fatalf("the wiped member m%d is down without an error", w)
+				}
+				if r := c.client(l).do("GET", "n"); !r.isBulk(strconv.Itoa(n)) {
+					t.Fatalf("GET n on the leader m%d: %s", l, r)
+				}
+			})
+		}
 	}
 }
 
@@ -394,49 +398,5 @@ func TestSimNewClusterLosesFirstLeaderEarly(t *testing.T) {
 				c.noPanics()
 			})
 		}
-	}
-}
-
-// The same, with the wiped member restarted with --join (through the leader) and its old
-// --node-id instead of --cluster: it must not panic either, and it never answers what it
-// lost: a GET through it at QUORUM answers the acknowledged value or -CLUSTERDOWN.
-func TestSimWipedMemberRejoinsWithOldID(t *testing.T) {
-	for _, seed := range []uint64{5, 7} {
-		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
-			c := newSim(t, 3, seed)
-			l := c.elect()
-			w := c.others(l)[0]
-			cl := c.client(l)
-			const n = 60
-			for i := 1; i <= n; i++ {
-				cl.send("INCR", "n")
-			}
-			for i := 1; i <= n; i++ {
-				if r := cl.reply(simReplyWait); !r.isInt(int64(i)) {
-					t.Fatalf("INCR %d: %s", i, r)
-				}
-			}
-			c.kill(w)
-			c.wipe(w)
-			join := c.ms[l].peerAddr
-			err := c.restart(w, func(cfg *Config) { cfg.Cluster.Peers, cfg.Cluster.Join = map[uint64]string{}, join })
-			if err != nil {
-				t.Logf("m%d refused to start: %v", w, err)
-			}
-			for i := 0; i < 6; i++ {
-				c.run(500 * time.Millisecond)
-				c.noPanics()
-				if !c.ms[w].up {
-					continue
-				}
-				if r := c.client(w).do("GET", "n"); !r.isBulk(strconv.Itoa(n)) && !r.isErr("CLUSTERDOWN") && !r.closed {
-					t.Fatalf("GET n at QUORUM through the wiped member m%d: %s (%s)", w, r, c.raftState(w))
-				}
-			}
-			if r := c.client(l).do("GET", "n"); !r.isBulk(strconv.Itoa(n)) {
-				t.Fatalf("GET n on the leader m%d: %s", l, r)
-			}
-			t.Logf("the wiped member m%d after 3 s: up=%v fatal=%v (%s)", w, c.ms[w].up, c.ms[w].fatal, c.raftState(w))
-		})
 	}
 }

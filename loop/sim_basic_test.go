@@ -56,18 +56,8 @@ func TestSimLeaderKillKeepsAcknowledgedWrites(t *testing.T) {
 	c := newSim(t, 3, 3)
 	l := c.elect()
 	f := c.others(l)
-	a := c.client(f[0])
-	acked := 0
-	for i := 0; i < 50; i++ {
-		a.send("INCR", "n")
-	}
-	for i := 0; i < 50; i++ {
-		r := a.reply(simReplyWait)
-		if !r.isInt(int64(i + 1)) {
-			t.Fatalf("INCR %d: %s", i+1, r)
-		}
-		acked++
-	}
+	const acked = 50
+	c.client(f[0]).incrs(t, "n", acked)
 	c.kill(l)
 	n := c.electOther(l)
 	if r := c.client(f[1]).do("GET", "n"); !r.isBulk(strconv.Itoa(acked)) {

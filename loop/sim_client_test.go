@@ -6,6 +6,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/tallyd/tallyd/proto/resp"
@@ -76,6 +77,20 @@ func (cl *simClient) send(args ...string) {
 func (cl *simClient) do(args ...string) simReply {
 	cl.send(args...)
 	return cl.reply(simReplyWait)
+}
+
+// incrs sends n pipelined INCRs of key and checks that they are answered 1, 2, ... n (the
+// key must not exist before).
+func (cl *simClient) incrs(t testing.TB, key string, n int) {
+	t.Helper()
+	for i := 1; i <= n; i++ {
+		cl.send("INCR", key)
+	}
+	for i := 1; i <= n; i++ {
+		if r := cl.reply(simReplyWait); !r.isInt(int64(i)) {
+			t.Fatalf("%s: INCR %s #%d: %s", cl.name, key, i, r)
+		}
+	}
 }
 
 // reply waits up to d for the next text reply: a reply, or closed, or none.

@@ -29,6 +29,25 @@ package loop
 // A panic in a member's handler is caught, traced, and kills that member (as the process
 // would die); tests check panics() is empty. A member whose server set its fatal error or
 // began to stop is stopped: its connections close and its log is closed.
+//
+// The API, for a test:
+//
+//	c := newSim(t, 3, seed)          // members 1..3 bootstrap a new cluster
+//	l := c.elect()                   // a leader serves, everyone follows and has applied
+//	a := c.client(f)                 // a text client on member f's slock port
+//	r := a.do("SET", "x", "1")       // send and wait (5 s of fake time at most): r.isOK()
+//	a.send(...); r = a.reply(d)      // pipelined; a.incrs(t, "n", 200); a.lock(key, 0, 30) (binary)
+//	c.kill(i); c.restart(i, simNew)  // crash, start again on its data (mods: simNew, ...)
+//	c.wipe(i)                        // remove its data directory (while down)
+//	c.partition(i); c.hold(i, j)     // hold everything to/from i; one direction only
+//	c.cut(i, j); c.cutAll(i)         // break links, refuse dials
+//	c.delay(i, j, d); c.delayRamp(i, j, d, over)
+//	c.heal()                         // every fault gone, held bytes delivered
+//	c.run(d); c.runUntil(cond, d)    // let fake time pass
+//	c.leader(); c.electOther(old); c.transfer(id); c.others(ids...)
+//	c.noPanics(); c.ms[i].fatal; c.raftState(i)
+//
+// The trace is printed when a test fails (TALLYD_SIM_TRACE=1: always; =all: with heartbeats).
 
 import (
 	"container/heap"
