@@ -2,6 +2,7 @@ package loop
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -77,7 +78,9 @@ func TestSimLeaderKillKeepsAcknowledgedWrites(t *testing.T) {
 }
 
 // simDeterminismRun is a run with a bit of everything: an election, writes through
-// followers, a lock, a leader killed, a partition healed.
+// followers, text and binary locks held through a follower's sessions (several sessions
+// lost at once when the leader changes or a link breaks), a leadership transfer, a link
+// blip, a leader killed, a partition healed.
 func simDeterminismRun(t *testing.T, seed uint64) string {
 	c := newSim(t, 3, seed)
 	l := c.elect()
@@ -92,6 +95,20 @@ func simDeterminismRun(t *testing.T, seed uint64) string {
 		b.reply(simReplyWait)
 	}
 	b.do("LOCK", "k", "TIMEOUT", "0", "EXPRIED", "30")
+	var held []*simClient
+	for i := 0; i < 4; i++ {
+		h := c.client(f[0])
+		h.do("LOCK", "h"+strconv.Itoa(i), "TIMEOUT", "0", "EXPRIED", "30")
+		h.send("LOCK", "k", "TIMEOUT", "5", "EXPRIED", "30") // waits behind b
+		hb := c.client(f[1])
+		hb.lock("b"+strconv.Itoa(i), 0, 30)
+		held = append(held, h, hb)
+	}
+	c.transfer(f[1])
+	c.cutAll(f[0])
+	c.run(300 * time.Millisecond)
+	c.heal()
+	l = c.elect()
 	c.kill(l)
 	n := c.electOther(l)
 	c.partition(n)
@@ -99,6 +116,9 @@ func simDeterminismRun(t *testing.T, seed uint64) string {
 	c.heal()
 	c.elect()
 	c.client(c.others(l)[0]).do("GET", "n")
+	for _, h := range held {
+		h.do("PING")
+	}
 	return c.traceText(true)
 }
 
@@ -106,13 +126,14 @@ func TestSimDeterministic(t *testing.T) {
 	first := simDeterminismRun(t, 42)
 	second := simDeterminismRun(t, 42)
 	if first != second {
-		a, b := first, second
+		a, b := strings.Split(first, "\n"), strings.Split(second, "\n")
 		i := 0
 		for i < len(a) && i < len(b) && a[i] == b[i] {
 			i++
 		}
-		lo := max(0, i-600)
-		t.Fatalf("two runs with seed 42 differ at byte %d:\nfirst:\n%s\nsecond:\n%s", i, a[lo:min(len(a), i+300)], b[lo:min(len(b), i+300)])
+		lo := max(0, i-8)
+		t.Fatalf("two runs with seed 42 differ at line %d:\nfirst:\n%s\nsecond:\n%s", i+1,
+			strings.Join(a[lo:min(len(a), i+8)], "\n"), strings.Join(b[lo:min(len(b), i+8)], "\n"))
 	}
 	if other := simDeterminismRun(t, 43); other == first {
 		t.Fatal("seeds 42 and 43 gave the same run: the seed is not used")

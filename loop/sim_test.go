@@ -50,6 +50,7 @@ package loop
 // The trace is printed when a test fails (TALLYD_SIM_TRACE=1: always; =all: with heartbeats).
 
 import (
+	"cmp"
 	"container/heap"
 	"context"
 	cryptorand "crypto/rand"
@@ -63,6 +64,7 @@ import (
 	"net"
 	"os"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -1200,9 +1202,29 @@ func (c *sim) dump(all bool) {
 }
 
 // traceFrames traces the peer frames written on st, once whole.
+//
+// A run of Close frames in one write is traced in session order: the server writes them
+// while ranging over a map of sessions (leaderChanged, expireSessions, abdicate's closes),
+// so their order on the wire is Go's map order, the one thing a seed does not fix. Each
+// ends a different session, so the order does not change what the receiver does.
 func (c *sim) traceFrames(st *simStream, b []byte) {
 	st.parse = append(st.parse, b...)
 	dir := fmt.Sprintf("m%d>m%d", st.from().m.id, st.to().m.id)
+	suffix := ""
+	if held := c.fault(st.from().m.id, st.to().m.id); held.hold {
+		suffix = " (held)"
+	} else if held.delay > 0 {
+		suffix = " (+" + held.delay.String() + ")"
+	}
+	var closes [][2]uint64 // session, why
+	flushCloses := func() {
+		slices.SortFunc(closes, func(a, b [2]uint64) int { return cmp.Compare(a[0], b[0]) })
+		for _, x := range closes {
+			c.tracef(false, "%s Close s%d why=%d%s", dir, x[0], x[1], suffix)
+		}
+		closes = closes[:0]
+	}
+	defer flushCloses()
 	for {
 		f, n, err := peer.Parse(st.parse)
 		if err != nil {
@@ -1213,14 +1235,14 @@ func (c *sim) traceFrames(st *simStream, b []byte) {
 		if n == 0 {
 			return
 		}
-		text, noisy := describeFrame(&f)
-		if held := c.fault(st.from().m.id, st.to().m.id); held.hold {
-			text += " (held)"
-		} else if held.delay > 0 {
-			text += " (+" + held.delay.String() + ")"
-		}
-		c.tracef(noisy, "%s %s", dir, text)
 		st.parse = st.parse[n:]
+		if f.Type == peer.TypeClose {
+			closes = append(closes, [2]uint64{f.Session, uint64(f.Why)})
+			continue
+		}
+		flushCloses()
+		text, noisy := describeFrame(&f)
+		c.tracef(noisy, "%s %s%s", dir, text, suffix)
 	}
 }
 
@@ -1242,8 +1264,6 @@ func describeFrame(f *peer.Frame) (string, bool) {
 		return fmt.Sprintf("Forward s%d %s L%d %s", f.Session, kind, f.Level, describeBytes(f.Data, f.Kind == peer.KindBinary)), false
 	case peer.TypeReply:
 		return fmt.Sprintf("Reply s%d %s", f.Session, describeBytes(f.Data, len(f.Data) > 0 && f.Data[0] == 0x56)), false
-	case peer.TypeClose:
-		return fmt.Sprintf("Close s%d why=%d", f.Session, f.Why), false
 	case peer.TypeHello:
 		return fmt.Sprintf("Hello from %d %s", f.From, f.Addr), false
 	case peer.TypeJoin:
