@@ -275,7 +275,7 @@ func (c *sim) guard(m *simMember, fn func()) (ok bool) {
 		if r := recover(); r != nil {
 			m.panicked = fmt.Sprint(r)
 			c.tracef(false, "m%d PANIC %v\n%s", m.id, r, debug.Stack())
-			c.crash(m, "panicked")
+			c.crash(m)
 			ok = false
 		}
 	}()
@@ -457,11 +457,11 @@ func (c *sim) kill(id uint64) {
 		return
 	}
 	c.tracef(false, "m%d KILLED", id)
-	c.crash(m, "killed")
+	c.crash(m)
 }
 
 // crash is kill's work, also done to a member that panicked.
-func (c *sim) crash(m *simMember, why string) {
+func (c *sim) crash(m *simMember) {
 	m.up = false
 	m.inc++
 	for _, sc := range m.conns {
@@ -476,7 +476,6 @@ func (c *sim) crash(m *simMember, why string) {
 		cl.log.Unstepped()
 		cl.log.Close()
 	}
-	_ = why
 }
 
 // stop stops m as its engine would once the server asked to stop (its fatal error set):
@@ -498,7 +497,7 @@ func (c *sim) stop(m *simMember, err error) {
 }
 
 // down takes a member out at the end of the test (as kill, without a trace line).
-func (c *sim) down(m *simMember) { c.crash(m, "test over") }
+func (c *sim) down(m *simMember) { c.crash(m) }
 
 // restart starts member id again on its data directory (after kill, stop or wipe).
 func (c *sim) restart(id uint64, mods ...simMod) error {
