@@ -826,7 +826,9 @@ func (s *Server) abdicate(why string) {
 		if cs.slock == nil || cs.closed {
 			continue
 		}
-		if cs.slock.kind == slock.Binary || cs.virt != nil || cs.slock.touched {
+		if sc := cs.slock; sc.kind == slock.Binary || cs.virt != nil || sc.touched || sc.waiting || sc.lockedOne {
+			// Its lock state lived here: a wait the rebuilt store no longer has, a lock taken
+			// at ONE that may never have been replicated (the holder is told by the close).
 			s.closeLater(cs)
 			continue
 		}
