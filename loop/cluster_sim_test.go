@@ -115,6 +115,49 @@ func TestSimLockOnIsolatedLeader(t *testing.T) {
 	}
 }
 
+// At CONSISTENCY ONE a grant may be lost at failover (the fast path, as Cassandra's ONE),
+// but its holder is told: A takes k at ONE on the leader (or through a follower), the
+// leader is cut off, and if B then gets k from the new leader, A's connection is closed
+// (within two seconds), not left open as if A still held k.
+func TestSimLockAtOneHolderIsTold(t *testing.T) {
+	for _, viaFollower := range []bool{false, true} {
+		for _, seed := range []uint64{1, 5, 7} {
+			name := "on-leader"
+			if viaFollower {
+				name = "via-follower"
+			}
+			t.Run(fmt.Sprintf("%s/seed%d", name, seed), func(t *testing.T) {
+				c := newSim(t, 3, seed)
+				l := c.elect()
+				at := l
+				if viaFollower {
+					at = c.others(l)[0]
+				}
+				a := c.client(at)
+				if r := a.do("CONSISTENCY", "ONE"); !r.isOK() {
+					t.Fatalf("CONSISTENCY ONE: %s", r)
+				}
+				if r := a.do(simLock...); !r.granted() {
+					t.Fatalf("A's LOCK at ONE on m%d: %s", at, r)
+				}
+				c.partition(l)
+				n := c.electOther(l)
+				b := c.client(n)
+				rb := b.do(simLock...)
+				if !rb.granted() {
+					return // k survived: A still holds it
+				}
+				granted := c.elapsed()
+				if !c.runUntil(func() bool { return a.closed }, 2*time.Second) {
+					t.Fatalf("B got k from m%d at %v; A, which took k at ONE through m%d, still has its connection open at %v",
+						n, granted, at, c.elapsed())
+				}
+				c.noPanics()
+			})
+		}
+	}
+}
+
 // ---------------------------------------------------------------------------------------
 // 2. A deposed leader answers stale reads and grants given-away locks.
 

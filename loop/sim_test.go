@@ -119,6 +119,8 @@ type sim struct {
 	ports  int
 	nconn  int
 
+	closedClients []string // closed during the current event, traced after it
+
 	mu    sync.Mutex // the trace: log lines may come from a log writer's goroutine
 	trace []simLine
 }
@@ -326,7 +328,18 @@ func (c *sim) step() bool {
 		c.now = e.at
 	}
 	e.fn()
+	c.traceClosed()
 	return true
+}
+
+// traceClosed traces the clients whose connections the last event closed, by name: a server
+// closes several in Go's map order (abdicate), which a seed does not fix.
+func (c *sim) traceClosed() {
+	slices.Sort(c.closedClients)
+	for _, n := range c.closedClients {
+		c.tracef(false, "%s: connection closed", n)
+	}
+	c.closedClients = c.closedClients[:0]
 }
 
 // runUntil runs events until cond holds (true) or d of fake time has passed (false).
@@ -458,6 +471,7 @@ func (c *sim) kill(id uint64) {
 	}
 	c.tracef(false, "m%d KILLED", id)
 	c.crash(m)
+	c.traceClosed()
 }
 
 // crash is kill's work, also done to a member that panicked.
@@ -1120,6 +1134,7 @@ func (c *sim) transportClosed(sc *simConn) {
 	switch {
 	case sc.client != nil:
 		sc.client.closed = true
+		c.closedClients = append(c.closedClients, sc.client.name)
 	case sc.pipe != nil:
 		c.fin(sc)
 	}
