@@ -217,6 +217,10 @@ func (s *Server) dialLink(l *peerLink, join bool, now int64) {
 	}
 	l.dialing = true
 	id, addr := l.id, l.addr
+	if s.dialHook != nil {
+		s.dialHook(&peerDial{id: id, join: join}, addr)
+		return
+	}
 	go s.dial(&peerDial{id: id, join: join}, addr) // a dial may block: never on the loop
 }
 
@@ -238,17 +242,20 @@ func (s *Server) dial(d *peerDial, addr string) {
 	if err == nil {
 		return
 	}
-	s.runFlushed(func() {
-		cl := s.cl
-		l := cl.links[d.id]
-		if d.join {
-			l = cl.joinLink
-		}
-		if l != nil {
-			l.dialing = false
-			l.next = s.now().Add(redial).UnixNano()
-		}
-	})
+	s.runFlushed(func() { s.dialFailed(d) })
+}
+
+// dialFailed runs on the loop when dialling d failed: it is dialled again later.
+func (s *Server) dialFailed(d *peerDial) {
+	cl := s.cl
+	l := cl.links[d.id]
+	if d.join {
+		l = cl.joinLink
+	}
+	if l != nil {
+		l.dialing = false
+		l.next = s.now().Add(redial).UnixNano()
+	}
 }
 
 // sendRaft puts a raft message on the link to its member.
