@@ -227,7 +227,7 @@ const raftDir = "raft"
 
 // openCluster reads the raft log back into raft's storage and the store, and builds the
 // RawNode (on Run's goroutine, before the loop starts).
-func (s *Server) openCluster() error {
+func (s *Server) openCluster() (err error) {
 	cc := s.cfg.Cluster
 	if s.cfg.DataDir == "" {
 		return errors.New("cluster mode needs a data directory (--data-dir)")
@@ -255,6 +255,11 @@ func (s *Server) openCluster() error {
 		return err
 	}
 	cl.log = lg
+	defer func() {
+		if err != nil {
+			lg.Close() // Run returns: nothing else stops its writer
+		}
+	}()
 	for id, a := range cc.Peers {
 		cl.addrs[id] = a
 	}

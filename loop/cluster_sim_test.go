@@ -321,6 +321,10 @@ func TestSimWipedMemberExistingRefuses(t *testing.T) {
 // messages (tocommit(55) is out of range [lastIndex(3)]) but stop cleanly with its fatal
 // error set; until then a GET through it at QUORUM answers the acknowledged value or
 // -CLUSTERDOWN; the others go on serving.
+//
+// With peer links authenticated (the cluster key) the leader's heartbeat is proof, and the
+// wiped member stops (ErrMemberState, exit 78). TestSimWipedMemberInsecure: without a key a
+// heartbeat could be forged, so it only drops the link.
 func TestSimWipedMemberWithLeaderUp(t *testing.T) {
 	for _, join := range []bool{false, true} {
 		for _, seed := range []uint64{5, 7} {
@@ -441,5 +445,42 @@ func TestSimNewClusterLosesFirstLeaderEarly(t *testing.T) {
 				c.noPanics()
 			})
 		}
+	}
+}
+
+// Without a cluster key the heartbeat that shows a wiped member lost its data could be a
+// stranger's forgery (issue 20: no frame may take a member down), so the member only drops
+// the link and says why; it still never panics, never votes a leader in and never answers
+// stale data.
+func TestSimWipedMemberInsecure(t *testing.T) {
+	for _, seed := range []uint64{5, 7} {
+		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
+			c := newSim(t, 3, seed, simInsecure)
+			l := c.elect()
+			w := c.others(l)[0]
+			const n = 60
+			c.client(l).incrs(t, "n", n)
+			c.kill(w)
+			c.wipe(w)
+			if err := c.restart(w, simNew); err != nil {
+				t.Fatalf("m%d refused to start: %v", w, err)
+			}
+			for i := 0; i < 6; i++ {
+				c.run(500 * time.Millisecond)
+				c.noPanics()
+				if r := c.client(w).do("GET", "n"); !r.isBulk(strconv.Itoa(n)) && !r.isErr("CLUSTERDOWN") && !r.closed {
+					t.Fatalf("GET n at QUORUM through the wiped member m%d: %s (%s)", w, r, c.raftState(w))
+				}
+			}
+			if !c.ms[w].up {
+				t.Fatalf("the wiped member m%d stopped on an unauthenticated heartbeat", w)
+			}
+			if !c.logged(w, "lost its data") {
+				t.Fatalf("the wiped member m%d never said it lost its data", w)
+			}
+			if r := c.client(l).do("GET", "n"); !r.isBulk(strconv.Itoa(n)) {
+				t.Fatalf("GET n on the leader m%d: %s", l, r)
+			}
+		})
 	}
 }

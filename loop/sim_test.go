@@ -92,8 +92,15 @@ type simOptions struct {
 	latency  time.Duration // one way, on every peer link
 	jitter   time.Duration // up to this much more, per write, seeded
 	fsync    time.Duration // from a batch handed to the raft log to its progress report
+	insecure bool          // no cluster key: peer links are not authenticated
 	mod      func(id uint64, cfg *Config)
 }
+
+// simKey is the cluster key of simulated clusters (--cluster-key-file), unless insecure.
+var simKey = []byte("the simulated cluster's shared key, 48 bytes long")
+
+// simInsecure runs a simulated cluster without a cluster key.
+func simInsecure(o *simOptions) { o.insecure = true }
 
 func defaultSimOptions() simOptions {
 	return simOptions{loopTick: 5 * time.Millisecond, raftTick: 20 * time.Millisecond, timeout: time.Second,
@@ -389,6 +396,9 @@ func (c *sim) config(m *simMember) Config {
 	}
 	cfg.Cluster = &ClusterConfig{NodeID: m.id, Peers: peers, PeerAddr: m.peerAddr, Tick: c.opt.raftTick,
 		Timeout: c.opt.timeout}
+	if !c.opt.insecure {
+		cfg.Cluster.Key = simKey
+	}
 	if c.opt.mod != nil {
 		c.opt.mod(m.id, &cfg)
 	}
@@ -1428,4 +1438,17 @@ func (c *sim) raftState(id uint64) string {
 	role := map[raft.StateType]string{raft.StateFollower: "follower", raft.StateCandidate: "candidate",
 		raft.StateLeader: "leader", raft.StatePreCandidate: "precandidate"}[st.RaftState]
 	return fmt.Sprintf("m%d %s term=%d lead=%d commit=%d applied=%d", id, role, st.GetTerm(), st.Lead, st.GetCommit(), m.s.cl.applied)
+}
+
+// logged says whether member id's log said something containing substr.
+func (c *sim) logged(id uint64, substr string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	prefix := fmt.Sprintf("m%d log ", id)
+	for _, l := range c.trace {
+		if strings.HasPrefix(l.text, prefix) && strings.Contains(l.text, substr) {
+			return true
+		}
+	}
+	return false
 }
