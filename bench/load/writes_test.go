@@ -306,3 +306,41 @@ func TestWritesLockPairsErrors(t *testing.T) {
 		t.Errorf("integer replies to LOCK: %+v", res)
 	}
 }
+
+// With AwaitGrant a round's UNLOCKs go once its LOCKs are answered: one connection's
+// server sees Pipeline LOCKs, then the Pipeline UNLOCKs of the same keys, round after
+// round, and a pair is a write.
+func TestWritesLockPairsAwaitGrant(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	s := newRESPServer(t, func(cmd string, args []string) string {
+		mu.Lock()
+		seen = append(seen, cmd+" "+args[0])
+		mu.Unlock()
+		if cmd == "WAIT" {
+			return ":1\r\n"
+		}
+		return string(slock.AppendTextLockReply(nil, &slock.LockReply{}))
+	})
+	res, err := RunWrites(context.Background(), WritesConfig{Addr: s.addr, Conns: 1, Pipeline: 3, Prefix: "k:",
+		Duration: 200 * time.Millisecond, Locks: true, AwaitGrant: true, WaitReplicas: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.AwaitGrant || res.Rounds == 0 || res.Writes != 3*res.Rounds || len(res.Errors) != 0 {
+		t.Fatalf("result %+v", res)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	round := "LOCK k:0:0,LOCK k:0:1,LOCK k:0:2,UNLOCK k:0:0,UNLOCK k:0:1,UNLOCK k:0:2,WAIT 1"
+	for i := 0; i+7 <= len(seen); i += 7 {
+		if got := strings.Join(seen[i:i+7], ","); got != round {
+			t.Fatalf("round at command %d: %s\nwant %s", i, got, round)
+		}
+	}
+	var out bytes.Buffer
+	res.WriteText(&out)
+	if !strings.Contains(out.String(), "rounds of 3 x LOCK, then 3 x UNLOCK + WAIT 1 0") {
+		t.Errorf("summary:\n%s", out.String())
+	}
+}
