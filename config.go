@@ -59,6 +59,13 @@ var confKeys = []confKey{
 	{key: "slock.max_waiters_per_conn", flag: "slock-max-waiters-per-conn"},
 	{key: "slock.max_wills", flag: "slock-max-wills"},
 	{key: "slock.max_will_bytes", flag: "slock-max-will-bytes"},
+	{key: "tls.slock_port", flag: "slock-tls-port"},
+	{key: "tls.counter_port", flag: "counter-tls-port"},
+	{key: "tls.pool_port", flag: "pool-tls-port"},
+	{key: "tls.cert_file", flag: "tls-cert-file"},
+	{key: "tls.key_file", flag: "tls-key-file"},
+	{key: "tls.ca_cert_file", flag: "tls-ca-cert-file"},
+	{key: "tls.handshake_timeout", flag: "tls-handshake-timeout"},
 	{key: "limits.max_connections", flag: "max-connections"},
 	{key: "limits.max_body", flag: "max-body"},
 	{key: "limits.max_objects", flag: "max-objects"},
@@ -84,6 +91,9 @@ var confKeys = []confKey{
 	{key: "cluster.initial_state", flag: "initial-cluster-state"},
 	{key: "cluster.peer_bind", flag: "peer-bind"},
 	{key: "cluster.key_file", flag: "cluster-key-file"},
+	{key: "cluster.peer_cert_file", flag: "peer-cert-file"},
+	{key: "cluster.peer_key_file", flag: "peer-key-file"},
+	{key: "cluster.peer_trusted_ca_file", flag: "peer-trusted-ca-file"},
 }
 
 // yrmcdsKeys are yrmcds.conf's keys that mean nothing to tallyd: they are logged and

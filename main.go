@@ -79,6 +79,7 @@ type options struct {
 	counterEnabledByFile *bool
 	semaphoreEnabled     bool
 	cluster              clusterOptions
+	tls                  tlsOptions
 }
 
 func main() {
@@ -94,6 +95,7 @@ func newFlags(o *options, d loop.Config) *pflag.FlagSet {
 	fs.IntVar(&o.semaphorePort, "semaphore-port", 0, "yrmcds semaphore protocol port; 0 = off (config: semaphore.enable, default port 11216)")
 	fs.IntVar(&o.poolPort, "pool-port", defaultPoolPort, "PoolCounter protocol port; 0 turns it off")
 	fs.IntVar(&o.slockPort, "slock-port", defaultSlockPort, "slock protocol port (binary frames and Redis text); 0 turns it off")
+	o.tls.clientFlags(fs, d)
 	fs.StringVar(&o.configFile, "config", "", "yrmcds.conf-style config `FILE` (key = value); flags override it")
 	fs.IntVar(&o.maxConnections, "max-connections", 0, "connections on all listeners together; 0 = unlimited (tallyd still stays below the open-file limit)")
 	fs.IntVar(&o.counterMaxConns, "counter-max-connections", 0, "connections on the counter listener; 0 = unlimited")
@@ -128,6 +130,7 @@ func newFlags(o *options, d loop.Config) *pflag.FlagSet {
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://`ADDR`/metrics and liveness at /healthz (e.g. 127.0.0.1:9715; port 0 picks one); empty: off")
 	fs.IntVar(&o.metricsMaxConns, "metrics-max-connections", stats.DefaultMaxConns, "open connections to the metrics server; more are closed at once (all connections share the open-file cap)")
 	o.cluster.flags(fs)
+	o.tls.peerFlags(fs)
 	fs.StringVar(&o.cpuProfile, "cpu-profile", "", "write a Go CPU profile of the whole run to `FILE` (for `go tool pprof`)")
 	fs.BoolVar(&o.man, "man", false, "print the manual page tallyd(8) and exit")
 	_ = fs.MarkHidden("man")
@@ -314,6 +317,9 @@ func (o *options) loopConfig(fs *pflag.FlagSet, d loop.Config) (loop.Config, err
 		cfg.Listeners = append(cfg.Listeners, loop.Listener{Proto: loop.ProtoSlock,
 			Addr: net.JoinHostPort(o.bind, strconv.Itoa(o.slockPort))})
 	}
+	if err := o.tls.listeners(&cfg, o.bind); err != nil {
+		return d, err
+	}
 	if len(cfg.Listeners) == 0 {
 		return d, errors.New("every listener is turned off: nothing to serve")
 	}
@@ -405,6 +411,9 @@ func (o *options) loopConfig(fs *pflag.FlagSet, d loop.Config) (loop.Config, err
 	cfg.CounterBuckets = o.counterBuckets
 	cfg.SemaphoreBuckets = o.semaphoreBuckets
 	if err := o.cluster.config(&cfg, o.appendOnly, o.bind); err != nil {
+		return d, err
+	}
+	if err := o.tls.peer(&cfg); err != nil {
 		return d, err
 	}
 	return cfg, nil

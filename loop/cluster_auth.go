@@ -128,8 +128,13 @@ func (s *Server) learnPeer(cs *conn) {
 
 // peerAuth says how peer links are authenticated, for INFO.
 func (cl *clusterState) peerAuth() string {
-	if cl.cfg.Key != nil {
+	switch {
+	case cl.cfg.Key != nil && cl.peerTLS:
+		return "key+tls"
+	case cl.cfg.Key != nil:
 		return "key"
+	case cl.peerTLS:
+		return "tls"
 	}
 	return "none"
 }

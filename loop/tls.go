@@ -44,7 +44,8 @@ type tlsState struct {
 	// admission of TLS connections at accept (before their handshake).
 	live, max atomic.Int64
 	logMu     sync.Mutex
-	log       rateLog // handshake failures and refusals
+	log       [4]rateLog // refusals, failed handshakes (accepted, dialled), the rest
+	regMu     sync.Mutex // serializes Engine.Register (register)
 
 	// startTLS waits for up, closed by the first OnTick (the engine runs: its loop is
 	// registered), or quit, closed by stopTLS; starting is closed when it returns.
@@ -152,9 +153,13 @@ func (s *Server) stopTLS() {
 }
 
 // register puts c on the loop with context v and returns once the loop's OnOpen has run
-// (or registering failed, or ctx ended); c is closed in any case.
+// (or registering failed, or ctx ended); c is closed in any case. Engine.Register is not
+// safe for concurrent use (its load balancer's round-robin index is a plain int), so calls
+// are serialized; the wait for OnOpen is not.
 func (s *Server) register(ctx context.Context, v any, c net.Conn) error {
+	s.tb.regMu.Lock()
 	ch, err := s.engine.Register(gnet.NewNetConnContext(gnet.NewContext(context.Background(), v), c))
+	s.tb.regMu.Unlock()
 	if err != nil {
 		_ = c.Close()
 		return err
@@ -195,19 +200,24 @@ func (s *Server) dialPeer(d *peerDial, addr string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.linkTimeout())
 	defer cancel()
-	err := s.tb.peer.Dial(ctx, addr, d, s.enrollTLS)
-	if err != nil {
-		s.tlsEvent(tlsbridge.Event{Kind: tlsbridge.HandshakeFailed, Tag: d, Outbound: true, Why: addr, Err: err})
-	}
-	return err
+	return s.tb.peer.Dial(ctx, addr, d, s.enrollTLS) // a failed handshake is logged (tlsEvent)
 }
 
 // tlsEvent logs a bridge's refusal or failure, at most once a second with a count of the
 // rest (from the bridge's goroutines).
 func (s *Server) tlsEvent(e tlsbridge.Event) {
 	t := &s.tb
+	k := 3
+	switch {
+	case e.Kind == tlsbridge.Refused:
+		k = 0
+	case e.Kind == tlsbridge.HandshakeFailed && !e.Outbound:
+		k = 1
+	case e.Kind == tlsbridge.HandshakeFailed:
+		k = 2
+	}
 	t.logMu.Lock()
-	missed, ok := t.log.allow(time.Now())
+	missed, ok := t.log[k].allow(time.Now())
 	t.logMu.Unlock()
 	if !ok {
 		return
@@ -217,7 +227,7 @@ func (s *Server) tlsEvent(e tlsbridge.Event) {
 	case *listenerState:
 		ev = ev.Stringer("proto", tag.Proto).Str("listener", tag.Addr)
 	case *peerDial:
-		ev = ev.Stringer("proto", ProtoPeer).Uint64("peer", tag.id).Str("addr", e.Why)
+		ev = ev.Stringer("proto", ProtoPeer).Uint64("peer", tag.id)
 	}
 	if e.Remote != nil {
 		ev = ev.Stringer("remote", e.Remote)
@@ -264,6 +274,7 @@ func (s *Server) openBridged(c gnet.Conn) (done bool, action gnet.Action) {
 		}
 		if cs, _ := c.Context().(*conn); cs != nil {
 			cs.bridged = v
+			cs.peer.proved = true // the other end's certificate is verified
 			if e := s.log.Debug(); e.Enabled() {
 				e.Uint64("conn", uint64(cs.owner)).Stringer("remote", v.Remote).Str("subject", v.Subject).
 					Bool("outbound", v.Outbound).Msg("cluster: TLS peer link opened")

@@ -301,7 +301,8 @@ func (b *Bridge) handshake(ctx context.Context, c *Conn) error {
 
 // Dial connects to addr, runs the handshake and hands the connection to the loop through
 // enroll (Config.Enroll when nil), all on the caller's goroutine; the copying then runs on
-// goroutines of its own. The Conn carries tag.
+// goroutines of its own. The Conn carries tag. A failed handshake is reported (Event), a
+// failed connect only returned.
 func (b *Bridge) Dial(ctx context.Context, addr string, tag any, enroll func(context.Context, net.Conn, *Conn) error) error {
 	if !b.take() {
 		return errors.New("open-file cap reached")
@@ -332,6 +333,7 @@ func (b *Bridge) Dial(ctx context.Context, addr string, tag any, enroll func(con
 	if err := b.handshake(ctx, c); err != nil {
 		b.pending.Add(-1)
 		b.failed.Add(1)
+		b.report(Event{Kind: HandshakeFailed, Tag: tag, Remote: c.Remote, Outbound: true, Err: err})
 		_ = raw.Close()
 		b.give(peak)
 		b.untrack(c)
