@@ -17,6 +17,12 @@ import (
 
 func sink(t *testing.T, proto string) (*load.Sink, string) {
 	t.Helper()
+	return sinkOn(t, proto, nil)
+}
+
+// sinkOn is sink with its listener wrapped (by tls.NewListener, say) when wrap is not nil.
+func sinkOn(t *testing.T, proto string, wrap func(net.Listener) net.Listener) (*load.Sink, string) {
+	t.Helper()
 	s, err := load.NewSink(proto)
 	if err != nil {
 		t.Fatal(err)
@@ -26,7 +32,11 @@ func sink(t *testing.T, proto string) (*load.Sink, string) {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
-	go func() { s.Serve(l); close(done) }()
+	served := l
+	if wrap != nil {
+		served = wrap(l)
+	}
+	go func() { s.Serve(served); close(done) }()
 	t.Cleanup(func() { l.Close(); <-done })
 	return s, l.Addr().String()
 }
@@ -374,19 +384,11 @@ func TestSuiteRunsTLSCases(t *testing.T) {
 	}
 	_, addr := sink(t, "counter")
 	text, taddr := sink(t, "slock-text")
-	s, err := load.NewSink("slock-text")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { s.Serve(tls.NewListener(l, &tls.Config{Certificates: []tls.Certificate{cert}})); close(done) }()
-	t.Cleanup(func() { l.Close(); <-done })
+	s, tlsAddr := sinkOn(t, "slock-text", func(l net.Listener) net.Listener {
+		return tls.NewListener(l, &tls.Config{Certificates: []tls.Certificate{cert}})
+	})
 	args := []string{"--target", "tallyd=counter@" + addr, "--endpoint", "tallyd=slock-text@" + taddr,
-		"--endpoint", "tallyd=slock-text+tls@" + l.Addr().String(), "--cases", `^slock-text (pairs 16x1( TLS)?$|churn)`,
+		"--endpoint", "tallyd=slock-text+tls@" + tlsAddr, "--cases", `^slock-text (pairs 16x1( TLS)?$|churn)`,
 		"--duration", "200ms", "--warmup", "0s", "--out", dir, "-q"}
 	if err := suiteCmd(context.Background(), args, &out, &errOut); err == nil || !strings.Contains(err.Error(), "--tls-ca") {
 		t.Fatalf("TLS endpoints without --tls-ca: %v", err)
