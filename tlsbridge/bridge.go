@@ -54,8 +54,16 @@ const (
 	DefaultCloseGrace       = 10 * time.Second
 )
 
-// bufSize is each direction's copy buffer: a TLS record's largest plaintext.
-const bufSize = 16 << 10
+// Copy buffers. What the loop writes is copied in up to a TLS record's largest plaintext
+// at once, from buffers shared through a pool: outbound waits for the loop's bytes holding
+// none. What the TLS peer sends is copied through a smaller buffer of the connection's own
+// (a blocked TLS read needs one): requests are small.
+const (
+	outSize = 16 << 10
+	inSize  = 4 << 10
+)
+
+var outBufs = sync.Pool{New: func() any { b := make([]byte, outSize); return &b }}
 
 // Config configures a bridge.
 type Config struct {
@@ -345,9 +353,8 @@ func (b *Bridge) Dial(ctx context.Context, addr string, tag any, enroll func(con
 // run bridges an accepted connection on its goroutine (which becomes the inbound copier).
 func (b *Bridge) run(c *Conn) { _ = b.bridge(c, nil) }
 
-// bridge makes c's socketpair, hands the loop its end and copies both ways until both
-// sides are closed. An accepted connection's caller becomes its inbound copier; a dialled
-// one's returns once the loop has it.
+// bridge makes c's socketpair, hands the loop its end and starts copying both ways, on two
+// goroutines, until both sides are closed; it returns once the loop has the connection.
 func (b *Bridge) bridge(c *Conn, enroll func(context.Context, net.Conn, *Conn) error) error {
 	if enroll == nil {
 		enroll = b.cfg.Enroll
@@ -384,13 +391,9 @@ func (b *Bridge) bridge(c *Conn, enroll func(context.Context, net.Conn, *Conn) e
 		b.give(Descriptors - 1) // the loop gives back its end's
 		b.untrack(c)
 	}
-	if c.Outbound {
-		b.wg.Add(1) // for the inbound copier; track counted the connection once
-		go func() { defer b.wg.Done(); c.inbound(); finish() }()
-		return nil
-	}
-	c.inbound()
-	finish()
+	// The inbound copier is a goroutine of its own too: the handshake's grew its stack.
+	b.wg.Add(1) // for it; track counted the connection once
+	go func() { defer b.wg.Done(); c.inbound(); finish() }()
 	return nil
 }
 
@@ -437,7 +440,7 @@ func Socketpair() (net.Conn, net.Conn, error) {
 // inbound copies what the TLS peer sends to the loop. When the peer closes (or its
 // connection fails), the loop's end gets EOF, and the loop closes it: outbound then ends.
 func (c *Conn) inbound() {
-	buf := make([]byte, bufSize)
+	buf := make([]byte, inSize)
 	for {
 		n, err := c.tc.Read(buf)
 		if n > 0 {
@@ -457,20 +460,33 @@ func (c *Conn) inbound() {
 // outbound copies what the loop writes to the TLS peer. When the loop closes its end, the
 // TLS connection is closed (close_notify first, when it can be sent), which ends inbound.
 func (c *Conn) outbound() {
-	buf := make([]byte, bufSize)
-	for {
-		n, err := c.pair.Read(buf)
-		if n > 0 {
-			if _, werr := c.tc.Write(buf[:n]); werr != nil {
-				break
-			}
-		}
-		if err != nil {
+	rc, err := c.pair.(syscall.Conn).SyscallConn()
+	for err == nil {
+		if err = waitReadable(rc); err != nil {
 			break
 		}
+		bp := outBufs.Get().(*[]byte)
+		var n int
+		n, err = c.pair.Read(*bp)
+		if n > 0 {
+			if _, werr := c.tc.Write((*bp)[:n]); werr != nil {
+				err = werr
+			}
+		}
+		outBufs.Put(bp)
 	}
 	_ = c.tc.Close()   // ends inbound's Read
 	_ = c.pair.Close() // the loop's next read or write fails, if it has not closed yet
+}
+
+// waitReadable blocks until the socket has bytes to read, or its end (EOF, an error),
+// without reading them: a peek that would block waits for the poller, as a read would.
+func waitReadable(rc syscall.RawConn) error {
+	var one [1]byte
+	return rc.Read(func(fd uintptr) bool {
+		_, _, err := syscall.Recvfrom(int(fd), one[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		return err != syscall.EAGAIN
+	})
 }
 
 // track records a connection whose goroutines are about to run; false once closed.
