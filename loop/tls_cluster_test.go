@@ -56,7 +56,7 @@ func memberFiles(t *testing.T, ca *testcert.CA, id uint64) testcert.Files {
 
 // startTLSMember runs member id with peer TLS from files f; peers are the initial voters
 // (nil with join: it joins through that address).
-func startTLSMember(t *testing.T, id uint64, peerAddr string, peers map[uint64]string, join string, f testcert.Files) *tlsMember {
+func startTLSMember(t *testing.T, id uint64, peerAddr string, peers map[uint64]string, join string, f testcert.Files, key ...byte) *tlsMember {
 	t.Helper()
 	dir := t.TempDir()
 	server, client, err := tlsbridge.PeerConfigs(f.Cert, f.Key, f.CA)
@@ -68,7 +68,7 @@ func startTLSMember(t *testing.T, id uint64, peerAddr string, peers map[uint64]s
 	cfg.Listeners = []Listener{{Proto: ProtoSlock, Addr: "127.0.0.1:0"}, {Proto: ProtoPeer, Addr: peerAddr, TLS: true}}
 	cfg.DataDir = filepath.Join(dir, "data")
 	cfg.Cluster = &ClusterConfig{NodeID: id, Peers: peers, Join: join, PeerAddr: peerAddr,
-		Tick: 20 * time.Millisecond, Timeout: 5 * time.Second, SnapshotEntries: 1000, New: join == ""}
+		Tick: 20 * time.Millisecond, Timeout: 5 * time.Second, SnapshotEntries: 1000, New: join == "", Key: key}
 	cfg.TLS.PeerServer, cfg.TLS.PeerClient = server, client
 	cfg.TLS.HandshakeTimeout = 2 * time.Second
 	cfg.Log = zerolog.New(m.log).Level(zerolog.InfoLevel)
@@ -152,6 +152,12 @@ func waitLeader(t *testing.T, ms []*tlsMember) int {
 }
 
 func TestTLSPeerCluster(t *testing.T) {
+	t.Run("tls", func(t *testing.T) { testTLSPeerCluster(t, nil, "tls") })
+	// With the cluster key too: its challenge runs inside TLS.
+	t.Run("key+tls", func(t *testing.T) { testTLSPeerCluster(t, []byte(strings.Repeat("k", 32)), "key+tls") })
+}
+
+func testTLSPeerCluster(t *testing.T, key []byte, auth string) {
 	ca := testcert.NewCA(t, "cluster CA")
 	ports := freePorts(t, 3)
 	peers := map[uint64]string{}
@@ -160,12 +166,12 @@ func TestTLSPeerCluster(t *testing.T) {
 	}
 	var ms []*tlsMember
 	for i := range ports {
-		ms = append(ms, startTLSMember(t, uint64(i+1), peers[uint64(i+1)], peers, "", memberFiles(t, ca, uint64(i+1))))
+		ms = append(ms, startTLSMember(t, uint64(i+1), peers[uint64(i+1)], peers, "", memberFiles(t, ca, uint64(i+1)), key...))
 	}
 	li := waitLeader(t, ms)
 	for _, m := range ms {
 		in := m.info(t)
-		if in["peer_auth"] != "tls" || in["peer_auth_warning"] != "" {
+		if in["peer_auth"] != auth || in["peer_auth_warning"] != "" {
 			t.Errorf("member %s: peer_auth %q, warning %q", in["node_id"], in["peer_auth"], in["peer_auth_warning"])
 		}
 		deadline := time.Now().Add(10 * time.Second)
