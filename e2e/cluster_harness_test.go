@@ -50,8 +50,17 @@ var (
 	clusterOnce sync.Once
 	clusterNo   string // why the binary cannot run a cluster; "" if it can
 	clusterBin  string // what the nodes run: tallyd, or the fake
+	clusterHelp string // its --help
 	clusterFake = os.Getenv("TALLYD_CLUSTER_FAKE") == "1"
 )
+
+// clusterHas tells whether the nodes' binary has a flag (its --help names it); needCluster
+// first.
+func clusterHas(flag string) bool { return strings.Contains(clusterHelp, flag+" ") }
+
+// hasInitialState: the binary has --initial-cluster-state (issue 19). Before it, every
+// start with an empty data dir bootstrapped the --cluster voters, as `new` does now.
+func hasInitialState() bool { return clusterHas("--initial-cluster-state") }
 
 // needCluster skips the test when the binary has no cluster mode yet (issue 13).
 //
@@ -69,6 +78,7 @@ func needCluster(t *testing.T) {
 			}
 		}
 		out, err := exec.Command(clusterBin, "--help").CombinedOutput()
+		clusterHelp = string(out)
 		switch {
 		case err != nil && !strings.Contains(string(out), "--"):
 			clusterNo = fmt.Sprintf("tallyd --help: %v", err)
@@ -108,7 +118,14 @@ type clusterNet interface {
 // newClusterNet makes the network of n slots, removed when the test ends.
 func newClusterNet(t *testing.T, n int) clusterNet {
 	t.Helper()
-	switch os.Getenv("TALLYD_CLUSTER_NET") {
+	return newClusterNetOf(t, n, os.Getenv("TALLYD_CLUSTER_NET"))
+}
+
+// newClusterNetOf makes the network of n slots of the kind named (netns, proxy, or ""
+// for netns where it can work and proxy elsewhere).
+func newClusterNetOf(t *testing.T, n int, kind string) clusterNet {
+	t.Helper()
+	switch kind {
 	case "proxy":
 		return newProxyNet(t, n)
 	case "netns":
@@ -486,6 +503,31 @@ func (p *proxyNet) isolate(slot int, cut bool) {
 	}
 }
 
+// delay delays everything node from sends to node to by d from now on (0: none): the
+// bytes from's link to to carries up, and those to's link to from carries back. Only
+// the proxy network can: the kernels these tests run on may lack netem.
+func (p *proxyNet) delay(from, to int, d time.Duration) {
+	p.links[from][to].setDelay(dirUp, d)
+	p.links[to][from].setDelay(dirDown, d)
+}
+
+// rampDelay raises the delay from node from to node to, in steps of at most 60 ms every
+// 80 ms, until it is d: a delay set at once would leave a silence as long as itself, which
+// a leader's check-quorum takes for a lost follower.
+func (p *proxyNet) rampDelay(from, to int, d time.Duration) {
+	for cur := time.Duration(0); cur < d; {
+		cur = min(cur+60*time.Millisecond, d)
+		p.delay(from, to, cur)
+		time.Sleep(80 * time.Millisecond)
+	}
+}
+
+// cutPair cuts (true) or restores (false) the links between nodes a and b only.
+func (p *proxyNet) cutPair(a, b int, cut bool) {
+	p.links[a][b].setCut(cut)
+	p.links[b][a].setCut(cut)
+}
+
 // ---------------------------------------------------------------------------------------
 // Nodes.
 
@@ -508,8 +550,12 @@ type tnode struct {
 	id      uint64
 	dataDir string
 	join    string // --join address, for a node that joined
-	p       *proc  // nil while stopped
-	logs    []*syncBuf
+	// initState is the --initial-cluster-state of its next start ("" for none: the
+	// default, existing). newCluster starts every node with new, once; a restart passes
+	// the usual flags, as the shipped unit does, unless the test sets it again.
+	initState string
+	p         *proc // nil while stopped
+	logs      []*syncBuf
 }
 
 // newCluster starts n voters (IDs 1..n) and waits for a leader. It skips the test when
@@ -517,7 +563,23 @@ type tnode struct {
 func newCluster(t *testing.T, n int, extra ...string) *tcluster {
 	t.Helper()
 	needCluster(t)
-	c := &tcluster{t: t, net: newClusterNet(t, n), dir: t.TempDir(), extra: extra}
+	return newClusterOn(t, newClusterNet(t, n), n, extra...)
+}
+
+// newProxyCluster is newCluster over the proxy network whatever the machine allows: for
+// the faults only the proxy has (a delay or a cut of one direction of one pair's link:
+// see proxyNet.delay and cutPair).
+func newProxyCluster(t *testing.T, n int, extra ...string) (*tcluster, *proxyNet) {
+	t.Helper()
+	needCluster(t)
+	pn := newProxyNet(t, n)
+	return newClusterOn(t, pn, n, extra...), pn
+}
+
+// newClusterOn starts n voters over the network given.
+func newClusterOn(t *testing.T, cn clusterNet, n int, extra ...string) *tcluster {
+	t.Helper()
+	c := &tcluster{t: t, net: cn, dir: t.TempDir(), extra: extra}
 	t.Logf("cluster of %d over %s", n, c.net.name())
 	// The nodes run a link (or copy) of the binary named clnode in the test's directory:
 	// no "tallyd" in their command lines, so that a `pkill tallyd` or `killall tallyd` run
@@ -534,7 +596,7 @@ func newCluster(t *testing.T, n int, extra ...string) *tcluster {
 	}
 	for s := range n {
 		c.ids = append(c.ids, uint64(s+1))
-		c.nodes = append(c.nodes, &tnode{slot: s, id: uint64(s + 1), dataDir: filepath.Join(c.dir, fmt.Sprintf("node%d", s))})
+		c.nodes = append(c.nodes, &tnode{slot: s, id: uint64(s + 1), dataDir: filepath.Join(c.dir, fmt.Sprintf("node%d", s)), initState: "new"})
 	}
 	t.Cleanup(c.stopAll)
 	t.Cleanup(func() {
@@ -567,6 +629,10 @@ func (c *tcluster) args(nd *tnode) []string {
 	if nd.join != "" {
 		return append(a, "--join", nd.join, "--peer-addr", c.net.peerAddr(nd.slot))
 	}
+	// A binary older than issue 19 has no such flag: it bootstraps any empty data dir.
+	if nd.initState != "" && hasInitialState() {
+		a = append(a, "--initial-cluster-state", nd.initState)
+	}
 	return append(a, "--cluster", c.net.clusterArg(nd.slot, c.ids))
 }
 
@@ -581,6 +647,7 @@ func (c *tcluster) start(slot int) {
 		c.t.Fatal(err)
 	}
 	cmd := c.net.command(slot, c.bin, c.args(nd))
+	nd.initState = "" // once: a restart passes the usual flags
 	// The node dies with the test process, whatever kills it. (Not startCmd: its cleanup
 	// would kill the node before dumpLogs can ask it for its goroutines; stopAll does.)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
