@@ -22,7 +22,8 @@ func state(db uint8, key string, value string, holders int) store.KeyState {
 	}
 	for i := range holders {
 		h := store.HolderState{Flag: 2, Levels: uint8(i + 1), Rcount: 3, Count: 0xFFFF, Timeout: 5, TimeoutFlag: 0x10,
-			Expried: 120, ExpriedFlag: 0x4000, Start: int64(1e18 + i), Deadline: int64(2e18 + i)}
+			Expried: 120, ExpriedFlag: 0x4000, Start: int64(1e18 + i), Deadline: int64(2e18 + i),
+			Token: uint64(1<<40 + i), Client: uint64(7<<50 + i)}
 		copy(h.LockID[:], key)
 		h.LockID[15] = byte(i)
 		s.Holders = append(s.Holders, h)
@@ -31,9 +32,14 @@ func state(db uint8, key string, value string, holders int) store.KeyState {
 }
 
 func TestRecordRoundTrip(t *testing.T) {
+	fenced := state(2, "f", "v", 1)
+	fenced.Fence = 1 << 62
 	for _, s := range []store.KeyState{state(0, "a", "", 0), state(3, "key", "value", 1), state(254, "k2", "", 3),
-		state(1, "big", strings.Repeat("x", 70000), 2)} {
+		state(1, "big", strings.Repeat("x", 70000), 2), fenced, {Ceil: 5 << 20}} {
 		b := AppendState(nil, &s)
+		if !shaped(b) {
+			t.Fatalf("a record of %+v is not shaped", s)
+		}
 		p, n, err := next(b)
 		if err != nil || n != len(b) {
 			t.Fatalf("next: %d of %d, %v", n, len(b), err)
@@ -300,5 +306,43 @@ func TestRewriteFailureIsNotALogFailure(t *testing.T) {
 				t.Fatalf("stats %+v", st)
 			}
 		})
+	}
+}
+
+// appendState1 writes s as logs did before fencing tokens (kind 1): no fence, and holders
+// without their token and client id.
+func appendState1(s *store.KeyState) []byte {
+	b := AppendState(nil, s)
+	p := append([]byte{kindState1}, b[recHead+1:recHead+18]...) // db and key
+	p = append(p, b[recHead+26:]...)                            // from the value length on
+	head := 22 + 2 + len(s.Value)
+	out := append(make([]byte, recHead), p[:head]...)
+	for i := range s.Holders {
+		at := head + i*holderLen
+		out = append(out, p[at:at+holderLen1]...)
+	}
+	return seal(out, 0)
+}
+
+// Logs written before fencing tokens still replay: their holders have token 0.
+func TestRecordKind1(t *testing.T) {
+	s := state(3, "key", "value", 2)
+	b := appendState1(&s)
+	if !shaped(b) {
+		t.Fatal("a kind 1 record is not shaped")
+	}
+	p, _, err := next(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got store.KeyState
+	if err := decode(p, &got); err != nil {
+		t.Fatal(err)
+	}
+	for i := range s.Holders {
+		s.Holders[i].Token, s.Holders[i].Client = 0, 0
+	}
+	if !reflect.DeepEqual(got, s) {
+		t.Fatalf("kind 1:\n got %+v\nwant %+v", got, s)
 	}
 }

@@ -41,10 +41,8 @@ func DecodeRecords(b []byte, state func(*store.KeyState), peers func(map[uint64]
 		}
 		var err error
 		switch p[0] {
-		case kindState:
-			if size < minPayload {
-				err = fmt.Errorf("key state of %d bytes, want at least %d", size, minPayload)
-			} else if err = decode(p, &ks); err == nil {
+		case kindState, kindState1, kindCeil:
+			if err = decode(p, &ks); err == nil {
 				state(&ks)
 			}
 		case kindPeers:

@@ -12,27 +12,37 @@ import (
 )
 
 // A log file is Header, then records. A record is u32 n, u32 CRC-32C of the
-// payload, then n bytes of payload:
+// payload, then n bytes of payload, one of
 //
-//	u8 kind (1: key state) | u8 db | 16 key | u32 value length (0xFFFFFFFF: none)
-//	| value | u16 holders | holders
+//	u8 kind 2 (key state) | u8 db | 16 key | u64 fence | u32 value length
+//	(0xFFFFFFFF: none) | value | u16 holders | holders
+//	u8 kind 3 (fencing-token reservation) | u64 ceiling
+//	u8 kind 1 (key state of logs before fencing tokens) | u8 db | 16 key
+//	| u32 value length | value | u16 holders | holders (without token and client)
 //
 // and each holder is 16 LockId | u8 flag | u8 levels | u8 rcount | u16 count
 // | u16 timeout | u16 timeout flag | u16 expried | u16 expried flag | i64 start
 // | i64 deadline (Unix ns; 0 never; negative: minus the Unix ms of an exact
-// expiry, store.HolderState.ExpireAt, which logs before it never hold), all
-// little-endian. A state with no holders
-// says the key is gone. Records are whole key states, so the last one of a key
-// is its state and replaying the same record twice changes nothing.
+// expiry, store.HolderState.ExpireAt, which logs before it never hold)
+// | u64 fencing token | u64 client id (kind 2 only), all little-endian. A
+// state with no holders says the key is gone. Records are whole key states,
+// so the last one of a key is its state and replaying the same record twice
+// changes nothing; a reservation only ever raises the ceiling.
 
 // Header starts every log file: a magic and the format version.
 const Header = "TALLYAOF\x00\x00\x00\x01"
 
 const (
 	recHead    = 8
-	kindState  = 1
-	holderLen  = 16 + 3 + 2*5 + 16
-	minPayload = 1 + 1 + 16 + 4 + 2
+	kindState1 = 1
+	kindState  = 2
+	kindCeil   = 3
+	holderLen1 = 16 + 3 + 2*5 + 16
+	holderLen  = holderLen1 + 16
+	minState1  = 1 + 1 + 16 + 4 + 2
+	minState   = minState1 + 8
+	ceilLen    = 1 + 8
+	minPayload = ceilLen // the shortest record
 	noValue    = 0xFFFFFFFF
 
 	// MaxRecord is the largest payload a reader accepts: more is corruption.
@@ -45,8 +55,13 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 func AppendState(dst []byte, s *store.KeyState) []byte {
 	start := len(dst)
 	dst = append(dst, make([]byte, recHead)...)
+	if s.Ceil != 0 {
+		dst = binary.LittleEndian.AppendUint64(append(dst, kindCeil), s.Ceil)
+		return seal(dst, start)
+	}
 	dst = append(dst, kindState, s.DB)
 	dst = append(dst, s.Key[:]...)
+	dst = binary.LittleEndian.AppendUint64(dst, s.Fence)
 	if s.Value == nil {
 		dst = binary.LittleEndian.AppendUint32(dst, noValue)
 	} else {
@@ -69,7 +84,14 @@ func AppendState(dst []byte, s *store.KeyState) []byte {
 			d = -h.ExpireAt
 		}
 		dst = binary.LittleEndian.AppendUint64(dst, uint64(d))
+		dst = binary.LittleEndian.AppendUint64(dst, h.Token)
+		dst = binary.LittleEndian.AppendUint64(dst, h.Client)
 	}
+	return seal(dst, start)
+}
+
+// seal fills in the header of the record appended to dst from start.
+func seal(dst []byte, start int) []byte {
 	p := dst[start+recHead:]
 	binary.LittleEndian.PutUint32(dst[start:], uint32(len(p)))
 	binary.LittleEndian.PutUint32(dst[start+4:], crc32.Checksum(p, castagnoli))
@@ -111,44 +133,69 @@ func shaped(b []byte) bool {
 		return false
 	}
 	p := b[recHead : recHead+size]
-	if p[0] != kindState {
+	var rest uint64
+	hl := uint64(holderLen)
+	switch {
+	case p[0] == kindCeil:
+		return size == ceilLen
+	case p[0] == kindState && size >= minState:
+		rest = uint64(size) - 30
+	case p[0] == kindState1 && size >= minState1:
+		rest, hl = uint64(size)-22, holderLen1
+	default:
 		return false
 	}
-	rest := uint64(size) - 22
-	if vl := binary.LittleEndian.Uint32(p[18:]); vl != noValue {
+	if vl := binary.LittleEndian.Uint32(p[size-uint32(rest)-4:]); vl != noValue {
 		if rest < uint64(vl)+2 {
 			return false
 		}
 		rest -= uint64(vl)
 	}
 	nh := uint64(binary.LittleEndian.Uint16(p[size-uint32(rest):]))
-	return rest == 2+nh*holderLen
+	return rest == 2+nh*hl
 }
 
 // decode parses a checked payload into s (Value and Holders reuse s's memory;
 // Value is a view into p).
 func decode(p []byte, s *store.KeyState) error {
-	if p[0] != kindState {
+	s.Ceil, s.Fence = 0, 0
+	hl, vl := holderLen, 0 // holder length, offset of the value length
+	switch {
+	case p[0] == kindCeil && len(p) == ceilLen:
+		s.Ceil = binary.LittleEndian.Uint64(p[1:])
+		if s.Ceil == 0 {
+			return errors.New("a reservation of no tokens")
+		}
+		s.Value, s.Holders = nil, s.Holders[:0]
+		return nil
+	case p[0] == kindState && len(p) >= minState:
+		s.Fence = binary.LittleEndian.Uint64(p[18:])
+		vl = 26
+	case p[0] == kindState1 && len(p) >= minState1:
+		hl, vl = holderLen1, 18
+	case p[0] == kindCeil || p[0] == kindState || p[0] == kindState1:
+		return fmt.Errorf("record of kind %d is %d bytes long", p[0], len(p))
+	default:
 		return fmt.Errorf("unknown record kind %d", p[0])
 	}
 	s.DB = p[1]
 	copy(s.Key[:], p[2:18])
-	vl := binary.LittleEndian.Uint32(p[18:])
-	p = p[22:]
+	n := binary.LittleEndian.Uint32(p[vl:])
+	p = p[vl+4:]
 	s.Value = nil
-	if vl != noValue {
-		if uint64(len(p)) < uint64(vl)+2 {
-			return fmt.Errorf("value length %d overruns the record", vl)
+	if n != noValue {
+		if uint64(len(p)) < uint64(n)+2 {
+			return fmt.Errorf("value length %d overruns the record", n)
 		}
-		s.Value, p = p[:vl], p[vl:]
+		s.Value, p = p[:n], p[n:]
 	}
 	if len(p) < 2 {
 		return errors.New("holder count missing")
 	}
 	nh := int(binary.LittleEndian.Uint16(p))
 	p = p[2:]
-	if len(p) != nh*holderLen {
-		return fmt.Errorf("%d holders need %d bytes, the record has %d", nh, nh*holderLen, len(p))
+	if len(p) != nh*hl {
+		return fmt.Errorf("%d holders need %d bytes, the record has %d", nh, nh*hl, len(p))
 	}
 	s.Holders = s.Holders[:0]
 	for range nh {
@@ -165,8 +212,12 @@ func decode(p []byte, s *store.KeyState) error {
 		if h.Deadline < 0 {
 			h.ExpireAt, h.Deadline = -h.Deadline, 0
 		}
+		if hl == holderLen {
+			h.Token = binary.LittleEndian.Uint64(p[45:])
+			h.Client = binary.LittleEndian.Uint64(p[53:])
+		}
 		s.Holders = append(s.Holders, h)
-		p = p[holderLen:]
+		p = p[hl:]
 	}
 	return nil
 }

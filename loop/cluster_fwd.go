@@ -95,6 +95,9 @@ func (s *Server) forwarded(cs *conn, f *peer.Frame, now int64) {
 	}
 	sc := vc.slock
 	sc.text.DB, sc.text.Timeout, sc.text.TimeoutFlag = f.DB, f.Timeout, f.TimeoutFlag
+	if f.Client != 0 {
+		sc.client = f.Client // what it locks is its client's, whichever session it came on
+	}
 	sc.lvl = Level(f.Level)
 	vc.virt.in = append(vc.virt.in, f.Data...)
 	s.serveVirt(vc, now)
@@ -393,7 +396,7 @@ func (s *Server) forward(cs *conn, lnk *conn, kind uint8, raw []byte) {
 	if sc.outstanding == 0 || kind == peer.KindBinary {
 		sc.fwdSince = s.persist.lastNow
 	}
-	s.put(lnk, peer.AppendForward(s.out(lnk), sc.session, kind, uint8(sc.level()), sc.text.DB,
+	s.put(lnk, peer.AppendForward(s.out(lnk), sc.session, s.clientOf(cs), kind, uint8(sc.level()), sc.text.DB,
 		sc.text.Timeout, sc.text.TimeoutFlag, raw))
 }
 

@@ -227,6 +227,7 @@ func (s *Server) willRefusal(cs *conn, size int) string {
 // queueWill queues cmd (its data copied) as one of cs's WILL commands.
 func (s *Server) queueWill(cs *conn, cmd store.LockCommand) {
 	cmd.Data = append([]byte(nil), cmd.Data...)
+	s.stampLock(cs, &cmd)
 	n := willCost + len(cmd.Data)
 	cs.slock.wills = append(cs.slock.wills, cmd)
 	cs.slock.willBytes += n

@@ -118,9 +118,13 @@ func (s *Server) openLog() error {
 	return err
 }
 
-// closeLog writes out what is queued and stops the writer (after the engine stopped).
+// closeLog writes out what is queued and stops the writer (after the engine stopped). A
+// graceful stop first journals every held lock, however young, so that a restart loses none
+// (a crash still loses those held less than --lock-persist-after).
 func (s *Server) closeLog() {
 	if s.persist.w != nil {
+		s.locks.PersistAll()
+		s.journal(s.now().UnixNano())
 		s.persist.w.Close()
 	}
 }

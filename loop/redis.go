@@ -206,6 +206,11 @@ func (s *Server) runCommand(cs *conn, spec *slock.Spec, args [][]byte, now int64
 		s.consistency(cs, args)
 	case slock.CmdCluster:
 		s.clusterCmd(cs, args)
+	case slock.CmdToken:
+		s.token(cs, args)
+	case slock.CmdGetFence:
+		f := s.locks.KeyFence(sc.text.DB, sc.text.KeyID(args[1]))
+		s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), int64(f)))
 	default:
 		s.sendTo(cs, slock.AppendUnknown(s.scratchFor(cs), args))
 	}
@@ -236,11 +241,11 @@ func (s *Server) textLock(cs *conn, r *slock.Request, now int64) {
 	}
 	if r.Spec.Cmd == slock.CmdPush {
 		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK")) // PUSH does not wait for the result
-		s.runLock(cs.owner, &cmd, now)
+		s.runLock(cs, &cmd, now)
 		return
 	}
 	sc.waiting, sc.waitID, sc.waitLock = true, cmd.RequestID, cmd.Type == uint8(slock.TypeLock)
-	s.runLock(cs.owner, &cmd, now)
+	s.runLock(cs, &cmd, now)
 }
 
 // textID makes a RequestId or LockId for a text command: unique per server run and

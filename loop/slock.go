@@ -29,6 +29,8 @@ type slockConn struct {
 	tx       txState       // MULTI/EXEC and WATCH (redis.go)
 	name     string        // CLIENT SETNAME's
 
+	client uint64 // its cluster-wide client id (fence.go), 0 until it needs one
+
 	// Cluster mode (cluster_fwd.go).
 	lvl         Level  // CONSISTENCY; 0 is the default, QUORUM
 	session     uint64 // its session on the leader (a follower's client), 0 if none
@@ -163,7 +165,7 @@ func (h *binaryHandler) exec(cs *conn, now int64) {
 			break
 		}
 		h.cmd = frameCommand(f)
-		s.runLock(cs.owner, &h.cmd, now)
+		s.runLock(cs, &h.cmd, now)
 	case slock.TypeWillLock, slock.TypeWillUnlock:
 		if why := s.willRefusal(cs, willCost+len(f.Data)); why != "" {
 			// A WILL is not answered when queued; a refused one is, so the client knows.
@@ -253,9 +255,10 @@ func (s *Server) leaderAddr() string {
 }
 
 // runLock runs one command and delivers everything it causes.
-func (s *Server) runLock(owner store.Owner, cmd *store.LockCommand, now int64) {
-	s.m.lockBegin(owner, cmd, false)
-	s.sl.replies, s.sl.execs = s.locks.Do(owner, cmd, now, s.sl.replies[:0], s.sl.execs[:0])
+func (s *Server) runLock(cs *conn, cmd *store.LockCommand, now int64) {
+	s.stampLock(cs, cmd)
+	s.m.lockBegin(cs.owner, cmd, false)
+	s.sl.replies, s.sl.execs = s.locks.Do(cs.owner, cmd, now, s.sl.replies[:0], s.sl.execs[:0])
 	s.drainLocks(now)
 	s.m.lockFinish()
 }
@@ -287,6 +290,7 @@ func (s *Server) drainLocks(now int64) {
 				continue // malformed EXECUTE content is silently ignored
 			}
 			cmd := frameCommand(&f)
+			s.stampLock(s.conns[x.owner], &cmd)
 			s.m.lockBegin(x.owner, &cmd, true)
 			sl.replies, sl.execs = s.locks.Do(x.owner, &cmd, now, sl.replies, sl.execs)
 		case len(sl.willQueue) > 0:
@@ -325,7 +329,7 @@ func (s *Server) deliverLock(r *store.LockReply, discard store.Owner) {
 	}
 	rep := slock.LockReply{Type: slock.Type(r.Type), RequestID: r.RequestID, Result: slockResults[r.Result],
 		DB: r.DB, LockID: r.LockID, Key: r.Key, Lcount: r.Lcount, Count: r.Count, Lrcount: r.Lrcount,
-		Rcount: r.Rcount, Value: r.Value}
+		Rcount: r.Rcount, Value: r.Value, Token: r.Token}
 	sc := cs.slock
 	if sc.kind != slock.Binary {
 		if !sc.waiting || r.RequestID != sc.waitID {

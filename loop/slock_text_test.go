@@ -307,8 +307,9 @@ func TestSlockRedisCLI(t *testing.T) {
 		return strings.Split(strings.TrimRight(string(out), "\n"), "\n")
 	}
 	lines := run("LOCK", "clikey", "EXPRIED", "60")
-	if len(lines) != 12 || lines[0] != "0" || lines[1] != "OK" || lines[2] != "LOCK_ID" || len(lines[3]) != 32 ||
-		lines[4] != "LCOUNT" || lines[5] != "1" || lines[7] != "1" || lines[9] != "1" || lines[11] != "1" {
+	if len(lines) != 14 || lines[0] != "0" || lines[1] != "OK" || lines[2] != "LOCK_ID" || len(lines[3]) != 32 ||
+		lines[4] != "LCOUNT" || lines[5] != "1" || lines[7] != "1" || lines[9] != "1" || lines[11] != "1" ||
+		lines[12] != "TOKEN" || lines[13] == "0" {
 		t.Fatalf("redis-cli LOCK printed %q", lines)
 	}
 	b := dialSlock(t, ts.slockAddr)

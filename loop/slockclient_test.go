@@ -15,6 +15,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -945,14 +946,24 @@ type textLock struct {
 	Lcount, Count      string
 	Lrcount, Rcount    string
 	Data               *resp.Reply // nil for a 12-element reply
+	Token              uint64      // a grant's fencing token; 0 for none
 	raw                resp.Reply
 }
 
 // parseTextLock checks the shape of a LOCK/UNLOCK reply and splits it.
-func parseTextLock(t testing.TB, r resp.Reply) textLock {
+func parseTextLock(t testing.TB, r resp.Reply) (tl textLock) {
 	t.Helper()
+	if n := len(r.Elems); n >= 14 && string(r.Elems[n-2].Str) == "TOKEN" {
+		// A grant's fencing token, last (issue 19).
+		tok, err := strconv.ParseUint(string(r.Elems[n-1].Str), 10, 64)
+		if r.Elems[n-1].Kind != '$' || err != nil || tok == 0 {
+			t.Fatalf("LOCK reply %s: TOKEN is not a positive integer", showResp(r))
+		}
+		r.Elems = r.Elems[:n-2]
+		defer func() { tl.Token = tok }()
+	}
 	if r.Kind != '*' || (len(r.Elems) != 12 && len(r.Elems) != 14) {
-		t.Fatalf("LOCK reply %s: want an array of 12 or 14", showResp(r))
+		t.Fatalf("LOCK reply %s: want an array of 12 or 14, and TOKEN", showResp(r))
 	}
 	for i, e := range r.Elems[:12] {
 		if e.Kind != '$' {
@@ -960,7 +971,7 @@ func parseTextLock(t testing.TB, r resp.Reply) textLock {
 		}
 	}
 	s := func(i int) string { return string(r.Elems[i].Str) }
-	tl := textLock{Code: s(0), Name: s(1), LockID: s(3), Lcount: s(5), Count: s(7), Lrcount: s(9), Rcount: s(11), raw: r}
+	tl = textLock{Code: s(0), Name: s(1), LockID: s(3), Lcount: s(5), Count: s(7), Lrcount: s(9), Rcount: s(11), raw: r}
 	if labels := [5]string{s(2), s(4), s(6), s(8), s(10)}; labels != [5]string{"LOCK_ID", "LCOUNT", "COUNT", "LRCOUNT", "RCOUNT"} {
 		t.Fatalf("LOCK reply %s: labels %q", showResp(r), labels)
 	}

@@ -53,7 +53,18 @@ func (s *Server) slockKV(cs *conn, now int64) {
 	case slock.OpDBSize:
 		s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), int64(s.locks.ValueCount(db))))
 		return
+	case slock.OpSet:
+		if seen := s.locks.KeyFence(db, kv.Frame.Key); kv.Fence != 0 && seen > kv.Fence {
+			s.sendTo(cs, slock.AppendFenced(s.scratchFor(cs), kv.Fence, seen))
+			kv.Keys = nil
+			return
+		}
 	case slock.OpGetSet, slock.OpAppend, slock.OpIncr:
+		if seen := s.locks.KeyFence(db, kv.Frame.Key); kv.Fence != 0 && seen > kv.Fence {
+			s.sendTo(cs, slock.AppendFenced(s.scratchFor(cs), kv.Fence, seen))
+			kv.Keys = nil
+			return
+		}
 		v := s.locks.Value(db, kv.Frame.Key)
 		if hash, _ := slock.IsHash(v); hash {
 			s.textError(cs, slock.ErrWrongType)
@@ -95,7 +106,7 @@ func (s *Server) slockKV(cs *conn, now int64) {
 			sc.kvMulti, sc.kvN = true, 0
 			for i := range kv.Keys {
 				kv.KeyFrame(&sc.text, func() [16]byte { return s.textID(cs) }, i)
-				if op == slock.OpDel && s.locks.LockedByOther(db, kv.Frame.Key, cs.owner) {
+				if op == slock.OpDel && s.locks.LockedByOther(db, kv.Frame.Key, cs.owner, s.clientOf(cs)) {
 					continue // another's lock: not deleted, not counted
 				}
 				s.runKV(cs, now)
@@ -106,7 +117,7 @@ func (s *Server) slockKV(cs *conn, now int64) {
 			return
 		}
 	}
-	if op == slock.OpDel && s.locks.LockedByOther(db, kv.Frame.Key, cs.owner) {
+	if op == slock.OpDel && s.locks.LockedByOther(db, kv.Frame.Key, cs.owner, s.clientOf(cs)) {
 		// Another connection's LOCK (or SETNX) holds the key: DEL would break it. As SET
 		// on that key answers nil (not set), DEL answers 0 (not deleted).
 		s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), 0))
@@ -217,7 +228,7 @@ func (s *Server) runKV(cs *conn, now int64) {
 		cmd.Add, cmd.Delta = true, kv.Delta // the store adds (and checks) the delta
 	}
 	sc.waiting, sc.waitID, sc.waitLock, sc.kvActive = true, cmd.RequestID, false, true
-	s.runLock(cs.owner, &cmd, now)
+	s.runLock(cs, &cmd, now)
 }
 
 // kvReply answers the key/value command cs waited for with the reply to its lock command.
@@ -238,6 +249,9 @@ func (s *Server) kvReply(cs *conn, r *slock.LockReply, res store.LockResult) {
 	default:
 		if sc.req.KV.Op == slock.OpGet {
 			s.countLookup(r.Value != nil)
+		}
+		if f := sc.req.KV.Fence; f != 0 && (r.Result == slock.ResultOK || r.Result == slock.ResultLockedError) {
+			s.locks.RaiseFence(r.DB, r.Key, f) // the fenced write is done: older tokens are refused from now on
 		}
 		s.sendTo(cs, slock.AppendKVReply(s.scratchFor(cs), &sc.req.KV, r.Result, r.Value))
 	}

@@ -34,6 +34,11 @@ type LockCommand struct {
 	// expiries of key/value commands, which a 16-bit Expried cannot carry.
 	// Never set by a frame from the wire.
 	ExpireAt int64
+
+	// Client is the connection's cluster-wide client id (0: none), which a
+	// holder keeps: who made it, whatever connection number it has on the
+	// member running it (LockedByOther). Never set by a frame from the wire.
+	Client uint64
 }
 
 // LockReply is one reply frame owed to a connection: to the command's
@@ -58,6 +63,10 @@ type LockReply struct {
 	// none: its value before the command, except after an Add, whose reply
 	// carries the value it made. It is valid until the next call on the Locks.
 	Value []byte
+
+	// Token is the fencing token of the holder a LockOK made or reentered
+	// (0 for anything else): see locks_fence.go.
+	Token uint64
 }
 
 // Exec is an EXECUTE inner command to run as if Owner had sent it. Frame is
@@ -272,6 +281,13 @@ type Locks struct {
 	aging      *deadlines              // holders that will persist once held PersistAfter, by when
 	snap       KeyState
 
+	// Fencing tokens (locks_fence.go).
+	fence     uint64 // the last token issued
+	fenceCeil uint64 // tokens up to this are reserved in the log
+	ceilDirty bool   // fenceCeil changed since the last Journal
+	all       bool   // every holder persists (PersistAll)
+	snapCeil  bool   // SnapshotNext has yet to emit the ceiling
+
 	// WATCH (locks_add.go).
 	watches map[keyRef]*watch
 	wseq    uint64
@@ -302,7 +318,8 @@ type lockKey struct {
 	next     *lockKey // free list
 	logged   bool     // the log's latest record of the key has holders; then on Locks.loggedKeys
 	ll       links[lockKey]
-	dirty    bool // in Locks.dirty
+	dirty    bool   // in Locks.dirty
+	fence    uint64 // the highest fencing token a fenced write presented (locks_fence.go)
 }
 
 // lockItem is one holder or one queued request.
@@ -325,6 +342,7 @@ type lockItem struct {
 	dataFrame    bool     // holder: the latest frame on it carried a data record (flag 0x20)
 	waitsCounted bool     // counted in its owner's waiters
 	pdl          deadline // in Locks.aging
+	token        uint64   // holder: its fencing token
 }
 
 func (it *lockItem) deadline() *deadline { return &it.dl }
@@ -1047,6 +1065,7 @@ func (l *Locks) relock(o Owner, h *lockItem, c *LockCommand, data []byte, now in
 			}
 		}
 		l.reply(o, c, LockLockedError, c.LockID, k.levels, h.levels, before)
+		l.out[len(l.out)-1].Token = h.token // a refresh keeps its token
 		return
 	}
 	if h.levels >= 255 || uint32(h.levels) > uint32(c.Rcount) || c.TimeoutFlag&timePriority != 0 {
@@ -1056,6 +1075,7 @@ func (l *Locks) relock(o Owner, h *lockItem, c *LockCommand, data []byte, now in
 	k.db.st.LockCount++
 	if c.Expried == 0 {
 		l.reply(o, c, LockOK, c.LockID, k.levels, h.levels, l.current(k))
+		l.out[len(l.out)-1].Token = h.token
 		return
 	}
 	before := l.current(k)
@@ -1068,6 +1088,7 @@ func (l *Locks) relock(o Owner, h *lockItem, c *LockCommand, data []byte, now in
 	}
 	l.armHold(h, now)
 	l.reply(o, c, LockOK, c.LockID, k.levels, h.levels, before)
+	l.out[len(l.out)-1].Token = h.token
 }
 
 // setParams replaces holder h's parameters by those of c from o.
@@ -1104,6 +1125,7 @@ func (l *Locks) grant(o Owner, k *lockKey, c *LockCommand, data []byte, w *lockI
 	h.waiting, h.hasData, h.prio = false, false, 0
 	h.start = now
 	h.dataFrame = data != nil
+	h.token = l.nextToken()
 	l.addHolder(k, h)
 	if data != nil {
 		l.applyData(k, h, o, c.DB, data, k.levels == 1)
@@ -1114,6 +1136,7 @@ func (l *Locks) grant(o Owner, k *lockKey, c *LockCommand, data []byte, w *lockI
 	}
 	l.armHold(h, base)
 	l.reply(o, c, LockOK, c.LockID, k.levels, 1, before)
+	l.out[len(l.out)-1].Token = h.token
 }
 
 // refuse handles Lock c from o that is not admitted to key k of d (nil if

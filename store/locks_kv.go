@@ -57,13 +57,13 @@ func (l *Locks) Flush(db uint8, now int64, replies []LockReply, execs []Exec) ([
 // break with a DEL: one under a LockId other than the key itself (a LOCK or a
 // SETNX, not a plain SET) that another connection last locked. A connection
 // closed since keeps its holders, so they stay another's.
-func (l *Locks) LockedByOther(db uint8, key [16]byte, owner Owner) bool {
+func (l *Locks) LockedByOther(db uint8, key [16]byte, owner Owner, client uint64) bool {
 	k := l.key(db, key)
 	if k == nil {
 		return false
 	}
 	for h := k.hold.head; h != nil; h = h.next {
-		if h.cmd.LockID != key && h.owner != owner {
+		if h.cmd.LockID != key && h.owner != owner && (client == 0 || h.cmd.Client != client) {
 			return true
 		}
 	}

@@ -22,6 +22,11 @@ type KeyState struct {
 	Key     [16]byte
 	Value   []byte
 	Holders []HolderState
+	Fence   uint64 // the highest fencing token a fenced write presented to the key
+
+	// Ceil, when not 0, makes this the record of a fencing-token reservation
+	// (locks_fence.go), not a key's: every other field is zero.
+	Ceil uint64
 }
 
 // HolderState is one persisting holder.
@@ -32,9 +37,11 @@ type HolderState struct {
 	Rcount                                     uint8
 	Count                                      uint16
 	Timeout, TimeoutFlag, Expried, ExpriedFlag uint16
-	Start                                      int64 // Unix ns it was granted
-	Deadline                                   int64 // Unix ns it expires; 0: never
-	ExpireAt                                   int64 // Unix ms it expires, exactly (LockCommand.ExpireAt); 0: by Deadline
+	Start                                      int64  // Unix ns it was granted
+	Deadline                                   int64  // Unix ns it expires; 0: never
+	ExpireAt                                   int64  // Unix ms it expires, exactly (LockCommand.ExpireAt); 0: by Deadline
+	Token                                      uint64 // its fencing token
+	Client                                     uint64 // the client id that made it (LockCommand.Client)
 }
 
 // ExpriedFlag bits that decide persistence.
@@ -62,7 +69,7 @@ func (l *Locks) touch(h *lockItem) {
 	if !l.cfg.Persist || h.k == nil || h.waiting {
 		return
 	}
-	if h.k.logged {
+	if h.k.logged || h.cmd.ExpriedFlag&persistNow != 0 {
 		l.changed(h.k)
 	}
 	l.age(h)
@@ -100,10 +107,35 @@ func (l *Locks) released(h *lockItem) {
 // persists reports whether holder h of k is in k's persistent state at now.
 func (l *Locks) persists(k *lockKey, h *lockItem, now int64) bool {
 	ef := h.cmd.ExpriedFlag
-	if ef&persistNever != 0 || ef&timeKeep != 0 {
+	switch {
+	case ef&persistNever != 0:
+		return false
+	case l.all || ef&persistNow != 0:
+		return true // asked for (a replicated grant), or a graceful stop (PersistAll)
+	case ef&timeKeep != 0:
 		return false
 	}
-	return k.has || ef&persistNow != 0 || now-h.start >= l.cfg.PersistAfter
+	return k.has || now-h.start >= l.cfg.PersistAfter
+}
+
+// PersistAll makes every holder persist from now on, but those that asked never
+// to (ExpriedFlag 0x0200), and marks their keys for the next Journal: a
+// graceful stop writes every held lock to the log before it closes it.
+func (l *Locks) PersistAll() {
+	if !l.cfg.Persist {
+		return
+	}
+	l.all = true
+	for _, d := range l.dbs {
+		if d == nil {
+			continue
+		}
+		for _, k := range d.keys {
+			if k.hold.head != nil {
+				l.changed(k)
+			}
+		}
+	}
 }
 
 // PersistDue marks the keys whose holders have now been held PersistAfter, for
@@ -140,6 +172,11 @@ func (l *Locks) NextPersist() (int64, bool) {
 // KeyState and its slices are valid during the call only; emit must not change
 // the Locks.
 func (l *Locks) Journal(now int64, emit func(*KeyState)) {
+	if l.ceilDirty {
+		l.ceilDirty = false
+		l.snap = KeyState{Ceil: l.fenceCeil, Holders: l.snap.Holders[:0]}
+		emit(&l.snap)
+	}
 	for _, r := range l.goneKeys {
 		l.snap = KeyState{DB: r.db, Key: r.key, Holders: l.snap.Holders[:0]}
 		emit(&l.snap)
@@ -163,13 +200,13 @@ func (l *Locks) Journal(now int64, emit func(*KeyState)) {
 }
 
 // Journaled reports whether Journal has anything to emit.
-func (l *Locks) Journaled() bool { return len(l.dirty) > 0 || len(l.goneKeys) > 0 }
+func (l *Locks) Journaled() bool { return len(l.dirty) > 0 || len(l.goneKeys) > 0 || l.ceilDirty }
 
 // state fills l.snap with k's persistent state at now and reports whether it
 // has any holder.
 func (l *Locks) state(k *lockKey, now int64) bool {
 	s := &l.snap
-	*s = KeyState{DB: k.db.id, Key: k.key, Holders: s.Holders[:0]}
+	*s = KeyState{DB: k.db.id, Key: k.key, Holders: s.Holders[:0], Fence: k.fence}
 	for h := k.hold.head; h != nil; h = h.next {
 		if !l.persists(k, h, now) {
 			continue
@@ -181,7 +218,8 @@ func (l *Locks) state(k *lockKey, now int64) bool {
 		}
 		s.Holders = append(s.Holders, HolderState{LockID: c.LockID, Flag: c.Flag, Levels: h.levels,
 			Rcount: c.Rcount, Count: c.Count, Timeout: c.Timeout, TimeoutFlag: c.TimeoutFlag,
-			Expried: c.Expried, ExpriedFlag: c.ExpriedFlag, Start: h.start, Deadline: at, ExpireAt: c.ExpireAt})
+			Expried: c.Expried, ExpriedFlag: c.ExpriedFlag, Start: h.start, Deadline: at, ExpireAt: c.ExpireAt,
+			Token: h.token, Client: c.Client})
 	}
 	if len(s.Holders) > 0 && k.has {
 		s.Value = k.value
@@ -210,11 +248,25 @@ func (l *Locks) setLogged(k *lockKey, on bool) {
 // this may or may not be included; the journal has them either way.
 func (l *Locks) BeginSnapshot() {
 	l.cursor = l.loggedKeys.head
+	l.snapCeil = true
+}
+
+// emitCeil calls emit with the fencing-token ceiling, for a snapshot.
+func (l *Locks) emitCeil(emit func(*KeyState)) {
+	if l.fenceCeil == 0 {
+		return
+	}
+	l.snap = KeyState{Ceil: l.fenceCeil, Holders: l.snap.Holders[:0]}
+	emit(&l.snap)
 }
 
 // SnapshotNext calls emit with the persistent state at now of up to n more
 // keys, and reports whether every key has been written.
 func (l *Locks) SnapshotNext(n int, now int64, emit func(*KeyState)) bool {
+	if l.snapCeil {
+		l.snapCeil = false
+		l.emitCeil(emit)
+	}
 	for ; n > 0 && l.cursor != nil; n-- {
 		k := l.cursor
 		l.cursor = k.ll.next
@@ -233,6 +285,10 @@ func (l *Locks) LoggedKeys() int { return l.loggedKeys.n }
 // while it has one. Holders past their deadline are dropped, and with them a
 // key that has none left. Replies its changes would cause are not made.
 func (l *Locks) Restore(s *KeyState, now int64) {
+	if s.Ceil != 0 {
+		l.restoreCeil(s.Ceil)
+		return
+	}
 	if s.DB > MaxLockDB {
 		return
 	}
@@ -260,9 +316,11 @@ func (l *Locks) Restore(s *KeyState, now int64) {
 		l.setLogged(k, true)
 		c := LockCommand{Type: 1, Flag: hs.Flag, DB: s.DB, LockID: hs.LockID, Key: s.Key,
 			Timeout: hs.Timeout, TimeoutFlag: hs.TimeoutFlag, Expried: hs.Expried, ExpriedFlag: hs.ExpriedFlag,
-			Count: hs.Count, Rcount: hs.Rcount, ExpireAt: hs.ExpireAt}
+			Count: hs.Count, Rcount: hs.Rcount, ExpireAt: hs.ExpireAt, Client: hs.Client}
 		h := l.newItem(k, 0, &c, hs.Start)
 		h.start = hs.Start
+		h.token = hs.Token
+		l.fence = max(l.fence, hs.Token)
 		l.addHolder(k, h)
 		if hs.Start+l.cfg.PersistAfter <= now {
 			l.aging.remove((*agedItem)(h)) // it is in the log already
@@ -278,6 +336,7 @@ func (l *Locks) Restore(s *KeyState, now int64) {
 	if k == nil {
 		return
 	}
+	k.fence = s.Fence
 	if k.hold.n > 0 && s.Value != nil {
 		k.value = append(k.value[:0], s.Value...)
 		k.has = true

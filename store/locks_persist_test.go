@@ -14,16 +14,22 @@ import (
 // persistent state, sorted.
 func persistView(l *store.Locks, now int64) []string {
 	var out []string
+	ceils := 0
 	l.BeginSnapshot()
 	for !l.SnapshotNext(3, now, func(s *store.KeyState) {
-		line := fmt.Sprintf("db%d %x value=%x", s.DB, s.Key, s.Value)
+		if s.Ceil != 0 {
+			out = append(out, fmt.Sprintf("ceil %d", s.Ceil))
+			ceils++
+			return
+		}
+		line := fmt.Sprintf("db%d %x value=%x fence=%d", s.DB, s.Key, s.Value, s.Fence)
 		for _, h := range s.Holders {
-			line += fmt.Sprintf(" [%x levels=%d count=%d rcount=%d deadline=%d ef=%#x]", h.LockID, h.Levels, h.Count, h.Rcount, h.Deadline, h.ExpriedFlag)
+			line += fmt.Sprintf(" [%x levels=%d count=%d rcount=%d deadline=%d ef=%#x token=%d]", h.LockID, h.Levels, h.Count, h.Rcount, h.Deadline, h.ExpriedFlag, h.Token)
 		}
 		out = append(out, line)
 	}) {
 	}
-	if len(out) != l.LoggedKeys() {
+	if len(out)-ceils != l.LoggedKeys() {
 		panic(fmt.Sprintf("snapshot wrote %d keys of %d logged", len(out), l.LoggedKeys()))
 	}
 	sort.Strings(out)

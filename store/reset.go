@@ -64,6 +64,7 @@ func (q *deadlines) drop(gone func(timer) bool) {
 // The KeyState is valid during the call only; emit must not change the
 // Locks.
 func (l *Locks) SnapshotAll(now int64, emit func(*KeyState)) {
+	l.emitCeil(emit)
 	for k := l.loggedKeys.head; k != nil; k = k.ll.next {
 		if l.state(k, now) {
 			emit(&l.snap)

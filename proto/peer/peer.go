@@ -12,7 +12,7 @@ package peer
 //
 //	Hello      u64 From, u64 ClusterID (0: none), str Addr
 //	Raft       rest Msg (a marshalled raftpb.Message, not looked into)
-//	Forward    u64 Session, u8 Kind, u8 Level, u8 DB, u16 Timeout, u16 TimeoutFlag, rest Data
+//	Forward    u64 Session, u64 Client, u8 Kind, u8 Level, u8 DB, u16 Timeout, u16 TimeoutFlag, rest Data
 //	Reply      u64 Session, rest Data
 //	Close      u64 Session, u8 Why
 //	Join       u64 ID, str Addr
@@ -83,7 +83,7 @@ const (
 // bytes and the rest.
 const (
 	helloFixed     = 8 + 8 + 2
-	forwardFixed   = 8 + 1 + 1 + 1 + 2 + 2
+	forwardFixed   = 8 + 8 + 1 + 1 + 1 + 2 + 2
 	replyFixed     = 8
 	closeFixed     = 8 + 1
 	joinFixed      = 8 + 2
@@ -111,6 +111,7 @@ type Frame struct {
 	Msg []byte // Raft: the marshalled raftpb.Message
 
 	Session     uint64 // Forward, Reply, Close: the client session, numbered by the follower
+	Client      uint64 // Forward: the client's cluster-wide id (who holds what it locks)
 	Kind        uint8  // Forward: KindText or KindBinary
 	Level       uint8  // Forward: LevelOne, LevelQuorum or LevelAll
 	DB          uint8  // Forward: the session's database
@@ -185,8 +186,8 @@ func ParseLimit(buf []byte, limit int) (f Frame, n int, err error) {
 	case TypeRaft:
 		f.Msg, b, ok = b, nil, true
 	case TypeForward:
-		f.Session, f.Kind, f.Level, f.DB = u64(b), b[8], b[9], b[10]
-		f.Timeout, f.TimeoutFlag = binary.BigEndian.Uint16(b[11:]), binary.BigEndian.Uint16(b[13:])
+		f.Session, f.Client, f.Kind, f.Level, f.DB = u64(b), u64(b[8:]), b[16], b[17], b[18]
+		f.Timeout, f.TimeoutFlag = binary.BigEndian.Uint16(b[19:]), binary.BigEndian.Uint16(b[21:])
 		f.Data, b, ok = b[forwardFixed:], nil, true
 		switch {
 		case f.Kind != KindText && f.Kind != KindBinary:
@@ -259,9 +260,10 @@ func AppendRaft(dst, msg []byte) []byte {
 
 // AppendForward appends a Forward frame. kind and level should be one of the
 // Kind and Level constants: Parse rejects others.
-func AppendForward(dst []byte, session uint64, kind, level, db uint8, timeout, timeoutFlag uint16, data []byte) []byte {
+func AppendForward(dst []byte, session, client uint64, kind, level, db uint8, timeout, timeoutFlag uint16, data []byte) []byte {
 	dst = AppendHeader(dst, TypeForward, forwardFixed+len(data))
 	dst = binary.BigEndian.AppendUint64(dst, session)
+	dst = binary.BigEndian.AppendUint64(dst, client)
 	dst = append(dst, kind, level, db)
 	dst = binary.BigEndian.AppendUint16(dst, timeout)
 	dst = binary.BigEndian.AppendUint16(dst, timeoutFlag)

@@ -18,11 +18,11 @@ var frames = []struct {
 	{"hello without cluster", AppendHello(nil, 1<<63, 0, ""), Frame{Type: TypeHello, From: 1 << 63}},
 	{"raft", AppendRaft(nil, []byte{8, 3, 16, 1, 24, 2}), Frame{Type: TypeRaft, Msg: []byte{8, 3, 16, 1, 24, 2}}},
 	{"raft empty", AppendRaft(nil, nil), Frame{Type: TypeRaft}},
-	{"forward", AppendForward(nil, 42, KindBinary, LevelAll, 3, 0x1234, 0x8400, []byte("binary command")),
-		Frame{Type: TypeForward, Session: 42, Kind: KindBinary, Level: LevelAll, DB: 3, Timeout: 0x1234,
+	{"forward", AppendForward(nil, 42, 42<<32|5, KindBinary, LevelAll, 3, 0x1234, 0x8400, []byte("binary command")),
+		Frame{Type: TypeForward, Session: 42, Client: 42<<32 | 5, Kind: KindBinary, Level: LevelAll, DB: 3, Timeout: 0x1234,
 			TimeoutFlag: 0x8400, Data: []byte("binary command")}},
-	{"forward text", AppendForward(nil, 7, KindText, LevelOne, 255, 0, 0, []byte("GET k\r\nINCR k\r\n")),
-		Frame{Type: TypeForward, Session: 7, Kind: KindText, Level: LevelOne, DB: 255, Data: []byte("GET k\r\nINCR k\r\n")}},
+	{"forward text", AppendForward(nil, 7, 7<<32|5, KindText, LevelOne, 255, 0, 0, []byte("GET k\r\nINCR k\r\n")),
+		Frame{Type: TypeForward, Session: 7, Client: 7<<32 | 5, Kind: KindText, Level: LevelOne, DB: 255, Data: []byte("GET k\r\nINCR k\r\n")}},
 	{"reply", AppendReply(nil, 42, []byte(":1\r\n")), Frame{Type: TypeReply, Session: 42, Data: []byte(":1\r\n")}},
 	{"close", AppendClose(nil, 42, 9), Frame{Type: TypeClose, Session: 42, Why: 9}},
 	{"join", AppendJoin(nil, 4, "[::1]:7004"), Frame{Type: TypeJoin, ID: 4, Addr: []byte("[::1]:7004")}},
@@ -101,7 +101,7 @@ func TestParseErrors(t *testing.T) {
 	hdr := func(size uint32, typ byte) []byte {
 		return append([]byte{byte(size >> 24), byte(size >> 16), byte(size >> 8), byte(size)}, typ)
 	}
-	forward := AppendForward(nil, 1, KindText, LevelQuorum, 0, 0, 0, []byte("x"))
+	forward := AppendForward(nil, 1, 1<<32|5, KindText, LevelQuorum, 0, 0, 0, []byte("x"))
 	with := func(b []byte, i int, v byte) []byte { b = bytes.Clone(b); b[i] = v; return b }
 	joinReply := AppendJoinReply(nil, true, 1, "a", "b")
 	for _, tc := range []struct {
@@ -121,10 +121,10 @@ func TestParseErrors(t *testing.T) {
 		{"Hello, body still to come", hdr(20, byte(TypeHello)), 0, nil},
 		{"Hello whose Addr runs past the end", append(append(hdr(20, byte(TypeHello)), make([]byte, 16)...), 0, 2, 'a'), 0, ErrMalformed},
 		{"Hello with a byte after Addr", append(append(hdr(20, byte(TypeHello)), make([]byte, 16)...), 0, 0, 'a'), 0, ErrMalformed},
-		{"Forward of kind 0", with(forward, HeaderLen+8, 0), 0, ErrMalformed},
-		{"Forward of kind 3", with(forward, HeaderLen+8, 3), 0, ErrMalformed},
-		{"Forward at level 0", with(forward, HeaderLen+9, 0), 0, ErrMalformed},
-		{"Forward at level 4", with(forward, HeaderLen+9, 4), 0, ErrMalformed},
+		{"Forward of kind 0", with(forward, HeaderLen+16, 0), 0, ErrMalformed},
+		{"Forward of kind 3", with(forward, HeaderLen+16, 3), 0, ErrMalformed},
+		{"Forward at level 0", with(forward, HeaderLen+17, 0), 0, ErrMalformed},
+		{"Forward at level 4", with(forward, HeaderLen+17, 4), 0, ErrMalformed},
 		{"JoinReply with OK 2", with(joinReply, HeaderLen, 2), 0, ErrMalformed},
 		{"JoinReply whose Err runs past the end", with(joinReply, HeaderLen+9+3+1, 2), 0, ErrMalformed},
 	} {
@@ -171,7 +171,7 @@ func TestAppendAllocs(t *testing.T) {
 		"AppendHeader":    func() { dst = AppendHeader(dst[:0], TypeRaft, 10) },
 		"AppendHello":     func() { dst = AppendHello(dst[:0], 1, 2, "10.0.0.1:7000") },
 		"AppendRaft":      func() { dst = AppendRaft(dst[:0], data) },
-		"AppendForward":   func() { dst = AppendForward(dst[:0], 1, KindText, LevelQuorum, 0, 0, 0, data) },
+		"AppendForward":   func() { dst = AppendForward(dst[:0], 1, 1<<32|5, KindText, LevelQuorum, 0, 0, 0, data) },
 		"AppendReply":     func() { dst = AppendReply(dst[:0], 1, data) },
 		"AppendClose":     func() { dst = AppendClose(dst[:0], 1, 0) },
 		"AppendJoin":      func() { dst = AppendJoin(dst[:0], 1, "10.0.0.1:7000") },
@@ -184,7 +184,7 @@ func TestAppendAllocs(t *testing.T) {
 }
 
 func BenchmarkParseForward(b *testing.B) {
-	buf := AppendForward(nil, 1, KindText, LevelQuorum, 0, 0, 0, []byte("*2\r\n$4\r\nINCR\r\n$1\r\nk\r\n"))
+	buf := AppendForward(nil, 1, 1<<32|5, KindText, LevelQuorum, 0, 0, 0, []byte("*2\r\n$4\r\nINCR\r\n$1\r\nk\r\n"))
 	b.ReportAllocs()
 	b.SetBytes(int64(len(buf)))
 	for b.Loop() {

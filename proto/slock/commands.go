@@ -41,6 +41,8 @@ const (
 	CmdScan
 	CmdConsistency // CONSISTENCY [ONE|QUORUM|ALL]: the connection's consistency level (cluster)
 	CmdCluster     // CLUSTER ADD|REMOVE: membership of a tallyd cluster
+	CmdToken       // TOKEN key [LOCK_ID id]: a holder's fencing token (fence.go)
+	CmdGetFence    // GETFENCE key: the highest token a fenced write presented to key
 )
 
 // CmdFlags are a command's properties.
@@ -101,6 +103,8 @@ var commands = []Spec{
 	{"UNWATCH", CmdUnwatch, OpNone, 1, 0, HashNone},
 	{"CONSISTENCY", CmdConsistency, OpNone, -1, 0, HashNone},
 	{"CLUSTER", CmdCluster, OpNone, -2, CmdAdmin, HashNone},
+	{"TOKEN", CmdToken, OpNone, -2, CmdReadonly, HashNone},
+	{"GETFENCE", CmdGetFence, OpNone, 2, CmdReadonly, HashNone},
 
 	{"SET", CmdKV, OpSet, -3, CmdWrite | CmdDenyOOM | CmdMayWait, HashNone},
 	{"SETEX", CmdKV, OpSet, 4, CmdWrite | CmdDenyOOM, HashNone},

@@ -61,6 +61,10 @@ type KV struct {
 	// For SET: the options given.
 	NX, XX, KeepTTL bool
 
+	// Fence is SET's FENCE token (0: an unfenced write): the write is refused if the key
+	// has seen a higher token (fence.go).
+	Fence uint64
+
 	// For the EXPIRE family: when (Unix ms) the key is to expire, and the conditions of
 	// its options NX, XX, GT, LT (ExpireApplies).
 	When  int64
@@ -176,6 +180,13 @@ func ParseKV(args [][]byte, op Op, name string, t *Text, nowMs int64, newID func
 				kv.KeepTTL = true
 			case resp.Is(o, "ACK"):
 				tf |= kvRequireAck
+			case resp.Is(o, "FENCE") && i+1 < n:
+				v, err := strconv.ParseUint(string(args[i+1]), 10, 64)
+				if err != nil || v == 0 {
+					return buf, errFenceToken
+				}
+				kv.Fence = v
+				i++
 			case resp.Is(o, "NAOF"):
 				ef |= kvNoPersist
 			case expiryUnit(o) != "" && !kv.KeepTTL && (unit == "" || unit == expiryUnit(o)) && i+1 < n:

@@ -17,6 +17,10 @@ type LockReply struct {
 	// Value is the key's value record to attach, whole (u32 N and the N
 	// bytes), or nil for none.
 	Value []byte
+
+	// Token is a granted holder's fencing token (0: none). The binary frame has
+	// no room for it; the text reply carries it (AppendTextLockReply).
+	Token uint64
 }
 
 // AppendLockReply appends r: the 64-byte frame, with byte 20 = FlagData

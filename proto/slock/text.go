@@ -178,10 +178,11 @@ func textUint(b []byte, limit int64) (int64, bool) {
 	return n, true
 }
 
-// AppendTextLockReply writes a text LOCK/UNLOCK reply: an array of 12 bulk strings, or 14
+// AppendTextLockReply writes a text LOCK/UNLOCK reply: an array of 12 bulk strings, 2 more
 // with DATA when the reply carries a value (rendered by its type: NUMBER as an integer,
 // ARRAY as an array of its non-empty elements, KV as an array k1, v1, ..., else a bulk
-// string).
+// string), and 2 more, last, with TOKEN and the holder's fencing token when a LOCK granted
+// (or reentered) it.
 func AppendTextLockReply(dst []byte, r *LockReply) []byte {
 	var data Data
 	hasData := false
@@ -192,7 +193,11 @@ func AppendTextLockReply(dst []byte, r *LockReply) []byte {
 	}
 	n := 12
 	if hasData {
-		n = 14
+		n += 2
+	}
+	token := r.Token != 0 && r.Type == TypeLock && r.Result == ResultOK
+	if token {
+		n += 2
 	}
 	dst = resp.AppendArray(dst, n)
 	dst = resp.AppendBulkInt(dst, int64(r.Result))
@@ -211,6 +216,10 @@ func AppendTextLockReply(dst []byte, r *LockReply) []byte {
 	if hasData {
 		dst = resp.AppendBulkString(dst, "DATA")
 		dst = AppendTextData(dst, &data)
+	}
+	if token {
+		dst = resp.AppendBulkString(dst, "TOKEN")
+		dst = resp.AppendBulk(dst, strconv.AppendUint(hex[:0], r.Token, 10))
 	}
 	return dst
 }

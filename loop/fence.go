@@ -1,0 +1,64 @@
+package loop
+
+import (
+	"encoding/binary"
+
+	"github.com/tallyd/tallyd/proto/resp"
+	"github.com/tallyd/tallyd/proto/slock"
+	"github.com/tallyd/tallyd/store"
+)
+
+// This file is who holds a lock, across members and failovers, and the parts of fencing
+// tokens (store/locks_fence.go) that belong to the loop.
+
+// persistNever is the ExpriedFlag bit asking that a lock never be logged.
+const persistNever = 0x0200
+
+// stampLock completes a lock command of connection cs (nil: closed) before the store runs
+// it: the client id its holder keeps, and, in cluster mode at QUORUM or ALL, the flag that
+// logs a grant at once. A grant is then in the raft entry its reply waits for: it survives
+// a failover as acknowledged. (Otherwise a lock is logged only once held
+// --lock-persist-after, which is what a single node and CONSISTENCY ONE keep.)
+func (s *Server) stampLock(cs *conn, cmd *store.LockCommand) {
+	lvl := LevelQuorum
+	if cs != nil && cs.slock != nil {
+		cmd.Client = s.clientOf(cs)
+		lvl = cs.slock.level()
+	}
+	if s.cl != nil && lvl >= LevelQuorum && cmd.Type == lockType {
+		cmd.ExpriedFlag = cmd.ExpriedFlag&^persistNever | persistAtOnce
+	}
+}
+
+// lockType is store.LockCommand.Type of a Lock.
+const lockType = 1
+
+// clientOf returns slock connection cs's client id, drawn at its first use: unguessable and
+// unique in the cluster, it names the client whatever member or session its commands run
+// on, so that the holders it makes stay its own after a failover (a follower sends it with
+// every forwarded command).
+func (s *Server) clientOf(cs *conn) uint64 {
+	sc := cs.slock
+	if sc.client == 0 {
+		id := s.ids.Next()
+		sc.client = binary.LittleEndian.Uint64(id[:8]) | 1
+	}
+	return sc.client
+}
+
+// token answers TOKEN key [LOCK_ID id]: the fencing token of the key's holder with that
+// LockId, or of its oldest holder; nil when there is none.
+func (s *Server) token(cs *conn, args [][]byte) {
+	sc := cs.slock
+	q, err := slock.ParseToken(args, &sc.text)
+	if err != nil {
+		s.textError(cs, err)
+		return
+	}
+	t, ok := s.locks.Token(sc.text.DB, q.Key, q.LockID, q.Any)
+	if !ok {
+		s.sendTo(cs, resp.AppendNull(s.scratchFor(cs)))
+		return
+	}
+	s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), int64(t)))
+}
