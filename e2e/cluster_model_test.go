@@ -162,6 +162,13 @@ func (h *history) add(client int, in counterIn, call, ret int64, out counterOut,
 	h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: ret, Metadata: meta})
 }
 
+// addOp records an operation of any model.
+func (h *history) addOp(op porcupine.Operation) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ops = append(h.ops, op)
+}
+
 // snapshot is a copy of the operations so far.
 func (h *history) snapshot() []porcupine.Operation {
 	h.mu.Lock()
