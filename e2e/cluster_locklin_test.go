@@ -33,7 +33,7 @@ const (
 // lockStats counts what the clients saw.
 type lockStats struct {
 	granted, refused, released, notHeld, unknown, noToken atomic.Int64
-	odd                                                  sync.Map // unexpected replies, for the log
+	odd                                                   sync.Map // unexpected replies, for the log
 }
 
 // lockWorker is one client: it takes keys of one family (text LOCK, or SET NX) through one
