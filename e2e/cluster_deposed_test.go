@@ -121,9 +121,12 @@ func TestClusterDeposedLeader(t *testing.T) {
 		}
 		// A asks the deposed leader, which has not heard of any of it.
 		m, ierr := c.infoOne(lead)
+		// The GET first, alone in its loop turn (a LOCK is replicated: a turn with one has a
+		// proposal of its own), then the LOCK: both while W's INCR is still in flight.
 		getR := aGet.async(10*time.Second, "GET", x)
-		lockR := aLock.async(10*time.Second, "LOCK", k, "TIMEOUT", "0", "EXPRIED", "60", "LOCK_ID", "owner-a")
 		sent := time.Now()
+		time.Sleep(100 * time.Millisecond)
+		lockR := aLock.async(10*time.Second, "LOCK", k, "TIMEOUT", "0", "EXPRIED", "60", "LOCK_ID", "owner-a")
 		<-getR.done
 		<-lockR.done
 		<-inflight.done
@@ -136,7 +139,7 @@ func TestClusterDeposedLeader(t *testing.T) {
 		switch {
 		case getR.err == nil && getR.reply.Kind == '$' && string(getR.reply.Str) == "old":
 			t.Errorf("run %d: the deposed leader node %d answered A's GET %s at QUORUM with \"old\" %v after B's SET %s new was acknowledged through node %d",
-				run, c.nodes[lead].id, x, time.Since(acked).Round(time.Millisecond), x, c.nodes[next].id)
+				run, c.nodes[lead].id, x, sent.Add(getR.took).Sub(acked).Round(time.Millisecond), x, c.nodes[next].id)
 		case getR.err == nil && !(getR.reply.Kind == '-' && strings.HasPrefix(string(getR.reply.Str), "CLUSTERDOWN")):
 			t.Errorf("run %d: the deposed leader node %d answered A's GET %s with %s, want -CLUSTERDOWN", run, c.nodes[lead].id, x, getR)
 		case getR.err != nil && isTimeoutErr(getR.err):
