@@ -22,6 +22,7 @@ type clusterOptions struct {
 	raftTick  time.Duration
 	timeout   time.Duration
 	snapshots uint64
+	state     string
 }
 
 func (c *clusterOptions) flags(fs *pflag.FlagSet) {
@@ -32,6 +33,7 @@ func (c *clusterOptions) flags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.raftTick, "raft-tick", 100*time.Millisecond, "raft's tick: a leader is elected after 10 without one, heartbeats go every tick")
 	fs.DurationVar(&c.timeout, "cluster-timeout", 2*time.Second, "how long a command may wait for a leader or for its consistency level before it is answered -CLUSTERDOWN")
 	fs.Uint64Var(&c.snapshots, "snapshot-entries", 20000, "raft log entries applied between snapshots (which compact the raft log)")
+	fs.StringVar(&c.state, "initial-cluster-state", "existing", "new: bootstrap a new cluster from --cluster when the data dir holds no raft log (the first start only); existing: never bootstrap, so that a member whose data dir is empty refuses to start (it lost its data: remove it and --join with a new --node-id)")
 }
 
 // config turns the flags into the loop's cluster configuration and peer listener; nil
@@ -55,8 +57,11 @@ func (c *clusterOptions) config(cfg *loop.Config, appendOnly bool) error {
 	if c.timeout <= 0 {
 		return fmt.Errorf("--cluster-timeout %s must be positive", c.timeout)
 	}
+	if c.state != "new" && c.state != "existing" {
+		return fmt.Errorf("--initial-cluster-state %q: new or existing", c.state)
+	}
 	cc := &loop.ClusterConfig{NodeID: c.nodeID, Peers: map[uint64]string{}, Join: c.join, PeerAddr: c.peerAddr,
-		Tick: c.raftTick, Timeout: c.timeout, SnapshotEntries: c.snapshots}
+		Tick: c.raftTick, Timeout: c.timeout, SnapshotEntries: c.snapshots, New: c.state == "new"}
 	if c.cluster != "" {
 		peers, err := parsePeers(c.cluster)
 		if err != nil {

@@ -81,6 +81,7 @@ var confKeys = []confKey{
 	{key: "cluster.raft_tick", flag: "raft-tick"},
 	{key: "cluster.timeout", flag: "cluster-timeout"},
 	{key: "cluster.snapshot_entries", flag: "snapshot-entries"},
+	{key: "cluster.initial_state", flag: "initial-cluster-state"},
 }
 
 // yrmcdsKeys are yrmcds.conf's keys that mean nothing to tallyd: they are logged and

@@ -252,7 +252,7 @@ are reported with sd_notify. The manual page is tallyd(8).
 			}
 		case err := <-done:
 			log.Error().Err(err).Msg("tallyd stopped")
-			return 1
+			return exitStatus(err)
 		case s := <-sig:
 			if s == syscall.SIGHUP {
 				notify(log, fmt.Sprintf("RELOADING=1\nMONOTONIC_USEC=%d", monotonicUsec()))
@@ -270,7 +270,7 @@ are reported with sd_notify. The manual page is tallyd(8).
 			}
 			if err := <-done; err != nil {
 				log.Error().Err(err).Msg("tallyd stopped")
-				return 1
+				return exitStatus(err)
 			}
 			log.Info().Msg("bye")
 			return 0
@@ -432,4 +432,17 @@ func startMetrics(addr string, maxConns int, srv *loop.Server, log zerolog.Logge
 		defer cancel()
 		_ = h.Shutdown(ctx)
 	}, nil
+}
+
+// exitConfig is the exit status of a member that must not run as it is (sysexits'
+// EX_CONFIG): it lost its data, or has none and was not told to bootstrap. The unit does not
+// restart it (RestartPreventExitStatus), so that it never crash-loops.
+const exitConfig = 78
+
+// exitStatus is the exit status for Run's error.
+func exitStatus(err error) int {
+	if errors.Is(err, loop.ErrMemberState) {
+		return exitConfig
+	}
+	return 1
 }

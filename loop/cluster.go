@@ -76,7 +76,17 @@ type ClusterConfig struct {
 	Timeout  time.Duration     // how long a command waits for a leader or its level
 	// SnapshotEntries is how many applied entries past the last snapshot trigger a new one.
 	SnapshotEntries uint64
+	// New bootstraps a new cluster from Peers when the data directory holds no raft log
+	// (--initial-cluster-state new). Without it such a member refuses to start
+	// (ErrMemberState), unless it joins (Join): an empty data directory on a member that
+	// belongs to a cluster means it lost its data.
+	New bool
 }
+
+// ErrMemberState is the error (wrapped) of a member that must not run as it is: it has no
+// raft log and was not told to bootstrap a new cluster, or the cluster shows that it lost
+// data it had acknowledged. tallyd exits with status 78 on it.
+var ErrMemberState = errors.New("this member must not run as it is")
 
 // Entry kinds: the first byte of a raft entry's data, and of each section of a snapshot.
 const (
@@ -118,6 +128,13 @@ type clusterState struct {
 	ready    bool   // leading, and every entry of earlier terms is applied: commands run here
 	ticked   int64  // Unix ns of the last raft tick
 	loadedTo uint64 // the commit index found at start: local reads wait until it is applied
+
+	// fresh: this member started with an empty data directory and no leader has caught it
+	// up yet (applied an entry past the bootstrap); it votes only in the first election of
+	// a new cluster (candidates whose log ends at the bootstrap entries, bootLast).
+	fresh    bool
+	bootLast uint64
+	dropLog  rateLog
 
 	appends []appendDone // raft log appends in flight, in order
 	synced  uint64       // the last log batch fsynced
@@ -269,6 +286,13 @@ func (s *Server) openCluster() error {
 	if err != nil {
 		return fmt.Errorf("raft: %w", err)
 	}
+	cl.fresh = fresh
+	if !fresh && bootstrapOnly(st.Snapshot, st.Entries) {
+		// It bootstrapped (or restarted after bootstrapping) and no leader's entry ever
+		// reached it: as empty as a new member, whatever it held before it lost its data.
+		cl.fresh = true
+		cl.bootLast, _ = cl.ms.LastIndex()
+	}
 	switch {
 	case !fresh:
 		s.log.Info().Uint64("node_id", cc.NodeID).Uint64("snapshot_index", cl.snapIndex).Int("entries", len(st.Entries)).
@@ -276,6 +300,11 @@ func (s *Server) openCluster() error {
 	case cc.Join != "":
 		cl.joinTo = cc.Join
 		s.log.Info().Uint64("node_id", cc.NodeID).Str("join", cc.Join).Msg("cluster: joining")
+	case !cc.New:
+		return fmt.Errorf("%w: the data directory %s holds no raft log. To bootstrap a new cluster, start every "+
+			"member once with --initial-cluster-state new. If this member belonged to a cluster it lost its data: "+
+			"remove it (tallyctl cluster remove %d, on a member that has a quorum) and start it with a new --node-id "+
+			"and --join HOST:PORT (a member's peer address) instead of --cluster", ErrMemberState, s.cfg.DataDir, cc.NodeID)
 	default:
 		peers := make([]raft.Peer, 0, len(cc.Peers))
 		for id, a := range cc.Peers {
@@ -285,6 +314,7 @@ func (s *Server) openCluster() error {
 		if err := cl.rn.Bootstrap(peers); err != nil {
 			return fmt.Errorf("raft bootstrap: %w", err)
 		}
+		cl.bootLast = uint64(len(peers))
 		s.log.Info().Uint64("node_id", cc.NodeID).Int("voters", len(peers)).Msg("cluster: new cluster bootstrapped")
 	}
 	for id, a := range cl.addrs {
@@ -293,6 +323,27 @@ func (s *Server) openCluster() error {
 		}
 	}
 	return nil
+}
+
+// bootstrapOnly says whether a raft log read back holds nothing but a bootstrap: the
+// configuration entries of the initial members (or a snapshot of just those), and no entry a
+// leader appended.
+func bootstrapOnly(snap *raftpb.Snapshot, ents []*raftpb.Entry) bool {
+	n := uint64(0) // the configuration's members so far
+	last := uint64(0)
+	if snap != nil && !raft.IsEmptySnap(snap) {
+		cs := snap.GetMetadata().GetConfState()
+		n = uint64(len(cs.GetVoters()) + len(cs.GetLearners()))
+		last = snap.GetMetadata().GetIndex()
+	}
+	for _, e := range ents {
+		if e.GetType() != raftpb.EntryType_EntryConfChange {
+			return false
+		}
+		n++
+		last = e.GetIndex()
+	}
+	return last > 0 && last <= n
 }
 
 // raftProgress runs on the raft log's goroutine after each batch.
@@ -467,6 +518,7 @@ func (s *Server) installSnapshot(snap *raftpb.Snapshot) {
 	s.restoreSnapshot(snap.GetData(), s.now().UnixNano())
 	s.locks.ForgetJournal()
 	cl.applied, cl.snapIndex = md.GetIndex(), md.GetIndex()
+	cl.fresh = false
 	if cs := md.GetConfState(); cs != nil {
 		cl.confState = proto.Clone(cs).(*raftpb.ConfState)
 	}
@@ -553,6 +605,9 @@ func (cl *clusterState) isVoter(id uint64) bool {
 func (s *Server) applyEntry(e *raftpb.Entry, now int64) {
 	cl := s.cl
 	cl.applied = e.GetIndex()
+	if cl.fresh && cl.applied > cl.bootLast {
+		cl.fresh = false // a leader's entry: it has been caught up (a prefix of the leader's log)
+	}
 	switch e.GetType() {
 	case raftpb.EntryType_EntryConfChange:
 		var cc raftpb.ConfChange
@@ -771,7 +826,9 @@ func (s *Server) abdicate(why string) {
 		if cs.slock == nil || cs.closed {
 			continue
 		}
-		if cs.slock.kind == slock.Binary || cs.virt != nil || cs.slock.touched {
+		if sc := cs.slock; sc.kind == slock.Binary || cs.virt != nil || sc.touched || sc.waiting || sc.lockedOne {
+			// Its lock state lived here: a wait the rebuilt store no longer has, a lock taken
+			// at ONE that may never have been replicated (the holder is told by the close).
 			s.closeLater(cs)
 			continue
 		}
@@ -855,9 +912,9 @@ func (s *Server) clusterGateReply(cs *conn, from int) {
 		return
 	}
 	if n := len(cs.gates); n > 0 && !cs.gates[n-1].settled {
-		return // the mark before covers it
+		return // the mark before covers it (made in the same turn, with the same proposal count)
 	}
-	cs.gates = append(cs.gates, gateMark{at: from, lvl: lvl, since: s.persist.lastNow})
+	cs.gates = append(cs.gates, gateMark{at: from, lvl: lvl, since: s.persist.lastNow, after: cl.propSeq})
 	s.hold(cs)
 }
 
@@ -872,8 +929,11 @@ func (s *Server) clusterGate(cs *conn) int {
 			if s.locks.Journaled() {
 				g[j].seq++ // its change waits for the next proposal, which takes the whole journal
 			}
-			if g[j].lvl >= LevelQuorum && g[j].seq <= cl.ackSeq[LevelQuorum] {
-				// Nothing of its own to commit proves this node still leads: a read barrier does.
+			if g[j].lvl >= LevelQuorum && g[j].seq <= g[j].after {
+				// The proposal it would wait for was made before its command ran: its commit
+				// proves only that this node led then, and a new leader may have acknowledged
+				// writes (or granted locks) since. A read barrier that begins now proves it
+				// still leads after the command ran (issue 19).
 				g[j].rd = cl.readSeq + 1
 				cl.readWanted = true
 			}

@@ -357,6 +357,10 @@ func (s *Server) clusterText(cs *conn, spec *slock.Spec, raw []byte) bool {
 		sc.fwdTx = false
 	case slock.CmdLock, slock.CmdUnlock, slock.CmdPush, slock.CmdWatch:
 		sc.touched = true
+	default:
+		if sc.level() == LevelOne && spec.Flags&slock.CmdWrite != 0 {
+			sc.touched = true // what it wrote at ONE may be lost with the leader: it is told by a close
+		}
 	}
 	return true
 }

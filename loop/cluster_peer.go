@@ -117,8 +117,8 @@ func (s *Server) peerFrame(cs *conn, f *peer.Frame, now int64) {
 			cs.quit = true
 			return
 		}
-		if m.GetType() == raftpb.MessageType_MsgSnap || !raft.IsLocalMsg(m.GetType()) {
-			_ = cl.rn.Step(m)
+		if s.raftAcceptable(m) {
+			s.stepPeer(m)
 		}
 	case peer.TypeForward:
 		s.forwarded(cs, f, now)

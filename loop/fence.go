@@ -25,8 +25,12 @@ func (s *Server) stampLock(cs *conn, cmd *store.LockCommand) {
 		cmd.Client = s.clientOf(cs)
 		lvl = cs.slock.level()
 	}
-	if s.cl != nil && lvl >= LevelQuorum && cmd.Type == lockType {
+	switch {
+	case s.cl == nil || cmd.Type != lockType:
+	case lvl >= LevelQuorum:
 		cmd.ExpriedFlag = cmd.ExpriedFlag&^persistNever | persistAtOnce
+	case cs != nil && cs.slock != nil:
+		cs.slock.lockedOne = true // the leader's abdicate closes it: its holder is told
 	}
 }
 

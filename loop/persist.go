@@ -218,6 +218,7 @@ type gateMark struct {
 	settled bool
 	rd      uint64
 	since   int64
+	after   uint64 // the leader's proposal count when its command ran: a later one proves leadership
 }
 
 // gateReply runs as a reply is added to slock connection cs's output at offset from: while

@@ -29,7 +29,8 @@ type slockConn struct {
 	tx       txState       // MULTI/EXEC and WATCH (redis.go)
 	name     string        // CLIENT SETNAME's
 
-	client uint64 // its cluster-wide client id (fence.go), 0 until it needs one
+	client    uint64 // its cluster-wide client id (fence.go), 0 until it needs one
+	lockedOne bool   // cluster mode: it took a lock at CONSISTENCY ONE (lost at a failover, maybe)
 
 	// Cluster mode (cluster_fwd.go).
 	lvl         Level  // CONSISTENCY; 0 is the default, QUORUM

@@ -17,7 +17,7 @@ func TestClusterCommands(t *testing.T) {
 
 	s := &server{slock: freePort(t), log: &syncBuf{}}
 	peer := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	cmd := exec.Command(tallydBin, "--cluster", "1="+peer, "--node-id", "1", "--raft-tick", "10ms",
+	cmd := exec.Command(tallydBin, "--cluster", "1="+peer, "--node-id", "1", "--initial-cluster-state", "new", "--raft-tick", "10ms",
 		"--counter-port", "0", "--pool-port", "0", "--slock-port", strconv.Itoa(s.slock), "--data-dir", t.TempDir())
 	cmd.Stdout, cmd.Stderr = s.log, s.log
 	if err := cmd.Start(); err != nil {
