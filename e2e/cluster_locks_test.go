@@ -51,12 +51,19 @@ type binTaker struct {
 
 func (x *binTaker) take() (bool, string, error) {
 	r, err := x.b.lock(x.key, x.id, 60, opTimeout)
-	return err == nil && r.Result == slock.ResultOK, fmt.Sprintf("result %d (%v)", r.Result, r.Result), err
+	return binResult(r, err)
 }
 
 func (x *binTaker) free() (bool, string, error) {
 	r, err := x.fresh.unlock(x.key, x.id, opTimeout)
-	return err == nil && r.Result == slock.ResultOK, fmt.Sprintf("result %d (%v)", r.Result, r.Result), err
+	return binResult(r, err)
+}
+
+func binResult(r slock.Reply, err error) (bool, string, error) {
+	if err != nil {
+		return false, "no reply", err
+	}
+	return r.Result == slock.ResultOK, fmt.Sprintf("result %d (%v)", r.Result, r.Result), nil
 }
 
 func (x *binTaker) close() { x.b.close(); x.fresh.close() }
