@@ -29,7 +29,7 @@ func TestClusterMutexOwnership(t *testing.T) {
 	c, _ := newProxyCluster(t, 3)
 	c.bound(90 * time.Second)
 	for i, fault := range []string{"leader killed", "the follower's peer links blip 0.3 s"} {
-		lead := c.waitLeader(10*time.Second, nil)
+		lead := c.settled(10 * time.Second)
 		f := c.others(lead)[0]
 		a := c.client(f)
 		nx, setnx := fmt.Sprintf("m%da", i), fmt.Sprintf("m%db", i)
