@@ -24,24 +24,6 @@ const (
 	deposedTimeout = 3 * time.Second
 )
 
-// infoOne is slot's INFO cluster read at consistency ONE: what the node itself believes
-// (its role, its term), without asking the cluster.
-func (c *tcluster) infoOne(slot int) (map[string]string, error) {
-	k := &cclient{addr: c.net.clientAddr(slot)}
-	defer k.close()
-	if got, err := k.setup(time.Second, "CONSISTENCY", "ONE"); err != nil || got != "+OK" {
-		return nil, fmt.Errorf("CONSISTENCY ONE: %q %v", got, err)
-	}
-	got, err := k.do(time.Second, "INFO", "cluster")
-	if err != nil {
-		return nil, err
-	}
-	if !strings.HasPrefix(got, "$") {
-		return nil, fmt.Errorf("INFO cluster: %q", got)
-	}
-	return parseInfo(got[1:]), nil
-}
-
 // asyncReply is a command sent on its own connection whose whole reply is awaited in the
 // background.
 type asyncReply struct {

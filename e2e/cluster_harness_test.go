@@ -822,9 +822,21 @@ func (c *tcluster) waitServing(slot int, d time.Duration) {
 }
 
 // info is slot's INFO cluster as fields, or an error if it could not be had.
-func (c *tcluster) info(slot int) (map[string]string, error) {
+func (c *tcluster) info(slot int) (map[string]string, error) { return c.infoAt(slot, "") }
+
+// infoOne is slot's INFO cluster read at consistency ONE: what the node itself believes
+// (its role, its term), without asking the cluster.
+func (c *tcluster) infoOne(slot int) (map[string]string, error) { return c.infoAt(slot, "ONE") }
+
+// infoAt is INFO cluster on a connection at consistency level ("": the default).
+func (c *tcluster) infoAt(slot int, level string) (map[string]string, error) {
 	k := &cclient{addr: c.net.clientAddr(slot)}
 	defer k.close()
+	if level != "" {
+		if got, err := k.setup(time.Second, "CONSISTENCY", level); err != nil || got != "+OK" {
+			return nil, fmt.Errorf("CONSISTENCY %s: %q %v", level, got, err)
+		}
+	}
 	got, err := k.do(time.Second, "INFO", "cluster")
 	if err != nil {
 		return nil, err

@@ -208,43 +208,7 @@ func TestClusterLocksLinearizable(t *testing.T) {
 		}()
 	}
 
-	// The nemesis: one fault at a time, kills, isolations and slow links in turn, on a
-	// random node or on the leader.
-	r := rand.New(rand.NewPCG(11, uint64(time.Now().UnixNano())))
-	faults := 0
-	end := time.Now().Add(llNemesis)
-	for time.Now().Add(3 * time.Second).Before(end) {
-		time.Sleep(time.Duration(300+r.IntN(900)) * time.Millisecond)
-		victim := r.IntN(len(c.nodes))
-		if r.IntN(2) == 0 {
-			if l := c.leader(nil); l >= 0 {
-				victim = l
-			}
-		}
-		hold := time.Duration(500+r.IntN(2000)) * time.Millisecond
-		at := float64(h.now()) / 1e9
-		switch faults % 3 {
-		case 0:
-			t.Logf("%6.2fs nemesis: kill -9 node %d for %v", at, c.nodes[victim].id, hold)
-			c.kill(victim)
-			time.Sleep(hold)
-			c.start(victim)
-		case 1:
-			t.Logf("%6.2fs nemesis: isolate node %d for %v", at, c.nodes[victim].id, hold)
-			c.isolate(victim)
-			time.Sleep(hold)
-			c.heal(victim)
-		default:
-			to := c.others(victim)[r.IntN(len(c.nodes)-1)]
-			d := time.Duration(100+r.IntN(1400)) * time.Millisecond
-			t.Logf("%6.2fs nemesis: delay node %d -> node %d by %v for %v", at, c.nodes[victim].id, c.nodes[to].id, d, hold)
-			pn.delay(victim, to, d)
-			time.Sleep(hold)
-			pn.delay(victim, to, 0)
-		}
-		faults++
-		c.check()
-	}
+	faults := c.nemesis(h, llNemesis, 11, pn)
 	c.waitLeader(10*time.Second, nil)
 	time.Sleep(time.Second)
 	close(stop)
@@ -273,12 +237,5 @@ func TestClusterLocksLinearizable(t *testing.T) {
 	begin := time.Now()
 	res, path, err := checkLocks(ops, llCheck)
 	t.Logf("linearizability of %d lock operations: %s in %v", len(ops), res, time.Since(begin).Round(time.Millisecond))
-	switch {
-	case res == porcupine.Illegal && err != nil:
-		t.Fatalf("the lock history is not linearizable (and its visualization could not be written: %v)", err)
-	case res == porcupine.Illegal:
-		t.Fatalf("the lock history is not linearizable; porcupine's visualization: %s", path)
-	case res == porcupine.Unknown:
-		t.Logf("the linearizability check did not finish within %v: inconclusive", llCheck)
-	}
+	requireVerdict(t, res, path, err, llCheck)
 }

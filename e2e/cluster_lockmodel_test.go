@@ -18,7 +18,6 @@ import (
 	"math"
 	"os"
 	"sort"
-	"strings"
 	"testing"
 	"time"
 
@@ -143,24 +142,8 @@ func satAdd(a, b int64) int64 {
 }
 
 var lockModel = (&porcupine.NondeterministicModel{
-	Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
-		by := map[string][]porcupine.Operation{}
-		var keys []string
-		for _, op := range h {
-			k := op.Input.(lockIn).key
-			if _, ok := by[k]; !ok {
-				keys = append(keys, k)
-			}
-			by[k] = append(by[k], op)
-		}
-		sort.Strings(keys)
-		out := make([][]porcupine.Operation, 0, len(keys))
-		for _, k := range keys {
-			out = append(out, by[k])
-		}
-		return out
-	},
-	Init: func() []any { return []any{lockState{holder: -1}} },
+	Partition: partitionBy(func(in any) string { return in.(lockIn).key }),
+	Init:      func() []any { return []any{lockState{holder: -1}} },
 	Step: func(state, input, output any) []any {
 		next := lockStep(state.(lockState), input.(lockIn), output.(lockOut))
 		out := make([]any, len(next))
@@ -353,26 +336,7 @@ func TestLockModel(t *testing.T) {
 		}, false, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			res, path, err := checkLocks(c.ops, 10*time.Second)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if path != "" {
-				defer os.Remove(path)
-			}
-			want := porcupine.Ok
-			if !c.ok {
-				want = porcupine.Illegal
-			}
-			if res != want {
-				t.Fatalf("check: %s, want %s", res, want)
-			}
-			if !c.ok {
-				b, err := os.ReadFile(path)
-				if err != nil || !strings.Contains(string(b), "<html") || !strings.Contains(string(b), "acquire k") {
-					t.Fatalf("visualization %q: %v, %d bytes without the history", path, err, len(b))
-				}
-			}
+			modelCase(t, checkLocks, c.ops, c.ok, "acquire k")
 			if got := lockOverlaps(c.ops); (len(got) > 0) != c.overlaps {
 				t.Fatalf("direct checks found %q, want something: %v", got, c.overlaps)
 			}
