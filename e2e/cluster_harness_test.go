@@ -13,6 +13,7 @@ package e2e
 
 import (
 	"bufio"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -378,7 +379,13 @@ func (n *netnsNet) clientAddr(slot int) string {
 }
 
 func (n *netnsNet) bindArgs(slot int) []string {
-	return []string{"--bind", n.clientIP(slot), "--slock-port", strconv.Itoa(clientPort)}
+	a := []string{"--bind", n.clientIP(slot), "--slock-port", strconv.Itoa(clientPort)}
+	// The peer listener binds --bind unless told otherwise (since issue 19); an older
+	// binary bound its peer address whatever --bind said.
+	if clusterHas("--peer-bind") {
+		a = append(a, "--peer-bind", n.peerIP(slot))
+	}
+	return a
 }
 
 func (n *netnsNet) command(slot int, bin string, args []string) *exec.Cmd {
@@ -574,6 +581,23 @@ func newProxyCluster(t *testing.T, n int, extra ...string) (*tcluster, *proxyNet
 	needCluster(t)
 	pn := newProxyNet(t, n)
 	return newClusterOn(t, pn, n, extra...), pn
+}
+
+// clusterKeyArgs writes a cluster key (48 random bytes, base64, mode 0600) into the test's
+// directory and returns the flags that make every node's peer links prove it. A member
+// whose links proved the key stops (exit 78) on a heartbeat that shows it lost its data;
+// on links that did not it only drops the link.
+func clusterKeyArgs(t *testing.T) []string {
+	t.Helper()
+	key := make([]byte, 48)
+	for i := range key {
+		key[i] = byte(rand.IntN(256))
+	}
+	path := filepath.Join(t.TempDir(), "cluster.key")
+	if err := os.WriteFile(path, []byte(base64.StdEncoding.EncodeToString(key)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"--cluster-key-file", path}
 }
 
 // newClusterOn starts n voters over the network given.
