@@ -23,10 +23,6 @@ const (
 	llClients = 8
 	llNemesis = 20 * time.Second
 	llLease   = 1500 * time.Millisecond
-	// llUnknown is how long after its call an operation without an answer may still take
-	// effect: a forwarded command held in a link's buffers through a partition, an entry
-	// committed by the next leader.
-	llUnknown = 10 * time.Second
 	llCheck   = 90 * time.Second
 )
 
@@ -125,8 +121,9 @@ func (w *lockWorker) run(op byte, key string) (int, uint64) {
 	}
 	out := lockOut{ok: res == outOK, ret: ret, token: token}
 	if res == outUnknown {
-		out = lockOut{unknown: true, ret: in.call + int64(llUnknown)}
-		ret = out.ret
+		// It may take effect at any time from its call on, or never: porcupine's open end.
+		out = lockOut{unknown: true, ret: never}
+		ret = never
 	}
 	w.h.addOp(porcupine.Operation{ClientId: w.owner, Input: in, Call: in.call, Output: out, Return: ret, Metadata: what})
 	switch {

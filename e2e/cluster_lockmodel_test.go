@@ -15,7 +15,6 @@ package e2e
 
 import (
 	"fmt"
-	"math"
 	"os"
 	"sort"
 	"testing"
@@ -45,8 +44,9 @@ type lockIn struct {
 }
 
 // lockOut is its answer: ok (granted, or released) or not (refused, or not held); unknown
-// when no answer came, ret then being how long it may take effect after all. token: the
-// grant's fencing token (0: none reported).
+// when no answer came (its return is then never: it may take effect at any time after its
+// call, or not at all). ret: when the answer came. token: the grant's fencing token (0:
+// none reported).
 type lockOut struct {
 	ok      bool
 	unknown bool
@@ -64,7 +64,7 @@ type lockState struct {
 	tok          uint64
 }
 
-const forever = math.MaxInt64
+const forever = never
 
 // lockStep is the model's step: every state the key can be in after the call with that
 // answer (none: impossible).
@@ -275,9 +275,14 @@ func TestLockModel(t *testing.T) {
 		return porcupine.Operation{ClientId: owner, Input: lockIn{opRelease, key, owner, call * ms, lease}, Call: call * ms,
 			Output: lockOut{ok: released, ret: ret * ms}, Return: ret * ms}
 	}
+	// lost: no answer; it may take effect within window ms of its call (0: at any time, as
+	// the chaos test records it).
 	lost := func(op porcupine.Operation, window int64) porcupine.Operation {
 		op.Output = lockOut{unknown: true, ret: op.Call + window*ms}
-		op.Return = op.Call + window*ms
+		if window == 0 {
+			op.Output = lockOut{unknown: true, ret: never}
+		}
+		op.Return = op.Output.(lockOut).ret
 		return op
 	}
 	for _, c := range []struct {
@@ -313,6 +318,12 @@ func TestLockModel(t *testing.T) {
 		{"an unknown release that did not take effect", []porcupine.Operation{
 			acq(0, "k", 0, 10, true, 1), lost(rel(0, "k", 20, 0, true), 100), acq(1, "k", 200, 210, false, 0),
 		}, true, false},
+		{"an unknown acquire that took effect late", []porcupine.Operation{
+			lost(acq(0, "k", 0, 0, true, 0), 0), acq(1, "k", 100, 110, true, 2), rel(1, "k", 200, 210, true), acq(2, "k", 300, 310, false, 0),
+		}, true, false},
+		{"an unknown acquire that never took effect", []porcupine.Operation{
+			lost(acq(0, "k", 0, 0, true, 0), 0), acq(1, "k", 100, 110, true, 2), rel(1, "k", 200, 210, true), acq(2, "k", 300, 310, true, 3),
+		}, true, false},
 		{"two owners granted at once", []porcupine.Operation{
 			acq(0, "k", 0, 10, true, 1), acq(1, "k", 20, 30, true, 2),
 		}, false, true},
@@ -333,6 +344,9 @@ func TestLockModel(t *testing.T) {
 		}, false, false},
 		{"an unknown acquire cannot explain a second grant during a lease", []porcupine.Operation{
 			acq(0, "k", 0, 10, true, 1), lost(acq(1, "k", 20, 0, true, 0), 500), acq(2, "k", 600, 610, true, 2),
+		}, false, true},
+		{"nor can one without an end", []porcupine.Operation{
+			acq(0, "k", 0, 10, true, 1), lost(acq(1, "k", 20, 0, true, 0), 0), acq(2, "k", 600, 610, true, 2),
 		}, false, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
