@@ -137,6 +137,37 @@ func (st *setup) dial() *tls.Conn {
 	return c
 }
 
+// rawDial opens a plain TCP connection to addr: a TLS client that never starts its
+// handshake. It is closed when the test ends.
+func rawDial(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// expectCut checks that the bridge closes c.
+func expectCut(t *testing.T, c net.Conn, what string) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadAll(c); err != nil {
+		t.Fatalf("%s was not closed: %v", what, err)
+	}
+}
+
+// ping dials a TLS client, checks one round trip and closes it.
+func (st *setup) ping(line string) {
+	st.t.Helper()
+	c := st.dial()
+	defer c.Close()
+	if got := roundTrip(st.t, c, line); got != strings.ToUpper(line) {
+		st.t.Fatalf("%q answered %q", line, got)
+	}
+}
+
 // roundTrip sends a line and reads the loop's answer.
 func roundTrip(t *testing.T, c net.Conn, line string) string {
 	t.Helper()
@@ -273,33 +304,18 @@ func TestBridgeHalfClose(t *testing.T) {
 // while it hangs (its timeout is a minute away), and Close ends it.
 func TestBridgeStalledHandshake(t *testing.T) {
 	st := newSetup(t, func(c *Config) { c.HandshakeTimeout = time.Minute })
-	stalled, err := net.Dial("tcp", st.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stalled.Close()
+	stalled := rawDial(t, st.addr)
 	_, _ = stalled.Write([]byte{0x16, 0x03, 0x01}) // the start of a record, never finished
 	waitPending(t, st.b, 1)
-	c := st.dial()
-	if got := roundTrip(t, c, "ping"); got != "PING" {
-		t.Fatalf("got %q", got)
-	}
-	_ = c.Close()
+	st.ping("ping")
 	st.closeAll()
 }
 
 // A stalled handshake is cut at the timeout, and reported.
 func TestBridgeHandshakeTimeout(t *testing.T) {
 	st := newSetup(t, func(c *Config) { c.HandshakeTimeout = 300 * time.Millisecond })
-	stalled, err := net.Dial("tcp", st.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stalled.Close()
-	_ = stalled.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.ReadAll(stalled); err != nil {
-		t.Fatalf("the stalled handshake was not closed: %v", err)
-	}
+	stalled := rawDial(t, st.addr)
+	expectCut(t, stalled, "the stalled handshake")
 	deadline := time.Now().Add(5 * time.Second)
 	for len(st.loop.eventsOf(HandshakeFailed)) == 0 {
 		if time.Now().After(deadline) {
@@ -318,23 +334,12 @@ func TestBridgeHandshakeCap(t *testing.T) {
 	st := newSetup(t, func(c *Config) { c.MaxHandshakes = 2 })
 	var stalled []net.Conn
 	for i := 0; i < 2; i++ {
-		s, err := net.Dial("tcp", st.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
+		s := rawDial(t, st.addr)
 		stalled = append(stalled, s)
 	}
 	waitPending(t, st.b, 2)
-	over, err := net.Dial("tcp", st.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer over.Close()
-	_ = over.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if _, err := io.ReadAll(over); err != nil {
-		t.Fatalf("a handshake over the cap was not closed: %v", err)
-	}
+	over := rawDial(t, st.addr)
+	expectCut(t, over, "a handshake over the cap")
 	if ev := st.loop.eventsOf(Refused); len(ev) != 1 || ev[0].Why != "handshakes in progress" {
 		t.Fatalf("refusals %+v", ev)
 	}
@@ -342,11 +347,7 @@ func TestBridgeHandshakeCap(t *testing.T) {
 		_ = s.Close() // their handshakes fail: the slots are free again
 	}
 	waitPending(t, st.b, 0)
-	c := st.dial()
-	if got := roundTrip(t, c, "again"); got != "AGAIN" {
-		t.Fatalf("got %q", got)
-	}
-	_ = c.Close()
+	st.ping("again")
 	st.closeAll()
 }
 
@@ -360,15 +361,7 @@ func TestBridgeBudget(t *testing.T) {
 		t.Fatalf("got %q", got)
 	}
 	// It now holds Descriptors: one short of another's peak.
-	over, err := net.Dial("tcp", st.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = over.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if _, err := io.ReadAll(over); err != nil {
-		t.Fatalf("a connection past the budget was not closed: %v", err)
-	}
-	_ = over.Close()
+	expectCut(t, rawDial(t, st.addr), "a connection past the budget")
 	if ev := st.loop.eventsOf(Refused); len(ev) != 1 || ev[0].Why != "open-file cap" {
 		t.Fatalf("refusals %+v", ev)
 	}
@@ -390,11 +383,7 @@ func TestBridgeAdmit(t *testing.T) {
 		t.Fatal("a connection Admit refused got through its handshake")
 	}
 	open.Store(true)
-	c := st.dial()
-	if got := roundTrip(t, c, "in"); got != "IN" {
-		t.Fatalf("got %q", got)
-	}
-	_ = c.Close()
+	st.ping("in")
 	st.closeAll()
 }
 
@@ -505,11 +494,7 @@ func TestBridgeDialOtherCA(t *testing.T) {
 // Close ends everything: handshakes in progress and bridged connections.
 func TestBridgeCloseEndsAll(t *testing.T) {
 	st := newSetup(t, nil)
-	stalled, err := net.Dial("tcp", st.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stalled.Close()
+	rawDial(t, st.addr) // a handshake in progress
 	var cs []*tls.Conn
 	for i := 0; i < 3; i++ {
 		c := st.dial()
