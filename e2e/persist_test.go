@@ -145,7 +145,7 @@ func TestLogDamage(t *testing.T) {
 	if code := p.exitCode(t); code != 1 {
 		t.Fatalf("start on a log with a corrupt middle: exit %d\n%s", code, p.log.String())
 	}
-	if want := fmt.Sprintf("corrupt record at offset %d", off); !strings.Contains(p.log.String(), want) {
+	if want := fmt.Sprintf("damaged at offset %d", off); !strings.Contains(p.log.String(), want) {
 		t.Fatalf("the error does not say %q:\n%s", want, p.log.String())
 	}
 	if after, _ := os.ReadFile(path); len(after) != len(cut) {
