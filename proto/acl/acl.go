@@ -38,8 +38,8 @@ const (
 	Connection
 	Transaction
 	Scripting
-	Lock    // tallyd: the lock commands (LOCK, UNLOCK, PUSH, TOKEN, GETFENCE)
-	Cluster // tallyd: CONSISTENCY and CLUSTER
+	Lock          // tallyd: the lock commands (LOCK, UNLOCK, PUSH, TOKEN, GETFENCE)
+	Cluster       // tallyd: CONSISTENCY and CLUSTER
 	numCategories = iota
 )
 
