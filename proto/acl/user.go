@@ -270,6 +270,16 @@ func (u *User) CanRunAll(c Category) bool {
 	return true
 }
 
+// Unrestricted reports whether the user may run every command on every key.
+func (u *User) Unrestricted() bool {
+	for id := range u.t.cmds {
+		if !u.CanRun(id) {
+			return false
+		}
+	}
+	return u.allKeys
+}
+
 // AllKeys reports whether the user may touch every key (~* or allkeys).
 func (u *User) AllKeys() bool { return u.allKeys }
 
