@@ -49,7 +49,9 @@ func checkClusterNet(t *testing.T, n clusterNet, slots int) {
 	for s := range slots {
 		host, port, _ := net.SplitHostPort(n.peerAddr(s))
 		for _, args := range [][]string{
-			{"--bind", host, "--slock-port", port},
+			// A stand-in for a peer listener, which protected mode does not limit; a plain
+			// slock port would answer the other slots DENIED.
+			{"--bind", host, "--slock-port", port, "--protected-mode", "no"},
 			n.bindArgs(s),
 		} {
 			args = append(args, "--counter-port=0", "--pool-port=0", "--appendonly=false", "--data-dir", t.TempDir())

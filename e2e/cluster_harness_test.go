@@ -361,7 +361,9 @@ func (n *netnsNet) clientAddr(slot int) string {
 }
 
 func (n *netnsNet) bindArgs(slot int) []string {
-	return []string{"--bind", n.clientIP(slot), "--slock-port", strconv.Itoa(clientPort)}
+	// The test's clients come from the client bridge's address: not loopback, so protected
+	// mode (issue 20) would answer them DENIED; the allow-list names their network.
+	return []string{"--bind", n.clientIP(slot), "--slock-port", strconv.Itoa(clientPort), "--slock-allow", n.clientNet + "0/24"}
 }
 
 func (n *netnsNet) command(slot int, bin string, args []string) *exec.Cmd {
