@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -23,6 +25,8 @@ type clusterOptions struct {
 	timeout   time.Duration
 	snapshots uint64
 	state     string
+	peerBind  string
+	keyFile   string
 }
 
 func (c *clusterOptions) flags(fs *pflag.FlagSet) {
@@ -33,12 +37,14 @@ func (c *clusterOptions) flags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.raftTick, "raft-tick", 100*time.Millisecond, "raft's tick: a leader is elected after 10 without one, heartbeats go every tick")
 	fs.DurationVar(&c.timeout, "cluster-timeout", 2*time.Second, "how long a command may wait for a leader or for its consistency level before it is answered -CLUSTERDOWN")
 	fs.Uint64Var(&c.snapshots, "snapshot-entries", 20000, "raft log entries applied between snapshots (which compact the raft log)")
+	fs.StringVar(&c.peerBind, "peer-bind", "", "IP address the peer listener binds (default: --bind); it must cover this member's peer address")
+	fs.StringVar(&c.keyFile, "cluster-key-file", "", "a `FILE` holding the cluster's shared secret (at least 32 bytes, e.g. `head -c 48 /dev/urandom | base64`): every peer link proves it, both ways, before any frame is acted on")
 	fs.StringVar(&c.state, "initial-cluster-state", "existing", "new: bootstrap a new cluster from --cluster when the data dir holds no raft log (the first start only); existing: never bootstrap, so that a member whose data dir is empty refuses to start (it lost its data: remove it and --join with a new --node-id)")
 }
 
 // config turns the flags into the loop's cluster configuration and peer listener; nil
 // when not in cluster mode.
-func (c *clusterOptions) config(cfg *loop.Config, appendOnly bool) error {
+func (c *clusterOptions) config(cfg *loop.Config, appendOnly bool, bind string) error {
 	if c.cluster == "" && c.join == "" {
 		if c.nodeID != 0 || c.peerAddr != "" {
 			return errors.New("--node-id and --peer-addr need --cluster or --join")
@@ -86,9 +92,58 @@ func (c *clusterOptions) config(cfg *loop.Config, appendOnly bool) error {
 			return fmt.Errorf("--join %q: %w", c.join, err)
 		}
 	}
+	if c.keyFile != "" {
+		key, err := readClusterKey(c.keyFile)
+		if err != nil {
+			return err
+		}
+		cc.Key = key
+	}
+	ln, err := peerListen(cc.PeerAddr, c.peerBind, bind)
+	if err != nil {
+		return err
+	}
 	cfg.Cluster = cc
-	cfg.Listeners = append(cfg.Listeners, loop.Listener{Proto: loop.ProtoPeer, Addr: cc.PeerAddr})
+	cfg.Listeners = append(cfg.Listeners, loop.Listener{Proto: loop.ProtoPeer, Addr: ln})
 	return nil
+}
+
+// peerListen returns the peer listener's address: the port of this member's peer address
+// on --peer-bind, else on --bind (which covers every listener). A bind address that cannot
+// receive the peer address (a specific IP other than the peer address's own) is an error
+// rather than a listener the other members never reach.
+func peerListen(peerAddr, peerBind, bind string) (string, error) {
+	host, port, _ := net.SplitHostPort(peerAddr)
+	on, flag := bind, "--bind"
+	if peerBind != "" {
+		on, flag = peerBind, "--peer-bind"
+		if net.ParseIP(on) == nil && on != "localhost" {
+			return "", fmt.Errorf("--peer-bind %q is not an IP address", on)
+		}
+	}
+	if ip := net.ParseIP(on); ip == nil || !ip.IsUnspecified() {
+		if hip := net.ParseIP(host); on != host && (hip == nil || !hip.Equal(ip)) {
+			return "", fmt.Errorf("this member's peer address %s is not on %s %s: set --peer-bind %s (or --bind)",
+				peerAddr, flag, on, host)
+		}
+	}
+	return net.JoinHostPort(on, port), nil
+}
+
+// readClusterKey reads the cluster key file: its bytes, without surrounding white space.
+func readClusterKey(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cluster-key-file: %w", err)
+	}
+	b = bytes.TrimSpace(b)
+	if len(b) < 32 {
+		return nil, fmt.Errorf("--cluster-key-file %s holds %d bytes: at least 32 are needed (e.g. head -c 48 /dev/urandom | base64 > %s)", path, len(b), path)
+	}
+	if st, err := os.Stat(path); err == nil && st.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("--cluster-key-file %s is readable by others (mode %s): chmod 600 it", path, st.Mode().Perm())
+	}
+	return b, nil
 }
 
 // parsePeers reads ID=HOST:PORT,ID=HOST:PORT,...

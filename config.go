@@ -91,6 +91,8 @@ var confKeys = []confKey{
 	{key: "cluster.timeout", flag: "cluster-timeout"},
 	{key: "cluster.snapshot_entries", flag: "snapshot-entries"},
 	{key: "cluster.initial_state", flag: "initial-cluster-state"},
+	{key: "cluster.peer_bind", flag: "peer-bind"},
+	{key: "cluster.key_file", flag: "cluster-key-file"},
 }
 
 // yrmcdsKeys are yrmcds.conf's keys that mean nothing to tallyd: they are logged and

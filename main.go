@@ -406,7 +406,7 @@ func (o *options) loopConfig(fs *pflag.FlagSet, d loop.Config) (loop.Config, err
 	cfg.SemaphoreGCInterval = time.Duration(o.semaphoreGCInterval) * time.Second
 	cfg.CounterBuckets = o.counterBuckets
 	cfg.SemaphoreBuckets = o.semaphoreBuckets
-	if err := o.cluster.config(&cfg, o.appendOnly); err != nil {
+	if err := o.cluster.config(&cfg, o.appendOnly, o.bind); err != nil {
 		return d, err
 	}
 	if err := o.security.config(&cfg); err != nil { // once every listener is made

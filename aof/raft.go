@@ -167,6 +167,8 @@ type RaftLog struct {
 
 	fatal atomic.Pointer[string] // a call that can never be written (a record too large)
 
+	step *raftStepper // nil, but in a test that steps the writer itself (raft_step.go)
+
 	// Published for Stats and Failing.
 	logSize, snapSize      atomic.Int64
 	entries                atomic.Int64
@@ -217,6 +219,7 @@ func OpenRaft(dir string, done func(RaftProgress)) (*RaftLog, *RaftState, error)
 	l.lastSync.Store(time.Now().UnixNano())
 	l.last = d.lastIndex()
 	l.publish(d)
+	l.stepIfAsked()
 	go l.run(d)
 	return l, st, nil
 }
@@ -344,6 +347,9 @@ func (l *RaftLog) endRecs() {
 }
 
 func (l *RaftLog) signal() {
+	if l.step != nil && l.step.on.Load() {
+		return // the test wakes the writer (Step)
+	}
 	select {
 	case l.wake <- struct{}{}:
 	default:
@@ -389,6 +395,7 @@ func (l *RaftLog) Stats() RaftStats {
 // Close writes what is queued, fsyncs it and stops the writer (a log that cannot be
 // written is given up after one more try).
 func (l *RaftLog) Close() {
+	l.Unstepped() // a stepped log's writer closes by itself too
 	l.mu.Lock()
 	l.closing = true
 	l.mu.Unlock()

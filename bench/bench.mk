@@ -39,7 +39,7 @@ bench-aof: build bench-build
 	BENCH_OUT="$(BENCH_OUT)" ./scripts/bench-aof.sh
 
 # Replicated writes with fsync on: a 3-node tallyd cluster on 127.0.0.1 (INCRs through the
-# leader and through a follower, QUORUM) and one node, beside Debian's etcd 3.4 (3 members,
+# leader and through a follower, and lock acquire+release pairs through the leader, QUORUM) and one node, beside Debian's etcd 3.4 (3 members,
 # etcdctl check perf --load=xl, installed with apt-get when missing) and redis-server with one
 # replica (WAIT 1 0 after each pipeline). Prints the table; results, a section for
 # BENCHMARKS.md and the logs go to $(BENCH_OUT)/cluster-<time>/ (not committed).

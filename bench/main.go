@@ -8,7 +8,7 @@
 //	tallyd-bench sink [flags]       a trivial server that answers every request OK
 //	tallyd-bench suite [flags]      the standard suite behind make bench
 //	tallyd-bench publish [NAME...]  copy a whole suite's results to the published ones
-//	tallyd-bench writes [flags]     pipelined INCR rounds (+ WAIT): make bench-cluster
+//	tallyd-bench writes [flags]     pipelined INCR (or LOCK+UNLOCK) rounds (+ WAIT): make bench-cluster
 package main
 
 import (

@@ -33,6 +33,8 @@ func newWritesFlags(errOut io.Writer) (*pflag.FlagSet, *writesFlags) {
 	fs.IntVar(&c.WaitReplicas, "wait", 0, "end each round with WAIT N --wait-timeout (Redis with replicas); 0: no WAIT")
 	fs.DurationVar(&c.WaitTimeout, "wait-timeout", 0, "WAIT's timeout (0: wait for ever), whole milliseconds")
 	fs.StringVar(&c.Consistency, "consistency", "", "send CONSISTENCY LEVEL on each connection first (tallyd cluster: ONE, QUORUM or ALL); empty: the server's default")
+	fs.BoolVar(&c.Locks, "locks", false, "rounds of --pipeline slock lock pairs (LOCK k TIMEOUT 0 EXPRIED 30 LOCK_ID x, UNLOCK k LOCK_ID x), a key of its own each, in place of INCRs")
+	fs.BoolVar(&c.AwaitGrant, "await-grant", false, "with --locks: send a round's UNLOCKs only once its LOCKs are answered (two round trips a round), not each with its LOCK")
 	fs.Uint64Var(&c.Seed, "seed", 0, "random seed (0: from the clock)")
 	fs.IntVar(&c.Sources, "sources", 256, "spread connections to a loopback target over this many 127.0.0.0/8 source addresses (0: one)")
 	fs.StringVar(&c.Label, "label", "", "names the run in progress lines and the result")
@@ -66,6 +68,8 @@ func parseWrites(args []string, errOut io.Writer) (*writesFlags, error) {
 		return nil, fmt.Errorf("--wait %d: want 0 or more replicas", c.WaitReplicas)
 	case c.WaitTimeout < 0:
 		return nil, fmt.Errorf("--wait-timeout %s: want 0 or more", c.WaitTimeout)
+	case c.AwaitGrant && !c.Locks:
+		return nil, fmt.Errorf("--await-grant is for --locks")
 	}
 	if !f.quiet {
 		c.Progress = errOut
@@ -74,7 +78,7 @@ func parseWrites(args []string, errOut io.Writer) (*writesFlags, error) {
 }
 
 // writesCmd runs the write benchmark of make bench-cluster: rounds of pipelined INCRs
-// on random keys, optionally each followed by WAIT.
+// on random keys (or of lock pairs), optionally each followed by WAIT.
 func writesCmd(ctx context.Context, args []string, out, errOut io.Writer) error {
 	f, err := parseWrites(args, errOut)
 	if err != nil {

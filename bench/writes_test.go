@@ -22,24 +22,24 @@ func TestWritesFlags(t *testing.T) {
 	c := f.cfg
 	if c.Addr != "127.0.0.1:6379" || c.Conns != 64 || c.Pipeline != 16 || c.Keys != 100_000 ||
 		c.Duration != 10*time.Second || c.Warmup != time.Second || c.WaitReplicas != 0 || c.Consistency != "" ||
-		c.Progress == nil || f.json {
+		c.Progress == nil || f.json || c.Locks {
 		t.Errorf("defaults: %+v", c)
 	}
 	f, err = parseWrites([]string{"--addr", "127.0.0.1:7", "--conns", "3", "--pipeline", "5", "--keys", "9",
 		"--duration", "2s", "--warmup", "0s", "--wait", "1", "--wait-timeout", "250ms", "--consistency", "ALL",
-		"--prefix", "p:", "--seed", "4", "--label", "L", "--json", "-q"}, &errOut)
+		"--prefix", "p:", "--seed", "4", "--label", "L", "--json", "-q", "--locks", "--await-grant"}, &errOut)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c = f.cfg
 	if c.Addr != "127.0.0.1:7" || c.Conns != 3 || c.Pipeline != 5 || c.Keys != 9 || c.Duration != 2*time.Second ||
 		c.Warmup != 0 || c.WaitReplicas != 1 || c.WaitTimeout != 250*time.Millisecond || c.Consistency != "ALL" ||
-		c.Prefix != "p:" || c.Seed != 4 || c.Label != "L" || !f.json || c.Progress != nil {
+		c.Prefix != "p:" || c.Seed != 4 || c.Label != "L" || !f.json || c.Progress != nil || !c.Locks || !c.AwaitGrant {
 		t.Errorf("parsed: %+v json=%v", c, f.json)
 	}
 	for _, args := range [][]string{
 		{"--conns", "0"}, {"--pipeline", "0"}, {"--keys", "0"}, {"--duration", "0s"}, {"--warmup", "-1s"},
-		{"--wait", "-1"}, {"--wait-timeout", "-1s"}, {"--conns", "x"}, {"extra"}, {"--bogus"},
+		{"--wait", "-1"}, {"--wait-timeout", "-1s"}, {"--conns", "x"}, {"extra"}, {"--bogus"}, {"--await-grant"},
 	} {
 		if _, err := parseWrites(args, &errOut); err == nil {
 			t.Errorf("%q accepted", args)

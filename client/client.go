@@ -1,4 +1,4 @@
-// Package client is a Go client for tallyd's yrmcds counters and semaphores, PoolCounter locks and durable values, spread over several servers.
+// Package client is a Go client for tallyd's yrmcds counters and semaphores, PoolCounter locks, slock locks with fencing tokens and durable values, spread over several servers.
 //
 // A [Client] is safe for concurrent use. It maps every key to a server by
 // rendezvous hashing over the configured servers, the way MediaWiki spreads
@@ -22,6 +22,12 @@
 //     for. Connections come from a small idle pool and go back to it.
 //   - durable values (Redis commands on the slock port): one pipelined
 //     connection per server.
+//   - slock locks ([Locks]): not bound to a connection (a lock lasts until
+//     it is unlocked or its ttl runs out, and its LockId names it from any
+//     connection). Their commands share the durable values' connection,
+//     but for a Lock that waits: slock's text LOCK blocks the connection it
+//     waits on, so a waiting Lock has a connection of its own, from the
+//     same kind of idle pool as PoolCounter's.
 //
 // # Contexts
 //
@@ -29,7 +35,9 @@
 // pipelined connection the reply is then discarded when it arrives (an
 // Acquire that succeeded meanwhile is released at once); a PoolCounter wait
 // cannot be abandoned on the wire, so its connection is closed, which
-// removes the queue entry. Release always releases: if ctx ends before the
+// removes the queue entry; a slock wait outlives its connection, so the
+// connection is closed and `UNLOCK name LOCK_ID id FLAG 2` cancels the
+// wait (or releases a grant that came meanwhile). Release always releases: if ctx ends before the
 // server confirms, Release returns ctx's error but the release has been
 // sent, or the connection closed.
 //
@@ -120,7 +128,7 @@ type Options struct {
 	IOTimeout      time.Duration // longest wait for a reply beyond any wait the request asks for, after which the request fails over (default 5 s)
 	HealthInterval time.Duration // how often servers that are down are probed (default 1 s)
 	HealthTimeout  time.Duration // longest wait for a probe's answer, its dial included (default 1 s, at most IOTimeout)
-	MaxIdle        int           // idle PoolCounter connections kept per server (default 4)
+	MaxIdle        int           // idle PoolCounter connections, and slock connections for Lock's waits, kept per server (default 4)
 
 	// OnHealth, if set, is called when a server's listener is marked down
 	// (err says why) or up again (err is nil). It must not block.
@@ -267,8 +275,21 @@ func (c *Client) order(key string) []int {
 // next server while fn fails with a *ConnError: first over the servers that
 // are up, then over those that were down.
 func (c *Client) each(ctx context.Context, key string, p proto, fn func(*endpoint) error) error {
+	return c.eachFrom(ctx, key, p, nil, fn)
+}
+
+// eachFrom is each with first, if not nil, put ahead of key's order (the
+// server a lock was granted on).
+func (c *Client) eachFrom(ctx context.Context, key string, p proto, first *endpoint, fn func(*endpoint) error) error {
 	var last error
 	idx := c.order(key)
+	if first != nil {
+		if at := slices.IndexFunc(idx, func(j int) bool { return c.eps[p][j] == first }); at > 0 {
+			j := idx[at]
+			copy(idx[1:at+1], idx[:at])
+			idx[0] = j
+		}
+	}
 	tried := make([]bool, len(idx))
 	served := false
 	for pass := 0; pass < 2; pass++ {

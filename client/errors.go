@@ -22,7 +22,7 @@ var (
 
 	// PoolCounter replies.
 	ErrQueueFull       = errors.New("queue full")        // QUEUE_FULL
-	ErrTimeout         = errors.New("timeout")           // TIMEOUT: no slot freed up in time
+	ErrTimeout         = errors.New("timeout")           // TIMEOUT: no slot freed up in time; slock TIMEOUT: the lock stayed held
 	ErrLockHeld        = errors.New("lock held")         // LOCK_HELD: the connection holds too many locks
 	ErrNotLocked       = errors.New("not locked")        // NOT_LOCKED
 	ErrDone            = errors.New("done by another")   // DONE: an ACQ4ANY waiter woken by another's release; it holds nothing
@@ -33,6 +33,17 @@ var (
 	// Redis errors of durable values.
 	ErrNotInteger = errors.New("not an integer") // "ERR value is not an integer or out of range"; a GET of a string
 	ErrWrongType  = errors.New("wrong type")     // "WRONGTYPE ..."
+
+	// ErrFenced: "FENCED ...", a fenced write refused because the key has
+	// seen a higher fencing token: a newer holder of the lock has written.
+	ErrFenced = errors.New("fenced off by a newer token")
+
+	// ErrClusterDown: "CLUSTERDOWN ..." (or slock's RESULT_STATE_ERROR): the
+	// tallyd cluster has no leader or no quorum just now, or the leader
+	// changed while the command was in flight. It is retryable: the outcome
+	// of a write is unknown, so retry what is idempotent (every Lock call
+	// is, for its LockId is the same), once a new leader is elected.
+	ErrClusterDown = errors.New("cluster unavailable")
 )
 
 // Errors of the client itself.
@@ -52,6 +63,18 @@ var (
 
 	// ErrClosed: the Client was closed.
 	ErrClosed = errors.New("client closed")
+
+	// ErrLockLost: the server says a Lock's LockId no longer holds its
+	// name, at an Unlock or a Refresh: it expired (its ttl ran out before a
+	// Refresh), or it was granted at CONSISTENCY ONE and a failover forgot
+	// it, or someone unlocked it for its holder. Another client may have
+	// taken it meanwhile: treat the work done under it as possibly
+	// overlapping, and let its fencing token guard what it wrote.
+	ErrLockLost = errors.New("lock lost")
+
+	// ErrNotHeld: Unlock or Refresh of a Lock that this process has already
+	// unlocked (or found lost); nothing was sent.
+	ErrNotHeld = errors.New("lock not held")
 )
 
 // Error is a server's refusal of a request: a yrmcds status other than OK,
@@ -152,6 +175,10 @@ func redisKind(msg string) error {
 		return ErrNotInteger
 	case strings.HasPrefix(msg, "WRONGTYPE"):
 		return ErrWrongType
+	case strings.HasPrefix(msg, "FENCED"):
+		return ErrFenced
+	case strings.HasPrefix(msg, "CLUSTERDOWN"):
+		return ErrClusterDown
 	}
 	return nil
 }

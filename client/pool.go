@@ -204,7 +204,8 @@ func rawurlencode(s string) []byte {
 	return b
 }
 
-// lineConn is a PoolCounter connection, used by one caller at a time.
+// lineConn is a PoolCounter connection, or a slock connection that waits
+// for a lock, used by one caller at a time.
 type lineConn struct {
 	e      *endpoint
 	nc     net.Conn
@@ -236,7 +237,11 @@ func (e *endpoint) take(ctx context.Context) (*lineConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	lc := &lineConn{e: e, nc: nc, br: bufio.NewReaderSize(nc, 1024)}
+	size := 1024 // a PoolCounter line
+	if e.proto == protoSlock {
+		size = maxLockReply
+	}
+	lc := &lineConn{e: e, nc: nc, br: bufio.NewReaderSize(nc, size)}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
@@ -274,6 +279,19 @@ func (e *endpoint) discard(lc *lineConn) {
 // to an empty one (STATS FULL). wait is how long the server may take on
 // purpose. ctx's end interrupts it; the connection must then be discarded.
 func (lc *lineConn) roundtrip(ctx context.Context, req []byte, wait time.Duration, full bool) ([]string, error) {
+	var lines []string
+	err := lc.run(ctx, wait, func() (op string, err error) {
+		lines, op, err = lc.exchange(req, full)
+		return op, err
+	})
+	return lines, err
+}
+
+// run runs exchange, a request and the reading of its reply, which returns
+// the operation that failed ("write", "read") with its error. wait is how
+// long the server may take on purpose. ctx's end interrupts it; the
+// connection must then be discarded.
+func (lc *lineConn) run(ctx context.Context, wait time.Duration, exchange func() (op string, err error)) error {
 	deadline := time.Now().Add(wait + lc.e.c.opts.IOTimeout)
 	ctxDeadline, hasDeadline := ctx.Deadline()
 	if hasDeadline && ctxDeadline.Before(deadline) {
@@ -299,7 +317,7 @@ func (lc *lineConn) roundtrip(ctx context.Context, req []byte, wait time.Duratio
 			lc.watch(watched, &hung)
 		}()
 	}
-	lines, op, err := lc.exchange(req, full)
+	op, err := exchange()
 	stop()
 	lc.mu.Lock()
 	lc.active = false
@@ -310,19 +328,19 @@ func (lc *lineConn) roundtrip(ctx context.Context, req []byte, wait time.Duratio
 	}
 	if err == nil {
 		lc.e.markUp() // it answers
-		return lines, nil
+		return nil
 	}
 	if ctx.Err() != nil {
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
 	if hung.Load() {
-		return nil, &ConnError{Addr: lc.e.addr, Op: "read", Err: noAnswer(lc.e.c.opts.HealthTimeout)}
+		return &ConnError{Addr: lc.e.addr, Op: "read", Err: noAnswer(lc.e.c.opts.HealthTimeout)}
 	}
 	var ne net.Error
 	if hasDeadline && deadline.Equal(ctxDeadline) && errors.As(err, &ne) && ne.Timeout() {
-		return nil, context.DeadlineExceeded
+		return context.DeadlineExceeded
 	}
-	return nil, &ConnError{Addr: lc.e.addr, Op: op, Err: err}
+	return &ConnError{Addr: lc.e.addr, Op: op, Err: err}
 }
 
 // watch runs while a request that may wait on purpose (ACQ4ME with a timeout)

@@ -70,6 +70,31 @@ func (v *Values) Set(ctx context.Context, key string, n int64) error {
 	}, "SET", key, strconv.FormatInt(n, 10))
 }
 
+// SetFenced sets key to n if no write to key has carried a fencing token
+// higher than token (SET key n FENCE token), and then remembers token as
+// key's highest. A lock holder passes its Lock.Token, so that once its lock
+// has been given to another client, who wrote with the newer token, its
+// late writes are refused: the error wraps ErrFenced. The key must live
+// where the tokens come from (a tallyd cluster, or the lock's server).
+func (v *Values) SetFenced(ctx context.Context, key string, n int64, token uint64) error {
+	return v.do(ctx, key, func(e *endpoint, r resp.Reply) error {
+		if r.Kind != '+' {
+			return unexpected(e, "SET", key, r)
+		}
+		return nil
+	}, "SET", key, strconv.FormatInt(n, 10), "FENCE", strconv.FormatUint(token, 10))
+}
+
+// GetFence returns the highest fencing token a SetFenced of key has
+// carried (GETFENCE key), 0 if none.
+func (v *Values) GetFence(ctx context.Context, key string) (uint64, error) {
+	n, err := v.integer(ctx, key, "GETFENCE", key)
+	if err == nil && n < 0 {
+		return 0, fmt.Errorf("client: GETFENCE %q: negative token %d", key, n)
+	}
+	return uint64(n), err
+}
+
 // Del deletes key and reports whether it existed.
 func (v *Values) Del(ctx context.Context, key string) (bool, error) {
 	var existed bool
@@ -116,36 +141,72 @@ func (v *Values) integer(ctx context.Context, key string, args ...string) (int64
 // do sends args on key's server and hands a reply that is not an error to
 // use.
 func (v *Values) do(ctx context.Context, key string, use func(*endpoint, resp.Reply) error, args ...string) error {
+	return v.c.redis(ctx, key, nil, use, args...)
+}
+
+// redis sends args on key's slock server (first, if not nil, ahead of the
+// key's order) and hands a reply that is not an error to use.
+func (c *Client) redis(ctx context.Context, key string, first *endpoint, use func(*endpoint, resp.Reply) error, args ...string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if l, ok := ctx.Value(levelKey{}).(Level); ok && l != One && l != Quorum && l != All {
-		return fmt.Errorf("client: %s %q: consistency level %q is not ONE, QUORUM or ALL", args[0], key, l)
+	if err := checkLevel(ctx, args[0], key); err != nil {
+		return err
 	}
-	return v.c.each(ctx, key, protoSlock, func(e *endpoint) error {
-		m, err := e.pipe(ctx, parseRESP)
+	return c.eachFrom(ctx, key, protoSlock, first, func(e *endpoint) error {
+		r, err := e.redis(ctx, key, args...)
 		if err != nil {
 			return err
 		}
-		lvl, leveled := ctx.Value(levelKey{}).(Level)
-		cl := &call{leveled: leveled}
-		if err := m.do(ctx, cl, func(dst []byte, _ uint32) []byte {
-			if !leveled {
-				return resp.AppendCommand(dst, args...)
-			}
-			// The level holds for this command only: the connection is shared.
-			dst = resp.AppendCommand(dst, "CONSISTENCY", string(lvl))
-			dst = resp.AppendCommand(dst, args...)
-			return resp.AppendCommand(dst, "CONSISTENCY", string(Quorum))
-		}); err != nil {
-			return err
-		}
-		if cl.reply.Kind == '-' {
-			msg := string(cl.reply.Str)
-			return &Error{Addr: e.addr, Op: args[0], Key: key, Reply: msg, kind: redisKind(msg)}
-		}
-		return use(e, cl.reply)
+		return use(e, r)
 	})
+}
+
+// checkLevel refuses a consistency level set with WithConsistency that is
+// none of the three.
+func checkLevel(ctx context.Context, op, key string) error {
+	if l, ok := ctx.Value(levelKey{}).(Level); ok && l != One && l != Quorum && l != All {
+		return fmt.Errorf("client: %s %q: consistency level %q is not ONE, QUORUM or ALL", op, key, l)
+	}
+	return nil
+}
+
+// redis sends args on e's pipelined connection, at ctx's consistency level,
+// and returns the reply; an error reply is an *Error.
+func (e *endpoint) redis(ctx context.Context, key string, args ...string) (resp.Reply, error) {
+	m, err := e.pipe(ctx, parseRESP)
+	if err != nil {
+		return resp.Reply{}, err
+	}
+	lvl, leveled := ctx.Value(levelKey{}).(Level)
+	cl := &call{leveled: leveled}
+	if err := m.do(ctx, cl, func(dst []byte, _ uint32) []byte {
+		return appendLeveled(dst, lvl, leveled, args...)
+	}); err != nil {
+		return resp.Reply{}, err
+	}
+	if cl.reply.Kind == '-' {
+		return resp.Reply{}, redisError(e, args[0], key, cl.reply)
+	}
+	return cl.reply, nil
+}
+
+// appendLeveled appends the command args, between CONSISTENCY lvl and
+// CONSISTENCY QUORUM when leveled: the level holds for this command only,
+// for connections are shared (parseLeveled reads the three replies).
+func appendLeveled(dst []byte, lvl Level, leveled bool, args ...string) []byte {
+	if !leveled {
+		return resp.AppendCommand(dst, args...)
+	}
+	dst = resp.AppendCommand(dst, "CONSISTENCY", string(lvl))
+	dst = resp.AppendCommand(dst, args...)
+	return resp.AppendCommand(dst, "CONSISTENCY", string(Quorum))
+}
+
+// redisError is the *Error of a Redis error reply.
+func redisError(e *endpoint, op, key string, r resp.Reply) *Error {
+	msg := string(r.Str)
+	return &Error{Addr: e.addr, Op: op, Key: key, Reply: msg, kind: redisKind(msg)}
 }
 
 // unexpected reports a reply of the wrong type for its command.

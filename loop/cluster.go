@@ -81,6 +81,10 @@ type ClusterConfig struct {
 	// (ErrMemberState), unless it joins (Join): an empty data directory on a member that
 	// belongs to a cluster means it lost its data.
 	New bool
+	// Key is the cluster's shared secret (--cluster-key-file): every peer link proves it
+	// both ways before any of its frames is acted on (cluster_auth.go). nil: links are
+	// not authenticated (a warning at start and in INFO), unless TLS authenticates them.
+	Key []byte
 }
 
 // ErrMemberState is the error (wrapped) of a member that must not run as it is: it has no
@@ -129,12 +133,18 @@ type clusterState struct {
 	ticked   int64  // Unix ns of the last raft tick
 	loadedTo uint64 // the commit index found at start: local reads wait until it is applied
 
-	// fresh: this member started with an empty data directory and no leader has caught it
-	// up yet (applied an entry past the bootstrap); it votes only in the first election of
-	// a new cluster (candidates whose log ends at the bootstrap entries, bootLast).
-	fresh    bool
-	bootLast uint64
-	dropLog  rateLog
+	// fresh: this member started with an empty data directory (or holds only its
+	// bootstrap) and no leader has caught it up yet (its log has no entry past the bootstrap
+	// entries, bootLast). It votes for a candidate with more only once the cluster is known
+	// to be new (newCluster: a majority, itself included, asked for votes with bootstrap-only
+	// logs before anyone showed history); a member that lost its data sees history first
+	// (fresh.go has the whole rule).
+	fresh      bool
+	bootLast   uint64
+	newCluster bool
+	history    bool            // a peer showed entries past the bootstrap before newCluster
+	seenBoot   map[uint64]bool // peers that asked for votes with bootstrap-only logs
+	dropLog    rateLog
 
 	appends []appendDone // raft log appends in flight, in order
 	synced  uint64       // the last log batch fsynced
@@ -217,7 +227,7 @@ const raftDir = "raft"
 
 // openCluster reads the raft log back into raft's storage and the store, and builds the
 // RawNode (on Run's goroutine, before the loop starts).
-func (s *Server) openCluster() error {
+func (s *Server) openCluster() (err error) {
 	cc := s.cfg.Cluster
 	if s.cfg.DataDir == "" {
 		return errors.New("cluster mode needs a data directory (--data-dir)")
@@ -245,6 +255,11 @@ func (s *Server) openCluster() error {
 		return err
 	}
 	cl.log = lg
+	defer func() {
+		if err != nil {
+			lg.Close() // Run returns: nothing else stops its writer
+		}
+	}()
 	for id, a := range cc.Peers {
 		cl.addrs[id] = a
 	}
@@ -321,6 +336,9 @@ func (s *Server) openCluster() error {
 		if id != cc.NodeID {
 			cl.links[id] = &peerLink{id: id, addr: a}
 		}
+	}
+	if w := cl.peerAuthWarning(); w != "" {
+		s.log.Warn().Msg("cluster: " + w)
 	}
 	return nil
 }
@@ -452,6 +470,9 @@ func (s *Server) storageAppend(m *raftpb.Message) {
 	}
 	ents := m.GetEntries()
 	var last uint64
+	if len(ents) > 0 && cl.fresh && ents[len(ents)-1].GetIndex() > cl.bootLast {
+		cl.fresh = false // a leader's entries: it is being caught up (its log is a prefix of the leader's)
+	}
 	if len(ents) > 0 {
 		if err := cl.ms.Append(ents); err != nil {
 			s.log.Error().Err(err).Msg("cluster: append")
@@ -605,9 +626,7 @@ func (cl *clusterState) isVoter(id uint64) bool {
 func (s *Server) applyEntry(e *raftpb.Entry, now int64) {
 	cl := s.cl
 	cl.applied = e.GetIndex()
-	if cl.fresh && cl.applied > cl.bootLast {
-		cl.fresh = false // a leader's entry: it has been caught up (a prefix of the leader's log)
-	}
+
 	switch e.GetType() {
 	case raftpb.EntryType_EntryConfChange:
 		var cc raftpb.ConfChange
@@ -1023,6 +1042,7 @@ func (s *Server) clusterInfo() *resp.InfoCluster {
 	ls := cl.log.Stats()
 	c := &resp.InfoCluster{NodeID: cl.cfg.NodeID, Role: "follower", LeaderID: st.Lead, Term: st.GetTerm(),
 		Commit: st.GetCommit(), Applied: cl.applied, SnapshotIndex: cl.snapIndex, LeaderReady: cl.serving(),
+		PeerAuth: cl.peerAuth(), PeerAuthWarning: cl.peerAuthWarning(),
 		LogBytes: ls.LogSize, LogBatches: ls.Batches, LogFsyncs: ls.Fsyncs, LogAppends: ls.OpsSaved,
 		LastFsyncUS: ls.LastFsyncTime.Microseconds(), LogFailing: ls.LastErr}
 	switch {
@@ -1045,8 +1065,10 @@ func (s *Server) clusterInfo() *resp.InfoCluster {
 		switch l := cl.links[id]; {
 		case id == cl.cfg.NodeID:
 			p.Link = "self"
-		case l != nil && l.out != nil:
+		case l.ready():
 			p.Link = "up"
+		case l != nil && l.out != nil:
+			p.Link = "authenticating"
 		}
 		c.Peers = append(c.Peers, p)
 	}

@@ -12,37 +12,50 @@ import (
 // member, and a member that lost its data, or never had any, must not help elect a leader
 // that lacks acknowledged writes.
 
-// raftAcceptable says whether raft message m, from a peer link, may be stepped: it is
+// raftAcceptable says whether raft message m, from peer link cs, may be stepped: it is
 // addressed to this member from a member it knows, it is not one of raft's local messages,
 // and it is possible for the local log. A message that shows this member lost data it had
-// acknowledged stops the member (memberFatal).
-func (s *Server) raftAcceptable(m *raftpb.Message) bool {
+// acknowledged stops the member (memberFatal) when the link proved it comes from a member;
+// on a link that proved nothing (no cluster key, no TLS) it could be forged, so the link is
+// dropped instead: no frame takes the member down.
+func (s *Server) raftAcceptable(cs *conn, m *raftpb.Message) bool {
 	cl := s.cl
 	from, t := m.GetFrom(), m.GetType()
 	switch {
 	case m.GetTo() != cl.cfg.NodeID || from == 0 || from == cl.cfg.NodeID:
 		s.dropRaft(m, "not addressed from another member to this one")
+		cs.quit = true // a bad link: closed and logged, never acted on
 		return false
 	case cl.addrs[from] == "":
 		s.dropRaft(m, "from a node that is not a member")
+		cs.quit = true // a bad link: closed and logged, never acted on
 		return false
 	case t != raftpb.MessageType_MsgSnap && raft.IsLocalMsg(t):
 		s.dropRaft(m, "a message raft only makes for itself")
+		cs.quit = true // a bad link: closed and logged, never acted on
 		return false
-	case cl.fresh && (t == raftpb.MessageType_MsgVote || t == raftpb.MessageType_MsgPreVote) && m.GetIndex() > cl.bootLast:
-		// A candidate whose log goes past the bootstrap asks a member that started empty:
-		// whatever this member had acknowledged before is gone, so its vote could elect a
-		// leader that lacks acknowledged writes. It votes once a leader has caught it up.
-		s.dropRaft(m, "this member started with an empty data directory and no leader has caught it up: it does not vote yet")
+	case cl.fresh && !s.freshMayVote(m):
+		// A candidate whose log goes past the bootstrap asks a member that started empty,
+		// in a cluster that has a history: whatever this member had acknowledged before is
+		// gone, so its vote could elect a leader that lacks acknowledged writes. It votes
+		// once a leader has caught it up.
+		s.dropRaft(m, "this member started with an empty data directory in a cluster with a history, and no "+
+			"leader has caught it up: it does not vote yet (if it lost its data: remove it and --join with a new --node-id)")
 		return false
 	case t == raftpb.MessageType_MsgHeartbeat:
 		if last, _ := cl.ms.LastIndex(); m.GetCommit() > last {
 			// The leader sends a heartbeat's commit only up to what this member
 			// acknowledged having: its log ends before that, so it lost what it had.
-			s.memberFatal(fmt.Errorf("%w: the leader (node %d, term %d) counts entries up to %d as held here, but this "+
+			err := fmt.Errorf("%w: the leader (node %d, term %d) counts entries up to %d as held here, but this "+
 				"member's raft log ends at %d: it lost its data (a wiped or replaced data directory). Remove it "+
 				"(tallyctl cluster remove %d) and start it with a new --node-id and --join", ErrMemberState, from,
-				m.GetTerm(), m.GetCommit(), last, cl.cfg.NodeID))
+				m.GetTerm(), m.GetCommit(), last, cl.cfg.NodeID)
+			if cs.peer.proved {
+				s.memberFatal(err)
+				return false
+			}
+			s.dropRaft(m, err.Error()+" (or the link forged it: peer links are not authenticated)")
+			cs.quit = true
 			return false
 		}
 	}
@@ -80,4 +93,35 @@ func (s *Server) memberFatal(err error) {
 	s.persist.fatal.CompareAndSwap(nil, &err)
 	s.log.Error().Err(err).Msg("cluster: stopping")
 	go func() { _ = s.Stop(context.Background()) }()
+}
+
+// freshMayVote watches, while this member is fresh, what peers show of their logs, and says
+// whether m, which may be a vote request, may be stepped. A fresh member votes for a
+// candidate whose log goes past the bootstrap only in a new cluster: one where a majority,
+// itself included, asked for votes with bootstrap-only logs before any peer showed entries
+// past it. That tells a brand-new cluster whose first leader died before catching everyone
+// up (its followers must still elect another) from a member that lost its data and was
+// restarted with --initial-cluster-state new (its peers show their history first).
+func (s *Server) freshMayVote(m *raftpb.Message) bool {
+	cl := s.cl
+	t := m.GetType()
+	vote := t == raftpb.MessageType_MsgVote || t == raftpb.MessageType_MsgPreVote
+	if !cl.newCluster && !cl.history {
+		switch {
+		case vote && m.GetIndex() <= cl.bootLast:
+			if cl.seenBoot == nil {
+				cl.seenBoot = make(map[uint64]bool)
+			}
+			cl.seenBoot[m.GetFrom()] = true
+			if voters := len(cl.confState.GetVoters()); 2*(len(cl.seenBoot)+1) > voters {
+				cl.newCluster = true
+				s.log.Info().Int("voters", voters).Msg("cluster: a new cluster (a majority started with empty logs)")
+			}
+		case vote && m.GetIndex() > cl.bootLast,
+			t == raftpb.MessageType_MsgHeartbeat && m.GetCommit() > cl.bootLast,
+			t == raftpb.MessageType_MsgApp && m.GetIndex() > cl.bootLast:
+			cl.history = true
+		}
+	}
+	return !vote || m.GetIndex() <= cl.bootLast || cl.newCluster
 }

@@ -160,7 +160,7 @@ func (s *Server) leaderLink() *conn {
 	if cl.leader == 0 || cl.leader == cl.cfg.NodeID {
 		return nil
 	}
-	if l := cl.links[cl.leader]; l != nil && l.out != nil && !l.out.closed && !l.out.closing {
+	if l := cl.links[cl.leader]; l.ready() {
 		return l.out
 	}
 	return nil

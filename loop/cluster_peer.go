@@ -29,6 +29,15 @@ type peerConn struct {
 	id       uint64 // the member at the other end (from its Hello, for links it dialled)
 	outbound bool   // this node dialled it
 	join     bool   // a link dialled to ask to join
+	addr     string // the peer address its Hello claimed (acted on once it is authenticated)
+
+	// Authentication (cluster_auth.go): nothing but Hello, Challenge and Proof is acted on
+	// until authed.
+	authed bool
+	proved bool               // authed by proof (the cluster key, or a verified TLS certificate), not for want of any
+	nonce  [peer.AuthLen]byte // the Challenge this end sent
+	theirs [peer.AuthLen]byte // the other end's Challenge
+	gotCh  bool               // theirs is set
 }
 
 // peerDial marks a connection this node dialled, until its OnOpen.
@@ -47,7 +56,11 @@ type peerHandler struct {
 }
 
 func (h *peerHandler) parse(cs *conn, in []byte) (int, error) {
-	f, n, err := peer.Parse(in)
+	limit := peer.MaxFrame
+	if !cs.peer.authed {
+		limit = preAuthFrame // a stranger's frame costs at most this
+	}
+	f, n, err := peer.ParseLimit(in, limit)
 	if err != nil {
 		return 0, err
 	}
@@ -62,14 +75,15 @@ func (h *peerHandler) closed(cs *conn, now int64) { h.s.peerGone(cs) }
 // openPeer sets up a peer link at its OnOpen: accepted on the peer port (ln), or dialled (d).
 func (s *Server) openPeer(c gnet.Conn, d *peerDial) {
 	s.nextOwner++
-	cs := &conn{c: c, owner: s.nextOwner, proto: ProtoPeer, h: &s.peerH, peer: &peerConn{}}
+	cs := &conn{c: c, owner: s.nextOwner, proto: ProtoPeer, h: &s.peerH, peer: &peerConn{authed: s.cl.cfg.Key == nil}}
 	c.SetContext(cs)
 	// A link whose peer went silent (a partition drops packets without a word) fails once
 	// what was sent stays unacknowledged this long, and is dialled again, rather than wait
 	// out TCP's retransmission backoff.
 	_ = unix.SetsockoptInt(c.Fd(), unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, int(s.linkTimeout().Milliseconds()))
 	if d == nil {
-		return // it says who it is in its Hello
+		s.challenge(cs) // it says who it is in its Hello, and proves it
+		return
 	}
 	cl := s.cl
 	cs.peer.id, cs.peer.outbound, cs.peer.join = d.id, true, d.join
@@ -82,15 +96,24 @@ func (s *Server) openPeer(c gnet.Conn, d *peerDial) {
 		return
 	}
 	l.out, l.dialing = cs, false
-	b := peer.AppendHello(s.out(cs), cl.cfg.NodeID, 0, cl.cfg.PeerAddr)
-	if d.join {
-		b = peer.AppendJoin(b, cl.cfg.NodeID, cl.cfg.PeerAddr)
+	s.put(cs, peer.AppendHello(s.out(cs), cl.cfg.NodeID, 0, cl.cfg.PeerAddr))
+	s.challenge(cs)
+	if cs.peer.authed {
+		s.peerUp(cs)
 	}
-	s.put(cs, b)
+}
+
+// peerUp runs once a link this node dialled is authenticated (at once without a key): a
+// join link asks to join, and commands waiting for the leader may go.
+func (s *Server) peerUp(cs *conn) {
+	cl := s.cl
+	if cs.peer.join {
+		s.put(cs, peer.AppendJoin(s.out(cs), cl.cfg.NodeID, cl.cfg.PeerAddr))
+	}
 	if e := s.log.Debug(); e.Enabled() {
-		e.Uint64("peer", d.id).Str("addr", l.addr).Msg("cluster: link up")
+		e.Uint64("peer", cs.peer.id).Msg("cluster: link up")
 	}
-	if d.id == cl.leader {
+	if cs.peer.id == cl.leader {
 		s.wakeWaiting()
 	}
 }
@@ -101,15 +124,14 @@ func (s *Server) peerFrame(cs *conn, f *peer.Frame, now int64) {
 	if cl == nil {
 		return
 	}
+	if !cs.peer.authed {
+		s.authFrame(cs, f)
+		return
+	}
 	switch f.Type {
 	case peer.TypeHello:
-		cs.peer.id = f.From
-		if a := string(f.Addr); f.From != 0 && f.From != cl.cfg.NodeID && a != "" && cl.links[f.From] == nil {
-			// A member this node has not heard of (it joined and has not applied the
-			// configuration yet): its answers go back on a link of their own.
-			cl.addrs[f.From] = a
-			cl.links[f.From] = &peerLink{id: f.From, addr: a}
-		}
+		cs.peer.id, cs.peer.addr = f.From, string(f.Addr)
+		s.learnPeer(cs)
 	case peer.TypeRaft:
 		m := &raftpb.Message{}
 		if err := proto.Unmarshal(f.Msg, m); err != nil {
@@ -117,7 +139,7 @@ func (s *Server) peerFrame(cs *conn, f *peer.Frame, now int64) {
 			cs.quit = true
 			return
 		}
-		if s.raftAcceptable(m) {
+		if s.raftAcceptable(cs, m) {
 			s.stepPeer(m)
 		}
 	case peer.TypeForward:
@@ -195,6 +217,10 @@ func (s *Server) dialLink(l *peerLink, join bool, now int64) {
 	}
 	l.dialing = true
 	id, addr := l.id, l.addr
+	if s.dialHook != nil {
+		s.dialHook(&peerDial{id: id, join: join}, addr)
+		return
+	}
 	go s.dial(&peerDial{id: id, join: join}, addr) // a dial may block: never on the loop
 }
 
@@ -216,17 +242,20 @@ func (s *Server) dial(d *peerDial, addr string) {
 	if err == nil {
 		return
 	}
-	s.runFlushed(func() {
-		cl := s.cl
-		l := cl.links[d.id]
-		if d.join {
-			l = cl.joinLink
-		}
-		if l != nil {
-			l.dialing = false
-			l.next = s.now().Add(redial).UnixNano()
-		}
-	})
+	s.runFlushed(func() { s.dialFailed(d) })
+}
+
+// dialFailed runs on the loop when dialling d failed: it is dialled again later.
+func (s *Server) dialFailed(d *peerDial) {
+	cl := s.cl
+	l := cl.links[d.id]
+	if d.join {
+		l = cl.joinLink
+	}
+	if l != nil {
+		l.dialing = false
+		l.next = s.now().Add(redial).UnixNano()
+	}
 }
 
 // sendRaft puts a raft message on the link to its member.
@@ -234,7 +263,7 @@ func (s *Server) sendRaft(m *raftpb.Message) {
 	cl := s.cl
 	to := m.GetTo()
 	l := cl.links[to]
-	if l == nil || l.out == nil || l.out.closed || l.out.closing {
+	if !l.ready() {
 		cl.rn.ReportUnreachable(to)
 		if m.GetType() == raftpb.MessageType_MsgSnap {
 			cl.rn.ReportSnapshot(to, raft.SnapshotFailure)
@@ -280,7 +309,7 @@ func (s *Server) joinTick(now int64) {
 	if cl.joinLink == nil {
 		cl.joinLink = &peerLink{addr: cl.joinTo}
 	}
-	if l := cl.joinLink; l.out != nil && now >= cl.joinAt {
+	if l := cl.joinLink; l.ready() && now >= cl.joinAt {
 		s.put(l.out, peer.AppendJoin(s.out(l.out), cl.cfg.NodeID, cl.cfg.PeerAddr))
 		cl.joinAt = now + int64(time.Second)
 	}

@@ -126,10 +126,15 @@ func (s *Server) refuse(ln *listenerState, limit string, n int) ([]byte, gnet.Ac
 }
 
 // listenerOf finds the listener a connection arrived on from its socket's local port (the
-// listener address gnet reports does not say which port an ephemeral listener got).
+// listener address gnet reports does not say which port an ephemeral listener got). A
+// connection without a socket (Fd -1: a test's in-memory one) is known by its local address.
 func (s *Server) listenerOf(c gnet.Conn) *listenerState {
-	sa, err := unix.Getsockname(c.Fd())
+	fd := c.Fd()
+	sa, err := unix.Getsockname(fd)
 	if err != nil {
+		if a, ok := c.LocalAddr().(*net.TCPAddr); ok && fd < 0 && a != nil {
+			return s.byPort[a.Port]
+		}
 		return nil
 	}
 	switch a := sa.(type) {
@@ -254,7 +259,7 @@ func (s *Server) serve(cs *conn, now int64) {
 	}
 	n := c.InboundBuffered()
 	s.noteIn(cs, inputCost*n)
-	if n > s.cfg.MaxInput && !cs.quit && (cs.peer == nil || n > peerLimit) {
+	if n > s.cfg.MaxInput && !cs.quit && (cs.peer == nil || n > peerLimit || !cs.peer.authed) {
 		if missed, ok := s.inputLog.allow(s.now()); ok {
 			s.log.Warn().Uint64("conn", uint64(cs.owner)).Stringer("proto", cs.proto).
 				Int("unparsed", n).Int("limit", s.cfg.MaxInput).Uint64("more_since_last_line", missed).

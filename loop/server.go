@@ -230,6 +230,11 @@ type Server struct {
 	addrMu    sync.Mutex
 	addrs     []net.Addr // actual address of each listener, in Config order
 	bootErr   error
+
+	// dialHook, when set, dials the peer links instead of a goroutine of dial: a test that
+	// plays gnet connects them itself (then OnOpen, or dialFailed on the loop). Nil in
+	// production.
+	dialHook func(d *peerDial, addr string)
 }
 
 type listenerState struct {

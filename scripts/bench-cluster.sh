@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
 # make bench-cluster (issue 13): replicated, fsynced writes on this machine, in one run:
 #   - tallyd, 3 nodes on 127.0.0.1 (--cluster, --appendfsync always, default consistency
-#     QUORUM): INCRs sent through the leader, then through a follower;
+#     QUORUM): INCRs sent through the leader, then slock lock pairs through the leader
+#     (`tallyd-bench writes --locks`: rounds of BENCH_PIPELINE "LOCK k TIMEOUT 0 EXPRIED 30
+#     LOCK_ID x" + "UNLOCK k LOCK_ID x", a key of its own each; every grant and release is
+#     replicated before it is answered), the same with each round's UNLOCKs sent once its
+#     LOCKs are answered (--await-grant: a pair's LOCK and UNLOCK then never run in one turn
+#     of the leader's loop, where the grant would be netted out before it reaches the raft
+#     log), then INCRs through a follower;
 #   - tallyd, 1 node, --appendfsync always (nothing replicated: the reference);
 #   - Debian's etcd 3.4, 3 members on 127.0.0.1: `etcdctl check perf --load=xl`;
 #   - redis-server, a master and one replica (appendonly yes, appendfsync always on both):
@@ -115,10 +121,12 @@ writes_row() {
 	local name=$1 via=$2 addr=$3 file
 	shift 3
 	file="$out/$(tr -c 'a-zA-Z0-9\n' - <<<"$name-$via" | tr -s -).json"
-	say "$name, through $via ($addr): $conns conns x $pipeline INCRs a round, $warmup warm-up + $duration"
+	local what="$pipeline INCRs"
+	[[ " $* " != *" --locks "* ]] || what="$pipeline LOCK+UNLOCK pairs"
+	say "$name, through $via ($addr): $conns conns x $what a round, $warmup warm-up + $duration"
 	if "${pin_c[@]}" "$bench" writes --addr "$addr" --conns "$conns" --pipeline "$pipeline" --keys "$keys" \
 		--duration "$duration" --warmup "$warmup" --label "$name/$via" --json "$@" >"$file" 2> >(tee "${file%.json}.log" >&2); then
-		add_row "$(jq -c --arg s "$name" --arg v "$via" '{system: $s, via: $v, kind: "writes", writes_per_sec, p50_us: .round_latency.p50_us, p99_us: .round_latency.p99_us, errors, first_error, conns_lost, client_cpu_ns_per_write, raw: .}' "$file")"
+		add_row "$(jq -c --arg s "$name" --arg v "$via" '{system: $s, via: $v, kind: "writes", lock_pairs: (.lock_pairs // false), writes_per_sec, p50_us: .round_latency.p50_us, p99_us: .round_latency.p99_us, errors, first_error, conns_lost, client_cpu_ns_per_write, raw: .}' "$file")"
 	else
 		sleep 0.2 # tee's last lines
 		why=$(grep -v 'writes/s, errors' "${file%.json}.log" | tail -1)
@@ -144,9 +152,12 @@ if want tallyd; then
 			port "peer[$n]"; port "slock[$n]"
 			spec+="${spec:+,}$n=127.0.0.1:${peer[$n]}"
 		done
+		# A new cluster is bootstrapped explicitly once tallyd knows the flag (issue 19).
+		bootstrap=()
+		"$tallyd" --help 2>&1 | grep -q -- '--initial-cluster-state' && bootstrap=(--initial-cluster-state new)
 		for n in 1 2 3; do
 			mkdir -p "$tmp/tallyd$n"
-			"${pin_s[@]}" "$tallyd" --cluster "$spec" --node-id "$n" --data-dir "$tmp/tallyd$n" \
+			"${pin_s[@]}" "$tallyd" --cluster "$spec" --node-id "$n" --data-dir "$tmp/tallyd$n" "${bootstrap[@]}" \
 				--appendfsync always --bind 127.0.0.1 --slock-port "${slock[$n]}" --counter-port 0 --pool-port 0 \
 				--log-level warn >"$out/tallyd-node$n.log" 2>&1 &
 			pids+=($!) npid[$n]=$!
@@ -175,6 +186,9 @@ if want tallyd; then
 			level=()
 			[[ -z ${BENCH_CONSISTENCY:-} ]] || level=(--consistency "$BENCH_CONSISTENCY")
 			writes_row "tallyd 3 nodes" leader "127.0.0.1:${slock[$leader]}" --prefix "bc:l:" "${level[@]}"
+			writes_row "tallyd 3 nodes" "leader, lock pairs" "127.0.0.1:${slock[$leader]}" --locks --prefix "bc:k:" "${level[@]}"
+			writes_row "tallyd 3 nodes" "leader, lock pairs, UNLOCKs after the grants" "127.0.0.1:${slock[$leader]}" \
+				--locks --await-grant --prefix "bc:g:" "${level[@]}"
 			writes_row "tallyd 3 nodes" follower "127.0.0.1:${slock[$follower]}" --prefix "bc:f:" "${level[@]}"
 			info=$(rcli -p "${slock[$leader]}" INFO cluster | tr -d '\r' || true)
 			echo "$info" >"$out/tallyd-info-cluster.txt"
@@ -340,7 +354,7 @@ table=$(jq -r '
 	"|---|---|--:|--:|--:|---|",
 	(.rows[] |
 		if .kind == "writes" then
-			"| \(.system) | \(.via) | \(.writes_per_sec | floor | grouped) | \(.p50_us | us) | \(.p99_us | us) | \([errs, (if .conns_lost > 0 then "\(.conns_lost) connections lost" else empty end), (.raw.client_cpu_s / .raw.seconds) as $c | (if $c > 0.7 then "the generator used \($c * 100 | round)% of a core: its bound, not the server'"'"'s" else empty end)] | map(select(. != "")) | join("; ")) |"
+			"| \(.system) | \(.via) | \(.writes_per_sec | floor | grouped) | \(.p50_us | us) | \(.p99_us | us) | \([(if .lock_pairs then "LOCK+UNLOCK pairs a second, rounds of \(.raw.pipeline) pairs" + (if .raw.await_grant then ", the UNLOCKs sent once the LOCKs are answered (two round trips a round)" else " in one write" end) else "" end), errs, (if .conns_lost > 0 then "\(.conns_lost) connections lost" else empty end), (.raw.client_cpu_s / .raw.seconds) as $c | (if $c > 0.7 then "the generator used \($c * 100 | round)% of a core: its bound, not the server'"'"'s" else empty end)] | map(select(. != "")) | join("; ")) |"
 		elif .kind == "checkperf" then
 			"| \(.system) | \(.via) | \(.writes_per_sec | grouped) | - | - | check perf prints no percentiles: slowest \(if .slowest_s then (.slowest_s * 1e6 | us) else "?" end), stddev \(if .stddev_s then (.stddev_s * 1e6 | us) else "?" end); \(if .failed_requests > 0 then "\(.failed_requests) requests failed; " else "" end)check perf says \(.verdict)\(if .attempt > 1 then " (second try: the first printed no figures)" else "" end) |"
 		else
@@ -355,6 +369,8 @@ table=$(jq -r '
 	echo
 	echo "tallyd and Redis: \`tallyd-bench writes\`, $conns connections, each sending rounds of $pipeline pipelined \`INCR\`s on keys picked at random among $keys"
 	echo "(Redis: each round followed by \`WAIT 1 0\`, which is not counted as a write), the next round once every reply is in; $duration measured after $warmup of warm-up."
+	echo "The lock-pairs rows: the same connections, each round $pipeline pairs of \`LOCK k TIMEOUT 0 EXPRIED 30 LOCK_ID x\` and \`UNLOCK k LOCK_ID x\` on keys of the connection's own, each pair's two in one write,"
+	echo "or (\"UNLOCKs after the grants\") the round's UNLOCKs sent once all its LOCKs are answered; their figure is pairs a second."
 	echo "p50 and p99 are of rounds: from writing a round's INCRs to reading its last reply. Every server fsyncs a write before it acknowledges it:"
 	echo "tallyd \`--appendfsync always\` (cluster: 3 nodes on 127.0.0.1, consistency ${BENCH_CONSISTENCY:-QUORUM (the default)}; at QUORUM a write is acknowledged once a majority has it on disk);"
 	echo "Redis \`appendonly yes\`, \`appendfsync always\` on the master and on the replica, and \`WAIT 1 0\` returns once the replica has acknowledged the round; etcd always (its WAL)."

@@ -226,8 +226,9 @@ var (
 // "LOCK key LOCK_ID id TIMEOUT t EXPRIED e [COUNT n]" with the op's LockId in hex (so
 // the binary and text dialects take the same locks), t and e 32-bit (unit flags in the
 // high half), COUNT only when Req.Max is not 1; a release is "UNLOCK key LOCK_ID id"; a
-// no-op is PING. The reply to LOCK and UNLOCK is an array of 12 bulk strings (14 with
-// DATA): result code, its name, "LOCK_ID", the id, then LCOUNT, COUNT, LRCOUNT, RCOUNT.
+// no-op is PING. The reply to LOCK and UNLOCK is an array of 12 elements (2 more with
+// DATA, 2 more with a grant's TOKEN): result code, its name, "LOCK_ID", the id, then
+// LCOUNT, COUNT, LRCOUNT, RCOUNT.
 // A LOCK that waits blocks its connection, so replies come in request order.
 type slockText struct {
 	ids        slockIDs
@@ -277,8 +278,8 @@ func (p *slockText) Parse(buf []byte, sent *Req) (int, Outcome, error) {
 	if err != nil || n == 0 {
 		return 0, 0, err
 	}
-	if count != 12 && count != 14 {
-		return n, Failed, fmt.Errorf("slock-text reply to %v is an array of %d, want 12 or 14", sent.Kind, count)
+	if count != 12 && count != 14 && count != 16 {
+		return n, Failed, fmt.Errorf("slock-text reply to %v is an array of %d, want 12, 14 or 16", sent.Kind, count)
 	}
 	var el [2]resp.Reply
 	for i, e := range [2]int{0, 3} {

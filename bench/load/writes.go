@@ -1,6 +1,7 @@
 package load
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,12 +16,15 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/tallyd/tallyd/proto/resp"
+	"github.com/tallyd/tallyd/proto/slock"
 )
 
 // The write benchmark of make bench-cluster: every connection sends rounds of Pipeline
 // INCRs on random keys in one write, optionally followed by WAIT (Redis with a replica),
 // and waits for every reply before it sends the next round. Latency is per round: from
-// the round's write to its last reply.
+// the round's write to its last reply. With Locks a round is Pipeline slock lock pairs
+// instead, "LOCK k TIMEOUT 0 EXPRIED 30 LOCK_ID x" and "UNLOCK k LOCK_ID x", each pair on
+// a key of its own (the connection's j-th), so that no two LOCKs contend.
 
 // WritesConfig describes a write benchmark.
 type WritesConfig struct {
@@ -38,10 +42,18 @@ type WritesConfig struct {
 	// Consistency, when set, is sent as CONSISTENCY <level> on each connection first
 	// (tallyd's cluster mode); the reply must be +OK.
 	Consistency string
-	Seed        uint64    // random seed (0: from the clock)
-	Sources     int       // loopback source addresses to spread connections over
-	Label       string    // names the run in progress lines and the result
-	Progress    io.Writer // a line per second, or nil
+	// Locks makes each round Pipeline LOCK+UNLOCK pairs (slock's Redis text) on keys of
+	// the connection's own, in place of INCRs; a write is then a pair both of whose
+	// replies say OK (result 0). A pair's LOCK and UNLOCK go in the same write, so the
+	// server may run both in one turn of its loop; with AwaitGrant the round's UNLOCKs go
+	// only once all its LOCKs are answered (a round is two round trips), so that every
+	// grant is on its own before it is released.
+	Locks      bool
+	AwaitGrant bool
+	Seed       uint64    // random seed (0: from the clock)
+	Sources    int       // loopback source addresses to spread connections over
+	Label      string    // names the run in progress lines and the result
+	Progress   io.Writer // a line per second, or nil
 }
 
 // Defaults fills the zero fields of c with the tool's defaults.
@@ -75,15 +87,18 @@ type WritesResult struct {
 	Keys         int     `json:"keys"`
 	Wait         string  `json:"wait,omitempty"` // "WAIT 1 0" when rounds end with one
 	Consistency  string  `json:"consistency,omitempty"`
+	LockPairs    bool    `json:"lock_pairs,omitempty"`  // rounds of LOCK+UNLOCK pairs, not INCRs
+	AwaitGrant   bool    `json:"await_grant,omitempty"` // a round's UNLOCKs sent once its LOCKs were answered
 	Seconds      float64 `json:"seconds"`
-	Writes       uint64  `json:"writes"` // INCRs answered with an integer (and, with WAIT, replicated)
+	Writes       uint64  `json:"writes"` // INCRs answered with an integer (and, with WAIT, replicated); lock pairs answered OK twice
 	Rounds       uint64  `json:"rounds"`
 	WritesPerSec float64 `json:"writes_per_sec"`
 	RoundsPerSec float64 `json:"rounds_per_sec"`
 	// Latency is per round: from writing its INCRs (and WAIT) to reading the last reply.
 	Latency Summary `json:"round_latency"`
 	// Errors counts error replies by their first word ("CLUSTERDOWN", "ERR"), WAIT
-	// replies short of WaitReplicas ("wait_short") and broken connections ("io").
+	// replies short of WaitReplicas ("wait_short"), LOCK and UNLOCK results other than
+	// OK by their name ("TIMEOUT", "UNLOCK_ERROR") and broken connections ("io").
 	Errors     map[string]uint64 `json:"errors"`
 	FirstError string            `json:"first_error,omitempty"`
 	ConnsLost  int               `json:"conns_lost"` // connections that broke before the end
@@ -191,6 +206,8 @@ func RunWrites(ctx context.Context, c WritesConfig) (*WritesResult, error) {
 	res := &WritesResult{
 		Label: c.Label, Addr: c.Addr, Conns: c.Conns, Pipeline: c.Pipeline, Keys: c.Keys,
 		Consistency: c.Consistency,
+		LockPairs:   c.Locks,
+		AwaitGrant:  c.Locks && c.AwaitGrant,
 		Seconds:     end.Sub(start).Seconds(),
 		Writes:      rn.writes.Load(),
 		Rounds:      rn.rounds.Load(),
@@ -265,21 +282,50 @@ func (rn *writesRun) conn(c *net.TCPConn, i int) {
 			strconv.FormatInt(cfg.WaitTimeout.Milliseconds(), 10))
 	}
 	in := make([]byte, 64<<10)
+	var lr *lockRound // the same every round
+	if cfg.Locks {
+		lr = newLockRound(cfg, i, rng)
+	}
 	for rn.phase.Load() != phaseDone {
 		out = out[:0]
-		for range cfg.Pipeline {
-			key = strconv.AppendInt(append(key[:0], cfg.Prefix...), int64(rng.IntN(cfg.Keys)), 10)
-			out = resp.AppendCommandBytes(out, incr, key)
+		if lr != nil {
+			out = append(out, lr.first...)
+		} else {
+			for range cfg.Pipeline {
+				key = strconv.AppendInt(append(key[:0], cfg.Prefix...), int64(rng.IntN(cfg.Keys)), 10)
+				out = resp.AppendCommandBytes(out, incr, key)
+			}
 		}
-		out = append(out, waitCmd...)
+		if lr == nil || lr.second == nil {
+			out = append(out, waitCmd...)
+		}
 		t0 := time.Now()
 		if _, err := c.Write(out); err != nil {
 			rn.broken(err)
 			return
 		}
-		writes, short, ok := rn.replies(c, in)
+		var writes int
+		var short, ok bool
+		switch {
+		case lr == nil:
+			writes, short, ok = rn.replies(c, in, cfg.Pipeline, nil, nil)
+		case lr.second == nil:
+			_, short, ok = rn.replies(c, in, 2*cfg.Pipeline, lr.names, lr.granted)
+		default: // the UNLOCKs once the LOCKs are answered
+			if _, _, ok = rn.replies(c, in, cfg.Pipeline, lr.names[:cfg.Pipeline], lr.granted[:cfg.Pipeline]); !ok {
+				return
+			}
+			if _, err := c.Write(append(append(out[:0], lr.second...), waitCmd...)); err != nil {
+				rn.broken(err)
+				return
+			}
+			_, short, ok = rn.replies(c, in, cfg.Pipeline, lr.names[cfg.Pipeline:], lr.granted[cfg.Pipeline:])
+		}
 		if !ok {
 			return
+		}
+		if lr != nil {
+			writes = lr.pairs()
 		}
 		lat := time.Since(t0)
 		if short {
@@ -297,17 +343,105 @@ func (rn *writesRun) conn(c *net.TCPConn, i int) {
 	}
 }
 
-// replies reads the replies to one round from c: it returns the INCRs answered with an
-// integer, whether a WAIT reply fell short, and false if the connection is done.
-func (rn *writesRun) replies(c *net.TCPConn, in []byte) (writes int, short, ok bool) {
+// lockRound is connection i's round of lock pairs: for each j < Pipeline, "LOCK
+// <prefix><i>:<j> TIMEOUT 0 EXPRIED 30 LOCK_ID x" and "UNLOCK <prefix><i>:<j> LOCK_ID x",
+// x random hex (slock's text protocol decodes 32 hex digits to its 16-byte LockId). Each
+// pair goes together in first; with AwaitGrant, first has the LOCKs and second the
+// UNLOCKs, sent once the LOCKs are answered.
+type lockRound struct {
+	first, second []byte
+	names         []string // the command of each reply, in order
+	granted       []bool   // whether each reply said OK
+	await         bool
+}
+
+func newLockRound(cfg *WritesConfig, i int, rng *rand.Rand) *lockRound {
+	lr := &lockRound{granted: make([]bool, 2*cfg.Pipeline), await: cfg.AwaitGrant}
+	var locks, unlocks []byte
+	for j := range cfg.Pipeline {
+		key := cfg.Prefix + strconv.Itoa(i) + ":" + strconv.Itoa(j)
+		id := fmt.Sprintf("%016x%016x", rng.Uint64(), rng.Uint64())
+		lock := resp.AppendCommand(nil, "LOCK", key, "TIMEOUT", "0", "EXPRIED", "30", "LOCK_ID", id)
+		unlock := resp.AppendCommand(nil, "UNLOCK", key, "LOCK_ID", id)
+		if cfg.AwaitGrant {
+			locks, unlocks = append(locks, lock...), append(unlocks, unlock...)
+			continue
+		}
+		lr.first = append(append(lr.first, lock...), unlock...)
+		lr.names = append(lr.names, "LOCK", "UNLOCK")
+	}
+	if cfg.AwaitGrant {
+		lr.first, lr.second = locks, unlocks
+		for j := range 2 * cfg.Pipeline {
+			lr.names = append(lr.names, [2]string{"LOCK", "UNLOCK"}[j/cfg.Pipeline])
+		}
+	}
+	return lr
+}
+
+// pairs counts the pairs of the last round both of whose replies said OK.
+func (lr *lockRound) pairs() int {
+	n, p := 0, len(lr.granted)/2
+	for j := range p {
+		l, u := lr.granted[2*j], lr.granted[2*j+1]
+		if lr.await {
+			l, u = lr.granted[j], lr.granted[p+j]
+		}
+		if l && u {
+			n++
+		}
+	}
+	return n
+}
+
+// lockResult reads a LOCK or UNLOCK reply (an array whose element 0 is the result code):
+// ok for result 0, else the kind of error to count (the result's name, or an error
+// reply's first word) and what to say about it; protocol when it is no such reply.
+func lockResult(b []byte) (ok bool, kind, text string, protocol bool) {
+	if b[0] == '-' {
+		line := bytes.TrimRight(b[1:], "\r\n")
+		w, _, _ := bytes.Cut(line, []byte(" "))
+		return false, string(w), "-" + string(line), false
+	}
+	var at [1]int
+	n, count, err := respArray(b, at[:])
+	if err != nil || n == 0 || count < 2 {
+		return false, "protocol", fmt.Sprintf("reply %q is no LOCK/UNLOCK reply", trim(b)), true
+	}
+	r, _, err := resp.ParseReply(b[at[0]:n])
+	code, isInt := resp.ParseInt(r.Str)
+	if err != nil || r.Kind != '$' || !isInt || code < 0 || code > 0xff {
+		return false, "protocol", fmt.Sprintf("reply %q has no result code", trim(b)), true
+	}
+	if code != 0 {
+		name := slock.Result(code).String()
+		return false, name, "result " + name, false
+	}
+	return true, "", "", false
+}
+
+// replies reads n replies from c, and a WAIT's behind them when WaitReplicas is set and
+// names is not the first half of an await-grant round: it returns the INCRs answered with
+// an integer, whether a WAIT reply fell short, and false if the connection is done. With
+// names (LOCK and UNLOCK replies, names[k] the command of the k-th) it sets granted[k]
+// for a reply that says OK instead of counting INCRs.
+func (rn *writesRun) replies(c *net.TCPConn, in []byte, n int, names []string, granted []bool) (writes int, short, ok bool) {
 	cfg := &rn.cfg
-	want := cfg.Pipeline
-	if cfg.WaitReplicas > 0 {
+	waits := cfg.WaitReplicas > 0 && (names == nil || !cfg.AwaitGrant || names[0] == "UNLOCK")
+	want := n
+	if waits {
 		want++
 	}
 	got, lo, hi := 0, 0, 0
 	for got < want {
-		r, n, err := resp.ParseReply(in[lo:hi])
+		var r resp.Reply
+		var n int
+		var err error
+		if names != nil {
+			n, err = resp.SkipReply(in[lo:hi]) // no allocation: lockResult reads what it needs
+		} else {
+			r, n, err = resp.ParseReply(in[lo:hi])
+		}
 		if err != nil {
 			rn.fail("protocol", fmt.Sprintf("%s: reply %q: %v", cfg.Addr, trim(in[lo:hi]), err))
 			return 0, false, false
@@ -331,7 +465,22 @@ func (rn *writesRun) replies(c *net.TCPConn, in []byte) (writes int, short, ok b
 		}
 		lo += n
 		got++
-		isWait := cfg.WaitReplicas > 0 && got == want
+		isWait := waits && got == want
+		if names != nil && !isWait {
+			ok, kind, text, bad := lockResult(in[lo-n : lo])
+			switch {
+			case bad:
+				rn.fail(kind, fmt.Sprintf("%s: %s", cfg.Addr, text))
+				return 0, false, false
+			case !ok:
+				rn.fail(kind, fmt.Sprintf("%s: %s to %s", cfg.Addr, text, names[got-1]))
+			}
+			granted[got-1] = ok
+			continue
+		}
+		if names != nil { // the WAIT
+			r, _, _ = resp.ParseReply(in[lo-n : lo])
+		}
 		switch {
 		case r.Kind == '-':
 			w := r.Str
@@ -428,13 +577,19 @@ func labelPrefix(l string) string {
 
 // WriteText writes a human summary of r.
 func (r *WritesResult) WriteText(w io.Writer) {
-	what := fmt.Sprintf("%d x INCR", r.Pipeline)
+	what, keys, unit := fmt.Sprintf("%d x INCR", r.Pipeline), Grouped(float64(r.Keys))+" random keys", "writes"
+	if r.LockPairs {
+		what, keys, unit = fmt.Sprintf("%d x LOCK+UNLOCK", r.Pipeline), "a key a pair", "pairs"
+		if r.AwaitGrant {
+			what = fmt.Sprintf("%d x LOCK, then %d x UNLOCK", r.Pipeline, r.Pipeline)
+		}
+	}
 	if r.Wait != "" {
 		what += " + " + r.Wait
 	}
-	fmt.Fprintf(w, "%swrites on %s: %d conns, rounds of %s, %s random keys, %.1fs\n",
-		labelPrefix(r.Label), r.Addr, r.Conns, what, Grouped(float64(r.Keys)), r.Seconds)
-	fmt.Fprintf(w, "  writes/s %s (rounds/s %s), %s writes\n", Grouped(r.WritesPerSec), Grouped(r.RoundsPerSec), Grouped(float64(r.Writes)))
+	fmt.Fprintf(w, "%swrites on %s: %d conns, rounds of %s, %s, %.1fs\n",
+		labelPrefix(r.Label), r.Addr, r.Conns, what, keys, r.Seconds)
+	fmt.Fprintf(w, "  %s/s %s (rounds/s %s), %s %s\n", unit, Grouped(r.WritesPerSec), Grouped(r.RoundsPerSec), Grouped(float64(r.Writes)), unit)
 	l := r.Latency
 	fmt.Fprintf(w, "  round latency p50 %s  p90 %s  p99 %s  p99.9 %s  max %s\n",
 		Micros(l.P50), Micros(l.P90), Micros(l.P99), Micros(l.P999), Micros(l.Max))

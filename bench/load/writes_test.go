@@ -2,14 +2,17 @@ package load
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/tallyd/tallyd/proto/resp"
+	"github.com/tallyd/tallyd/proto/slock"
 )
 
 // respServer answers every command array with answer(command name, its count so far) and
@@ -211,5 +214,133 @@ func TestWritesLostConnections(t *testing.T) {
 	}
 	if res.ConnsLost != 2 || res.Errors["io"] != 2 || res.Writes != 0 || time.Since(t0) > 5*time.Second {
 		t.Errorf("after %s: result %+v", time.Since(t0), res)
+	}
+}
+
+// With Locks a round is Pipeline LOCK+UNLOCK pairs, each on a key of its own connection
+// and with the same LockId in both; a pair is a write.
+func TestWritesLockPairs(t *testing.T) {
+	var mu sync.Mutex
+	ids := map[string]string{} // key: LockId
+	var bad []string
+	s := newRESPServer(t, func(cmd string, args []string) string {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case cmd == "LOCK" && len(args) == 7 && args[1] == "TIMEOUT" && args[2] == "0" && args[3] == "EXPRIED" &&
+			args[4] == "30" && args[5] == "LOCK_ID" && len(args[6]) == 32:
+			if id, ok := ids[args[0]]; ok && id != args[6] {
+				bad = append(bad, "key "+args[0]+" locked with two LockIds")
+			}
+			ids[args[0]] = args[6]
+			return string(slock.AppendTextLockReply(nil, &slock.LockReply{Lcount: 1, Lrcount: 1}))
+		case cmd == "UNLOCK" && len(args) == 3 && args[1] == "LOCK_ID":
+			if ids[args[0]] != args[2] {
+				bad = append(bad, "UNLOCK "+args[0]+" with LockId "+args[2]+", not its LOCK's")
+			}
+			return string(slock.AppendTextLockReply(nil, &slock.LockReply{}))
+		}
+		bad = append(bad, cmd+" "+strings.Join(args, " "))
+		return "-ERR unexpected\r\n"
+	})
+	res, err := RunWrites(context.Background(), WritesConfig{Addr: s.addr, Conns: 3, Pipeline: 4, Prefix: "k:",
+		Duration: 300 * time.Millisecond, Locks: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.LockPairs || res.Rounds == 0 || res.Writes != 4*res.Rounds || len(res.Errors) != 0 {
+		t.Fatalf("result %+v", res)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(bad) > 0 {
+		t.Fatalf("the server saw %q", bad)
+	}
+	if len(ids) != 12 {
+		t.Errorf("keys locked: %v, want 3 connections x 4", ids)
+	}
+	for k := range ids {
+		if !strings.HasPrefix(k, "k:") {
+			t.Errorf("key %q lacks the prefix", k)
+		}
+	}
+	var out bytes.Buffer
+	res.WriteText(&out)
+	if !strings.Contains(out.String(), "rounds of 4 x LOCK+UNLOCK") || !strings.Contains(out.String(), "pairs/s") {
+		t.Errorf("summary:\n%s", out.String())
+	}
+}
+
+// A LOCK refused (TIMEOUT) or answered with an error makes no write, and is counted by
+// the result's name or the error's first word; a reply that is no lock reply breaks the
+// connection's run.
+func TestWritesLockPairsErrors(t *testing.T) {
+	var n atomic.Uint64
+	s := newRESPServer(t, func(cmd string, args []string) string {
+		if cmd == "UNLOCK" {
+			return string(slock.AppendTextLockReply(nil, &slock.LockReply{}))
+		}
+		switch n.Add(1) % 4 {
+		case 1:
+			return string(slock.AppendTextLockReply(nil, &slock.LockReply{Result: slock.ResultTimeout}))
+		case 2:
+			return "-CLUSTERDOWN no quorum\r\n"
+		}
+		return string(slock.AppendTextLockReply(nil, &slock.LockReply{Lcount: 1}))
+	})
+	res, err := RunWrites(context.Background(), WritesConfig{Addr: s.addr, Conns: 1, Pipeline: 4,
+		Duration: 200 * time.Millisecond, Locks: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Rounds == 0 || res.Writes != 2*res.Rounds || res.Errors["TIMEOUT"] < res.Rounds || res.Errors["CLUSTERDOWN"] < res.Rounds {
+		t.Errorf("result %+v", res)
+	}
+	s = newRESPServer(t, func(string, []string) string { return ":1\r\n" })
+	res, err = RunWrites(context.Background(), WritesConfig{Addr: s.addr, Conns: 1, Pipeline: 2,
+		Duration: 10 * time.Second, Locks: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Writes != 0 || res.Errors["protocol"] != 1 || !strings.Contains(res.FirstError, "no LOCK/UNLOCK reply") {
+		t.Errorf("integer replies to LOCK: %+v", res)
+	}
+}
+
+// With AwaitGrant a round's UNLOCKs go once its LOCKs are answered: one connection's
+// server sees Pipeline LOCKs, then the Pipeline UNLOCKs of the same keys, round after
+// round, and a pair is a write.
+func TestWritesLockPairsAwaitGrant(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	s := newRESPServer(t, func(cmd string, args []string) string {
+		mu.Lock()
+		seen = append(seen, cmd+" "+args[0])
+		mu.Unlock()
+		if cmd == "WAIT" {
+			return ":1\r\n"
+		}
+		return string(slock.AppendTextLockReply(nil, &slock.LockReply{}))
+	})
+	res, err := RunWrites(context.Background(), WritesConfig{Addr: s.addr, Conns: 1, Pipeline: 3, Prefix: "k:",
+		Duration: 200 * time.Millisecond, Locks: true, AwaitGrant: true, WaitReplicas: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.AwaitGrant || res.Rounds == 0 || res.Writes != 3*res.Rounds || len(res.Errors) != 0 {
+		t.Fatalf("result %+v", res)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	round := "LOCK k:0:0,LOCK k:0:1,LOCK k:0:2,UNLOCK k:0:0,UNLOCK k:0:1,UNLOCK k:0:2,WAIT 1"
+	for i := 0; i+7 <= len(seen); i += 7 {
+		if got := strings.Join(seen[i:i+7], ","); got != round {
+			t.Fatalf("round at command %d: %s\nwant %s", i, got, round)
+		}
+	}
+	var out bytes.Buffer
+	res.WriteText(&out)
+	if !strings.Contains(out.String(), "rounds of 3 x LOCK, then 3 x UNLOCK + WAIT 1 0") {
+		t.Errorf("summary:\n%s", out.String())
 	}
 }

@@ -189,8 +189,9 @@ is a try-lock. --count N lets N holders share the key (1: exclusive); --rcount N
 same LockId take it N times. Note: after 'slock lock', --timeout is the lock's wait;
 the network timeout is then the global --timeout given before 'slock'.
 
-Prints the result and the reply's counts; OK exits 0, anything else (TIMEOUT,
-LOCKED_ERROR, UNOWN_ERROR, ...) exits 2.`,
+Prints the result and the reply's counts, and on a grant its fencing token (read with
+TOKEN KEY LOCK_ID id on a Redis-text connection: see 'slock token'); OK exits 0, anything
+else (TIMEOUT, LOCKED_ERROR, UNOWN_ERROR, ...) exits 2.`,
 			setup: func(fs *pflag.FlagSet) func(*app, []string) error {
 				var o lockOpts
 				fs.StringVar(&o.lockID, "lock-id", "", "LockId (default: a random one, printed)")
@@ -239,8 +240,11 @@ OK exits 0; UNLOCK_ERROR (not held by that LockId), UNOWN_ERROR, UNKNOWN_DB exit
 				return func(a *app, args []string) error { return a.slockList(db) }
 			}},
 		&command{group: "slock", name: "locked", args: "KEY", nargs: [2]int{1, 1},
-			summary: "CALL LIST_LOCKED: who holds KEY",
-			help:    "A key nobody holds is a refusal (LOCK_MANAGER_ERROR, exit 2).",
+			summary: "CALL LIST_LOCKED: who holds KEY, with each holder's fencing token",
+			help: `A key nobody holds is a refusal (LOCK_MANAGER_ERROR, exit 2). The TOKEN column is each
+holder's fencing token, read with TOKEN KEY LOCK_ID id on a Redis-text connection (see
+'slock token'); it is left out, with a note on stderr, when the server gives no tokens or
+KEY is a name of 16 bytes or more, which text commands name differently.`,
 			setup: func(fs *pflag.FlagSet) func(*app, []string) error {
 				var db uint8
 				dbFlag(fs, &db)
@@ -253,6 +257,26 @@ OK exits 0; UNLOCK_ERROR (not held by that LockId), UNOWN_ERROR, UNKNOWN_DB exit
 				var db uint8
 				dbFlag(fs, &db)
 				return func(a *app, args []string) error { return a.slockWaits(args[0], db) }
+			}},
+		&command{group: "slock", name: "token", args: "KEY", nargs: [2]int{1, 1},
+			summary: "TOKEN: the fencing token of KEY's holder",
+			help: `Prints the fencing token of KEY's oldest holder, or with --lock-id of that holder: the
+64-bit number its grant got, which only grows from grant to grant (cluster-wide, across
+failovers and restarts). A write the lock protects carries it (SET key value FENCE token),
+so that a holder whose lock has since been granted to another cannot overwrite the newer
+holder's work. Prints the number alone; a key nobody holds (or --lock-id does not hold) is
+a refusal (exit 2).
+
+It is read with the Redis-text command TOKEN (binary frames have no room for 64 bits),
+which names KEY as the text commands do: for names shorter than 16 bytes that is the key
+the other slock commands name, for longer ones it is not (text names of 16 bytes or more
+are hashed with the server's secret).`,
+			setup: func(fs *pflag.FlagSet) func(*app, []string) error {
+				var lockID string
+				var db uint8
+				fs.StringVar(&lockID, "lock-id", "", "the holder whose token to print (default: the oldest)")
+				dbFlag(fs, &db)
+				return func(a *app, args []string) error { return a.slockToken(args[0], lockID, db) }
 			}},
 		&command{group: "slock", name: "ping", args: "", nargs: [2]int{0, 0},
 			summary: "PING: checks that the server answers",
@@ -325,8 +349,13 @@ func (a *app) slockLock(key string, o *lockOpts) error {
 	if r.Result != slock.ResultOK {
 		return refuse(fields, "lock %s: %s (%s)", key, r.Result, lockCounts(&r))
 	}
+	line := lockLine(key, &r)
+	if tokens, why := a.holderTokens(key, o.db, [][16]byte{f.LockID}); why == "" && tokens[0] != nil {
+		fields["token"] = *tokens[0]
+		line += " token=" + strconv.FormatUint(*tokens[0], 10)
+	}
 	if !a.json {
-		fmt.Fprintln(a.stdout, lockLine(key, &r))
+		fmt.Fprintln(a.stdout, line)
 	}
 	if o.hold == 0 {
 		if a.json {
@@ -607,13 +636,26 @@ func (a *app) slockLocked(key string, db uint8) error {
 		return fmt.Errorf("%s: LIST_LOCKED reply: %w", server, err)
 	}
 	now := time.Now()
+	ids := make([][16]byte, len(r.Locks))
+	for i, l := range r.Locks {
+		ids[i] = l.LockID
+	}
+	tokens, why := a.holderTokens(key, db, ids)
 	if a.json {
 		holders := make([]map[string]any, 0, len(r.Locks))
-		for _, l := range r.Locks {
-			holders = append(holders, map[string]any{"lock_id": hex.EncodeToString(l.LockID[:]), "levels": l.LockedCount,
-				"expires": untilText(l.ExpriedTime, now), "count": int(l.Command.Count) + 1, "rcount": int(l.Command.Rcount) + 1})
+		for i, l := range r.Locks {
+			h := map[string]any{"lock_id": hex.EncodeToString(l.LockID[:]), "levels": l.LockedCount,
+				"expires": untilText(l.ExpriedTime, now), "count": int(l.Command.Count) + 1, "rcount": int(l.Command.Rcount) + 1}
+			if why == "" && tokens[i] != nil {
+				h["token"] = *tokens[i]
+			}
+			holders = append(holders, h)
 		}
-		a.emitJSON(map[string]any{"ok": true, "key": key, "levels": r.LockedCount, "holders": holders, "value": valueText(r.Data)})
+		m := map[string]any{"ok": true, "key": key, "levels": r.LockedCount, "holders": holders, "value": valueText(r.Data)}
+		if why != "" {
+			m["tokens_not_shown"] = why
+		}
+		a.emitJSON(m)
 		return nil
 	}
 	fmt.Fprintf(a.stdout, "%s: %d level(s) held by %d holder(s)", key, r.LockedCount, len(r.Locks))
@@ -621,12 +663,123 @@ func (a *app) slockLocked(key string, db uint8) error {
 		fmt.Fprintf(a.stdout, ", value %s", valueText(r.Data))
 	}
 	fmt.Fprintln(a.stdout)
+	head := []string{"LOCK_ID", "LEVELS", "EXPIRES_IN", "COUNT", "RCOUNT"}
+	if why == "" {
+		head = append(head, "TOKEN")
+	} else {
+		fmt.Fprintf(a.stderr, "tallyctl: fencing tokens not shown: %s\n", why)
+	}
 	rows := make([][]string, len(r.Locks))
 	for i, l := range r.Locks {
 		rows[i] = []string{keyText(l.LockID), fmtInt(l.LockedCount), untilText(l.ExpriedTime, now),
 			fmtInt(int(l.Command.Count) + 1), fmtInt(int(l.Command.Rcount) + 1)}
+		switch {
+		case why != "":
+		case tokens[i] == nil: // gone between the listing and TOKEN
+			rows[i] = append(rows[i], "-")
+		default:
+			rows[i] = append(rows[i], strconv.FormatUint(*tokens[i], 10))
+		}
 	}
-	return writeTable(a.stdout, []string{"LOCK_ID", "LEVELS", "EXPIRES_IN", "COUNT", "RCOUNT"}, rows)
+	return writeTable(a.stdout, head, rows)
+}
+
+// holderTokens reads the fencing tokens of key's holders ids in db, with TOKEN key LOCK_ID
+// id on a Redis-text connection of its own: binary frames have no room for 64 bits. A nil
+// token: that LockId no longer holds key. why, if not empty, says why there are none.
+func (a *app) holderTokens(key string, db uint8, ids [][16]byte) (tokens []*uint64, why string) {
+	if slock.Hashed([]byte(key)) {
+		return nil, "text commands (TOKEN) name keys of 16 bytes or more, or starting with a zero byte, differently"
+	}
+	r, err := a.tokenConn(db)
+	if err != nil {
+		return nil, err.Error()
+	}
+	defer r.Close()
+	tokens = make([]*uint64, len(ids))
+	for i, id := range ids {
+		tok, held, err := r.token(key, id[:])
+		if err != nil {
+			return nil, err.Error()
+		}
+		if held {
+			tokens[i] = &tok
+		}
+	}
+	return tokens, ""
+}
+
+// tokenConn is a Redis-text connection to the slock port with db selected, for TOKEN.
+func (a *app) tokenConn(db uint8) (*respConn, error) {
+	r, err := a.dialRESP()
+	if err != nil {
+		return nil, err
+	}
+	if db != 0 {
+		rep, err := r.do("SELECT", strconv.Itoa(int(db)))
+		if err == nil && rep.Kind == '-' {
+			err = refuse(map[string]any{"reply": string(rep.Str)}, "SELECT %d: %s", db, rep.Str)
+		}
+		if err != nil {
+			r.Close()
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// token runs TOKEN key [LOCK_ID id]: the token, or held false when nobody (or not id)
+// holds key. An error reply is a refusal.
+func (r *respConn) token(key string, id []byte) (tok uint64, held bool, err error) {
+	args := []string{"TOKEN", key}
+	if id != nil {
+		args = append(args, "LOCK_ID", hex.EncodeToString(id))
+	}
+	rep, err := r.do(args...)
+	switch {
+	case err != nil:
+		return 0, false, err
+	case rep.Kind == '-':
+		return 0, false, refuse(map[string]any{"reply": string(rep.Str)}, "token %s: %s", key, rep.Str)
+	case rep.Null:
+		return 0, false, nil
+	case rep.Kind == ':' && rep.Int >= 0:
+		return uint64(rep.Int), true, nil
+	}
+	return 0, false, fmt.Errorf("%s: TOKEN reply of type %q, want an integer", r.what, rep.Kind)
+}
+
+func (a *app) slockToken(key, lockID string, db uint8) error {
+	if db == 0xff {
+		return &usageError{msg: "--db 255 is not a database (0-254)"}
+	}
+	r, err := a.tokenConn(db)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	var id []byte
+	if lockID != "" {
+		b := slock.TextID([]byte(lockID))
+		id = b[:]
+	}
+	tok, held, err := r.token(key, id)
+	if err != nil {
+		return err
+	}
+	if !held {
+		who := "nobody holds it"
+		if id != nil {
+			who = "--lock-id " + lockID + " does not hold it"
+		}
+		return refuse(map[string]any{"key": key, "held": false}, "token %s: %s", key, who)
+	}
+	if a.json {
+		a.emitJSON(map[string]any{"ok": true, "key": key, "token": tok})
+	} else {
+		fmt.Fprintln(a.stdout, tok)
+	}
+	return nil
 }
 
 func (a *app) slockWaits(key string, db uint8) error {

@@ -27,7 +27,7 @@ func model(buf []byte, limit int) (f Frame, n int, bad bool) {
 		return Frame{}, 0, false
 	}
 	fixed := map[Type]int64{
-		TypeHello: 18, TypeRaft: 0, TypeForward: 15, TypeReply: 8,
+		TypeHello: 18, TypeRaft: 0, TypeForward: 23, TypeReply: 8, TypeChallenge: 32, TypeProof: 32,
 		TypeClose: 9, TypeJoin: 10, TypeJoinReply: 13,
 	}
 	t := Type(buf[4])
@@ -81,6 +81,11 @@ func model(buf []byte, limit int) (f Frame, n int, bad bool) {
 		f.Session, f.Why = u64(), u8()
 	case TypeJoin:
 		f.ID, f.Addr = u64(), str()
+	case TypeChallenge, TypeProof:
+		f.Auth = make([]byte, AuthLen)
+		if _, err := io.ReadFull(r, f.Auth); err != nil {
+			failed = true
+		}
 	case TypeJoinReply:
 		ok := u8()
 		f.OK, f.LeaderID, f.LeaderAddr, f.Err = ok == 1, u64(), str(), str()
@@ -97,7 +102,7 @@ func eqFrame(a, b Frame) bool {
 		bytes.Equal(a.Msg, b.Msg) && a.Session == b.Session && a.Client == b.Client && a.Kind == b.Kind && a.Level == b.Level &&
 		a.DB == b.DB && a.Timeout == b.Timeout && a.TimeoutFlag == b.TimeoutFlag && bytes.Equal(a.Data, b.Data) &&
 		a.Why == b.Why && a.ID == b.ID && a.OK == b.OK && a.LeaderID == b.LeaderID &&
-		bytes.Equal(a.LeaderAddr, b.LeaderAddr) && bytes.Equal(a.Err, b.Err)
+		bytes.Equal(a.LeaderAddr, b.LeaderAddr) && bytes.Equal(a.Err, b.Err) && bytes.Equal(a.Auth, b.Auth)
 }
 
 // reencode writes f back with the appenders.
@@ -117,6 +122,8 @@ func reencode(f Frame) []byte {
 		return AppendJoin(nil, f.ID, string(f.Addr))
 	case TypeJoinReply:
 		return AppendJoinReply(nil, f.OK, f.LeaderID, string(f.LeaderAddr), string(f.Err))
+	case TypeChallenge, TypeProof:
+		return AppendAuth(nil, f.Type, (*[AuthLen]byte)(f.Auth))
 	}
 	return nil
 }

@@ -17,6 +17,8 @@ package peer
 //	Close      u64 Session, u8 Why
 //	Join       u64 ID, str Addr
 //	JoinReply  u8 OK (0 or 1), u64 LeaderID, str LeaderAddr, str Err
+//	Challenge  32 Nonce
+//	Proof      32 MAC
 //
 // A body is exactly its fields: a frame with bytes left over is malformed,
 // so each frame has one encoding and the appenders produce it.
@@ -39,11 +41,13 @@ const (
 	TypeClose                     // a forwarded session ends, either way
 	TypeJoin                      // a new node asks to be added
 	TypeJoinReply                 // the answer to a Join
+	TypeChallenge                 // a fresh nonce the other end must prove the cluster key on
+	TypeProof                     // that proof: a MAC over both nonces and the prover's id
 )
 
 var typeNames = [...]string{
 	TypeHello: "Hello", TypeRaft: "Raft", TypeForward: "Forward", TypeReply: "Reply",
-	TypeClose: "Close", TypeJoin: "Join", TypeJoinReply: "JoinReply",
+	TypeClose: "Close", TypeJoin: "Join", TypeJoinReply: "JoinReply", TypeChallenge: "Challenge", TypeProof: "Proof",
 }
 
 func (t Type) String() string {
@@ -88,13 +92,18 @@ const (
 	closeFixed     = 8 + 1
 	joinFixed      = 8 + 2
 	joinReplyFixed = 1 + 8 + 2 + 2
+	authFixed      = AuthLen
 )
+
+// AuthLen is the length of a Challenge's nonce and of a Proof's MAC.
+const AuthLen = 32
 
 // minBody is, by type, the shortest body a frame of that type can have; -1
 // for the types that do not exist.
 var minBody = [...]int{
 	0: -1, TypeHello: helloFixed, TypeRaft: 0, TypeForward: forwardFixed, TypeReply: replyFixed,
-	TypeClose: closeFixed, TypeJoin: joinFixed, TypeJoinReply: joinReplyFixed,
+	TypeClose: closeFixed, TypeJoin: joinFixed, TypeJoinReply: joinReplyFixed, TypeChallenge: authFixed,
+	TypeProof: authFixed,
 }
 
 // Frame is one decoded frame. Type says which fields are meaningful: those
@@ -126,6 +135,8 @@ type Frame struct {
 	LeaderID   uint64 // JoinReply: the leader, when known (0: unknown)
 	LeaderAddr []byte // JoinReply: its peer address
 	Err        []byte // JoinReply: why not, when not OK
+
+	Auth []byte // Challenge: the nonce; Proof: the MAC (AuthLen bytes)
 }
 
 // Errors of Parse; the error returned wraps one of them and says more.
@@ -204,6 +215,8 @@ func ParseLimit(buf []byte, limit int) (f Frame, n int, err error) {
 	case TypeJoin:
 		f.ID = u64(b)
 		f.Addr, b, ok = str(b[8:])
+	case TypeChallenge, TypeProof:
+		f.Auth, b, ok = b[:AuthLen:AuthLen], b[AuthLen:], true
 	case TypeJoinReply:
 		if b[0] > 1 {
 			return Frame{}, 0, fmt.Errorf("%w: JoinReply with OK %d", ErrMalformed, b[0])
@@ -290,6 +303,11 @@ func AppendJoin(dst []byte, id uint64, addr string) []byte {
 	dst = AppendHeader(dst, TypeJoin, joinFixed+len(addr))
 	dst = binary.BigEndian.AppendUint64(dst, id)
 	return appendStr(dst, addr)
+}
+
+// AppendAuth appends a Challenge or Proof frame carrying b (AuthLen bytes).
+func AppendAuth(dst []byte, t Type, b *[AuthLen]byte) []byte {
+	return append(AppendHeader(dst, t, AuthLen), b[:]...)
 }
 
 // AppendJoinReply appends a JoinReply frame.

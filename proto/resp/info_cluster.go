@@ -12,6 +12,10 @@ type InfoCluster struct {
 	Applied       uint64
 	SnapshotIndex uint64
 	LeaderReady   bool
+	// PeerAuth is how peer links are authenticated: key, tls, key+tls, or none (then
+	// PeerAuthWarning says what that means).
+	PeerAuth        string
+	PeerAuthWarning string
 
 	LogBytes, LogBatches, LogFsyncs, LogAppends int64
 	LastFsyncUS                                 int64
@@ -43,6 +47,10 @@ func AppendInfoCluster(dst []byte, c *InfoCluster) []byte {
 	dst = appendField(dst, "\r\napplied_index:", c.Applied)
 	dst = appendField(dst, "\r\nsnapshot_index:", c.SnapshotIndex)
 	dst = strconv.AppendBool(append(dst, "\r\nleader_ready:"...), c.LeaderReady)
+	dst = append(append(dst, "\r\npeer_auth:"...), c.PeerAuth...)
+	if c.PeerAuthWarning != "" {
+		dst = append(append(dst, "\r\npeer_auth_warning:"...), c.PeerAuthWarning...)
+	}
 	dst = appendIntField(dst, "\r\nraft_log_bytes:", c.LogBytes)
 	dst = appendIntField(dst, "\r\nraft_log_batches:", c.LogBatches)
 	dst = appendIntField(dst, "\r\nraft_log_fsyncs:", c.LogFsyncs)
