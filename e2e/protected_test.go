@@ -149,6 +149,31 @@ var (
 	respPing    = resp.AppendCommand(nil, "PING")
 )
 
+// expect sends each named request (slock text, slock binary, counter, pool) from the
+// namespace: served, it is answered in full; else the connection is closed unanswered.
+func (o *outside) expect(t *testing.T, s *protServer, served bool, what ...string) {
+	t.Helper()
+	probes := map[string]struct {
+		port int
+		req  []byte
+		n    int
+	}{"slock text": {s.sl, respPing, len("+PONG\r\n")}, "slock binary": {s.sl, slockPing, 64},
+		"counter": {s.counter, counterNoop, counter.HeaderLen}, "pool": {s.pool, poolAcquire, len("LOCKED\n")}}
+	for _, w := range what {
+		p, ok := probes[w]
+		if !ok {
+			t.Fatalf("no probe %q", w)
+		}
+		got, closed := o.ask(t, s.at(o.hostIP, p.port), p.req, p.n)
+		switch {
+		case served && len(got) != p.n:
+			t.Errorf("%s from %s: answered %q (closed %v), want %d bytes", w, o.nsIP, got, closed, p.n)
+		case !served && (len(got) > 0 || !closed):
+			t.Errorf("%s from %s: answered %q, closed %v; want a close", w, o.nsIP, got, closed)
+		}
+	}
+}
+
 // TestProtectedModeFromOutside: with nothing configured, tallyd bound to 0.0.0.0 serves
 // loopback clients only; a Redis client from another address is answered DENIED saying how
 // to open the port, and yrmcds, PoolCounter and slock binary clients are closed. The start
@@ -163,15 +188,7 @@ func TestProtectedModeFromOutside(t *testing.T) {
 			!strings.Contains(string(got), "--protected-mode no") || !closed {
 			t.Fatalf("Redis text from %s: %q, closed %v", o.nsIP, got, closed)
 		}
-		for _, c := range []struct {
-			what string
-			port int
-			req  []byte
-		}{{"slock binary", s.sl, slockPing}, {"yrmcds counter", s.counter, counterNoop}, {"PoolCounter", s.pool, poolAcquire}} {
-			if got, closed := o.ask(t, s.at(o.hostIP, c.port), c.req, 1); len(got) > 0 || !closed {
-				t.Errorf("%s from %s: answered %q, closed %v; want a close", c.what, o.nsIP, got, closed)
-			}
-		}
+		o.expect(t, s, false, "slock binary", "counter", "pool")
 		// redis-cli, run in the namespace, prints the DENIED text.
 		if cli, err := exec.LookPath("redis-cli"); err == nil {
 			out, _ := exec.Command("ip", "netns", "exec", o.ns, cli, "-h", o.hostIP, "-p", strconv.Itoa(s.sl), "PING").CombinedOutput()
@@ -190,31 +207,11 @@ func TestProtectedModeFromOutside(t *testing.T) {
 	t.Run("off", func(t *testing.T) {
 		s := startProt(t, o, "--protected-mode", "no")
 		s.p.waitLog(t, "SECURITY WARNING")
-		if got, _ := o.ask(t, s.at(o.hostIP, s.sl), respPing, 7); string(got) != "+PONG\r\n" {
-			t.Fatalf("PING from %s with --protected-mode no: %q", o.nsIP, got)
-		}
-		if got, _ := o.ask(t, s.at(o.hostIP, s.counter), counterNoop, counter.HeaderLen); len(got) != counter.HeaderLen {
-			t.Fatalf("counter from %s with --protected-mode no: %q", o.nsIP, got)
-		}
-		if got, _ := o.ask(t, s.at(o.hostIP, s.sl), slockPing, 64); len(got) != 64 {
-			t.Fatalf("slock binary from %s with --protected-mode no: %q", o.nsIP, got)
-		}
+		o.expect(t, s, true, "slock text", "slock binary", "counter", "pool")
 	})
 	t.Run("allow-list naming it", func(t *testing.T) {
 		s := startProt(t, o, "--allow", o.nsIP+"/32")
-		if got, _ := o.ask(t, s.at(o.hostIP, s.sl), respPing, 7); string(got) != "+PONG\r\n" {
-			t.Fatalf("PING from %s in --allow: %q", o.nsIP, got)
-		}
-		for _, c := range []struct {
-			what string
-			port int
-			req  []byte
-			n    int
-		}{{"slock binary", s.sl, slockPing, 64}, {"yrmcds counter", s.counter, counterNoop, counter.HeaderLen}, {"PoolCounter", s.pool, poolAcquire, 7}} {
-			if got, _ := o.ask(t, s.at(o.hostIP, c.port), c.req, c.n); len(got) != c.n {
-				t.Errorf("%s from %s in --allow: %q", c.what, o.nsIP, got)
-			}
-		}
+		o.expect(t, s, true, "slock text", "slock binary", "counter", "pool")
 		// Loopback is not in the list.
 		if got, closed := readAfter(t, s.at("127.0.0.1", s.sl), respPing, 1); len(got) > 0 || !closed {
 			t.Errorf("loopback, not in --allow: %q, closed %v", got, closed)
@@ -222,18 +219,8 @@ func TestProtectedModeFromOutside(t *testing.T) {
 	})
 	t.Run("allow-lists naming others", func(t *testing.T) {
 		s := startProt(t, o, "--allow", "192.0.2.0/24", "--counter-allow", o.nsIP, "--protected-mode", "no")
-		for _, c := range []struct {
-			what string
-			port int
-			req  []byte
-		}{{"slock text", s.sl, respPing}, {"slock binary", s.sl, slockPing}, {"PoolCounter", s.pool, poolAcquire}} {
-			if got, closed := o.ask(t, s.at(o.hostIP, c.port), c.req, 1); len(got) > 0 || !closed {
-				t.Errorf("%s from %s, not in --allow: %q, closed %v", c.what, o.nsIP, got, closed)
-			}
-		}
-		if got, _ := o.ask(t, s.at(o.hostIP, s.counter), counterNoop, counter.HeaderLen); len(got) != counter.HeaderLen {
-			t.Fatalf("counter from %s in --counter-allow: %q", o.nsIP, got)
-		}
+		o.expect(t, s, false, "slock text", "slock binary", "pool")
+		o.expect(t, s, true, "counter")
 	})
 	t.Run("password", func(t *testing.T) {
 		s := startProt(t, o, "--requirepass", "pw-from-afar")
@@ -252,16 +239,12 @@ func TestProtectedModeFromOutside(t *testing.T) {
 			t.Fatalf("go-redis from %s with the password: %v", o.nsIP, err)
 		}
 		// Binary frames have no password: refused from there, served from loopback.
-		if got, closed := o.ask(t, s.at(o.hostIP, s.sl), slockPing, 1); len(got) > 0 || !closed {
-			t.Errorf("slock binary from %s with a password set: %q, closed %v", o.nsIP, got, closed)
-		}
+		o.expect(t, s, false, "slock binary")
 		if got, _ := readAfter(t, s.at("127.0.0.1", s.sl), slockPing, 64); len(got) != 64 {
 			t.Errorf("slock binary from loopback: %q", got)
 		}
 		// yrmcds and PoolCounter have no password: still loopback only.
-		if got, closed := o.ask(t, s.at(o.hostIP, s.counter), counterNoop, 1); len(got) > 0 || !closed {
-			t.Errorf("counter from %s: %q, closed %v", o.nsIP, got, closed)
-		}
+		o.expect(t, s, false, "counter", "pool")
 		s.p.waitLog(t, "binary frames, which have none, are served to loopback clients only")
 		if strings.Contains(s.p.log.String(), "pw-from-afar") {
 			t.Errorf("the log shows the password:\n%s", s.p.log.String())

@@ -779,7 +779,13 @@ func TestRedisDifferentialGoRedis(t *testing.T) {
 		out = append(out, fmt.Sprint("tries ", tries))
 		return out
 	}
-	ref, tal := run(refAddr), run(talAddr)
+	rdCompareResults(t, run(refAddr), run(talAddr))
+}
+
+// rdCompareResults compares what a client library got from redis-server (ref) and from
+// tallyd, line by line.
+func rdCompareResults(t *testing.T, ref, tal []string) {
+	t.Helper()
 	if len(ref) != len(tal) {
 		t.Fatalf("%d results from redis-server, %d from tallyd:\n%s\n---\n%s", len(ref), len(tal),
 			strings.Join(ref, "\n"), strings.Join(tal, "\n"))

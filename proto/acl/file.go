@@ -169,13 +169,11 @@ func SplitArgs(line string) ([]string, bool) {
 						e = '\a'
 					}
 					cur = append(cur, e)
-				case c == '"':
-					if p+1 < len(line) && !isSpace(line[p+1]) {
+				case c == '"' || p == len(line):
+					if !closes(line, p) {
 						return nil, false
 					}
 					done = true
-				case p == len(line):
-					return nil, false
 				default:
 					cur = append(cur, c)
 				}
@@ -184,13 +182,11 @@ func SplitArgs(line string) ([]string, bool) {
 				case c == '\\' && p+1 < len(line) && line[p+1] == '\'':
 					p++
 					cur = append(cur, '\'')
-				case c == '\'':
-					if p+1 < len(line) && !isSpace(line[p+1]) {
+				case c == '\'' || p == len(line):
+					if !closes(line, p) {
 						return nil, false
 					}
 					done = true
-				case p == len(line):
-					return nil, false
 				default:
 					cur = append(cur, c)
 				}
@@ -212,6 +208,12 @@ func SplitArgs(line string) ([]string, bool) {
 		}
 		args = append(args, string(cur))
 	}
+}
+
+// closes reports whether line[p] is a closing quote that ends its argument: one followed by
+// a blank or the end of the line (and not the end of the line itself: an unclosed quote).
+func closes(line string, p int) bool {
+	return p < len(line) && (p+1 == len(line) || isSpace(line[p+1]))
 }
 
 func isSpace(c byte) bool {

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"slices"
 	"strings"
 )
 
@@ -290,51 +291,30 @@ func (u *User) Patterns() [][]byte { return u.keys }
 // Describe is the user as ACL LIST shows it, as Redis 7.0 writes it: user, name, flags,
 // password hashes, key patterns, channels, command rules.
 func (u *User) Describe() string {
-	var b strings.Builder
-	b.WriteString("user ")
-	b.WriteString(u.Name)
-	if u.enabled {
-		b.WriteString(" on")
-	} else {
-		b.WriteString(" off")
-	}
+	w := []string{"user", u.Name, pick(u.enabled, "on", "off")}
 	if u.nopass {
-		b.WriteString(" nopass")
+		w = append(w, "nopass")
 	}
-	switch u.sanitize {
-	case 1:
-		b.WriteString(" sanitize-payload")
-	case 2:
-		b.WriteString(" skip-sanitize-payload")
-	}
+	w = append(w, [...]string{"", "sanitize-payload", "skip-sanitize-payload"}[u.sanitize])
 	for _, h := range u.hashes {
-		b.WriteString(" #")
-		b.WriteString(hex.EncodeToString(h[:]))
+		w = append(w, "#"+hex.EncodeToString(h[:]))
 	}
-	if u.allKeys {
-		b.WriteString(" ~*")
-	}
+	w = append(w, pick(u.allKeys, "~*", ""))
 	for _, k := range u.keys {
-		b.WriteString(" ~")
-		b.Write(k)
+		w = append(w, "~"+string(k))
 	}
-	if u.allChannels {
-		b.WriteString(" &*")
-	} else {
-		b.WriteString(" resetchannels")
-	}
+	w = append(w, pick(u.allChannels, "&*", "resetchannels"))
 	for _, c := range u.channels {
-		b.WriteString(" &")
-		b.WriteString(c)
+		w = append(w, "&"+c)
 	}
-	if u.allBase {
-		b.WriteString(" +@all")
-	} else {
-		b.WriteString(" -@all")
+	w = append(w, pick(u.allBase, "+@all", "-@all"))
+	w = append(w, u.rules...)
+	return strings.Join(slices.DeleteFunc(w, func(s string) bool { return s == "" }), " ")
+}
+
+func pick(cond bool, yes, no string) string {
+	if cond {
+		return yes
 	}
-	for _, r := range u.rules {
-		b.WriteString(" ")
-		b.WriteString(r)
-	}
-	return b.String()
+	return no
 }
