@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -66,18 +67,19 @@ func (o *securityOptions) config(cfg *loop.Config) error {
 	if err != nil {
 		return fmt.Errorf("--allow %q: %w", o.allow, err)
 	}
+	own := map[loop.Proto][]netip.Prefix{}
+	for _, a := range allowFlags { // every one is checked, its listener on or not
+		if v := *o.perListener[a.proto]; v != "" {
+			if own[a.proto], err = loop.ParseAllow(v); err != nil {
+				return fmt.Errorf("--%s %q: %w", a.flag, v, err)
+			}
+		}
+	}
 	for i := range cfg.Listeners {
 		l := &cfg.Listeners[i]
 		l.Allow = all
-		for _, a := range allowFlags {
-			if a.proto != l.Proto || *o.perListener[a.proto] == "" {
-				continue
-			}
-			own, err := loop.ParseAllow(*o.perListener[a.proto])
-			if err != nil {
-				return fmt.Errorf("--%s %q: %w", a.flag, *o.perListener[a.proto], err)
-			}
-			l.Allow = own
+		if list, ok := own[l.Proto]; ok {
+			l.Allow = list
 		}
 	}
 	return nil

@@ -11,7 +11,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -262,5 +264,58 @@ func TestACLRedisCli(t *testing.T) {
 		if got[0] != got[1] {
 			t.Errorf("redis-cli %q:\n  redis-server %q\n  tallyd       %q", args, got[0], got[1])
 		}
+	}
+}
+
+// TestACLSIGHUP: SIGHUP reads the ACL file again, with no config file too: a connection of a
+// user whose password changed is closed, the new password works. With a config file, a
+// changed requirepass applies at once and the log says it changed without saying it.
+func TestACLSIGHUP(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "users.acl")
+	write := func(name, text string) {
+		if err := os.WriteFile(name, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(path, aclFile)
+	port := freePort(t)
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	p := start(t, 0, "--counter-port=0", "--slock-port="+strconv.Itoa(port), "--aclfile", path)
+	p.waitLog(t, "tallyd listening")
+	app, ro := dialR(t, addr), dialR(t, addr)
+	app.must(t, "+OK", "AUTH", "app", "apppw")
+	ro.must(t, "+OK", "AUTH", "ro", "ropw")
+	write(path, strings.Replace(aclFile, ">apppw", ">newapppw", 1))
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	p.waitLog(t, "SIGHUP: ACL file reloaded")
+	if got, err := app.do("PING"); err == nil {
+		t.Fatalf("the changed user's connection still runs: %q", got)
+	}
+	ro.must(t, "$-1", "GET", "other") // an unchanged user goes on
+	nc := dialR(t, addr)
+	nc.must(t, "-WRONGPASS invalid username-password pair or user is disabled.", "AUTH", "app", "apppw")
+	nc.must(t, "+OK", "AUTH", "app", "newapppw")
+
+	// requirepass in a config file, changed and reloaded: live, and never logged.
+	conf := filepath.Join(dir, "tallyd.conf")
+	write(conf, "requirepass = first-Secret-1\n")
+	port2 := freePort(t)
+	addr2 := "127.0.0.1:" + strconv.Itoa(port2)
+	p2 := start(t, 0, "--counter-port=0", "--slock-port="+strconv.Itoa(port2), "--config", conf)
+	p2.waitLog(t, "tallyd listening")
+	dialR(t, addr2).must(t, "+OK", "AUTH", "first-Secret-1")
+	write(conf, "requirepass = second-Secret-2\n")
+	if err := p2.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	p2.waitLog(t, "requirepass (--requirepass): changed")
+	c2 := dialR(t, addr2)
+	c2.must(t, "-WRONGPASS invalid username-password pair or user is disabled.", "AUTH", "first-Secret-1")
+	c2.must(t, "+OK", "AUTH", "second-Secret-2")
+	if l := p2.log.String(); strings.Contains(l, "Secret") {
+		t.Fatalf("the log shows a password:\n%s", l)
 	}
 }

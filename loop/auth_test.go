@@ -3,14 +3,17 @@ package loop
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/tallyd/tallyd/proto/resp"
+	"github.com/tallyd/tallyd/proto/slock"
 )
 
 // The texts of Redis 7.0.15 (recorded from redis-server).
@@ -69,6 +72,14 @@ func TestAuthRequirePass(t *testing.T) {
 	// Binary frames from loopback are served (no allow-list: loopback counts).
 	dialSlock(t, ts.slockAddr).ping()
 	// A binary connection that turns to Redis text (ADMIN) must log in too.
+	ac := dialResp(t, ts.slockAddr)
+	ac.write(slock.AppendRequest(nil, slock.TypeAdmin, [16]byte{7}))
+	var frame [64]byte
+	_ = ac.c.SetReadDeadline(time.Now().Add(replyWait))
+	if _, err := io.ReadFull(ac.c, frame[:]); err != nil || slock.Type(frame[2]) != slock.TypeAdmin {
+		t.Fatalf("ADMIN: %v %x", err, frame)
+	}
+	runKV(t, ac, []kvStep{kv(wantNoAuth, "GET", "k"), kv(`+OK`, "AUTH", "s3cret-pw"), kv(`"v"`, "GET", "k")})
 	ts.healthy(t)
 }
 
