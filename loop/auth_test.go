@@ -356,30 +356,60 @@ func TestLoadUsersErrors(t *testing.T) {
 	}
 }
 
+// authPathUsers are the ACL files of the authenticated path's test and benchmark: a user
+// limited to the batch's key patterns, and the default user with a password.
+var authPathUsers = []string{
+	"user default off\nuser app on >pw ~key:* ~counter:* +@all -@dangerous\n",
+	"user default on >pw ~* +@all\n",
+}
+
+// authPathServer is newKVPathServer (no log) with the users of text, its connection logged
+// in as their first user that is on.
+func authPathServer(tb testing.TB, text string) (*Server, *fakeConn) {
+	tb.Helper()
+	path := filepath.Join(tb.TempDir(), "users.acl")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	s := newSlockServer(tb, func(c *Config) { c.ACLFile = path })
+	fc := &fakeConn{}
+	cs := s.fakeSlockConn(fc)
+	fc.ctx = cs
+	name := "app"
+	if strings.HasPrefix(text, "user default on") {
+		name = "default"
+	}
+	fc.in = resp.AppendCommand(nil, "AUTH", name, "pw")
+	s.OnTraffic(fc)
+	if cs.slock.user == nil || cs.slock.user.Name != name {
+		tb.Fatalf("AUTH %s did not log in", name)
+	}
+	return s, fc
+}
+
+// BenchmarkKVPathAuth is BenchmarkKVPath/memory for a logged-in connection: the cost of the
+// checks (compare the two).
+func BenchmarkKVPathAuth(b *testing.B) {
+	for i, name := range []string{"key-patterns", "password"} {
+		b.Run(name, func(b *testing.B) {
+			s, fc := authPathServer(b, authPathUsers[i])
+			batch := kvBatch()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i += 48 {
+				fc.in = batch
+				s.OnTraffic(fc)
+			}
+		})
+	}
+}
+
 // The Redis-text path of a logged-in user limited to some keys allocates nothing: the check
 // is a bit test and a glob per key.
 func TestAuthPathDoesNotAllocate(t *testing.T) {
-	for _, users := range []string{
-		"user default off\nuser app on >pw ~key:* ~counter:* +@all -@dangerous\n",
-		"user default on >pw ~* +@all\n",
-	} {
-		path := filepath.Join(t.TempDir(), "users.acl")
-		if err := os.WriteFile(path, []byte(users), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		s := newSlockServer(t, func(c *Config) { c.ACLFile = path })
-		fc := &fakeConn{}
-		cs := s.fakeSlockConn(fc)
-		fc.ctx = cs
-		name := "app"
-		if strings.HasPrefix(users, "user default on") {
-			name = "default"
-		}
-		fc.in = resp.AppendCommand(nil, "AUTH", name, "pw")
-		s.OnTraffic(fc)
-		if cs.slock.user == nil || cs.slock.user.Name != name {
-			t.Fatalf("AUTH %s did not log in", name)
-		}
+	for _, users := range authPathUsers {
+		s, fc := authPathServer(t, users)
+		name := s.userOf(fc.ctx.(*conn)).Name
 		batch := kvBatch()
 		for range 3 {
 			fc.in = batch
