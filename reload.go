@@ -133,7 +133,7 @@ func (st *settings) reload(srv *loop.Server, out *logOutput, log zerolog.Logger)
 // reloadACL is SIGHUP without a config file: the ACL file (--aclfile), if any, is read again.
 func (st *settings) reloadACL(srv *loop.Server, log zerolog.Logger) {
 	if st.o.security.aclFile == "" {
-		log.Info().Msg("SIGHUP: no config file (--config) or ACL file (--aclfile) to reload")
+		log.Info().Msg("SIGHUP: no config file (--config) to reload") // nor an ACL file
 		return
 	}
 	cfg, err := st.o.loopConfig(st.fs, st.d) // the settings in force
