@@ -49,6 +49,8 @@ const deniedText = "DENIED tallyd is running in protected mode because protected
 // remoteAddr is the address a connection comes from, which allow-lists and protected mode
 // judge: its socket's peer. (A connection that reaches the loop over a socketpair, such as a
 // TLS connection's plaintext, carries its client's address in its context: look there.)
+// OnOpen asks it once, before the connection's context becomes its *conn; a slock
+// connection keeps the answer (slockConn.remote) for its log lines.
 func remoteAddr(c gnet.Conn) net.Addr { return c.RemoteAddr() }
 
 // addrIP is a's IP address, IPv4-mapped IPv6 as IPv4; not valid if a is not an IP address.
@@ -182,7 +184,7 @@ func (s *Server) logRefused(p Proto, ra net.Addr, why string) {
 		how = "binary frames have no password: with --requirepass or --aclfile they are served only from " + flag +
 			" (without one, from loopback)"
 	}
-	s.log.Warn().Stringer("proto", p).Str("remote", ra.String()).Str("why", why).Str("fix", how).
+	s.log.Warn().Stringer("proto", p).Stringer("remote", ra).Str("why", why).Str("fix", how).
 		Uint64("refused_since_last_line", missed).Msg("connection refused")
 }
 
@@ -203,7 +205,7 @@ func (s *Server) gateRefuses(cs *conn, kind slock.Kind) bool {
 	}
 	cs.quit = true
 	s.countRefused(ProtoSlock)
-	s.logRefused(ProtoSlock, remoteAddr(cs.c), why)
+	s.logRefused(ProtoSlock, cs.slock.remote, why)
 	return true
 }
 

@@ -223,7 +223,7 @@ func TestSlockGate(t *testing.T) {
 		gc := &gateConn{}
 		cs := s.fakeSlockConn(gc)
 		gc.ctx = cs
-		cs.slock.gate = tc.gate
+		cs.slock.gate, cs.slock.remote = tc.gate, gc.RemoteAddr()
 		gc.in = tc.in
 		act := s.OnTraffic(gc)
 		if closed := act != 0; closed != tc.close || string(gc.out) != tc.want {

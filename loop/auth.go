@@ -179,7 +179,7 @@ func (s *Server) login(cs *conn, u *acl.User, pass []byte) bool {
 		return true
 	}
 	if missed, ok := s.auth.log.allow(s.now()); ok {
-		ev := s.log.Warn().Uint64("conn", uint64(cs.owner)).Str("remote", cs.c.RemoteAddr().String()).
+		ev := s.log.Warn().Uint64("conn", uint64(cs.owner)).Stringer("remote", cs.slock.remote).
 			Uint64("failed_since_last_line", missed)
 		if u != nil { // an unknown name is not repeated: it may be a password sent in its place
 			ev = ev.Str("user", u.Name)

@@ -95,7 +95,7 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	cs := &conn{c: c, owner: s.nextOwner, proto: ln.Proto, ln: ln}
 	cs.h = s.handlerFor(cs)
 	if cs.slock != nil {
-		cs.slock.gate = g
+		cs.slock.gate, cs.slock.remote = g, ra
 	}
 	c.SetContext(cs)
 	s.conns[cs.owner] = cs

@@ -3,6 +3,7 @@ package loop
 import (
 	"errors"
 	"fmt"
+	"net"
 
 	"github.com/tallyd/tallyd/proto/acl"
 	"github.com/tallyd/tallyd/proto/resp"
@@ -34,8 +35,9 @@ type slockConn struct {
 	lockedOne bool   // cluster mode: it took a lock at CONSISTENCY ONE (lost at a failover, maybe)
 
 	// Access (auth.go, admit.go).
-	user *acl.User // logged in as (AUTH, HELLO AUTH); nil: the default user, if it needs no password
-	gate gate      // what it may speak, decided at accept
+	user   *acl.User // logged in as (AUTH, HELLO AUTH); nil: the default user, if it needs no password
+	gate   gate      // what it may speak, decided at accept
+	remote net.Addr  // where it comes from, as admit judged it (remoteAddr)
 
 	// Cluster mode (cluster_fwd.go).
 	lvl         Level  // CONSISTENCY; 0 is the default, QUORUM
