@@ -80,6 +80,7 @@ type options struct {
 	semaphoreEnabled     bool
 	cluster              clusterOptions
 	tls                  tlsOptions
+	security             securityOptions
 }
 
 func main() {
@@ -97,6 +98,7 @@ func newFlags(o *options, d loop.Config) *pflag.FlagSet {
 	fs.IntVar(&o.slockPort, "slock-port", defaultSlockPort, "slock protocol port (binary frames and Redis text); 0 turns it off")
 	o.tls.clientFlags(fs, d)
 	fs.StringVar(&o.configFile, "config", "", "yrmcds.conf-style config `FILE` (key = value); flags override it")
+	o.security.flags(fs)
 	fs.IntVar(&o.maxConnections, "max-connections", 0, "connections on all listeners together; 0 = unlimited (tallyd still stays below the open-file limit)")
 	fs.IntVar(&o.counterMaxConns, "counter-max-connections", 0, "connections on the counter listener; 0 = unlimited")
 	fs.IntVar(&o.semaphoreMaxConns, "semaphore-max-connections", 0, "connections on the semaphore listener; 0 = unlimited")
@@ -421,6 +423,9 @@ func (o *options) loopConfig(fs *pflag.FlagSet, d loop.Config) (loop.Config, err
 		return d, err
 	}
 	if err := o.tls.peer(&cfg); err != nil {
+		return d, err
+	}
+	if err := o.security.config(&cfg); err != nil { // once every listener is made
 		return d, err
 	}
 	return cfg, nil

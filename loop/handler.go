@@ -38,7 +38,7 @@ func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 			s.bootErr = fmt.Errorf("two listeners on port %d", port)
 			return gnet.Shutdown
 		}
-		s.byPort[port] = &listenerState{Listener: l}
+		s.byPort[port] = &listenerState{Listener: l, loopback: loopbackBind(l.Addr)}
 		if l.TLS {
 			tags[i] = s.byPort[port]
 		}
@@ -50,7 +50,8 @@ func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 	for i, l := range s.cfg.Listeners {
 		ev = ev.Str(l.Proto.String(), addrs[i].String())
 	}
-	ev.Msg("tallyd listening")
+	ev.Str("redis_auth", s.usersSummary()).Bool("protected_mode", s.cfg.ProtectedMode).Msg("tallyd listening")
+	s.warnExposed(addrs)
 	for i, l := range s.cfg.Listeners {
 		if l.Proto == ProtoPeer && !l.TLS {
 			go s.touchLoop(addrs[i].String()) // a lone member must tick before anyone connects
@@ -81,19 +82,27 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	}
 	bc, _ := c.Context().(*tlsbridge.Conn) // a TLS client: its descriptors are taken
 	ln := s.listenerOf(c)
-	if ln != nil && ln.Proto == ProtoPeer {
-		if s.cl == nil || s.stopping.Load() {
+	if ln == nil {
+		s.log.Error().Int("fd", c.Fd()).Msg("connection from an unknown listener; closing it")
+		return nil, gnet.Close
+	}
+	ra := remoteAddr(c)
+	g, refused := s.admit(ln, ra)
+	if ln.Proto == ProtoPeer {
+		switch {
+		case s.cl == nil || s.stopping.Load():
 			return nil, gnet.Close
+		case refused != "":
+			return s.refuseSource(ln, ra, refused)
 		}
 		s.openPeer(c, nil)
 		return nil, gnet.None
 	}
 	switch {
-	case ln == nil:
-		s.log.Error().Int("fd", c.Fd()).Msg("connection from an unknown listener; closing it")
-		return nil, gnet.Close
 	case s.stopping.Load():
 		return nil, gnet.Close
+	case refused != "":
+		return s.refuseSource(ln, ra, refused)
 	case s.cfg.MaxConnections > 0 && s.live >= s.cfg.MaxConnections:
 		return s.refuse(ln, "max-connections", s.cfg.MaxConnections)
 	case ln.MaxConnections > 0 && ln.live >= ln.MaxConnections:
@@ -104,6 +113,9 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	s.nextOwner++
 	cs := &conn{c: c, owner: s.nextOwner, proto: ln.Proto, ln: ln, bridged: bc}
 	cs.h = s.handlerFor(cs)
+	if cs.slock != nil {
+		cs.slock.gate, cs.slock.remote = g, ra
+	}
 	c.SetContext(cs)
 	s.conns[cs.owner] = cs
 	s.live++

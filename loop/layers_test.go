@@ -26,6 +26,10 @@ func layerRule(pkg, dep string, std bool) string {
 		if !std {
 			return "store imports only the standard library"
 		}
+	case pkg == "github.com/tallyd/tallyd/proto/acl":
+		if !std {
+			return "proto/acl imports only the standard library"
+		}
 	case under(pkg, "github.com/tallyd/tallyd/proto"):
 		for _, bad := range []string{"github.com/tallyd/tallyd/store", "github.com/tallyd/tallyd/loop", "github.com/tallyd/tallyd/stats", "github.com/tallyd/tallyd/tlsbridge"} {
 			if under(dep, bad) {
@@ -106,6 +110,10 @@ func TestLayerRule(t *testing.T) {
 		{"github.com/tallyd/tallyd/proto/pool", "github.com/tallyd/tallyd/loop", false, false},
 		{"github.com/tallyd/tallyd/proto/pool", "github.com/tallyd/tallyd/stats", false, false},
 		{"github.com/tallyd/tallyd/proto/slock", "github.com/tallyd/tallyd/proto/resp", false, true},
+		{"github.com/tallyd/tallyd/proto/slock", "github.com/tallyd/tallyd/proto/acl", false, true},
+		{"github.com/tallyd/tallyd/proto/acl", "crypto/sha256", true, true},
+		{"github.com/tallyd/tallyd/proto/acl", "github.com/tallyd/tallyd/proto/resp", false, false},
+		{"github.com/tallyd/tallyd/proto/acl", "golang.org/x/crypto/bcrypt", false, false},
 		{"github.com/tallyd/tallyd/proto/slock", "google.golang.org/protobuf/encoding/protowire", false, true},
 		{"github.com/tallyd/tallyd/proto/slock", "github.com/tallyd/tallyd/storex", false, true},
 		{"github.com/tallyd/tallyd/stats", "github.com/tallyd/tallyd/proto/counter", false, false},

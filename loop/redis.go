@@ -83,11 +83,14 @@ func (s *Server) slockCommand(cs *conn, args [][]byte, raw []byte, now int64) (q
 	sc := cs.slock
 	sc.text.Keys = s.keys
 	spec := slock.Lookup(args[0])
+	if cs.virt == nil && !s.permit(cs, spec, args) {
+		return false // NOAUTH or NOPERM (auth.go); a forwarded command was checked where it came from
+	}
 	if sc.tx.active && (spec == nil || spec.Flags&slock.CmdTx == 0) {
 		s.txQueue(cs, spec, args, raw)
 		return false
 	}
-	if s.cl != nil && cs.virt == nil && !s.cl.serving() && s.clusterText(cs, spec, raw) {
+	if s.cl != nil && cs.virt == nil && !s.cl.serving() && !authLocal(spec) && s.clusterText(cs, spec, raw) {
 		return false // forwarded to the leader, or answered CLUSTERDOWN
 	}
 	s.advance(now) // a key that an earlier command of this batch expired is gone for this one
@@ -201,7 +204,11 @@ func (s *Server) runCommand(cs *conn, spec *slock.Spec, args [][]byte, now int64
 		s.unwatchAll(cs)
 		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
 	case slock.CmdHello:
-		s.hello(cs)
+		s.helloCmd(cs)
+	case slock.CmdAuth:
+		s.authCmd(cs, args)
+	case slock.CmdACL:
+		s.aclCmd(cs, args)
 	case slock.CmdConsistency:
 		s.consistency(cs, args)
 	case slock.CmdCluster:

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -71,6 +72,9 @@ type Listener struct {
 	// TLS: a TLS bridge serves the address, not gnet (tls.go), with Config.TLS's client
 	// configuration (the peer configuration on the peer listener).
 	TLS bool
+	// Allow lists the networks this listener accepts connections from (nil: any, but see
+	// Config.ProtectedMode); admit.go.
+	Allow []netip.Prefix
 }
 
 // Config is everything the loop needs; main fills it from flags and the config file.
@@ -119,6 +123,14 @@ type Config struct {
 	// TLS is the TLS listeners' and peer links' (tls.go).
 	TLS TLSConfig
 
+	// RequirePass is the default user's password ("": none); ACLFile is a Redis ACL file of
+	// users (auth.go). Not both.
+	RequirePass string
+	ACLFile     string
+	// ProtectedMode limits listeners bound to a non-loopback address, without an allow-list
+	// (and on the slock port without a password), to loopback clients (admit.go).
+	ProtectedMode bool
+
 	Version string // reported by INFO
 
 	Log zerolog.Logger
@@ -149,6 +161,7 @@ func Defaults() Config {
 		LockPersistAfter:       time.Second,
 		AOFRewriteSize:         64 << 20,
 		Tick:                   5 * time.Millisecond,
+		ProtectedMode:          true,
 		Version:                "dev",
 		Log:                    zerolog.Nop(),
 	}
@@ -180,6 +193,8 @@ type Server struct {
 	fdCap      int
 	fds        Descriptors // the descriptor budget, shared with the metrics server
 	rejectLog  rateLog
+	admitLog   rateLog
+	auth       authState // the users of the Redis-text side (auth.go)
 	inputLog   rateLog
 	oomLog     rateLog
 
@@ -230,7 +245,8 @@ type Server struct {
 
 type listenerState struct {
 	Listener
-	live int
+	live     int
+	loopback bool // bound to a loopback address: protected mode has nothing to protect
 }
 
 // New checks cfg and builds a server; nothing listens until Run.
@@ -284,6 +300,17 @@ func New(cfg Config) (*Server, error) {
 		SemaphoreGCInterval: int64(cfg.SemaphoreGCInterval),
 		Start:               now.UnixNano(),
 	})
+	users, err := LoadUsers(cfg.RequirePass, cfg.ACLFile)
+	if err != nil {
+		return nil, err
+	}
+	s.auth.file = cfg.ACLFile
+	s.setUsers(users)
+	if cfg.ACLFile != "" && !users.DefaultFromFile() {
+		s.log.Warn().Str("aclfile", cfg.ACLFile).Msg("the ACL file does not define the user default: " +
+			"connections that do not AUTH run as default, with every permission and no password, as in Redis " +
+			"(add `user default off` to make every client log in)")
+	}
 	s.ids = store.NewIDs(randomKey())
 	s.keys = newKeys() // openLog loads the data directory's
 	s.counters, s.semaphores, s.pools, s.locks = s.store.Counters, s.store.Semaphores, s.store.Pools, s.store.Locks
