@@ -33,7 +33,8 @@ import (
 //   - What would grow the store is refused with the protocol's own error, as Redis refuses
 //     commands flagged denyoom (noeviction): Redis-text writes that add data answer
 //     "-OOM command not allowed when used memory > 'maxmemory'.", a yrmcds Acquire that would
-//     create a counter or semaphore answers 0x82 Out of memory, a binary slock Lock answers
+//     create a counter or semaphore, or the connection's first share of one, answers 0x82
+//     Out of memory, a binary slock Lock answers
 //     UNKNOWN_ERROR, a WILL is refused, and so is an Unlock carrying a data record that may
 //     add data (unlockOOM). Reads, releases, plain unlocks and deletes still work, so
 //     clients can give memory back.
@@ -245,21 +246,25 @@ func (s *Server) refuseOOM(cs *conn, what string) {
 }
 
 // yrmcdsOOM reports whether an Acquire of name must be refused with Out of memory: memory is
-// over the budget and the counter (or semaphore) does not exist yet.
+// over the budget and the Acquire would add to it, creating the counter (or semaphore) or
+// the connection's first share of it (an entry of its ledger). A connection adding to what
+// it holds is served.
 func (s *Server) yrmcdsOOM(cs *conn, name []byte) bool {
-	if !s.overBudget() {
+	if !s.overBudget() || cs.ledger.Held(name) != 0 {
 		return false
 	}
-	var ok bool
+	var exists bool
 	if cs.proto == ProtoCounter {
-		_, ok = s.counters.Get(name)
+		_, exists = s.counters.Get(name)
 	} else {
-		_, ok = s.semaphores.Get(name)
+		_, exists = s.semaphores.Get(name)
 	}
-	if !ok {
+	if exists {
+		s.refuseOOM(cs, "acquire: a connection's first share of a name")
+	} else {
 		s.refuseOOM(cs, "acquire of a new name")
 	}
-	return !ok
+	return true
 }
 
 // willRefusal says why a WILL command of size bytes cannot be queued on cs ("" if it can).

@@ -319,6 +319,11 @@ func TestMemoryReleasedCountersGiveWay(t *testing.T) {
 	}
 	other := dial(t, ts.counterAddr)
 	expectStatus(t, other.acquire("fresh", 1, 1), counter.StatusOutOfMemory) // held ones stay
+	// A first share of an existing counter adds to the ledger: refused too. The holder
+	// adding to its own share is served.
+	expectStatus(t, other.acquire(name(0), 1, 5), counter.StatusOutOfMemory)
+	expectStatus(t, cl.acquire(name(0), 1, 5), counter.StatusOK)
+	expectStatus(t, cl.release(name(0), 1), counter.StatusOK)
 	r := dialResp(t, ts.slockAddr)
 	expectSimple(t, r.cmd("SET", "k", "v"), '-', oomText)
 
