@@ -246,6 +246,9 @@ func (s *Server) textLock(cs *conn, r *slock.Request, now int64) {
 		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
 		return
 	}
+	if s.textUnlockOOM(cs, &cmd) {
+		return
+	}
 	if r.Spec.Cmd == slock.CmdPush {
 		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK")) // PUSH does not wait for the result
 		s.runLock(cs, &cmd, now)

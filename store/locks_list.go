@@ -147,8 +147,8 @@ func (l *Locks) Check() error {
 			return fmt.Errorf("store: watch of key %x of db %d: %d watchers, version %d of %d", ref.key, ref.db, w.n, w.ver, l.wseq)
 		}
 	}
-	scheduled, aging, kept, keys := 0, 0, 0, 0
-	var vbytes int64
+	scheduled, aging, kept, keys, items, indexed, orphans := 0, 0, 0, 0, 0, 0, 0
+	var vbytes, ibytes, vals, maps int64
 	waits := map[Owner]int{}
 	for id, d := range l.dbs {
 		if d == nil {
@@ -160,6 +160,11 @@ func (l *Locks) Check() error {
 		if err := l.checkValues(d); err != nil {
 			return err
 		}
+		if d.peak < len(d.keys) {
+			return fmt.Errorf("store: lock db %d: %d keys, largest %d", id, len(d.keys), d.peak)
+		}
+		vals += int64(cap(d.vals)) * valueSlot
+		maps += int64(d.peak) * lockKeyEntry
 		var levels, waiting uint32
 		for name, k := range d.keys {
 			keys++
@@ -215,6 +220,11 @@ func (l *Locks) Check() error {
 				if h.ko != nil {
 					kept++
 				}
+				if k.byID != nil {
+					indexed++
+				}
+				items++
+				ibytes += h.bufs()
 				ids[h.cmd.LockID] = true
 				sum += uint32(h.levels)
 				prev = h
@@ -252,6 +262,11 @@ func (l *Locks) Check() error {
 				if w.ko != nil {
 					kept++
 				}
+				if l.closed(w.owner) {
+					orphans++
+				}
+				items++
+				ibytes += w.bufs()
 				waits[w.owner]++
 				prev = w
 			}
@@ -266,7 +281,36 @@ func (l *Locks) Check() error {
 				id, d.st.LockedCount, d.st.WaitCount, d.st.KeyCount, levels, waiting, len(d.keys))
 		}
 	}
+	n := 0
+	for k := l.freeKeys; k != nil; k = k.next {
+		if n++; n > l.nfreeKeys {
+			return fmt.Errorf("store: more free lock keys than the %d counted", l.nfreeKeys)
+		}
+		if k.vbytes != int(allocSize(cap(k.value))) {
+			return fmt.Errorf("store: free lock key counts %d value bytes, its buffer takes %d", k.vbytes, allocSize(cap(k.value)))
+		}
+		vbytes += int64(k.vbytes)
+	}
+	if n != l.nfreeKeys {
+		return fmt.Errorf("store: %d free lock keys, counted %d", n, l.nfreeKeys)
+	}
+	n = 0
+	for it := l.freeItems; it != nil; it = it.next {
+		if n++; n > l.nfreeItems {
+			return fmt.Errorf("store: more free lock items than the %d counted", l.nfreeItems)
+		}
+		ibytes += it.bufs()
+	}
+	if n != l.nfreeItems {
+		return fmt.Errorf("store: %d free lock items, counted %d", n, l.nfreeItems)
+	}
 	switch {
+	case items != l.nitems || indexed != l.nindexed || orphans != l.orphans:
+		return fmt.Errorf("store: %d lock items, %d indexed, %d of closed connections; counted %d, %d, %d",
+			items, indexed, orphans, l.nitems, l.nindexed, l.orphans)
+	case ibytes != l.itemBytes || vals != l.valsBytes || maps != l.mapBytes:
+		return fmt.Errorf("store: lock items' buffers, value tables, key maps take %d, %d, %d bytes; counted %d, %d, %d",
+			ibytes, vals, maps, l.itemBytes, l.valsBytes, l.mapBytes)
 	case keys != l.nkeys:
 		return fmt.Errorf("store: %d lock keys, counted %d", keys, l.nkeys)
 	case vbytes != l.valueBytes:
