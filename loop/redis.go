@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 
 	"github.com/tallyd/tallyd/proto/resp"
@@ -22,15 +23,18 @@ type textHandler struct {
 	args     [][]byte
 	raw      []byte   // the line args came from
 	execArgs [][]byte // the arguments of a queued command EXEC runs
+	execDec  resp.Decoder
 }
 
 func (h *textHandler) parse(cs *conn, in []byte) (int, error) {
+	h.dec = textDecoder(h.s.cfg.MaxInput) // --max-input may change at a reload
 	args, n, err := h.dec.Parse(in, h.args[:0])
 	h.args = args
 	if err != nil {
 		if errors.Is(err, resp.ErrInline) {
 			return 0, fmt.Errorf("inline text command: %w", err)
 		}
+		h.s.protocolError(cs, err)
 		return 0, fmt.Errorf("bad RESP request: %w", err)
 	}
 	h.raw = in[:n]
@@ -43,7 +47,7 @@ func (h *textHandler) parse(cs *conn, in []byte) (int, error) {
 
 func (h *textHandler) exec(cs *conn, now int64) {
 	args := h.args
-	h.args = args[:0]
+	h.args = keepArgs(args)
 	if len(args) == 0 {
 		return
 	}
@@ -357,8 +361,9 @@ func (s *Server) txExec(cs *conn, now int64) (closeConn bool) {
 	defer func() { tx.exec = false }()
 	for q := tx.queue; len(q) > 0; {
 		h := &s.slockText
-		args, n, err := h.dec.Parse(q, h.execArgs[:0])
-		h.execArgs = args[:0]
+		h.execDec = textDecoder(math.MaxInt) // each line was parsed once already, whatever --max-input is now
+		args, n, err := h.execDec.Parse(q, h.execArgs[:0])
+		h.execArgs = keepArgs(args)
 		if err != nil || n == 0 || len(args) == 0 { // cannot be: each line parsed once already
 			break
 		}
