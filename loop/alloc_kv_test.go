@@ -2,6 +2,7 @@ package loop
 
 import (
 	"testing"
+	"time"
 
 	"github.com/panjf2000/gnet/v2"
 
@@ -16,6 +17,7 @@ func newKVPathServer(tb testing.TB, dir string) (*Server, *fakeConn) {
 	cfg := Defaults()
 	cfg.Listeners = []Listener{{Proto: ProtoSlock, Addr: "127.0.0.1:0"}}
 	cfg.DataDir = dir
+	cfg.ConnSlice = time.Hour // a fakeConn cannot be woken: the check runs, never yields
 	s, err := New(cfg)
 	if err != nil {
 		tb.Fatal(err)
@@ -142,5 +144,28 @@ func TestRepliesWaitForTheLog(t *testing.T) {
 		if other.written != 2*len("$1\r\nv\r\n") {
 			t.Fatalf("%v: a GET with nothing to log waited", policy)
 		}
+	}
+}
+
+// MGET, which may go on across turns (textcont.go), allocates nothing once warm when it
+// answers at once.
+func TestMGetPathDoesNotAllocate(t *testing.T) {
+	s, fc := newKVPathServer(t, "")
+	var batch []byte
+	for i := range 4 {
+		batch = resp.AppendCommand(batch, "SET", "key:"+string(rune('a'+i)), "value")
+	}
+	batch = resp.AppendCommand(batch, "MGET", "key:a", "key:b", "key:c", "key:d", "key:e")
+	serve := func() {
+		fc.in = batch
+		if s.OnTraffic(fc) != gnet.None {
+			t.Fatal("connection closed")
+		}
+	}
+	for range 3 {
+		serve()
+	}
+	if allocs := testing.AllocsPerRun(200, serve); allocs != 0 {
+		t.Fatalf("%v allocations per batch with an MGET", allocs)
 	}
 }

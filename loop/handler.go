@@ -45,12 +45,19 @@ func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 			go s.touchLoop(addrs[i].String()) // a lone member must tick before anyone connects
 		}
 	}
+	if s.fair.slice > 0 {
+		go s.startPump() // fair.go
+	}
 	s.readyOnce.Do(func() { close(s.ready) })
 	return gnet.None
 }
 
 // OnOpen admits or refuses a new connection and gives it its protocol.
 func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
+	if _, ok := c.Context().(pumpMark); ok {
+		s.openPump(c) // not a client: the loop's own (fair.go)
+		return nil, gnet.None
+	}
 	if s.el.Load() == nil {
 		s.el.Store(c.EventLoop())
 		// Ticks reach the loop only from now on: catch up first, so that what fell due
@@ -139,6 +146,9 @@ func (s *Server) listenerOf(c gnet.Conn) *listenerState {
 func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 	cs, _ := c.Context().(*conn)
 	if cs == nil || cs.closed {
+		if _, ok := c.Context().(pumpMark); ok {
+			s.closePump()
+		}
 		return gnet.None // refused at accept, or already handled
 	}
 	cs.closed = true
@@ -187,8 +197,13 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 	cs, _ := c.Context().(*conn)
 	if cs == nil || cs.closed {
+		if _, ok := c.Context().(pumpMark); ok {
+			s.pumped(c)
+			return gnet.None
+		}
 		return gnet.Close
 	}
+	turn := s.turnBegin()
 	now := s.now().UnixNano()
 	s.persist.lastNow = now
 	s.cur = cs
@@ -201,6 +216,7 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 	s.publishDue()
 	s.flush()
 	s.cur = nil
+	s.turnEnd(turn)
 	if cs.quit || cs.closing {
 		return gnet.Close
 	}
@@ -217,10 +233,14 @@ func (s *Server) serve(cs *conn, now int64) {
 		cs.h.more(cs, now)
 	}
 	buf, _ := c.Peek(-1) // valid until Discard or return
-	used := 0
+	used, served := 0, 0
 	for used < len(buf) && !cs.busy && !cs.quit && !cs.closed {
 		if s.full(cs) {
 			s.kick(cs) // the rest waits until the socket has taken some
+			break
+		}
+		if served > 0 && s.sliceOver(cs, served) {
+			s.yield(cs) // the rest waits for a later turn (fair.go)
 			break
 		}
 		n, err := cs.h.parse(cs, buf[used:])
@@ -235,6 +255,7 @@ func (s *Server) serve(cs *conn, now int64) {
 		}
 		used += n
 		cs.h.exec(cs, now)
+		served++
 	}
 	if cs.closed {
 		return
@@ -301,6 +322,7 @@ func (s *Server) OnTick() (time.Duration, gnet.Action) {
 // tick runs on the loop: what fell due in the store (timeouts, expiries, persistence,
 // garbage collection) is handed out, and streaming dumps resumed.
 func (s *Server) tick(context.Context) error {
+	defer s.turnEnd(s.turnBegin())
 	s.applyReload()
 	now := s.now()
 	s.persist.lastNow = now.UnixNano()

@@ -55,10 +55,13 @@ func (h *textHandler) exec(cs *conn, now int64) {
 		cs.quit = true
 	}
 	h.raw = nil
-	cs.busy = cs.slock.waiting
+	cs.busy = cs.slock.waiting || cs.slock.contActive()
 }
 
-func (h *textHandler) more(cs *conn, now int64) { cs.busy = cs.slock.waiting }
+func (h *textHandler) more(cs *conn, now int64) {
+	h.s.contMore(cs, now) // a command going on across turns (textcont.go)
+	cs.busy = cs.slock.waiting || cs.slock.contActive()
+}
 func (h *textHandler) closed(cs *conn, now int64) {
 	h.s.slockClose(cs, now)
 }
@@ -78,7 +81,7 @@ func (s *Server) textFlush(cs *conn) bool {
 	if len(cs.out) >= flushAt {
 		s.write(cs)
 	}
-	return !cs.closed && !cs.closing
+	return !cs.closed && !cs.closing && !cs.quit
 }
 
 // slockCommand runs one text command line (raw: its bytes as they came); true means close
@@ -94,13 +97,15 @@ func (s *Server) slockCommand(cs *conn, args [][]byte, raw []byte, now int64) (q
 	if s.cl != nil && cs.virt == nil && !s.cl.serving() && s.clusterText(cs, spec, raw) {
 		return false // forwarded to the leader, or answered CLUSTERDOWN
 	}
-	s.advance(now) // a key that an earlier command of this batch expired is gone for this one
+	start := nanotime() // SLOWLOG, and the connection's slice (fair.go)
+	s.advance(now)      // a key that an earlier command of this batch expired is gone for this one
 	t := s.textBegin(cs, args[0])
 	sc.local = s.cl != nil && connLocal(spec)
 	quit = s.runCommand(cs, spec, args, now)
 	sc.local = false
 	sc.req.Args, sc.req.Arg = nil, nil // views into the input: gone once served
 	s.textDone(t)
+	s.textRan(cs, args, start)
 	return quit
 }
 
@@ -212,6 +217,8 @@ func (s *Server) runCommand(cs *conn, spec *slock.Spec, args [][]byte, now int64
 		s.clusterCmd(cs, args)
 	case slock.CmdToken:
 		s.token(cs, args)
+	case slock.CmdSlowlog:
+		s.slowlogCmd(cs, args)
 	case slock.CmdGetFence:
 		f := s.locks.KeyFence(sc.text.DB, sc.text.KeyID(args[1]))
 		s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), int64(f)))

@@ -27,6 +27,7 @@ type slockConn struct {
 	kvMulti  bool          // req.KV is one key of a command on several: replies are counted
 	kvN      int64         // their count
 	tx       txState       // MULTI/EXEC and WATCH (redis.go)
+	cont     *textCont     // a command going on across turns (textcont.go)
 	name     string        // CLIENT SETNAME's
 
 	client    uint64 // its cluster-wide client id (fence.go), 0 until it needs one

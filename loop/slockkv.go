@@ -135,6 +135,10 @@ func (s *Server) slockKV(cs *conn, now int64) {
 // kvMGet answers MGET key...: an array of what GET answers for each key.
 func (s *Server) kvMGet(cs *conn, args [][]byte, now int64) {
 	sc := cs.slock
+	if !s.runsWhole(cs) {
+		s.mgetBegin(cs, args, now) // may go on across turns (textcont.go)
+		return
+	}
 	for _, k := range args[1:] {
 		if err := s.nameClash(sc.text.DB, sc.text.KeyID(k), k); err != nil {
 			s.textError(cs, err)
@@ -265,6 +269,10 @@ func (s *Server) kvKeys(cs *conn, db uint8, pattern []byte) {
 	n := s.locks.ValueCount(db)
 	if n > slock.KeysLimit {
 		s.textError(cs, slock.KeysRefused(n, slock.KeysLimit))
+		return
+	}
+	if n > keysStep && !s.runsWhole(cs) {
+		s.keysBegin(cs, db, pattern) // goes on across turns (textcont.go)
 		return
 	}
 	q := slock.Scan{Match: pattern}

@@ -255,7 +255,8 @@ type Locks struct {
 	gone   []Owner // recently closed connections, a ring
 	goneAt int
 
-	valueBytes int64 // the value records' bytes, for Bytes
+	valueBytes int64  // the value records' bytes, for Bytes
+	valueMoves uint64 // keys taken out of a value table (ValueRemovals)
 
 	cfg LocksConfig
 	ids *IDs

@@ -43,6 +43,7 @@ const (
 	CmdCluster     // CLUSTER ADD|REMOVE: membership of a tallyd cluster
 	CmdToken       // TOKEN key [LOCK_ID id]: a holder's fencing token (fence.go)
 	CmdGetFence    // GETFENCE key: the highest token a fenced write presented to key
+	CmdSlowlog     // SLOWLOG GET [n]|LEN|RESET|HELP: the commands that ran longer than a threshold
 )
 
 // CmdFlags are a command's properties.
@@ -105,6 +106,7 @@ var commands = []Spec{
 	{"CLUSTER", CmdCluster, OpNone, -2, CmdAdmin, HashNone},
 	{"TOKEN", CmdToken, OpNone, -2, CmdReadonly, HashNone},
 	{"GETFENCE", CmdGetFence, OpNone, 2, CmdReadonly, HashNone},
+	{"SLOWLOG", CmdSlowlog, OpNone, -2, CmdAdmin, HashNone},
 
 	{"SET", CmdKV, OpSet, -3, CmdWrite | CmdDenyOOM | CmdMayWait, HashNone},
 	{"SETEX", CmdKV, OpSet, 4, CmdWrite | CmdDenyOOM, HashNone},
