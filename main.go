@@ -137,6 +137,9 @@ func newFlags(o *options, d loop.Config) *pflag.FlagSet {
 // run is main without the exit, for tests: it returns the process exit status.
 func run(args []string, stderr io.Writer) int {
 	// From the start SIGHUP never kills the process: it reloads once the loop runs.
+	if len(args) > 0 && args[0] == "check-log" {
+		return runCheckLog(args[1:], os.Stdout, stderr, time.Now())
+	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sig)
@@ -148,6 +151,8 @@ func run(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, `tallyd %s — counts and locks named resources for many clients over one in-memory store.
 
 Usage: tallyd [flags]
+       tallyd check-log [--fix] FILE   check a damaged log, and with --fix repair it
+                                       (keeping the original aside; see check-log --help)
 
 With no flags it serves the yrmcds counter protocol on 127.0.0.1:%d, PoolCounter on
 127.0.0.1:%d and slock on 127.0.0.1:%d. Everything a yrmcds or PoolCounter connection has
@@ -160,7 +165,9 @@ Config file keys (yrmcds.conf syntax; flags win; an unknown key is an error):
 Signals: SIGINT or SIGTERM closes every connection and exits 0. SIGHUP reopens the log file
 and reloads the config file: the log settings and the limits change at once, the rest is
 logged as needing a restart. Under systemd (Type=notify), readiness, reloads and the stop
-are reported with sd_notify. The manual page is tallyd(8).
+are reported with sd_notify. A log damaged with valid records after the damage stops the
+start with exit status 65, changing nothing: see tallyd check-log. The manual page is
+tallyd(8).
 `, version, defaultCounterPort, defaultPoolPort, defaultSlockPort, fs.FlagUsages(), keysUsage())
 	}
 	if err := fs.Parse(args); err != nil {
@@ -441,8 +448,12 @@ const exitConfig = 78
 
 // exitStatus is the exit status for Run's error.
 func exitStatus(err error) int {
-	if errors.Is(err, loop.ErrMemberState) {
+	var ce *aof.CorruptError
+	switch {
+	case errors.Is(err, loop.ErrMemberState):
 		return exitConfig
+	case errors.As(err, &ce):
+		return exitDataErr
 	}
 	return 1
 }

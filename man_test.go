@@ -50,7 +50,8 @@ func TestManPageNamesEveryFlagAndKey(t *testing.T) {
 			t.Errorf("the page has no entry for config key %s", k.key)
 		}
 	}
-	for _, want := range []string{".TH TALLYD 8", ".SH SIGNALS", "SIGHUP", "READY=1", "RELOADING=1", "STOPPING=1", "tallyctl(1)"} {
+	for _, want := range []string{".TH TALLYD 8", ".SH SIGNALS", "SIGHUP", "READY=1", "RELOADING=1", "STOPPING=1", "tallyctl(1)",
+		`\fBtallyd\fR \fBcheck\-log\fR [\fB\-\-fix\fR] \fIFILE\fR`, ".SH DAMAGED LOG", "65 when a log is damaged"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page lacks %q", want)
 		}

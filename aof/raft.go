@@ -395,6 +395,7 @@ func (l *RaftLog) Stats() RaftStats {
 // Close writes what is queued, fsyncs it and stops the writer (a log that cannot be
 // written is given up after one more try).
 func (l *RaftLog) Close() {
+	l.Unstepped() // a stepped log's writer closes by itself too
 	l.mu.Lock()
 	l.closing = true
 	l.mu.Unlock()

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"os"
 	"path/filepath"
 
@@ -71,7 +70,8 @@ type entSlot struct {
 }
 
 // replayRaft reads the raft directory back: raft.snap, then raft.log, whose torn or corrupt
-// tail it cuts off (a damaged record with valid records after it is a *CorruptError).
+// tail it cuts off (a damaged record with valid records after it is a *CorruptError, as
+// scan.go tells, and the file is left as it is).
 // Temporary files of an interrupted compaction are removed.
 func replayRaft(dir string) (*RaftState, *raftDisk, error) {
 	logPath, snapPath := filepath.Join(dir, RaftLogName), filepath.Join(dir, RaftSnapName)
@@ -81,15 +81,7 @@ func replayRaft(dir string) (*RaftState, *raftDisk, error) {
 		}
 	}
 	st, d := &RaftState{}, &raftDisk{}
-	if b, err := os.ReadFile(snapPath); err == nil {
-		snap, err := readSnapFile(snapPath, b)
-		if err != nil {
-			return nil, nil, err
-		}
-		st.Snapshot = snap
-		d.snapIdx, d.snapTerm = snap.GetMetadata().GetIndex(), snap.GetMetadata().GetTerm()
-		d.fileSnap, d.base, d.logStart, d.snapSize = d.snapIdx, d.snapIdx, d.snapIdx, int64(len(b))
-	} else if !errors.Is(err, os.ErrNotExist) {
+	if err := loadSnapFile(snapPath, st, d); err != nil {
 		return nil, nil, err
 	}
 
@@ -164,16 +156,11 @@ func readRaftLog(logPath string, b []byte, st *RaftState, d *raftDisk) (keep int
 			snap, err = decodeSnap(p)
 		}
 		if err != nil {
-			why = err.Error()
-			short := errors.Is(err, errRaftShort)
-			if short {
-				why = "record cut off by the end of the file"
+			w, cerr := corruptAt(raftFormat{}, "raft log", logPath, b[off:], int64(off))
+			if cerr != nil {
+				return 0, "", cerr
 			}
-			if at, ok := raftDamagedMiddle(b, off, short); ok {
-				return 0, "", &CorruptError{Path: logPath, Offset: int64(off),
-					Why: why + fmt.Sprintf("; next valid record at %d", at)}
-			}
-			keep = off
+			why, keep = w, off
 			break
 		}
 		rec := b[off : off+n]
@@ -242,6 +229,25 @@ func readRaftLog(logPath string, b []byte, st *RaftState, d *raftDisk) (keep int
 	return keep, why, nil
 }
 
+// loadSnapFile reads raft.snap at path, if there is one, into st and d.
+func loadSnapFile(path string, st *RaftState, d *raftDisk) error {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	snap, err := readSnapFile(path, b)
+	if err != nil {
+		return err
+	}
+	st.Snapshot = snap
+	d.snapIdx, d.snapTerm = snap.GetMetadata().GetIndex(), snap.GetMetadata().GetTerm()
+	d.fileSnap, d.base, d.logStart, d.snapSize = d.snapIdx, d.snapIdx, d.snapIdx, int64(len(b))
+	return nil
+}
+
 // readSnapFile checks and decodes raft.snap: its header and exactly one snapshot record.
 func readSnapFile(path string, b []byte) (*raftpb.Snapshot, error) {
 	bad := func(why string) error {
@@ -305,73 +311,4 @@ func syncDir(dir string) error {
 	}
 	defer d.Close()
 	return d.Sync()
-}
-
-// raftDamagedMiddle tells a damaged record at off in b from a torn tail, as damagedMiddle
-// does for the append-only log: a damaged middle is followed by a run of valid records,
-// each starting where the one before ends, that reaches the end of b; a record cut off by
-// the end of b is a torn tail unless its length was damaged instead (the bytes up to such
-// a run then match the checksum its header carries). Entries hold the append-only log's
-// records, but their kind is not a raft kind, so they do not pass for raft records.
-func raftDamagedMiddle(b []byte, off int, short bool) (int, bool) {
-	b = b[off:]
-	end := min(len(b), scanLimit)
-	window := end < len(b)
-	b = b[:end]
-	memo := make(map[int]bool)
-	valid := func(i int) (int, bool, bool) { // length, ok, runs past the window
-		p, n, err := raftNext(b[i:])
-		if err == errRaftShort && window {
-			return 0, false, true
-		}
-		if err != nil {
-			return 0, false, false
-		}
-		if p[0] == kindSnapshot {
-			if _, err := decodeSnap(p); err != nil {
-				return 0, false, false
-			}
-		}
-		return n, true, false
-	}
-	chains := func(i int) bool {
-		var path []int
-		ok := false
-		for {
-			if i == len(b) {
-				ok = true
-				break
-			}
-			if v, seen := memo[i]; seen {
-				ok = v
-				break
-			}
-			path = append(path, i)
-			n, good, past := valid(i)
-			if past {
-				ok = true
-				break
-			}
-			if !good {
-				break
-			}
-			i += n
-		}
-		for _, j := range path {
-			memo[j] = ok
-		}
-		return ok
-	}
-	for i := 1; i+recHead < len(b); i++ {
-		if _, good, _ := valid(i); !good || !chains(i) {
-			continue
-		}
-		if !short {
-			return off + i, true
-		}
-		if i > recHead && crc32.Checksum(b[recHead:i], castagnoli) == binary.LittleEndian.Uint32(b[4:]) {
-			return off + i, true // the length was damaged, not the tail torn
-		}
-	}
-	return 0, false
 }

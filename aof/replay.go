@@ -2,28 +2,47 @@ package aof
 
 import (
 	"bufio"
-	"encoding/binary"
-	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"os"
 
 	"github.com/tallyd/tallyd/store"
 )
 
-// CorruptError is a damaged record with valid records after it: the log cannot
-// be replayed past it without losing them, so start-up stops.
+// CorruptError is a damaged record with valid records after it (or itself whole but for
+// its length field): the log cannot be replayed past it without losing them, so start-up
+// stops and changes nothing. tallyd check-log --fix repairs the file.
 type CorruptError struct {
-	Path   string
-	Offset int64
-	Why    string
+	Kind     string // "append-only log" or "raft log"
+	Path     string
+	Offset   int64  // where the damage starts
+	Why      string // what is wrong with the record there
+	Next     int64  // where valid records resume
+	After    int    // valid records from Next on
+	Repaired bool   // the record at Offset is whole but for its length field
 }
 
 func (e *CorruptError) Error() string {
-	return fmt.Sprintf("append-only log %s: corrupt record at offset %d (%s) with valid records after it; "+
-		"the log is intact before that offset — truncate the file there (losing what follows) or restore it from a backup",
-		e.Path, e.Offset, e.Why)
+	what := fmt.Sprintf("%d valid records follow it (the first at offset %d)", e.After, e.Next)
+	if e.Repaired {
+		what = fmt.Sprintf("the record there is whole but for its length field (its payload, to offset %d, matches its checksum), "+
+			"and %d valid records follow it", e.Next, e.After)
+	}
+	return fmt.Sprintf("%s %s is damaged at offset %d (%s), and %s: tallyd does not start on it, so as not to "+
+		"destroy them, and has changed nothing. `tallyd check-log %s` reports the damage; `tallyd check-log --fix %s` "+
+		"keeps the original as %s.broken-TIME and writes a log of every valid record without the damaged bytes",
+		e.Kind, e.Path, e.Offset, e.Why, what, e.Path, e.Path, e.Path)
+}
+
+// corruptAt returns the *CorruptError for the bad record at off in b (b is the file from
+// off to its end), or nil and why when it is a tail with no valid record after it.
+func corruptAt(f logFormat, kind, path string, b []byte, off int64) (why string, err *CorruptError) {
+	_, dmg, _ := scanLog(f, b, 0)
+	d := dmg[0]
+	if d.Tail() {
+		return d.Why, nil
+	}
+	return d.Why, &CorruptError{Kind: kind, Path: path, Offset: off, Why: d.Why, Next: off + d.End, After: d.After, Repaired: d.Repaired}
 }
 
 // Replayed says what Replay found.
@@ -34,15 +53,12 @@ type Replayed struct {
 	TailWhy   string
 }
 
-// scanLimit is how far past a bad record Replay looks for a valid one to tell a
-// damaged middle from a torn tail.
-const scanLimit = 64 << 20
-
 // Replay applies every record of the log at path, in order, to apply, and
 // leaves the file ready to append to: a missing or empty file gets a header; a
-// torn or corrupt tail (a bad record with no valid record after it) is cut off,
-// and Replayed says how much. A bad record followed by valid ones is a
-// *CorruptError; a file that is not a log is an error too.
+// torn or corrupt tail (a bad record with no valid record after it, as scan.go
+// tells) is cut off, and Replayed says how much. A bad record followed by valid
+// ones is a *CorruptError, and the file is left as it is; a file that is not a log
+// is an error too.
 func Replay(path string, apply func(*store.KeyState)) (Replayed, error) {
 	var r Replayed
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, FileMode)
@@ -106,12 +122,13 @@ func Replay(path string, apply func(*store.KeyState)) (Replayed, error) {
 			err = decode(p, &ks)
 		}
 		if err != nil {
-			why := err.Error()
-			if errors.Is(err, errShort) {
-				why = "record cut off by the end of the file"
+			rest := make([]byte, size-off)
+			if _, err := f.ReadAt(rest, off); err != nil && err != io.EOF {
+				return r, err
 			}
-			if at, ok := damagedMiddle(f, off, size, errors.Is(err, errShort)); ok {
-				return r, &CorruptError{Path: path, Offset: off, Why: why + fmt.Sprintf("; next valid record at %d", at)}
+			why, cerr := corruptAt(&aofFormat{}, "append-only log", path, rest, off)
+			if cerr != nil {
+				return r, cerr
 			}
 			if err := f.Truncate(off); err != nil {
 				return r, err
@@ -126,71 +143,4 @@ func Replay(path string, apply func(*store.KeyState)) (Replayed, error) {
 	}
 	r.Size = off
 	return r, nil
-}
-
-// damagedMiddle tells a damaged record at off from a torn tail, and returns where the valid
-// records after it start. Values can hold bytes that look like records, so a valid record
-// somewhere after off proves nothing by itself; what counts is a run of valid records,
-// each starting where the one before ends, that ends exactly at the end of the file (a
-// torn tail has no such run after its start, unless a tear falls exactly behind a record
-// inside a value).
-//
-// short says the record at off claims more bytes than the file has left: the file ends
-// inside it, as a write cut off by a crash or a full disk leaves it. That is a torn tail,
-// unless its length field was damaged instead: then the bytes from its payload up to the
-// start of such a run are its true payload and match the checksum its header carries.
-//
-// Only scanLimit bytes after off are looked at; a run that reaches that far counts as
-// reaching the end.
-func damagedMiddle(f *os.File, off, size int64, short bool) (int64, bool) {
-	end := min(size, off+scanLimit)
-	b := make([]byte, end-off)
-	if _, err := f.ReadAt(b, off); err != nil && err != io.EOF {
-		return 0, false
-	}
-	window := end < size
-	memo := make(map[int]bool)
-	var ks store.KeyState
-	// chains reports whether valid records follow each other from i to the end of b.
-	var chains func(i int) bool
-	chains = func(i int) bool {
-		var path []int
-		ok := false
-		for {
-			if i == len(b) {
-				ok = true
-				break
-			}
-			if v, seen := memo[i]; seen {
-				ok = v
-				break
-			}
-			path = append(path, i)
-			p, n, err := next(b[i:])
-			if err == errShort && window {
-				ok = true // runs past what was read
-				break
-			}
-			if err != nil || decode(p, &ks) != nil {
-				break
-			}
-			i += n
-		}
-		for _, j := range path {
-			memo[j] = ok
-		}
-		return ok
-	}
-	for i := 1; i+recHead+minPayload <= len(b); i++ {
-		if !shaped(b[i:]) || !chains(i) {
-			continue
-		}
-		if !short {
-			return off + int64(i), true
-		}
-		if i > recHead && crc32.Checksum(b[recHead:i], castagnoli) == binary.LittleEndian.Uint32(b[4:]) {
-			return off + int64(i), true // the length was damaged, not the tail torn
-		}
-	}
-	return 0, false
 }

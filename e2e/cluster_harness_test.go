@@ -13,6 +13,7 @@ package e2e
 
 import (
 	"bufio"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -50,8 +51,17 @@ var (
 	clusterOnce sync.Once
 	clusterNo   string // why the binary cannot run a cluster; "" if it can
 	clusterBin  string // what the nodes run: tallyd, or the fake
+	clusterHelp string // its --help
 	clusterFake = os.Getenv("TALLYD_CLUSTER_FAKE") == "1"
 )
+
+// clusterHas tells whether the nodes' binary has a flag (its --help names it); needCluster
+// first.
+func clusterHas(flag string) bool { return strings.Contains(clusterHelp, flag+" ") }
+
+// hasInitialState: the binary has --initial-cluster-state (issue 19). Before it, every
+// start with an empty data dir bootstrapped the --cluster voters, as `new` does now.
+func hasInitialState() bool { return clusterHas("--initial-cluster-state") }
 
 // needCluster skips the test when the binary has no cluster mode yet (issue 13).
 //
@@ -69,6 +79,7 @@ func needCluster(t *testing.T) {
 			}
 		}
 		out, err := exec.Command(clusterBin, "--help").CombinedOutput()
+		clusterHelp = string(out)
 		switch {
 		case err != nil && !strings.Contains(string(out), "--"):
 			clusterNo = fmt.Sprintf("tallyd --help: %v", err)
@@ -108,7 +119,14 @@ type clusterNet interface {
 // newClusterNet makes the network of n slots, removed when the test ends.
 func newClusterNet(t *testing.T, n int) clusterNet {
 	t.Helper()
-	switch os.Getenv("TALLYD_CLUSTER_NET") {
+	return newClusterNetOf(t, n, os.Getenv("TALLYD_CLUSTER_NET"))
+}
+
+// newClusterNetOf makes the network of n slots of the kind named (netns, proxy, or ""
+// for netns where it can work and proxy elsewhere).
+func newClusterNetOf(t *testing.T, n int, kind string) clusterNet {
+	t.Helper()
+	switch kind {
 	case "proxy":
 		return newProxyNet(t, n)
 	case "netns":
@@ -361,7 +379,13 @@ func (n *netnsNet) clientAddr(slot int) string {
 }
 
 func (n *netnsNet) bindArgs(slot int) []string {
-	return []string{"--bind", n.clientIP(slot), "--slock-port", strconv.Itoa(clientPort)}
+	a := []string{"--bind", n.clientIP(slot), "--slock-port", strconv.Itoa(clientPort)}
+	// The peer listener binds --bind unless told otherwise (since issue 19); an older
+	// binary bound its peer address whatever --bind said.
+	if clusterHas("--peer-bind") {
+		a = append(a, "--peer-bind", n.peerIP(slot))
+	}
+	return a
 }
 
 func (n *netnsNet) command(slot int, bin string, args []string) *exec.Cmd {
@@ -486,6 +510,31 @@ func (p *proxyNet) isolate(slot int, cut bool) {
 	}
 }
 
+// delay delays everything node from sends to node to by d from now on (0: none): the
+// bytes from's link to to carries up, and those to's link to from carries back. Only
+// the proxy network can: the kernels these tests run on may lack netem.
+func (p *proxyNet) delay(from, to int, d time.Duration) {
+	p.links[from][to].setDelay(dirUp, d)
+	p.links[to][from].setDelay(dirDown, d)
+}
+
+// rampDelay raises the delay from node from to node to, in steps of at most 60 ms every
+// 80 ms, until it is d: a delay set at once would leave a silence as long as itself, which
+// a leader's check-quorum takes for a lost follower.
+func (p *proxyNet) rampDelay(from, to int, d time.Duration) {
+	for cur := time.Duration(0); cur < d; {
+		cur = min(cur+60*time.Millisecond, d)
+		p.delay(from, to, cur)
+		time.Sleep(80 * time.Millisecond)
+	}
+}
+
+// cutPair cuts (true) or restores (false) the links between nodes a and b only.
+func (p *proxyNet) cutPair(a, b int, cut bool) {
+	p.links[a][b].setCut(cut)
+	p.links[b][a].setCut(cut)
+}
+
 // ---------------------------------------------------------------------------------------
 // Nodes.
 
@@ -508,8 +557,12 @@ type tnode struct {
 	id      uint64
 	dataDir string
 	join    string // --join address, for a node that joined
-	p       *proc  // nil while stopped
-	logs    []*syncBuf
+	// initState is the --initial-cluster-state of its next start ("" for none: the
+	// default, existing). newCluster starts every node with new, once; a restart passes
+	// the usual flags, as the shipped unit does, unless the test sets it again.
+	initState string
+	p         *proc // nil while stopped
+	logs      []*syncBuf
 }
 
 // newCluster starts n voters (IDs 1..n) and waits for a leader. It skips the test when
@@ -517,7 +570,40 @@ type tnode struct {
 func newCluster(t *testing.T, n int, extra ...string) *tcluster {
 	t.Helper()
 	needCluster(t)
-	c := &tcluster{t: t, net: newClusterNet(t, n), dir: t.TempDir(), extra: extra}
+	return newClusterOn(t, newClusterNet(t, n), n, extra...)
+}
+
+// newProxyCluster is newCluster over the proxy network whatever the machine allows: for
+// the faults only the proxy has (a delay or a cut of one direction of one pair's link:
+// see proxyNet.delay and cutPair).
+func newProxyCluster(t *testing.T, n int, extra ...string) (*tcluster, *proxyNet) {
+	t.Helper()
+	needCluster(t)
+	pn := newProxyNet(t, n)
+	return newClusterOn(t, pn, n, extra...), pn
+}
+
+// clusterKeyArgs writes a cluster key (48 random bytes, base64, mode 0600) into the test's
+// directory and returns the flags that make every node's peer links prove it. A member
+// whose links proved the key stops (exit 78) on a heartbeat that shows it lost its data;
+// on links that did not it only drops the link.
+func clusterKeyArgs(t *testing.T) []string {
+	t.Helper()
+	key := make([]byte, 48)
+	for i := range key {
+		key[i] = byte(rand.IntN(256))
+	}
+	path := filepath.Join(t.TempDir(), "cluster.key")
+	if err := os.WriteFile(path, []byte(base64.StdEncoding.EncodeToString(key)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"--cluster-key-file", path}
+}
+
+// newClusterOn starts n voters over the network given.
+func newClusterOn(t *testing.T, cn clusterNet, n int, extra ...string) *tcluster {
+	t.Helper()
+	c := &tcluster{t: t, net: cn, dir: t.TempDir(), extra: extra}
 	t.Logf("cluster of %d over %s", n, c.net.name())
 	// The nodes run a link (or copy) of the binary named clnode in the test's directory:
 	// no "tallyd" in their command lines, so that a `pkill tallyd` or `killall tallyd` run
@@ -534,7 +620,7 @@ func newCluster(t *testing.T, n int, extra ...string) *tcluster {
 	}
 	for s := range n {
 		c.ids = append(c.ids, uint64(s+1))
-		c.nodes = append(c.nodes, &tnode{slot: s, id: uint64(s + 1), dataDir: filepath.Join(c.dir, fmt.Sprintf("node%d", s))})
+		c.nodes = append(c.nodes, &tnode{slot: s, id: uint64(s + 1), dataDir: filepath.Join(c.dir, fmt.Sprintf("node%d", s)), initState: "new"})
 	}
 	t.Cleanup(c.stopAll)
 	t.Cleanup(func() {
@@ -567,6 +653,10 @@ func (c *tcluster) args(nd *tnode) []string {
 	if nd.join != "" {
 		return append(a, "--join", nd.join, "--peer-addr", c.net.peerAddr(nd.slot))
 	}
+	// A binary older than issue 19 has no such flag: it bootstraps any empty data dir.
+	if nd.initState != "" && hasInitialState() {
+		a = append(a, "--initial-cluster-state", nd.initState)
+	}
 	return append(a, "--cluster", c.net.clusterArg(nd.slot, c.ids))
 }
 
@@ -581,6 +671,7 @@ func (c *tcluster) start(slot int) {
 		c.t.Fatal(err)
 	}
 	cmd := c.net.command(slot, c.bin, c.args(nd))
+	nd.initState = "" // once: a restart passes the usual flags
 	// The node dies with the test process, whatever kills it. (Not startCmd: its cleanup
 	// would kill the node before dumpLogs can ask it for its goroutines; stopAll does.)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -755,9 +846,21 @@ func (c *tcluster) waitServing(slot int, d time.Duration) {
 }
 
 // info is slot's INFO cluster as fields, or an error if it could not be had.
-func (c *tcluster) info(slot int) (map[string]string, error) {
+func (c *tcluster) info(slot int) (map[string]string, error) { return c.infoAt(slot, "") }
+
+// infoOne is slot's INFO cluster read at consistency ONE: what the node itself believes
+// (its role, its term), without asking the cluster.
+func (c *tcluster) infoOne(slot int) (map[string]string, error) { return c.infoAt(slot, "ONE") }
+
+// infoAt is INFO cluster on a connection at consistency level ("": the default).
+func (c *tcluster) infoAt(slot int, level string) (map[string]string, error) {
 	k := &cclient{addr: c.net.clientAddr(slot)}
 	defer k.close()
+	if level != "" {
+		if got, err := k.setup(time.Second, "CONSISTENCY", level); err != nil || got != "+OK" {
+			return nil, fmt.Errorf("CONSISTENCY %s: %q %v", level, got, err)
+		}
+	}
 	got, err := k.do(time.Second, "INFO", "cluster")
 	if err != nil {
 		return nil, err

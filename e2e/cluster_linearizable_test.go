@@ -64,34 +64,7 @@ func TestClusterLinearizable(t *testing.T) {
 		}()
 	}
 
-	// The nemesis: one fault at a time, kills and partitions in turn, on a random node or
-	// on the leader.
-	r := rand.New(rand.NewPCG(7, uint64(time.Now().UnixNano())))
-	faults := 0
-	end := time.Now().Add(linNemesis)
-	for time.Now().Add(3 * time.Second).Before(end) {
-		time.Sleep(time.Duration(300+r.IntN(900)) * time.Millisecond)
-		victim := r.IntN(len(c.nodes))
-		if r.IntN(2) == 0 {
-			if l := c.leader(nil); l >= 0 {
-				victim = l
-			}
-		}
-		hold := time.Duration(500+r.IntN(2000)) * time.Millisecond
-		faults++
-		if faults%2 == 1 {
-			t.Logf("%6.2fs nemesis: kill -9 node %d for %v", float64(h.now())/1e9, c.nodes[victim].id, hold)
-			c.kill(victim)
-			time.Sleep(hold)
-			c.start(victim)
-		} else {
-			t.Logf("%6.2fs nemesis: isolate node %d for %v", float64(h.now())/1e9, c.nodes[victim].id, hold)
-			c.isolate(victim)
-			time.Sleep(hold)
-			c.heal(victim)
-		}
-		c.check()
-	}
+	faults := c.nemesis(h, linNemesis, 7, nil)
 	// Everything healed and running: the cluster settles and the clients go on a moment.
 	lead := c.waitLeader(10*time.Second, nil)
 	time.Sleep(time.Second)
@@ -110,4 +83,52 @@ func TestClusterLinearizable(t *testing.T) {
 		t.Fatalf("too little progress under the nemesis to check anything: %d INCRs acknowledged, %d reads; INFO cluster:\n%s", acked.Load(), reads.Load(), c.infos())
 	}
 	requireLinearizable(t, h.snapshot(), linCheckFor)
+}
+
+// nemesis injects faults for d, one at a time, on a random node or on the leader: kill -9
+// and isolation in turn, and with pn (the proxy network) slowing one direction of a link
+// too. Each lasts 0.5 to 2.5 s; everything is healed and running when it returns the
+// number of faults.
+func (c *tcluster) nemesis(h *history, d time.Duration, seed uint64, pn *proxyNet) int {
+	c.t.Helper()
+	kinds := []string{"kill", "isolate"}
+	if pn != nil {
+		kinds = append(kinds, "delay")
+	}
+	r := rand.New(rand.NewPCG(seed, uint64(time.Now().UnixNano())))
+	faults := 0
+	end := time.Now().Add(d)
+	for time.Now().Add(3 * time.Second).Before(end) {
+		time.Sleep(time.Duration(300+r.IntN(900)) * time.Millisecond)
+		victim := r.IntN(len(c.nodes))
+		if r.IntN(2) == 0 {
+			if l := c.leader(nil); l >= 0 {
+				victim = l
+			}
+		}
+		hold := time.Duration(500+r.IntN(2000)) * time.Millisecond
+		at := float64(h.now()) / 1e9
+		switch kinds[faults%len(kinds)] {
+		case "kill":
+			c.t.Logf("%6.2fs nemesis: kill -9 node %d for %v", at, c.nodes[victim].id, hold)
+			c.kill(victim)
+			time.Sleep(hold)
+			c.start(victim)
+		case "isolate":
+			c.t.Logf("%6.2fs nemesis: isolate node %d for %v", at, c.nodes[victim].id, hold)
+			c.isolate(victim)
+			time.Sleep(hold)
+			c.heal(victim)
+		case "delay":
+			to := c.others(victim)[r.IntN(len(c.nodes)-1)]
+			slow := time.Duration(100+r.IntN(1400)) * time.Millisecond
+			c.t.Logf("%6.2fs nemesis: delay node %d -> node %d by %v for %v", at, c.nodes[victim].id, c.nodes[to].id, slow, hold)
+			pn.delay(victim, to, slow)
+			time.Sleep(hold)
+			pn.delay(victim, to, 0)
+		}
+		faults++
+		c.check()
+	}
+	return faults
 }

@@ -46,24 +46,8 @@ type counterState struct{ value, pending int64 }
 // An INCR of unknown outcome can be in the history as porcupine has it, an operation that
 // never returns (Return = never), or in pendingForm; the model takes both.
 var counterModel = porcupine.Model{
-	Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
-		by := map[string][]porcupine.Operation{}
-		var keys []string
-		for _, op := range h {
-			k := op.Input.(counterIn).key
-			if _, ok := by[k]; !ok {
-				keys = append(keys, k)
-			}
-			by[k] = append(by[k], op)
-		}
-		sort.Strings(keys)
-		out := make([][]porcupine.Operation, 0, len(keys))
-		for _, k := range keys {
-			out = append(out, by[k])
-		}
-		return out
-	},
-	Init: func() any { return counterState{} },
+	Partition: partitionBy(func(in any) string { return in.(counterIn).key }),
+	Init:      func() any { return counterState{} },
 	Step: func(state, input, output any) (bool, any) {
 		st, in, out := state.(counterState), input.(counterIn), output.(counterOut)
 		// took: how many pending increments must have taken effect for the answer.
@@ -109,6 +93,28 @@ var counterModel = porcupine.Model{
 		}
 		return fmt.Sprintf("%d (+ up to %d unknown INCRs)", st.value, st.pending)
 	},
+}
+
+// partitionBy is a Partition function: a history split by the key of each operation's
+// input, the keys in order.
+func partitionBy(key func(input any) string) func([]porcupine.Operation) [][]porcupine.Operation {
+	return func(h []porcupine.Operation) [][]porcupine.Operation {
+		by := map[string][]porcupine.Operation{}
+		var keys []string
+		for _, op := range h {
+			k := key(op.Input)
+			if _, ok := by[k]; !ok {
+				keys = append(keys, k)
+			}
+			by[k] = append(by[k], op)
+		}
+		sort.Strings(keys)
+		out := make([][]porcupine.Operation, 0, len(keys))
+		for _, k := range keys {
+			out = append(out, by[k])
+		}
+		return out
+	}
 }
 
 // pendingForm rewrites every INCR of unknown outcome (never returning) as an instant
@@ -160,6 +166,13 @@ func (h *history) add(client int, in counterIn, call, ret int64, out counterOut,
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: ret, Metadata: meta})
+}
+
+// addOp records an operation of any model.
+func (h *history) addOp(op porcupine.Operation) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ops = append(h.ops, op)
 }
 
 // snapshot is a copy of the operations so far.
@@ -242,6 +255,13 @@ func requireLinearizable(t *testing.T, ops []porcupine.Operation, timeout time.D
 	begin := time.Now()
 	res, path, err := checkLinearizable(ops, timeout)
 	t.Logf("linearizability of %d operations (%d INCRs of unknown outcome): %s in %v", len(ops), unknown, res, time.Since(begin).Round(time.Millisecond))
+	requireVerdict(t, res, path, err, timeout)
+}
+
+// requireVerdict fails the test on a porcupine check found Illegal, naming its
+// visualization (at path, unless err says why not); Unknown is logged as inconclusive.
+func requireVerdict(t *testing.T, res porcupine.CheckResult, path string, err error, timeout time.Duration) {
+	t.Helper()
 	switch {
 	case res == porcupine.Illegal && err != nil:
 		t.Fatalf("the history is not linearizable (and its visualization could not be written: %v)", err)
@@ -249,6 +269,32 @@ func requireLinearizable(t *testing.T, ops []porcupine.Operation, timeout time.D
 		t.Fatalf("the history is not linearizable; porcupine's visualization: %s", path)
 	case res == porcupine.Unknown:
 		t.Logf("the linearizability check did not finish within %v: inconclusive", timeout)
+	}
+}
+
+// modelCase checks a history written by hand: check must find it linearizable (ok) or
+// Illegal, with a visualization that shows the history (it contains shows).
+func modelCase(t *testing.T, check func([]porcupine.Operation, time.Duration) (porcupine.CheckResult, string, error), ops []porcupine.Operation, ok bool, shows string) {
+	t.Helper()
+	res, path, err := check(ops, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if path != "" {
+		defer os.Remove(path)
+	}
+	want := porcupine.Ok
+	if !ok {
+		want = porcupine.Illegal
+	}
+	if res != want {
+		t.Fatalf("check: %s, want %s", res, want)
+	}
+	if !ok {
+		b, err := os.ReadFile(path)
+		if err != nil || !strings.Contains(string(b), "<html") || !strings.Contains(string(b), shows) {
+			t.Fatalf("visualization %q: %v, %d bytes without the history", path, err, len(b))
+		}
 	}
 }
 
@@ -305,28 +351,7 @@ func TestCounterModel(t *testing.T) {
 			incr(0, "a", 0, 1, 1), lost(1, "a", 2), get(0, "a", 10, 11, 3),
 		}, false},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			res, path, err := checkLinearizable(c.ops, 10*time.Second)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if path != "" {
-				defer os.Remove(path)
-			}
-			want := porcupine.Ok
-			if !c.ok {
-				want = porcupine.Illegal
-			}
-			if res != want {
-				t.Fatalf("check: %s, want %s", res, want)
-			}
-			if !c.ok {
-				b, err := os.ReadFile(path)
-				if err != nil || !strings.Contains(string(b), "<html") || !strings.Contains(string(b), "INCR a") {
-					t.Fatalf("visualization %q: %v, %d bytes without the history", path, err, len(b))
-				}
-			}
-		})
+		t.Run(c.name, func(t *testing.T) { modelCase(t, checkLinearizable, c.ops, c.ok, "INCR a") })
 	}
 }
 

@@ -17,6 +17,11 @@ import (
 // are accepted but not forwarded, as packets are dropped on a link that is down. When the
 // link is restored, every connection that lived through the cut is closed (the bytes it
 // lost would corrupt its stream), so the nodes reconnect.
+//
+// Each direction can also be delayed: bytes read at t are written at t + the delay then
+// set (never before bytes read earlier), as packets in flight on a slow link. Bytes
+// already on their way when the link is cut still arrive; a link that is cut and then
+// restored closes its connections (and drops what was still on its way) as above.
 type faultLink struct {
 	ln   net.Listener
 	dest string
@@ -27,7 +32,14 @@ type faultLink struct {
 	epoch  int                    // cuts so far
 	conns  map[*linkConn]struct{} // open connections
 	closed bool
+	delays [2]time.Duration // by direction: dirUp, dirDown
 }
+
+// The directions of a faultLink's connections.
+const (
+	dirUp   = 0 // from the node that dialled to the destination
+	dirDown = 1 // from the destination back to the node that dialled
+)
 
 // linkConn is one accepted connection and, once forwarded, its upstream.
 type linkConn struct {
@@ -101,20 +113,55 @@ func (l *faultLink) serve(lc *linkConn, cut bool, healed chan struct{}) {
 		return
 	}
 	done := make(chan struct{}, 2)
-	go func() { l.pump(lc, up, lc.down); done <- struct{}{} }()
-	go func() { l.pump(lc, lc.down, up); done <- struct{}{} }()
+	go func() { l.pump(lc, dirUp, up, lc.down); done <- struct{}{} }()
+	go func() { l.pump(lc, dirDown, lc.down, up); done <- struct{}{} }()
 	<-done
 }
 
-// pump copies src to dst until either fails, holding bytes back while the link is cut.
-func (l *faultLink) pump(lc *linkConn, dst, src net.Conn) {
+// chunk is bytes on their way, due at a time.
+type chunk struct {
+	b   []byte
+	due time.Time
+	eof bool // the source ended: pass the EOF on
+}
+
+// pump copies src to dst (direction dir) until either fails, holding bytes back while the
+// link is cut and for the direction's delay.
+func (l *faultLink) pump(lc *linkConn, dir int, dst, src net.Conn) {
 	defer lc.close()
-	buf := make([]byte, 32<<10)
+	// The bytes read go through a queue to a writer that waits until each is due.
+	q := make(chan chunk, 4096)
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		for c := range q {
+			if d := time.Until(c.due); d > 0 {
+				time.Sleep(d)
+			}
+			if c.eof {
+				// Half-close: pass the EOF on.
+				if tc, ok := dst.(*net.TCPConn); ok {
+					_ = tc.CloseWrite()
+				}
+				return
+			}
+			if _, err := dst.Write(c.b); err != nil {
+				lc.close()
+				return
+			}
+		}
+	}()
+	defer func() {
+		close(q)
+		<-written // what was on its way arrives before the connection is closed
+	}()
+	var last time.Time
 	for {
+		buf := make([]byte, 32<<10)
 		n, err := src.Read(buf)
 		if n > 0 {
 			l.mu.Lock()
-			cut, healed, stale := l.cut, l.healed, l.epoch != lc.epoch
+			cut, healed, stale, delay := l.cut, l.healed, l.epoch != lc.epoch, l.delays[dir]
 			l.mu.Unlock()
 			if cut {
 				<-healed // the bytes are lost; the connection ends with the cut
@@ -123,22 +170,35 @@ func (l *faultLink) pump(lc *linkConn, dst, src net.Conn) {
 			if stale {
 				return
 			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
+			due := time.Now().Add(delay)
+			if due.Before(last) {
+				due = last
+			}
+			last = due
+			select {
+			case q <- chunk{b: buf[:n], due: due}:
+			case <-written: // the writer failed
 				return
 			}
 		}
 		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				return
-			}
-			// Half-close: pass the EOF on.
-			if tc, ok := dst.(*net.TCPConn); ok {
-				_ = tc.CloseWrite()
-				return
+			if errors.Is(err, io.EOF) {
+				select {
+				case q <- chunk{eof: true, due: last}:
+				case <-written:
+				}
 			}
 			return
 		}
 	}
+}
+
+// setDelay delays direction dir (dirUp, dirDown) of the link's connections by d from now
+// on (0: none).
+func (l *faultLink) setDelay(dir int, d time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.delays[dir] = d
 }
 
 func (l *faultLink) forget(lc *linkConn) {
@@ -269,4 +329,93 @@ func TestFaultLink(t *testing.T) {
 	}) {
 		t.Fatalf("the link tracks %d connections, want 1 (the closed ones forgotten)", n)
 	}
+}
+
+// TestFaultLinkDelay checks a delayed direction: bytes arrive no sooner than the delay
+// after they were sent, in order, the other direction is not delayed, and bytes on their
+// way when the link is cut still arrive.
+func TestFaultLinkDelay(t *testing.T) {
+	// The far end answers each byte it reads with the time it read it.
+	far, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer far.Close()
+	arrived := make(chan time.Time, 16)
+	go func() {
+		c, err := far.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		b := make([]byte, 1)
+		for {
+			if _, err := c.Read(b); err != nil {
+				return
+			}
+			arrived <- time.Now()
+			if _, err := c.Write(b); err != nil {
+				return
+			}
+		}
+	}()
+	l, err := newFaultLink(far.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.close()
+	c, err := net.DialTimeout("tcp", l.addr(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	send := func(b byte) time.Time {
+		t.Helper()
+		sent := time.Now()
+		if _, err := c.Write([]byte{b}); err != nil {
+			t.Fatal(err)
+		}
+		return sent
+	}
+	recv := func(want byte) time.Time {
+		t.Helper()
+		_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
+		b := make([]byte, 1)
+		if _, err := io.ReadFull(c, b); err != nil || b[0] != want {
+			t.Fatalf("read %q (%v), want %q", b, err, want)
+		}
+		return time.Now()
+	}
+	const d = 300 * time.Millisecond
+	sent := send('a')
+	at := <-arrived
+	recv('a')
+	if at.Sub(sent) >= d {
+		t.Fatalf("undelayed: arrived after %v", at.Sub(sent))
+	}
+	l.setDelay(dirUp, d)
+	sent = send('b')
+	send('c')
+	atB, atC := <-arrived, <-arrived
+	back := recv('b')
+	recv('c')
+	if atB.Sub(sent) < d || atC.Before(atB) {
+		t.Fatalf("delayed by %v: b arrived after %v, c %v after b", d, atB.Sub(sent), atC.Sub(atB))
+	}
+	if back.Sub(atB) >= d {
+		t.Fatalf("the way back, not delayed, took %v", back.Sub(atB))
+	}
+	// Sent, then the link cut while the byte is on its way: it arrives all the same.
+	sent = send('d')
+	time.Sleep(50 * time.Millisecond)
+	l.setCut(true)
+	select {
+	case at := <-arrived:
+		if at.Sub(sent) < d {
+			t.Fatalf("d arrived after %v, before its delay", at.Sub(sent))
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("a byte on its way when the link was cut never arrived")
+	}
+	l.setCut(false)
 }

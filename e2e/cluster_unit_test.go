@@ -39,4 +39,13 @@ func TestClusterNodeUnit(t *testing.T) {
 			t.Errorf("ExecStart lacks %s", want)
 		}
 	}
+	// Issue 19: the unit runs on every start, so it never bootstraps (a wiped member with
+	// --initial-cluster-state new could help elect a leader lacking acknowledged writes),
+	// and a member refused for its state (exit status 78) is not restarted in a loop.
+	if strings.Contains(d["ExecStart"][0], "--initial-cluster-state") {
+		t.Errorf("ExecStart passes --initial-cluster-state: %q", d["ExecStart"][0])
+	}
+	if got := d["RestartPreventExitStatus"]; len(got) != 1 || !strings.Contains(" "+got[0]+" ", " 78 ") {
+		t.Errorf("RestartPreventExitStatus=%q, want it to name 78", got)
+	}
 }

@@ -255,6 +255,10 @@ func (s *Server) openCluster() (err error) {
 		return err
 	}
 	cl.log = lg
+	if st.TruncatedBytes > 0 {
+		s.log.Warn().Str("dir", filepath.Join(s.cfg.DataDir, raftDir)).Int64("bytes_cut", st.TruncatedBytes).
+			Str("why", st.TailWhy).Msg("raft log: torn tail cut off")
+	}
 	defer func() {
 		if err != nil {
 			lg.Close() // Run returns: nothing else stops its writer

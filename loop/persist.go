@@ -123,8 +123,9 @@ func (s *Server) openLog() error {
 // (a crash still loses those held less than --lock-persist-after).
 func (s *Server) closeLog() {
 	if s.persist.w != nil {
-		s.locks.PersistAll()
-		s.journal(s.now().UnixNano())
+		now := s.now().UnixNano()
+		s.locks.PersistAll(now)
+		s.journal(now)
 		s.persist.w.Close()
 	}
 }

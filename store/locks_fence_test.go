@@ -106,7 +106,7 @@ func TestPersistAll(t *testing.T) {
 	if l.Journaled() {
 		t.Fatal("young locks journaled before PersistAll")
 	}
-	l.PersistAll()
+	l.PersistAll(now)
 	keys := map[byte]bool{}
 	for _, r := range journal(l, now) {
 		if len(r.Holders) > 0 {
@@ -115,6 +115,17 @@ func TestPersistAll(t *testing.T) {
 	}
 	if !keys[1] || keys[2] {
 		t.Fatalf("PersistAll journaled keys %v, want 1 and not 2", keys)
+	}
+	// A key the log has already is not written again: a graceful stop does not grow the log
+	// by every key.
+	l2 := store.NewLocks(store.LocksConfig{Persist: true, PersistAfter: 60e9})
+	old := store.LockCommand{Type: 1, Expried: 60, ExpriedFlag: 0x0100} // logged at once
+	old.Key[15], old.LockID[15] = 3, 1
+	l2.Do(1, &old, now, nil, nil)
+	journal(l2, now)
+	l2.PersistAll(now)
+	if recs := journal(l2, now); len(recs) != 0 {
+		t.Fatalf("PersistAll wrote a key the log had already: %+v", recs)
 	}
 }
 

@@ -121,21 +121,24 @@ func (l *Locks) persists(k *lockKey, h *lockItem, now int64) bool {
 // PersistAll makes every holder persist from now on, but those that asked never
 // to (ExpriedFlag 0x0200), and marks their keys for the next Journal: a
 // graceful stop writes every held lock to the log before it closes it.
-func (l *Locks) PersistAll() {
+func (l *Locks) PersistAll(now int64) {
 	if !l.cfg.Persist {
 		return
 	}
-	l.all = true
 	for _, d := range l.dbs {
 		if d == nil {
 			continue
 		}
 		for _, k := range d.keys {
-			if k.hold.head != nil {
-				l.changed(k)
+			for h := k.hold.head; h != nil; h = h.next {
+				if h.cmd.ExpriedFlag&persistNever == 0 && !l.persists(k, h, now) {
+					l.changed(k) // a holder the log does not have yet: only such keys are written again
+					break
+				}
 			}
 		}
 	}
+	l.all = true
 }
 
 // PersistDue marks the keys whose holders have now been held PersistAfter, for

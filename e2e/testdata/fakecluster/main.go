@@ -47,6 +47,8 @@ var (
 	slockPort = flag.Int("slock-port", 0, "")
 	timeoutF  = flag.Duration("cluster-timeout", 2*time.Second, "")
 	_         = flag.Duration("raft-tick", 100*time.Millisecond, "")
+	_         = flag.String("initial-cluster-state", "existing", "") // new|existing (issue 19): the fake bootstraps from its shared file either way
+	_         = flag.String("peer-bind", "", "")                     // the fake's peer listener binds its peer address
 	_         = flag.String("data-dir", "", "")
 	_         = flag.String("appendfsync", "", "")
 	_         = flag.Int("counter-port", 0, "")
@@ -363,7 +365,7 @@ func readCmd(br *bufio.Reader) ([]string, error) {
 func main() {
 	for _, a := range os.Args[1:] {
 		if a == "--help" || a == "-h" {
-			fmt.Println("fakecluster: --cluster ID=HOST:PORT,... --node-id N --join HOST:PORT --peer-addr HOST:PORT")
+			fmt.Println("fakecluster: --cluster ID=HOST:PORT,... --node-id N --join HOST:PORT --peer-addr HOST:PORT --initial-cluster-state new|existing --peer-bind IP")
 			return
 		}
 	}
