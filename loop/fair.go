@@ -8,6 +8,8 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
+
+	"github.com/tallyd/tallyd/proto/resp"
 )
 
 // Fairness between connections (issue 21, item 1), after memcached's reqs_per_event.
@@ -267,4 +269,16 @@ func (s *Server) turnEnd(start int64) {
 		f.over[i]++
 	}
 	f.turnHist.observe(latencyBounds, d, 1)
+}
+
+// latencyInfo fills in INFO's Latency section.
+func (s *Server) latencyInfo() *resp.InfoLatency {
+	f := &s.fair
+	l := &s.info.latency
+	*l = resp.InfoLatency{Turns: f.turns, MaxTurnUS: f.maxTurn / 1000, Over: f.over, Yields: f.yields,
+		SlowlogLen: len(s.slow.ring), SlowlogIDs: s.slow.total}
+	if f.slice > 0 {
+		l.SliceUS = f.slice / 1000
+	}
+	return l
 }

@@ -2,10 +2,12 @@ package loop
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/tallyd/tallyd/proto/counter"
 	"github.com/tallyd/tallyd/proto/resp"
+	"github.com/tallyd/tallyd/stats"
 )
 
 // fillKeys sets n keys k:0 ... k:n-1 through rc.
@@ -68,5 +70,61 @@ func TestFairnessBurstOfExpensiveCommands(t *testing.T) {
 	expectSimple(t, attacker.reply(), '+', "OK")
 	if r := other.cmd("GET", "done"); string(r.Str) != "1" {
 		t.Fatalf("GET done after the burst: %s", showResp(r))
+	}
+}
+
+// infoLine returns field name of an INFO text, "" if absent.
+func infoLine(info, name string) string {
+	for _, l := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(l, name+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// Issue 21, item 1: operators see a stall. INFO's Latency section and /metrics give the
+// longest turn of the loop and how many passed 1 ms, 10 ms, 100 ms and 1 s, and how often a
+// connection's slice ran out; here a transaction that walks 20,000 keys ten times holds the
+// loop several milliseconds in one turn, and a burst of KEYS yields.
+func TestLoopStallFigures(t *testing.T) {
+	ms := startMetrics(t, stats.HTTPConfig{}, nil)
+	rc := dialResp(t, ms.slockAddr)
+	fillKeys(t, rc, 20_000)
+	var cmds [][]string
+	for range 10 {
+		cmds = append(cmds, []string{"KEYS", "zzz*"})
+	}
+	if _, exec := multi(t, rc, cmds); exec.Kind != '*' || len(exec.Elems) != 10 {
+		t.Fatalf("EXEC of 10 KEYS: %s", showResp(exec))
+	}
+	var b []byte
+	for range 20 {
+		b = resp.AppendCommand(b, "KEYS", "zzz*")
+	}
+	rc.write(b)
+	for range 20 {
+		rc.reply()
+	}
+	info := string(rc.cmd("INFO", "latency").Str)
+	if !strings.HasPrefix(info, "# Latency\r\n") {
+		t.Fatalf("INFO latency: %q", info)
+	}
+	atoi := func(name string) int64 {
+		v, err := strconv.ParseInt(infoLine(info, name), 10, 64)
+		if err != nil {
+			t.Fatalf("INFO %s: %q", name, infoLine(info, name))
+		}
+		return v
+	}
+	if atoi("loop_turn_max_usec") < 1000 || atoi("loop_turns_over_1ms") < 1 || atoi("loop_turns") < 10 ||
+		atoi("conn_slices_yielded") < 1 || atoi("conn_slice_usec") != 1000 {
+		t.Fatalf("INFO latency after a long EXEC and a burst of KEYS:\n%s", info)
+	}
+	s := scrape(t, ms.base)
+	if s["tallyd_loop_turn_max_seconds"] < 0.001 || s[`tallyd_loop_turn_seconds_bucket{le="0.001"}`] >= s["tallyd_loop_turn_seconds_count"] ||
+		s["tallyd_loop_yields_total"] < 1 {
+		t.Fatalf("/metrics: max turn %v s, turns %v (%v at most 1 ms), yields %v", s["tallyd_loop_turn_max_seconds"],
+			s["tallyd_loop_turn_seconds_count"], s[`tallyd_loop_turn_seconds_bucket{le="0.001"}`], s["tallyd_loop_yields_total"])
 	}
 }

@@ -285,6 +285,7 @@ type txState struct {
 	exec    bool   // EXEC is running the queue: commands that could wait do not
 	guarded bool   // a queued command is refused while the log cannot be written (diskGuarded)
 	n       int    // commands queued
+	work    int64  // their estimated work, ns (txwork.go)
 	queue   []byte // their command lines as they came, copied out of the input buffer
 	watches map[watchKey]uint64
 }
@@ -326,12 +327,20 @@ func (s *Server) txQueue(cs *conn, spec *slock.Spec, args [][]byte, raw []byte) 
 		b = resp.AppendError(b, "ERR MULTI queue over "+strconv.Itoa(s.cfg.MaxInput)+
 			" bytes (--max-input): the transaction will be discarded")
 	default:
-		if !tx.dirty { // EXEC will abort anyway: keep nothing
-			tx.queue = append(tx.queue, raw...)
-			tx.n++
-			tx.guarded = tx.guarded || diskGuarded(spec)
-			s.noteTx(cs)
+		if tx.dirty { // EXEC will abort anyway: keep nothing
+			b = resp.AppendSimple(b, "QUEUED")
+			break
 		}
+		work := s.txWork(cs, spec, args) // bounded in commands and work too (txwork.go)
+		if why := s.txLimit(cs, work); why != "" {
+			b = s.txRefuse(cs, b, why)
+			break
+		}
+		tx.queue = append(tx.queue, raw...)
+		tx.n++
+		tx.work += work
+		tx.guarded = tx.guarded || diskGuarded(spec)
+		s.noteTx(cs)
 		b = resp.AppendSimple(b, "QUEUED")
 	}
 	s.sendTo(cs, b)
@@ -393,7 +402,7 @@ func (s *Server) txExec(cs *conn, now int64) (closeConn bool) {
 // txReset ends cs's transaction (EXEC, DISCARD) and its WATCHes.
 func (s *Server) txReset(cs *conn) {
 	tx := &cs.slock.tx
-	tx.active, tx.dirty, tx.guarded, tx.n = false, false, false, 0
+	tx.active, tx.dirty, tx.guarded, tx.n, tx.work = false, false, false, 0, 0
 	tx.queue = tx.queue[:0]
 	if cap(tx.queue) > txKeepQueue {
 		tx.queue = nil

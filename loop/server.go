@@ -86,7 +86,11 @@ type Config struct {
 	// kept in SLOWLOG (negative: none, 0: all); SlowlogMaxLen how many are kept (slowlog.go).
 	SlowlogSlowerThan int64
 	SlowlogMaxLen     int
-	Backlog           int // listen backlog of each listener
+	// MultiMaxCommands and MultiMaxWork bound a MULTI queue: its commands, and the loop time
+	// its EXEC is estimated to take (txwork.go); 0: no bound.
+	MultiMaxCommands int
+	MultiMaxWork     time.Duration
+	Backlog          int // listen backlog of each listener
 	// IdleTimeout closes a connection that has sent no whole request for this long and
 	// holds and awaits nothing (0 = never; see idle.go).
 	IdleTimeout time.Duration
@@ -152,6 +156,8 @@ func Defaults() Config {
 		AOFRewriteSize:         64 << 20,
 		SlowlogSlowerThan:      DefaultSlowlogSlowerThan,
 		SlowlogMaxLen:          DefaultSlowlogMaxLen,
+		MultiMaxCommands:       DefaultMultiMaxCommands,
+		MultiMaxWork:           DefaultMultiMaxWork,
 		Tick:                   5 * time.Millisecond,
 		Version:                "dev",
 		Log:                    zerolog.Nop(),

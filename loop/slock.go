@@ -397,6 +397,7 @@ func (s *Server) slockClose(cs *conn, now int64) {
 func (s *Server) slockInfo(now int64) []byte {
 	s.fillInfo(&s.sl.info, now)
 	s.sl.infoBuf = resp.AppendInfo(s.sl.infoBuf[:0], &s.sl.info)
+	s.sl.infoBuf = resp.AppendInfoLatency(append(s.sl.infoBuf, "\r\n"...), s.latencyInfo()) // fair.go
 	s.sl.infoBuf = resp.AppendInfoCluster(append(s.sl.infoBuf, "\r\n"...), s.clusterInfo())
 	return s.sl.infoBuf
 }
