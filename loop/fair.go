@@ -183,6 +183,7 @@ func (s *Server) pumped(c gnet.Conn) {
 		}
 	}
 	s.fair.spare = list[:0]
+	s.freeFlushed()
 }
 
 // sliceBegin starts the slice of the connection about to be served.
@@ -232,7 +233,12 @@ func (s *Server) yield(cs *conn) {
 		cs.yielded = true
 		s.fair.yielded = append(s.fair.yielded, cs)
 	}
-	if s.fair.poked {
+	s.poke()
+}
+
+// poke has the pump fire at the loop's next turn (once, however many ask before then).
+func (s *Server) poke() {
+	if s.fair.poked || s.fair.pump == nil {
 		return
 	}
 	s.fair.poked = true
@@ -245,6 +251,26 @@ func (s *Server) yield(cs *conn) {
 		// The pump is broken: wake everyone that waits for it the old way.
 		s.log.Warn().AnErr("err", werr).AnErr("write", err).Msg("fairness pump failed: connections that yield are woken at once")
 		s.closePump()
+	}
+}
+
+// freeStep is how many flushed keys are freed between two looks at the clock.
+const freeStep = 1024
+
+// freeFlushed frees, for one slice of the loop's time, keys that FLUSHDB and FLUSHALL set
+// aside (store: Locks.Flush), and has the pump come back for more at the next turn; ticks
+// run it too. Nothing is answered: the keys are gone for every client already.
+func (s *Server) freeFlushed() {
+	if !s.locks.Flushing() {
+		return
+	}
+	start := nanotime()
+	slice := max(s.fair.slice, int64(DefaultConnSlice))
+	for s.locks.FreeFlushed(freeStep) {
+		if nanotime()-start >= slice {
+			s.poke() // on the pump's next turn, after the connections ready now
+			return
+		}
 	}
 }
 

@@ -198,7 +198,9 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 	cs, _ := c.Context().(*conn)
 	if cs == nil || cs.closed {
 		if _, ok := c.Context().(pumpMark); ok {
+			turn := s.turnBegin()
 			s.pumped(c)
+			s.turnEnd(turn)
 			return gnet.None
 		}
 		return gnet.Close
@@ -339,6 +341,7 @@ func (s *Server) tick(context.Context) error {
 		s.fdCap = c
 	}
 	s.publishDue()
+	s.freeFlushed() // what FLUSHDB and FLUSHALL set aside (fair.go)
 	s.unpark()
 	s.flush()
 	return nil

@@ -91,14 +91,16 @@ func (s *Server) slockKV(cs *conn, now int64) {
 			return
 		}
 	case slock.OpFlushDB, slock.OpFlushAll:
-		lo, hi := int(db), int(db)
+		// The database is empty at once for every client; its keys are freed a slice at a
+		// time (freeFlushed), as Redis's FLUSHALL ASYNC does. ASYNC and SYNC alike: the
+		// loop never stalls, and the log has the flush before this reply goes out.
+		which := db
 		if op == slock.OpFlushAll {
-			lo, hi = 0, store.MaxLockDB
+			which = store.AllDBs
 		}
-		for d := lo; d <= hi; d++ {
-			s.sl.replies, s.sl.execs, _ = s.locks.Flush(uint8(d), now, s.sl.replies[:0], s.sl.execs[:0])
-			s.drainLocks(now)
-		}
+		s.sl.replies, s.sl.execs, _ = s.locks.Flush(which, now, s.sl.replies[:0], s.sl.execs[:0])
+		s.drainLocks(now)
+		s.freeFlushed()
 		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
 		return
 	case slock.OpDel, slock.OpExists:

@@ -161,7 +161,58 @@ func (l *Locks) Check() error {
 			return err
 		}
 		var levels, waiting uint32
-		for name, k := range d.keys {
+		nold, nwaited := 0, 0
+		for mi, m := range append([]map[[16]byte]*lockKey{d.keys}, d.olds...) {
+			for name, k := range m {
+				if err := checkGeneration(d, k, mi > 0); err != nil {
+					return err
+				}
+				if mi > 0 {
+					nold++
+				}
+				if k.wait.n > 0 {
+					nwaited++
+				}
+				if err := l.checkKey(d, name, k, &keys, &vbytes, &scheduled, &aging, &kept, waits, &levels, &waiting); err != nil {
+					return err
+				}
+			}
+		}
+		if d.waited.n != nwaited {
+			return fmt.Errorf("store: lock db %d: %d keys on the waited list, %d have waiters", id, d.waited.n, nwaited)
+		}
+		if d.st.LockedCount != levels || d.st.WaitCount != waiting || d.st.KeyCount != uint32(len(d.keys)+nold) {
+			return fmt.Errorf("store: lock db %d: gauges %d locked, %d waiting, %d keys; have %d, %d, %d",
+				id, d.st.LockedCount, d.st.WaitCount, d.st.KeyCount, levels, waiting, len(d.keys)+nold)
+		}
+	}
+	return l.checkRest(keys, vbytes, scheduled, aging, kept, waits)
+}
+
+// checkGeneration checks that k is of d's current generation, or of a flushed one (old)
+// without waiters.
+func checkGeneration(d *lockDB, k *lockKey, old bool) error {
+	switch {
+	case k.flushed() != old:
+		return fmt.Errorf("store: lock key %x of db %d: generation %d, the database's %d, set aside %v", k.key, d.id, k.gen, d.gen, old)
+	case old && k.wait.n > 0:
+		return fmt.Errorf("store: lock key %x of db %d: flushed with %d waiters", k.key, d.id, k.wait.n)
+	}
+	return nil
+}
+
+// checkKey checks key k of d, filed as name, and adds up what Check counts.
+func (l *Locks) checkKey(d *lockDB, name [16]byte, k *lockKey, keysp *int, vbytesp *int64, scheduledp, agingp, keptp *int,
+	waits map[Owner]int, levelsp, waitingp *uint32) error {
+	id := d.id
+	keys, vbytes, scheduled, aging, kept := *keysp, *vbytesp, *scheduledp, *agingp, *keptp
+	levels, waiting := *levelsp, *waitingp
+	defer func() {
+		*keysp, *vbytesp, *scheduledp, *agingp, *keptp = keys, vbytes, scheduled, aging, kept
+		*levelsp, *waitingp = levels, waiting
+	}()
+	{
+		{
 			keys++
 			vbytes += int64(k.vbytes)
 			switch {
@@ -261,11 +312,12 @@ func (l *Locks) Check() error {
 			levels += k.levels
 			waiting += uint32(n)
 		}
-		if d.st.LockedCount != levels || d.st.WaitCount != waiting || d.st.KeyCount != uint32(len(d.keys)) {
-			return fmt.Errorf("store: lock db %d: gauges %d locked, %d waiting, %d keys; have %d, %d, %d",
-				id, d.st.LockedCount, d.st.WaitCount, d.st.KeyCount, levels, waiting, len(d.keys))
-		}
 	}
+	return nil
+}
+
+// checkRest checks the totals over every database and what is not a key's.
+func (l *Locks) checkRest(keys int, vbytes int64, scheduled, aging, kept int, waits map[Owner]int) error {
 	switch {
 	case keys != l.nkeys:
 		return fmt.Errorf("store: %d lock keys, counted %d", keys, l.nkeys)
