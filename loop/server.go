@@ -154,6 +154,7 @@ func Defaults() Config {
 		AppendFsync:            aof.EverySec,
 		LockPersistAfter:       time.Second,
 		AOFRewriteSize:         64 << 20,
+		ConnSlice:              DefaultConnSlice,
 		SlowlogSlowerThan:      DefaultSlowlogSlowerThan,
 		SlowlogMaxLen:          DefaultSlowlogMaxLen,
 		MultiMaxCommands:       DefaultMultiMaxCommands,

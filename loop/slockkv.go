@@ -485,6 +485,8 @@ func (s *Server) configItems() [][2]string {
 		{"save", ""}, {"appendonly", ao}, {"appendfsync", s.cfg.AppendFsync.String()},
 		{"databases", strconv.Itoa(store.MaxLockDB + 1)}, {"dir", s.cfg.DataDir},
 		{"maxclients", strconv.Itoa(s.fdCap)}, {"timeout", strconv.FormatInt(int64(s.cfg.IdleTimeout/time.Second), 10)},
+		{"slowlog-log-slower-than", strconv.FormatInt(s.cfg.SlowlogSlowerThan, 10)},
+		{"slowlog-max-len", strconv.Itoa(s.cfg.SlowlogMaxLen)},
 	}
 }
 

@@ -54,6 +54,7 @@ func TestSlowlogShowsTheSlowCommand(t *testing.T) {
 		kv(`-ERR wrong number of arguments for 'slowlog|len' command`, "SLOWLOG", "LEN", "x"),
 		kv(`+OK`, "SLOWLOG", "RESET"),
 		kv(`:0`, "SLOWLOG", "LEN"),
+		kv(`["slowlog-log-slower-than" "2000" "slowlog-max-len" "128"]`, "CONFIG", "GET", "slowlog*"),
 	})
 	if r := rc.cmd("SLOWLOG", "HELP"); len(r.Elems) != 12 {
 		t.Fatalf("SLOWLOG HELP: %s", showResp(r))
