@@ -63,10 +63,11 @@ var stallBounds = [...]int64{1e6, 10e6, 100e6, 1e9}
 
 // fairState is the loop's side of fairness, and its turn figures.
 type fairState struct {
-	slice   int64 // ns a connection is served per turn; <= 0: no limit
-	clock   int64 // nanotime at the last look: the start of the event, or the end of a text command
-	fresh   bool  // clock was just read by a command: the slice check need not read it again
-	start   int64 // nanotime at which the connection being served started its slice
+	slice   int64  // ns a connection is served per turn; <= 0: no limit
+	clock   int64  // nanotime at the last look: the start of the event, the end of a text command
+	fresh   bool   // clock is still "now": no request ran since it was read but one that read it
+	reads   uint64 // clock readings commands took (clockRead)
+	start   int64  // nanotime at which the connection being served started its slice
 	yielded []*conn
 	spare   []*conn
 	yields  uint64 // slices that ended with requests left
@@ -186,11 +187,6 @@ func (s *Server) pumped(c gnet.Conn) {
 	s.freeFlushed()
 }
 
-// sliceBegin starts the slice of the connection about to be served.
-func (s *Server) sliceBegin() {
-	s.fair.start = s.fair.clock
-}
-
 // sliceOver reports whether cs, having served served requests in this turn, has used its
 // slice. It reads the clock only every sliceCheckEvery requests, or when the last one did.
 func (s *Server) sliceOver(cs *conn, served int) bool {
@@ -201,10 +197,19 @@ func (s *Server) sliceOver(cs *conn, served int) bool {
 		if served%sliceCheckEvery != 0 {
 			return false
 		}
-		s.fair.clock = nanotime()
+		s.fair.clock, s.fair.fresh = nanotime(), true
 	}
-	s.fair.fresh = false
 	return s.fair.clock-s.fair.start >= s.fair.slice
+}
+
+// execTimed runs the request cs's handler parsed; the clock reading of the last command goes
+// stale unless this one read the clock itself (a Redis-text command does).
+func (s *Server) execTimed(cs *conn, now int64) {
+	reads := s.fair.reads
+	cs.h.exec(cs, now)
+	if s.fair.reads == reads {
+		s.fair.fresh = false
+	}
 }
 
 // sliceLeft reports whether the connection being served still has some of its slice: what
@@ -213,13 +218,15 @@ func (s *Server) sliceLeft(cs *conn) bool {
 	if s.fair.slice <= 0 || cs.peer != nil || cs.virt != nil {
 		return true
 	}
-	s.fair.clock, s.fair.fresh = nanotime(), false
+	s.fair.clock, s.fair.fresh = nanotime(), true
 	return s.fair.clock-s.fair.start < s.fair.slice
 }
 
-// clockRead records a clock reading a command took (nanotime), so that the slice check
-// after it needs none.
-func (s *Server) clockRead(t int64) { s.fair.clock, s.fair.fresh = t, true }
+// clockRead records a clock reading a command took (nanotime) as it ended: the slice check
+// after it, and the next command's start, need none.
+func (s *Server) clockRead(t int64) {
+	s.fair.clock, s.fair.fresh, s.fair.reads = t, true, s.fair.reads+1
+}
 
 // yield ends cs's slice: it is served again on a later turn, after the connections that are
 // ready now.
@@ -278,7 +285,7 @@ func (s *Server) freeFlushed() {
 // turnEnd.
 func (s *Server) turnBegin() int64 {
 	t := nanotime()
-	s.fair.clock, s.fair.fresh, s.fair.start = t, false, t
+	s.fair.clock, s.fair.fresh, s.fair.start = t, true, t
 	return t
 }
 

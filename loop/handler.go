@@ -256,7 +256,7 @@ func (s *Server) serve(cs *conn, now int64) {
 			break // a partial request stays buffered until more bytes arrive
 		}
 		used += n
-		cs.h.exec(cs, now)
+		s.execTimed(cs, now) // fair.go
 		served++
 	}
 	if cs.closed {

@@ -97,8 +97,8 @@ func (s *Server) slockCommand(cs *conn, args [][]byte, raw []byte, now int64) (q
 	if s.cl != nil && cs.virt == nil && !s.cl.serving() && s.clusterText(cs, spec, raw) {
 		return false // forwarded to the leader, or answered CLUSTERDOWN
 	}
-	start := nanotime() // SLOWLOG, and the connection's slice (fair.go)
-	s.advance(now)      // a key that an earlier command of this batch expired is gone for this one
+	start := s.textClock() // SLOWLOG, and the connection's slice (slowlog.go)
+	s.advance(now)         // a key that an earlier command of this batch expired is gone for this one
 	t := s.textBegin(cs, args[0])
 	sc.local = s.cl != nil && connLocal(spec)
 	quit = s.runCommand(cs, spec, args, now)

@@ -13,8 +13,9 @@ import (
 // time others were served in between. As in Redis, EXEC is not logged, the commands it runs
 // are, each on its own; nor are commands that carry a password (AUTH, HELLO).
 //
-// The figures are read from the monotonic clock once before and once after each text command
-// (about 30 ns each); the reading after also serves the connection's slice (fair.go).
+// The figures are read from the monotonic clock once a text command (about 30 ns), as it ends:
+// that reading is where the next command of the turn starts (its parse included), and it
+// also serves the connection's slice (fair.go).
 
 // Defaults of the SLOWLOG settings, Redis's.
 const (
@@ -129,6 +130,15 @@ func truncArg(a []byte) []byte {
 		return a[:128]
 	}
 	return a
+}
+
+// textClock is the time a Redis-text command starts at: the reading the one before it took as
+// it ended, when nothing but its parse came in between (one clock read a command, not two).
+func (s *Server) textClock() int64 {
+	if s.fair.fresh {
+		return s.fair.clock
+	}
+	return nanotime()
 }
 
 // textRan runs after each Redis-text command of cs that began at start (nanotime): it reads
