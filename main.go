@@ -84,6 +84,8 @@ type options struct {
 	counterEnabledByFile *bool
 	semaphoreEnabled     bool
 	cluster              clusterOptions
+	tls                  tlsOptions
+	security             securityOptions
 }
 
 func main() {
@@ -99,7 +101,9 @@ func newFlags(o *options, d loop.Config) *pflag.FlagSet {
 	fs.IntVar(&o.semaphorePort, "semaphore-port", 0, "yrmcds semaphore protocol port; 0 = off (config: semaphore.enable, default port 11216)")
 	fs.IntVar(&o.poolPort, "pool-port", defaultPoolPort, "PoolCounter protocol port; 0 turns it off")
 	fs.IntVar(&o.slockPort, "slock-port", defaultSlockPort, "slock protocol port (binary frames and Redis text); 0 turns it off")
+	o.tls.clientFlags(fs, d)
 	fs.StringVar(&o.configFile, "config", "", "yrmcds.conf-style config `FILE` (key = value); flags override it")
+	o.security.flags(fs)
 	fs.IntVar(&o.maxConnections, "max-connections", 0, "connections on all listeners together; 0 = unlimited (tallyd still stays below the open-file limit)")
 	fs.IntVar(&o.counterMaxConns, "counter-max-connections", 0, "connections on the counter listener; 0 = unlimited")
 	fs.IntVar(&o.semaphoreMaxConns, "semaphore-max-connections", 0, "connections on the semaphore listener; 0 = unlimited")
@@ -138,6 +142,7 @@ func newFlags(o *options, d loop.Config) *pflag.FlagSet {
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://`ADDR`/metrics and liveness at /healthz (e.g. 127.0.0.1:9715; port 0 picks one); empty: off")
 	fs.IntVar(&o.metricsMaxConns, "metrics-max-connections", stats.DefaultMaxConns, "open connections to the metrics server; more are closed at once (all connections share the open-file cap)")
 	o.cluster.flags(fs)
+	o.tls.peerFlags(fs)
 	fs.StringVar(&o.cpuProfile, "cpu-profile", "", "write a Go CPU profile of the whole run to `FILE` (for `go tool pprof`)")
 	fs.BoolVar(&o.man, "man", false, "print the manual page tallyd(8) and exit")
 	_ = fs.MarkHidden("man")
@@ -331,6 +336,9 @@ func (o *options) loopConfig(fs *pflag.FlagSet, d loop.Config) (loop.Config, err
 		cfg.Listeners = append(cfg.Listeners, loop.Listener{Proto: loop.ProtoSlock,
 			Addr: net.JoinHostPort(o.bind, strconv.Itoa(o.slockPort))})
 	}
+	if err := o.tls.listeners(&cfg, o.bind); err != nil {
+		return d, err
+	}
 	if len(cfg.Listeners) == 0 {
 		return d, errors.New("every listener is turned off: nothing to serve")
 	}
@@ -434,6 +442,12 @@ func (o *options) loopConfig(fs *pflag.FlagSet, d loop.Config) (loop.Config, err
 	cfg.CounterBuckets = o.counterBuckets
 	cfg.SemaphoreBuckets = o.semaphoreBuckets
 	if err := o.cluster.config(&cfg, o.appendOnly, o.bind); err != nil {
+		return d, err
+	}
+	if err := o.tls.peer(&cfg); err != nil {
+		return d, err
+	}
+	if err := o.security.config(&cfg); err != nil { // once every listener is made
 		return d, err
 	}
 	return cfg, nil

@@ -30,6 +30,8 @@ var liveFlags = map[string]bool{
 	"max-connections": true, "counter-max-connections": true, "semaphore-max-connections": true,
 	"max-input": true, "max-output": true, "idle-timeout": true, "max-memory": true,
 	"slock-max-wills": true, "slock-max-will-bytes": true,
+	"requirepass": true, "aclfile": true, "protected-mode": true, "allow": true, "counter-allow": true,
+	"semaphore-allow": true, "pool-allow": true, "slock-allow": true, "peer-allow": true,
 }
 
 // reload is SIGHUP: the log file is reopened, and the config file read again with the same
@@ -42,7 +44,7 @@ func (st *settings) reload(srv *loop.Server, out *logOutput, log zerolog.Logger)
 		log.Info().Str("log_file", st.o.logFile).Msg("SIGHUP: log file reopened")
 	}
 	if st.o.configFile == "" {
-		log.Info().Msg("SIGHUP: no config file (--config) to reload")
+		st.reloadACL(srv, log)
 		return
 	}
 	var o options
@@ -62,7 +64,12 @@ func (st *settings) reload(srv *loop.Server, out *logOutput, log zerolog.Logger)
 			return loop.Config{}, fmt.Errorf("--max-input %d must hold a whole request of the running --max-body (at least %d)",
 				o.maxInput, int(st.o.maxBody)+12)
 		}
-		return o.loopConfig(fs, st.d)
+		cfg, err := o.loopConfig(fs, st.d)
+		if err != nil {
+			return cfg, err
+		}
+		_, err = loop.LoadUsers(cfg.RequirePass, cfg.ACLFile) // Reload reads them again, on this goroutine
+		return cfg, err
 	}()
 	if err != nil {
 		log.Error().Err(err).Str("file", st.o.configFile).
@@ -104,6 +111,9 @@ func (st *settings) reload(srv *loop.Server, out *logOutput, log zerolog.Logger)
 	srv.Reload(cfg)
 
 	ev := log.Info().Str("file", st.o.configFile)
+	if cfg.ACLFile != "" {
+		ev = ev.Str("aclfile", cfg.ACLFile) // read again
+	}
 	switch {
 	case len(live) > 0:
 		ev = ev.Strs("changed", live)
@@ -120,6 +130,24 @@ func (st *settings) reload(srv *loop.Server, out *logOutput, log zerolog.Logger)
 	}
 }
 
+// reloadACL is SIGHUP without a config file: the ACL file (--aclfile), if any, is read again.
+func (st *settings) reloadACL(srv *loop.Server, log zerolog.Logger) {
+	if st.o.security.aclFile == "" {
+		log.Info().Msg("SIGHUP: no config file (--config) to reload") // nor an ACL file
+		return
+	}
+	cfg, err := st.o.loopConfig(st.fs, st.d) // the settings in force
+	if err == nil {
+		_, err = loop.LoadUsers(cfg.RequirePass, cfg.ACLFile)
+	}
+	if err != nil {
+		log.Error().Err(err).Msg("SIGHUP: ACL file not reloaded: the users stay as they were")
+		return
+	}
+	srv.Reload(cfg)
+	log.Info().Str("aclfile", cfg.ACLFile).Msg("SIGHUP: ACL file reloaded")
+}
+
 // describeChange says what changed, under the config key an operator edits and the flag.
 func describeChange(flag, was, now string) string {
 	name := "--" + flag
@@ -128,6 +156,9 @@ func describeChange(flag, was, now string) string {
 			name = k.key + " (--" + flag + ")"
 			break
 		}
+	}
+	if secretFlags[flag] {
+		return name + ": changed" // never the values
 	}
 	q := func(s string) string {
 		if s == "" || strings.ContainsAny(s, " \t") {

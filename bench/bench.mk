@@ -1,6 +1,6 @@
 # Load generator targets, included by the top-level Makefile.
 #   make bench-build     bin/tallyd-bench
-#   make bench           fresh bin/tallyd (counter, PoolCounter and slock on free ports)
+#   make bench           fresh bin/tallyd (counter, PoolCounter, slock and slock over TLS on free ports)
 #                        on one core, the standard suite on the other:
 #                        $(BENCH_OUT)/latest.{md,json,png}
 #   make bench-compare   the same beside redis-server (and yrmcds), installed with

@@ -10,6 +10,7 @@
 //	tallyd-bench publish [NAME...]  copy a whole suite's results to the published ones
 //	tallyd-bench writes [flags]     pipelined INCR (or LOCK+UNLOCK) rounds (+ WAIT): make bench-cluster
 //	tallyd-bench fair [flags]       another client's PINGs while one pipelines 2,000 KEYS
+//	tallyd-bench tls-cert --out DIR a self-signed certificate and key for a TLS port (make bench)
 package main
 
 import (
@@ -21,6 +22,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -46,6 +48,7 @@ Usage:
   tallyd-bench sink [flags]         a trivial server that answers every request OK
   tallyd-bench suite [flags]        the standard suite behind make bench
   tallyd-bench publish [NAME...]    copy a whole suite run to the published results
+  tallyd-bench tls-cert --out DIR   a self-signed certificate for a TLS port (make bench)
   tallyd-bench fair [flags]         another client's PINGs while one pipelines 2,000 KEYS
   tallyd-bench COMMAND --help       a command's flags
 
@@ -73,10 +76,12 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) int {
 		err = writesCmd(ctx, args, out, errOut)
 	case "fair":
 		err = fairCmd(ctx, args, out, errOut)
+	case "tls-cert":
+		err = tlsCertCmd(args, out, errOut)
 	case "help":
 		err = runCmd(ctx, []string{"--help"}, out, errOut)
 	default:
-		err = fmt.Errorf("unknown command %q: want run, sink, suite, publish, writes or fair (tallyd-bench --help)", cmd)
+		err = fmt.Errorf("unknown command %q: want run, sink, suite, publish, writes, tls-cert or fair (tallyd-bench --help)", cmd)
 	}
 	switch {
 	case err == nil, errors.Is(err, pflag.ErrHelp):
@@ -109,6 +114,7 @@ type runFlags struct {
 	compareProto string
 	comparePID   int
 	rounds       int
+	tlsCA        string
 }
 
 func newRunFlags(name string, errOut io.Writer) (*pflag.FlagSet, *runFlags) {
@@ -149,6 +155,7 @@ func newRunFlags(name string, errOut io.Writer) (*pflag.FlagSet, *runFlags) {
 	fs.StringVar(&f.compareProto, "compare-proto", "", "protocol of the --compare server (default --proto; resp for Redis)")
 	fs.IntVar(&f.comparePID, "compare-pid", 0, "sample the --compare server's RSS")
 	fs.IntVar(&f.rounds, "rounds", 3, "rounds with --compare: each runs A, then B")
+	fs.StringVar(&f.tlsCA, "tls-ca", "", "connect over TLS, trusting the certificates of this PEM `FILE` (tallyd-bench tls-cert writes one)")
 	return fs, f
 }
 
@@ -190,6 +197,12 @@ func runCmd(ctx context.Context, args []string, out, errOut io.Writer) error {
 	}
 	if !f.quiet {
 		a.Progress = errOut
+	}
+	if f.tlsCA != "" {
+		var err error
+		if a.TLS, err = load.ClientTLS(f.tlsCA); err != nil {
+			return fmt.Errorf("--tls-ca: %v", err)
+		}
 	}
 	if f.compare == "" {
 		res, err := load.Run(ctx, a)
@@ -275,6 +288,32 @@ func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// tlsCertCmd writes a self-signed certificate and its key for the hosts given, as
+// DIR/cert.pem and DIR/key.pem: the benchmarked server's, and what the generator trusts.
+func tlsCertCmd(args []string, out, errOut io.Writer) error {
+	fs := pflag.NewFlagSet("tallyd-bench tls-cert", pflag.ContinueOnError)
+	fs.SetOutput(errOut)
+	dir := fs.String("out", "", "directory for cert.pem and key.pem")
+	hosts := fs.StringSlice("host", []string{"127.0.0.1"}, "the hosts (IP addresses or names) it is valid for")
+	if err := parseFlags(fs, args, "Usage: tallyd-bench tls-cert --out DIR [--host H,...]\n\nA self-signed certificate (ECDSA P-256, a day long) and its key for a benchmarked TLS port:\nDIR/cert.pem (give it to the server, and to the generator's --tls-ca) and DIR/key.pem.\n\nFlags:\n", out); err != nil {
+		return err
+	}
+	if *dir == "" {
+		return errors.New("tls-cert needs --out DIR")
+	}
+	cert, key, err := load.SelfSigned(*hosts...)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(*dir, 0o700); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(*dir, "cert.pem"), cert, 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(*dir, "key.pem"), key, 0o600)
 }
 
 func sinkCmd(ctx context.Context, args []string, out, errOut io.Writer) error {

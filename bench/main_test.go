@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"net"
 	"os"
@@ -16,6 +17,12 @@ import (
 
 func sink(t *testing.T, proto string) (*load.Sink, string) {
 	t.Helper()
+	return sinkOn(t, proto, nil)
+}
+
+// sinkOn is sink with its listener wrapped (by tls.NewListener, say) when wrap is not nil.
+func sinkOn(t *testing.T, proto string, wrap func(net.Listener) net.Listener) (*load.Sink, string) {
+	t.Helper()
 	s, err := load.NewSink(proto)
 	if err != nil {
 		t.Fatal(err)
@@ -25,7 +32,11 @@ func sink(t *testing.T, proto string) (*load.Sink, string) {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
-	go func() { s.Serve(l); close(done) }()
+	served := l
+	if wrap != nil {
+		served = wrap(l)
+	}
+	go func() { s.Serve(served); close(done) }()
 	t.Cleanup(func() { l.Close(); <-done })
 	return s, l.Addr().String()
 }
@@ -355,6 +366,60 @@ func TestSuiteRunsLockCasesWhereTargetsSpeakThem(t *testing.T) {
 		args := append([]string{"--target", "tallyd=counter@" + addr, "--out", dir, "-q"}, bad...)
 		if err := suiteCmd(context.Background(), args, &out, &errOut); err == nil || !strings.Contains(err.Error(), "--endpoint") {
 			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}
+
+// The TLS cases run where a target has a PROTO+tls endpoint, over TLS, beside the same cases
+// in plain text; without --tls-ca the suite says what is missing.
+func TestSuiteRunsTLSCases(t *testing.T) {
+	dir := t.TempDir()
+	var errOut, out bytes.Buffer
+	if code := run(context.Background(), []string{"tls-cert", "--out", dir}, &out, &errOut); code != 0 {
+		t.Fatalf("tls-cert: exit %d: %s", code, errOut.String())
+	}
+	cert, err := tls.LoadX509KeyPair(filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, addr := sink(t, "counter")
+	text, taddr := sink(t, "slock-text")
+	s, tlsAddr := sinkOn(t, "slock-text", func(l net.Listener) net.Listener {
+		return tls.NewListener(l, &tls.Config{Certificates: []tls.Certificate{cert}})
+	})
+	args := []string{"--target", "tallyd=counter@" + addr, "--endpoint", "tallyd=slock-text@" + taddr,
+		"--endpoint", "tallyd=slock-text+tls@" + tlsAddr, "--cases", `^slock-text (pairs 16x1( TLS)?$|churn)`,
+		"--duration", "200ms", "--warmup", "0s", "--out", dir, "-q"}
+	if err := suiteCmd(context.Background(), args, &out, &errOut); err == nil || !strings.Contains(err.Error(), "--tls-ca") {
+		t.Fatalf("TLS endpoints without --tls-ca: %v", err)
+	}
+	if err := suiteCmd(context.Background(), append(args, "--tls-ca", filepath.Join(dir, "cert.pem")), &out, &errOut); err != nil {
+		t.Fatalf("%v\n%s", err, errOut.String())
+	}
+	if text.Requests() == 0 || s.Requests() == 0 {
+		t.Errorf("plain sink answered %d, TLS sink %d", text.Requests(), s.Requests())
+	}
+	var rep report.Report
+	js, _ := os.ReadFile(filepath.Join(dir, "latest.json"))
+	if err := json.Unmarshal(js, &rep); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, c := range rep.Cases {
+		r := c.Results["tallyd"]
+		got[c.Name] = r != nil && r.TLS
+		if r == nil || (r.Ops == 0 && (r.Churn == nil || r.Churn.Cycles == 0)) {
+			t.Errorf("case %s: %+v", c.Name, r)
+		}
+	}
+	want := map[string]bool{"slock-text pairs 16x1": false, "slock-text pairs 16x1 TLS": true,
+		"slock-text churn 200/s": false, "slock-text churn 200/s TLS": true}
+	if len(got) != len(want) {
+		t.Errorf("cases %v, want %v", got, want)
+	}
+	for name, tlsOn := range want {
+		if g, ok := got[name]; !ok || g != tlsOn {
+			t.Errorf("case %s: ran %v, over TLS %v; want over TLS %v", name, ok, g, tlsOn)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"os"
@@ -27,6 +28,7 @@ type caseDef struct {
 	halfOf              string // open loop: run at half the ops/s this case reached on the target
 	firstOnly           bool   // run on the first target only, in the first round
 	firstRound          bool   // run in the first round only
+	tls                 bool   // over TLS: where a target has an endpoint for proto+"+tls"
 	fair                bool   // the fairness run (load.RunFair), not load.Run
 }
 
@@ -84,8 +86,37 @@ func standardCases(o suiteOpts) []caseDef {
 	// not weigh on the counter cases' figures and RSS. Fairness at the very end: it loads
 	// 100,000 keys.
 	cs = append(cs, lockCases(o)...)
+	cs = append(cs, tlsCases()...)
 	return append(cs, caseDef{name: report.CaseFair, proto: "slock-text", fair: true, firstRound: true,
 		about: "one connection pipelines 2,000 KEYS zzz* over 100,000 keys in one write, again and again; another sends PING after PING: an op is one PING, its latency what the other client waits (issue 21: the burst froze every port 16.7 s)"})
+}
+
+// tlsCases are slock cases over TLS, to read beside the same cases in plain text (run where
+// a target has a PROTO+tls endpoint: tallyd's TLS port, whose TLS runs on the bridge's
+// goroutines, not on the loop): what TLS costs per request, and per connection (churn).
+func tlsCases() []caseDef {
+	var cs []caseDef
+	for _, p := range []struct{ proto, what, pair string }{
+		{"slock-text", "slock Redis-text", "LOCK+UNLOCK commands of one LOCK_ID"},
+		{"slock", "slock binary", "Lock+Unlock frames of one LockId"},
+	} {
+		for _, sh := range [][2]int{{16, 1}, {64, 16}} {
+			cs = append(cs, caseDef{name: fmt.Sprintf("%s pairs %dx%d TLS", p.proto, sh[0], sh[1]), proto: p.proto, tls: true,
+				about: fmt.Sprintf("%s pairs %dx%d over TLS: %d connection(s), each with %d %s pair(s) in flight on its own key",
+					p.proto, sh[0], sh[1], sh[0], sh[1], p.pair),
+				cfg: load.Config{Workload: load.Pairs, Conns: sh[0], Pipeline: sh[1]}})
+		}
+	}
+	// No active connection: the cycles are the whole load, and their latency is the connect's
+	// (and the handshake's), not a wait behind a busy server or generator.
+	churn := load.Config{Workload: load.Pairs, Conns: 0, Pipeline: 1, Churn: 200}
+	for _, over := range []string{"", " TLS"} {
+		cs = append(cs, caseDef{name: "slock-text churn 200/s" + over, proto: "slock-text", tls: over != "",
+			about: "slock Redis-text: 200 connect/LOCK+UNLOCK/close cycles per second, nothing else" +
+				map[string]string{"": ", in plain text", " TLS": ", over TLS (each cycle a full handshake)"}[over],
+			cfg: churn})
+	}
+	return cs
 }
 
 // lockCases returns the cases of the lock protocols: PoolCounter, slock's binary frames
@@ -151,7 +182,7 @@ func targetFlag(s string) (report.Target, error) {
 	if !ok || !ok2 || name == "" || addr == "" {
 		return report.Target{}, fmt.Errorf("--target %q is not NAME=PROTO@HOST:PORT", s)
 	}
-	if _, err := load.Lookup(proto); err != nil {
+	if _, err := load.Lookup(strings.TrimSuffix(proto, "+tls")); err != nil {
 		return report.Target{}, fmt.Errorf("--target %q: %v", s, err)
 	}
 	return report.Target{Name: name, Proto: proto, Addr: addr}, nil
@@ -173,6 +204,7 @@ func suiteCmd(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs.BoolVar(&o.quick, "quick", false, "fewer connection counts")
 	sink := fs.String("sink", "", "also measure the generator against a tallyd-bench sink (counter) at this host:port")
 	only := fs.String("cases", "", "run only the cases matching this regexp")
+	tlsCA := fs.String("tls-ca", "", "the PEM `FILE` of certificates to trust on PROTO+tls endpoints (the TLS cases)")
 	dir := fs.String("out", "bench/out", "directory for NAME.json, NAME.md and NAME.png (tallyd-bench publish copies a whole run to the published results)")
 	name := fs.String("name", "latest", "base name of the files in --out")
 	format := fs.String("chart", "png", "chart format: png or svg")
@@ -257,6 +289,13 @@ func suiteCmd(ctx context.Context, args []string, out, errOut io.Writer) error {
 	if !*quiet {
 		progress = errOut
 	}
+	var tlsCfg *tls.Config
+	if *tlsCA != "" {
+		var err error
+		if tlsCfg, err = load.ClientTLS(*tlsCA); err != nil {
+			return fmt.Errorf("--tls-ca: %v", err)
+		}
+	}
 
 	for _, cd := range standardCases(o) {
 		if filter != nil && !filter.MatchString(cd.name) {
@@ -275,12 +314,22 @@ func suiteCmd(ctx context.Context, args []string, out, errOut io.Writer) error {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
-				addr, ok := t.Endpoint(cd.proto)
+				key := cd.proto
+				if cd.tls {
+					key += "+tls"
+				}
+				addr, ok := t.Endpoint(key)
 				if !ok {
 					continue // the target does not speak the case's protocol
 				}
 				cfg := cd.cfg
 				cfg.Addr, cfg.Proto, cfg.PID = addr, t.Proto, t.PID
+				if cd.tls {
+					if tlsCfg == nil {
+						return fmt.Errorf("%s: an endpoint %s needs --tls-ca", t.Name, key)
+					}
+					cfg.TLS = tlsCfg
+				}
 				if cd.proto != "" {
 					cfg.Proto = cd.proto
 				}

@@ -385,6 +385,11 @@ func (n *netnsNet) bindArgs(slot int) []string {
 	if clusterHas("--peer-bind") {
 		a = append(a, "--peer-bind", n.peerIP(slot))
 	}
+	// The test's clients come from the client bridge's address, not loopback: protected
+	// mode (issue 20) would answer them DENIED, so the allow-list names their network.
+	if clusterHas("--slock-allow") {
+		a = append(a, "--slock-allow", n.clientNet+"0/24")
+	}
 	return a
 }
 

@@ -147,7 +147,7 @@ func TestIdleTimeoutClosesSlowClientsKeepsHolders(t *testing.T) {
 	poolWaiter := dialPoolLine(t, paddr) // ... and one awaited
 	poolWaiter.send(t, "ACQ4ME page 1 5 30\n")
 	will := dialR(t, saddr) // slock text with a WILL
-	if rep, err := will.do("LOCK", "w", "EXPRIED", "60"); err != nil || rep != "*12" {
+	if rep, err := will.do("LOCK", "w", "EXPRIED", "60"); err != nil || rep != "*14" { // 12, and the grant's TOKEN (issue 19)
 		t.Fatalf("LOCK w: %q, %v", rep, err)
 	}
 	will.must(t, "+OK", "UNLOCK", "w", "WILL", "1")
@@ -282,7 +282,7 @@ func TestIdleTimeoutClosesSlowClientsKeepsHolders(t *testing.T) {
 		t.Fatalf("slock text waiter: answered or closed before w was unlocked: %v", err)
 	}
 	_ = will.c.Close() // its WILL unlocks w, which the pending LOCK was waiting for
-	if rep, err := waiter.read(); err != nil || rep != "*12" {
+	if rep, err := waiter.read(); err != nil || rep != "*14" { // 12, and the grant's TOKEN (issue 19)
 		t.Fatalf("slock text waiter: %q, %v", rep, err)
 	}
 	if exited, err := p.exited(); exited {

@@ -22,8 +22,9 @@ import (
 	"github.com/tallyd/tallyd/proto/resp"
 )
 
-// rdStartRedis runs redis-server on a free port, without persistence, or skips the test.
-func rdStartRedis(t *testing.T) string {
+// rdStartRedis runs redis-server on a free port, without persistence, with extra
+// arguments, or skips the test.
+func rdStartRedis(t *testing.T, extra ...string) string {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -31,17 +32,18 @@ func rdStartRedis(t *testing.T) string {
 	}
 	port := freePort(t)
 	dir := t.TempDir()
-	p := startCmd(t, exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
-		"--appendonly", "no", "--dir", dir, "--daemonize", "no"))
+	p := startCmd(t, exec.Command(bin, append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "",
+		"--appendonly", "no", "--dir", dir, "--daemonize", "no"}, extra...)...))
 	p.waitLog(t, "Ready to accept connections")
 	return "127.0.0.1:" + strconv.Itoa(port)
 }
 
-// rdStartTallyd runs tallyd with its Redis-text port and returns that port's address.
-func rdStartTallyd(t *testing.T) string {
+// rdStartTallyd runs tallyd with its Redis-text port, and extra arguments, and returns that
+// port's address.
+func rdStartTallyd(t *testing.T, extra ...string) string {
 	t.Helper()
 	port := freePort(t)
-	p := start(t, 0, "-l", "127.0.0.1", "--counter-port=0", "--slock-port="+strconv.Itoa(port))
+	p := start(t, 0, append([]string{"-l", "127.0.0.1", "--counter-port=0", "--slock-port=" + strconv.Itoa(port)}, extra...)...)
 	p.waitLog(t, "tallyd listening")
 	return "127.0.0.1:" + strconv.Itoa(port)
 }
@@ -777,7 +779,13 @@ func TestRedisDifferentialGoRedis(t *testing.T) {
 		out = append(out, fmt.Sprint("tries ", tries))
 		return out
 	}
-	ref, tal := run(refAddr), run(talAddr)
+	rdCompareResults(t, run(refAddr), run(talAddr))
+}
+
+// rdCompareResults compares what a client library got from redis-server (ref) and from
+// tallyd, line by line.
+func rdCompareResults(t *testing.T, ref, tal []string) {
+	t.Helper()
 	if len(ref) != len(tal) {
 		t.Fatalf("%d results from redis-server, %d from tallyd:\n%s\n---\n%s", len(ref), len(tal),
 			strings.Join(ref, "\n"), strings.Join(tal, "\n"))

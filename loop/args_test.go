@@ -86,3 +86,29 @@ func TestArgumentLimitsAnswerRedisErrors(t *testing.T) {
 	rc := dialResp(t, ts.slockAddr)
 	expectSimple(t, rc.cmd("PING"), '+', "PONG")
 }
+
+// Before AUTH, a connection that must log in gets Redis's smaller limits (networking.c:
+// authRequired): 10 arguments, 16 KiB an argument, with Redis's errors.
+func TestArgumentLimitsBeforeAuth(t *testing.T) {
+	ts := startSlock(t, func(c *Config) { c.RequirePass = "s3cret" })
+	for _, c := range []struct{ in, want string }{
+		{"*11\r\n", "ERR Protocol error: unauthenticated multibulk length"},
+		{"*2\r\n$3\r\nGET\r\n$16385\r\n", "ERR Protocol error: unauthenticated bulk length"},
+	} {
+		rc := dialResp(t, ts.slockAddr)
+		rc.write([]byte(c.in))
+		if r := rc.reply(); r.Kind != '-' || string(r.Str) != c.want {
+			t.Fatalf("%q: %s, want -%s", c.in, showResp(r), c.want)
+		}
+		rc.expectClosed()
+	}
+	rc := dialResp(t, ts.slockAddr)
+	expectSimple(t, rc.cmd("AUTH", "s3cret"), '+', "OK")
+	mget := []string{"MGET"}
+	for i := range 1100 {
+		mget = append(mget, "k"+strconv.Itoa(i))
+	}
+	if r := rc.cmd(mget...); len(r.Elems) != 1100 {
+		t.Fatalf("MGET of 1,100 keys after AUTH: %s", showResp(r))
+	}
+}

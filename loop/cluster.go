@@ -145,6 +145,7 @@ type clusterState struct {
 	history    bool            // a peer showed entries past the bootstrap before newCluster
 	seenBoot   map[uint64]bool // peers that asked for votes with bootstrap-only logs
 	dropLog    rateLog
+	peerTLS    bool // links go through the TLS bridge, certificates verified both ways (tls.go)
 
 	appends []appendDone // raft log appends in flight, in order
 	synced  uint64       // the last log batch fsynced
@@ -246,7 +247,7 @@ func (s *Server) openCluster() (err error) {
 	}
 	cl := &clusterState{cfg: *cc, ms: raft.NewMemoryStorage(), addrs: make(map[uint64]string),
 		links: make(map[uint64]*peerLink), sessions: make(map[uint64]*conn), virts: make(map[virtKey]*conn),
-		promoted: make(map[uint64]bool)}
+		promoted: make(map[uint64]bool), peerTLS: s.cfg.TLS.PeerClient != nil}
 	s.cl = cl
 	s.persist.lastNow = s.now().UnixNano()
 	s.persist.emit = s.appendRecord

@@ -108,7 +108,7 @@ func (s *Server) authFrame(cs *conn, f *peer.Frame) {
 // authFailed closes a link that failed authentication and says so (rate-limited).
 func (s *Server) authFailed(cs *conn, why string) {
 	if missed, ok := s.cl.dropLog.allow(s.now()); ok {
-		s.log.Warn().Str("remote", cs.c.RemoteAddr().String()).Uint64("claimed_id", cs.peer.id).Str("why", why).
+		s.log.Warn().Str("remote", remoteAddr(cs.c).String()).Uint64("claimed_id", cs.peer.id).Str("why", why).
 			Uint64("more_since_last_line", missed).Msg("cluster: peer link refused")
 	}
 	cs.quit = true
@@ -128,8 +128,13 @@ func (s *Server) learnPeer(cs *conn) {
 
 // peerAuth says how peer links are authenticated, for INFO.
 func (cl *clusterState) peerAuth() string {
-	if cl.cfg.Key != nil {
+	switch {
+	case cl.cfg.Key != nil && cl.peerTLS:
+		return "key+tls"
+	case cl.cfg.Key != nil:
 		return "key"
+	case cl.peerTLS:
+		return "tls"
 	}
 	return "none"
 }

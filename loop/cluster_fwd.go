@@ -178,7 +178,8 @@ func (s *Server) runsLocally(cs *conn, spec *slock.Spec) bool {
 	}
 	switch spec.Cmd {
 	case slock.CmdPing, slock.CmdEcho, slock.CmdQuit, slock.CmdSelect, slock.CmdTimeout, slock.CmdInfo,
-		slock.CmdHello, slock.CmdConsistency, slock.CmdCommand, slock.CmdConfig, slock.CmdClient:
+		slock.CmdHello, slock.CmdConsistency, slock.CmdCommand, slock.CmdConfig, slock.CmdClient,
+		slock.CmdAuth, slock.CmdACL: // each member checks its own users: never forwarded, never waiting
 		return true
 	case slock.CmdCluster:
 		return false
@@ -194,7 +195,7 @@ func connLocal(spec *slock.Spec) bool {
 	}
 	switch spec.Cmd {
 	case slock.CmdPing, slock.CmdEcho, slock.CmdQuit, slock.CmdSelect, slock.CmdTimeout, slock.CmdHello,
-		slock.CmdConsistency, slock.CmdCommand, slock.CmdClient:
+		slock.CmdConsistency, slock.CmdCommand, slock.CmdClient, slock.CmdAuth, slock.CmdACL:
 		return true
 	}
 	return false

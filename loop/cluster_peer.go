@@ -1,7 +1,6 @@
 package loop
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"time"
@@ -226,20 +225,7 @@ func (s *Server) dialLink(l *peerLink, join bool, now int64) {
 
 // dial connects to a member and registers the connection on the loop.
 func (s *Server) dial(d *peerDial, addr string) {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
-	if err == nil {
-		ctx := gnet.NewNetConnContext(gnet.NewContext(context.Background(), d), c)
-		var ch <-chan gnet.RegisteredResult
-		ch, err = s.engine.Register(ctx)
-		if err == nil {
-			if r := <-ch; r.Err != nil {
-				err = r.Err
-			}
-		} else {
-			_ = c.Close()
-		}
-	}
-	if err == nil {
+	if s.dialPeer(d, addr) == nil { // plaintext, or through the TLS bridge (tls.go)
 		return
 	}
 	s.runFlushed(func() { s.dialFailed(d) })

@@ -4,6 +4,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 
 	"github.com/tallyd/tallyd/store"
+	"github.com/tallyd/tallyd/tlsbridge"
 )
 
 // conn is the loop's state for one client connection.
@@ -14,6 +15,8 @@ type conn struct {
 	ln     *listenerState
 	h      handler // the protocol spoken; the slock port's first bytes replace its sniffer
 	closed bool    // set in OnClose: the gnet.Conn must not be used after that
+	// bridged is a TLS connection's bridge (tls.go): its socket is one end of a socketpair.
+	bridged *tlsbridge.Conn
 
 	// Output (output.go).
 	out        []byte     // replies not yet written

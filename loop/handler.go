@@ -11,6 +11,8 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
+
+	"github.com/tallyd/tallyd/tlsbridge"
 )
 
 // OnBoot runs on Run's goroutine before the loop starts: it tunes each listener and records
@@ -18,8 +20,14 @@ import (
 func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 	s.engine = eng
 	addrs := make([]net.Addr, len(s.cfg.Listeners))
+	tags := map[int]*listenerState{} // the TLS listeners' (tls.go)
 	for i, l := range s.cfg.Listeners {
-		port, err := tuneListener(eng, l.Addr, s.cfg.Backlog)
+		port, err := 0, error(nil)
+		if ln := s.tb.held[i]; ln != nil {
+			port = ln.Addr().(*net.TCPAddr).Port // a TLS bridge's, not gnet's
+		} else {
+			port, err = tuneListener(eng, l.Addr, s.cfg.Backlog)
+		}
 		if err != nil {
 			s.bootErr = fmt.Errorf("listener %s (%s): %w", l.Addr, l.Proto, err)
 			return gnet.Shutdown
@@ -30,7 +38,10 @@ func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 			s.bootErr = fmt.Errorf("two listeners on port %d", port)
 			return gnet.Shutdown
 		}
-		s.byPort[port] = &listenerState{Listener: l}
+		s.byPort[port] = &listenerState{Listener: l, loopback: loopbackBind(l.Addr)}
+		if l.TLS {
+			tags[i] = s.byPort[port]
+		}
 	}
 	s.addrMu.Lock()
 	s.addrs = addrs
@@ -39,11 +50,16 @@ func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 	for i, l := range s.cfg.Listeners {
 		ev = ev.Str(l.Proto.String(), addrs[i].String())
 	}
-	ev.Msg("tallyd listening")
+	ev.Str("redis_auth", s.usersSummary()).Bool("protected_mode", s.cfg.ProtectedMode).Msg("tallyd listening")
+	s.warnExposed(addrs)
 	for i, l := range s.cfg.Listeners {
-		if l.Proto == ProtoPeer {
+		if l.Proto == ProtoPeer && !l.TLS {
 			go s.touchLoop(addrs[i].String()) // a lone member must tick before anyone connects
 		}
+	}
+	if len(tags) > 0 {
+		s.tb.up, s.tb.quit, s.tb.starting = make(chan struct{}), make(chan struct{}), make(chan struct{})
+		go s.startTLS(tags) // it touches the loop too
 	}
 	if s.fair.slice > 0 {
 		go s.startPump() // fair.go
@@ -68,41 +84,60 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		s.openPeer(c, d) // a link this node dialled
 		return nil, gnet.None
 	}
+	if done, action := s.openBridged(c); done {
+		return nil, action // a TLS peer link, or the loop's touch (tls.go)
+	}
+	bc, _ := c.Context().(*tlsbridge.Conn) // a TLS client: its descriptors are taken
 	ln := s.listenerOf(c)
-	if ln != nil && ln.Proto == ProtoPeer {
-		if s.cl == nil || s.stopping.Load() {
+	if ln == nil {
+		s.log.Error().Int("fd", c.Fd()).Msg("connection from an unknown listener; closing it")
+		return nil, gnet.Close
+	}
+	ra := remoteAddr(c)
+	g, refused := s.admit(ln, ra)
+	if ln.Proto == ProtoPeer {
+		switch {
+		case s.cl == nil || s.stopping.Load():
 			return nil, gnet.Close
+		case refused != "":
+			return s.refuseSource(ln, ra, refused)
 		}
 		s.openPeer(c, nil)
 		return nil, gnet.None
 	}
 	switch {
-	case ln == nil:
-		s.log.Error().Int("fd", c.Fd()).Msg("connection from an unknown listener; closing it")
-		return nil, gnet.Close
 	case s.stopping.Load():
 		return nil, gnet.Close
+	case refused != "":
+		return s.refuseSource(ln, ra, refused)
 	case s.cfg.MaxConnections > 0 && s.live >= s.cfg.MaxConnections:
 		return s.refuse(ln, "max-connections", s.cfg.MaxConnections)
 	case ln.MaxConnections > 0 && ln.live >= ln.MaxConnections:
 		return s.refuse(ln, ln.Proto.String()+" max-connections", ln.MaxConnections)
-	case !s.fds.Take(): // given back in OnClose
+	case bc == nil && !s.fds.Take(): // given back in OnClose
 		return s.refuse(ln, "open-file cap", s.fdCap)
 	}
 	s.nextOwner++
-	cs := &conn{c: c, owner: s.nextOwner, proto: ln.Proto, ln: ln}
+	cs := &conn{c: c, owner: s.nextOwner, proto: ln.Proto, ln: ln, bridged: bc}
 	cs.h = s.handlerFor(cs)
+	if cs.slock != nil {
+		cs.slock.gate, cs.slock.remote = g, ra
+	}
 	c.SetContext(cs)
 	s.conns[cs.owner] = cs
 	s.live++
+	s.tb.live.Store(int64(s.live))
 	ln.live++
 	st := &s.stats[ln.Proto]
 	st.CurrConnections++
 	st.TotalConnections++
 	s.idleTouch(cs, s.now().UnixNano())
 	if e := s.log.Debug(); e.Enabled() {
-		e.Uint64("conn", uint64(cs.owner)).Stringer("proto", ln.Proto).
-			Stringer("remote", c.RemoteAddr()).Msg("connection opened")
+		e = e.Uint64("conn", uint64(cs.owner)).Stringer("proto", ln.Proto).Stringer("remote", remoteAddr(c))
+		if bc != nil {
+			e = e.Bool("tls", true).Str("subject", bc.Subject)
+		}
+		e.Msg("connection opened")
 	}
 	return nil, s.serveEarly(cs) // before the rest of the turn: see order.go
 }
@@ -122,8 +157,13 @@ func (s *Server) refuse(ln *listenerState, limit string, n int) ([]byte, gnet.Ac
 
 // listenerOf finds the listener a connection arrived on from its socket's local port (the
 // listener address gnet reports does not say which port an ephemeral listener got). A
-// connection without a socket (Fd -1: a test's in-memory one) is known by its local address.
+// connection without a socket (Fd -1: a test's in-memory one) is known by its local address;
+// a TLS connection's socket is one end of a socketpair: its bridge says (tls.go).
 func (s *Server) listenerOf(c gnet.Conn) *listenerState {
+	if bc, ok := c.Context().(*tlsbridge.Conn); ok {
+		ln, _ := bc.Tag.(*listenerState)
+		return ln
+	}
 	fd := c.Fd()
 	sa, err := unix.Getsockname(fd)
 	if err != nil {
@@ -146,6 +186,9 @@ func (s *Server) listenerOf(c gnet.Conn) *listenerState {
 func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 	cs, _ := c.Context().(*conn)
 	if cs == nil || cs.closed {
+		if bc, ok := c.Context().(*tlsbridge.Conn); ok {
+			bc.LoopClosed() // a TLS connection refused at open
+		}
 		if _, ok := c.Context().(pumpMark); ok {
 			s.closePump()
 		}
@@ -153,6 +196,9 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 	}
 	cs.closed = true
 	c.SetContext(nil)
+	if cs.bridged != nil {
+		cs.bridged.LoopClosed() // its descriptor is given back there
+	}
 	now := s.now().UnixNano()
 	s.persist.lastNow = now
 	if cs.peer != nil {
@@ -170,7 +216,10 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 	s.forgetMem(cs)
 	delete(s.conns, cs.owner)
 	s.live--
-	s.fds.Give()
+	s.tb.live.Store(int64(s.live))
+	if cs.bridged == nil {
+		s.fds.Give()
+	}
 	cs.ln.live--
 	s.stats[cs.proto].CurrConnections--
 	s.idleDrop(cs)
@@ -248,7 +297,7 @@ func (s *Server) serve(cs *conn, now int64) {
 		n, err := cs.h.parse(cs, buf[used:])
 		if err != nil {
 			s.log.Warn().Uint64("conn", uint64(cs.owner)).Stringer("proto", cs.proto).
-				Str("remote", c.RemoteAddr().String()).Err(err).Msg("closing connection: request framing lost")
+				Str("remote", remoteAddr(c).String()).Err(err).Msg("closing connection: request framing lost")
 			cs.quit = true
 			break
 		}
@@ -309,6 +358,7 @@ func (s *Server) publishDue() {
 // OnTick runs on gnet's ticker goroutine, not the loop: it only hands the timed work over.
 func (s *Server) OnTick() (time.Duration, gnet.Action) {
 	s.tickHook()
+	s.engineUp() // the first tick lets the TLS listeners be served (tls.go)
 	if el, ok := s.el.Load().(gnet.EventLoop); ok && !s.stopping.Load() {
 		_ = el.Execute(context.Background(), gnet.RunnableFunc(s.tick))
 	}

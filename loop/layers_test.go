@@ -12,7 +12,7 @@ import (
 )
 
 // layerRoots are the packages the rules speak of, as go list patterns.
-var layerRoots = []string{"github.com/tallyd/tallyd/store", "github.com/tallyd/tallyd/proto/...", "github.com/tallyd/tallyd/stats", "github.com/tallyd/tallyd/bench/..."}
+var layerRoots = []string{"github.com/tallyd/tallyd/store", "github.com/tallyd/tallyd/proto/...", "github.com/tallyd/tallyd/stats", "github.com/tallyd/tallyd/bench/...", "github.com/tallyd/tallyd/tlsbridge"}
 
 // layerRule says which module packages pkg may depend on (directly or not); std reports a
 // standard-library package. It returns "" when dep is allowed, else the rule it breaks.
@@ -26,15 +26,25 @@ func layerRule(pkg, dep string, std bool) string {
 		if !std {
 			return "store imports only the standard library"
 		}
+	case pkg == "github.com/tallyd/tallyd/proto/acl":
+		if !std {
+			return "proto/acl imports only the standard library"
+		}
 	case under(pkg, "github.com/tallyd/tallyd/proto"):
-		for _, bad := range []string{"github.com/tallyd/tallyd/store", "github.com/tallyd/tallyd/loop", "github.com/tallyd/tallyd/stats"} {
+		for _, bad := range []string{"github.com/tallyd/tallyd/store", "github.com/tallyd/tallyd/loop", "github.com/tallyd/tallyd/stats", "github.com/tallyd/tallyd/tlsbridge"} {
 			if under(dep, bad) {
-				return "proto imports neither store, loop nor stats"
+				return "proto imports neither store, loop, stats nor tlsbridge"
 			}
 		}
 	case pkg == "github.com/tallyd/tallyd/stats":
 		if under(dep, "github.com/tallyd/tallyd") {
 			return "stats imports no other package of the module"
+		}
+	case pkg == "github.com/tallyd/tallyd/tlsbridge":
+		// The bridge runs TLS off the loop and hands it plaintext: it knows neither the
+		// loop nor gnet (the loop registers the ends it is handed).
+		if under(dep, "github.com/tallyd/tallyd") || under(dep, "github.com/panjf2000/gnet") {
+			return "tlsbridge imports no other package of the module, nor gnet"
 		}
 	case under(pkg, "github.com/tallyd/tallyd/bench"):
 		if under(dep, "github.com/tallyd/tallyd") && !under(dep, "github.com/tallyd/tallyd/proto") && !under(dep, "github.com/tallyd/tallyd/bench") {
@@ -81,7 +91,7 @@ func TestLayers(t *testing.T) {
 			}
 		}
 	}
-	if pkgs < 8 { // store, stats, four proto packages, bench and two under it
+	if pkgs < 9 { // store, stats, four proto packages, bench and two under it, tlsbridge
 		t.Fatalf("go list found only %d packages under %v", pkgs, layerRoots)
 	}
 }
@@ -100,6 +110,10 @@ func TestLayerRule(t *testing.T) {
 		{"github.com/tallyd/tallyd/proto/pool", "github.com/tallyd/tallyd/loop", false, false},
 		{"github.com/tallyd/tallyd/proto/pool", "github.com/tallyd/tallyd/stats", false, false},
 		{"github.com/tallyd/tallyd/proto/slock", "github.com/tallyd/tallyd/proto/resp", false, true},
+		{"github.com/tallyd/tallyd/proto/slock", "github.com/tallyd/tallyd/proto/acl", false, true},
+		{"github.com/tallyd/tallyd/proto/acl", "crypto/sha256", true, true},
+		{"github.com/tallyd/tallyd/proto/acl", "github.com/tallyd/tallyd/proto/resp", false, false},
+		{"github.com/tallyd/tallyd/proto/acl", "golang.org/x/crypto/bcrypt", false, false},
 		{"github.com/tallyd/tallyd/proto/slock", "google.golang.org/protobuf/encoding/protowire", false, true},
 		{"github.com/tallyd/tallyd/proto/slock", "github.com/tallyd/tallyd/storex", false, true},
 		{"github.com/tallyd/tallyd/stats", "github.com/tallyd/tallyd/proto/counter", false, false},
@@ -110,6 +124,12 @@ func TestLayerRule(t *testing.T) {
 		{"github.com/tallyd/tallyd/bench", "github.com/tallyd/tallyd/bench/report", false, true},
 		{"github.com/tallyd/tallyd/bench/load", "github.com/tallyd/tallyd/proto/counter", false, true},
 		{"github.com/tallyd/tallyd/loop", "github.com/tallyd/tallyd/store", false, true},
+		{"github.com/tallyd/tallyd/loop", "github.com/tallyd/tallyd/tlsbridge", false, true},
+		{"github.com/tallyd/tallyd/proto/resp", "github.com/tallyd/tallyd/tlsbridge", false, false},
+		{"github.com/tallyd/tallyd/tlsbridge", "github.com/tallyd/tallyd/loop", false, false},
+		{"github.com/tallyd/tallyd/tlsbridge", "github.com/panjf2000/gnet/v2", false, false},
+		{"github.com/tallyd/tallyd/tlsbridge", "crypto/tls", true, true},
+		{"github.com/tallyd/tallyd/tlsbridge", "golang.org/x/sys/unix", false, true},
 	} {
 		if got := layerRule(c.pkg, c.dep, c.std) == ""; got != c.ok {
 			t.Errorf("layerRule(%s, %s) allowed %v, want %v", c.pkg, c.dep, got, c.ok)

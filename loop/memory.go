@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/tallyd/tallyd/proto/resp"
 	"github.com/tallyd/tallyd/proto/slock"
 	"github.com/tallyd/tallyd/store"
 )
@@ -17,17 +18,25 @@ import (
 //   - buffered output: each connection's unwritten replies (cap of conn.out) plus what gnet
 //     still has to send (OutboundBuffered), noted at each write;
 //   - pending WILL commands, noted as they are queued;
-//   - stored state: counter and semaphore names, slock keys and values (store.Store.Bytes,
-//     which each family keeps as it changes).
+//   - stored state, as each family keeps it (store.Store.Bytes, store/memcost.go): counters
+//     and semaphores with their names and the connections' shares, PoolCounter keys and
+//     entries, slock keys, holders and queued requests with their values, data records and
+//     attached EXECUTEs, and what the store keeps for reuse.
 //
 // Each total is updated where its bytes change; nothing is scanned per request. Beyond the
 // budget tallyd does what fits each kind:
 //
+//   - What no client is owed gives way first (makeRoom): what the store keeps for reuse,
+//     released counters (their names and interval maximum, kept for Dump until the interval
+//     ends) and idle semaphores, oldest first, then requests queued by connections that have
+//     closed, which time out, oldest first.
 //   - What would grow the store is refused with the protocol's own error, as Redis refuses
 //     commands flagged denyoom (noeviction): Redis-text writes that add data answer
 //     "-OOM command not allowed when used memory > 'maxmemory'.", a yrmcds Acquire that would
-//     create a counter or semaphore answers 0x82 Out of memory, a binary slock Lock answers
-//     UNKNOWN_ERROR, a WILL is refused. Reads, releases, unlocks and deletes still work, so
+//     create a counter or semaphore, or the connection's first share of one, answers 0x82
+//     Out of memory, a binary slock Lock answers
+//     UNKNOWN_ERROR, a WILL is refused, and so is an Unlock carrying a data record that may
+//     add data (unlockOOM). Reads, releases, plain unlocks and deletes still work, so
 //     clients can give memory back.
 //   - Buffers are not refusable (a partial request is already in memory; output is owed): the
 //     connections buffering the most are closed, largest first (Redis's client buffer
@@ -65,6 +74,7 @@ type memState struct {
 	ticks     uint64 // ticks so far: a scan runs at most once a tick unless buffers grew a lot
 	shed      []*conn
 	log       rateLog
+	evictLog  rateLog
 }
 
 // memUsed is what the budget counts now.
@@ -72,10 +82,56 @@ func (s *Server) memUsed() int64 {
 	return s.mem.in + s.mem.out + s.mem.wills + s.store.Bytes()
 }
 
-// overBudget reports whether the budget is set and exceeded: writes that would grow the
-// store are refused.
+// overBudget reports whether the budget is set and exceeded, once what no client is owed
+// has given way (makeRoom): writes that would grow the store are refused.
 func (s *Server) overBudget() bool {
-	return s.cfg.MaxMemory > 0 && s.memUsed() > s.cfg.MaxMemory
+	if s.cfg.MaxMemory <= 0 || s.memUsed() <= s.cfg.MaxMemory {
+		return false
+	}
+	s.makeRoom()
+	return s.memUsed() > s.cfg.MaxMemory
+}
+
+// makeRoom lets what no client is owed give way while memory is over the budget, until it
+// is a 32nd below it (so that not every write near the budget evicts) or nothing such is
+// left, in this order: what the store keeps for reuse; released counters, their names and
+// interval maximum (Dump lists them until the interval ends), and semaphores nobody holds
+// (their collection is due anyway), those idle longest first; then requests still queued by
+// connections that have closed, oldest first, which time out as at their Timeout (the
+// TIMEOUT goes to a later connection with the same ClientId, if one came). Each costs
+// O(what it frees); the queued requests cost a walk of the deadline heap, and only while
+// some are orphaned.
+func (s *Server) makeRoom() {
+	budget := s.cfg.MaxMemory
+	need := s.memUsed() - budget + budget/32
+	freed := s.locks.Trim() + s.pools.Trim()
+	var counters, semaphores, waits int
+	if freed < need {
+		var f int64
+		f, counters = s.counters.Evict(need - freed)
+		freed += f
+	}
+	if freed < need {
+		var f int64
+		f, semaphores = s.semaphores.Evict(need - freed)
+		freed += f
+	}
+	if freed < need && s.locks.Orphans() > 0 {
+		now := s.now().UnixNano()
+		var f int64
+		s.sl.replies, s.sl.execs, f, waits = s.locks.EvictOrphans(need-freed, now, s.sl.replies[:0], s.sl.execs[:0])
+		freed += f
+		s.drainLocks(now)
+	}
+	if n := counters + semaphores + waits; n > 0 {
+		s.m.memEvicted += uint64(n)
+		if missed, ok := s.mem.evictLog.allow(s.now()); ok {
+			s.log.Warn().Int("counters", counters).Int("semaphores", semaphores).Int("queued_requests", waits).
+				Int64("freed", freed).Int64("used", s.memUsed()).Int64("limit", budget).
+				Uint64("more_since_last_line", missed).
+				Msg("memory over the budget (max-memory): released counters, idle semaphores and closed connections' queued requests gave way")
+		}
+	}
 }
 
 // noteIn records that cs has n bytes of unparsed input, and sheds if that took memory over
@@ -160,7 +216,7 @@ func (s *Server) shedIfOver() {
 		closed++
 		if missed, ok := s.mem.log.allow(s.now()); ok {
 			s.log.Warn().Uint64("conn", uint64(cs.owner)).Stringer("proto", cs.proto).
-				Str("remote", cs.c.RemoteAddr().String()).Int("input", cs.memIn+cs.memTx).Int("output", cs.memOut).
+				Str("remote", remoteAddr(cs.c).String()).Int("input", cs.memIn+cs.memTx).Int("output", cs.memOut).
 				Int64("used", used).Int64("limit", budget).Uint64("more_since_last_line", missed).
 				Msg("closing connection: memory over the budget (max-memory), it buffers the most")
 		}
@@ -190,21 +246,25 @@ func (s *Server) refuseOOM(cs *conn, what string) {
 }
 
 // yrmcdsOOM reports whether an Acquire of name must be refused with Out of memory: memory is
-// over the budget and the counter (or semaphore) does not exist yet.
+// over the budget and the Acquire would add to it, creating the counter (or semaphore) or
+// the connection's first share of it (an entry of its ledger). A connection adding to what
+// it holds is served.
 func (s *Server) yrmcdsOOM(cs *conn, name []byte) bool {
-	if !s.overBudget() {
+	if !s.overBudget() || cs.ledger.Held(name) != 0 {
 		return false
 	}
-	var ok bool
+	var exists bool
 	if cs.proto == ProtoCounter {
-		_, ok = s.counters.Get(name)
+		_, exists = s.counters.Get(name)
 	} else {
-		_, ok = s.semaphores.Get(name)
+		_, exists = s.semaphores.Get(name)
 	}
-	if !ok {
+	if exists {
+		s.refuseOOM(cs, "acquire: a connection's first share of a name")
+	} else {
 		s.refuseOOM(cs, "acquire of a new name")
 	}
-	return !ok
+	return true
 }
 
 // willRefusal says why a WILL command of size bytes cannot be queued on cs ("" if it can).
@@ -237,15 +297,44 @@ func (s *Server) queueWill(cs *conn, cmd store.LockCommand) {
 // willCost is what a WILL command costs besides its data.
 const willCost = 128
 
-// lockOOM reports whether a binary slock Lock must be refused for the budget, and then
-// answers it.
+// lockOOM reports whether a binary slock Lock, or an Unlock carrying data that may add
+// data, must be refused for the budget, and then answers it.
 func (s *Server) lockOOM(cs *conn, f *slock.Frame) bool {
-	if f.Type != slock.TypeLock || !s.overBudget() {
+	if f.Type != slock.TypeLock && (f.Type != slock.TypeUnlock || !mayAddData(f.Data)) || !s.overBudget() {
 		return false
 	}
-	s.refuseOOM(cs, "slock lock")
+	s.refuseOOM(cs, "slock "+f.Type.String())
 	s.put(cs, slock.AppendLockReply(s.out(cs), &slock.LockReply{Type: f.Type, RequestID: f.RequestID,
 		Result: slock.ResultUnknownError, DB: f.DB, LockID: f.LockID, Key: f.Key}))
+	return true
+}
+
+// mayAddData reports whether data record rec may make the store keep more: anything but a
+// stage-0 UNSET, SHIFT or POP (which only shrink a value), or a record the store ignores.
+// An Unlock carrying such a record is refused beyond the budget: each one could otherwise
+// add a 1 MiB value to a key kept by another holder, or attach an EXECUTE to a holder kept
+// by another level.
+func mayAddData(rec []byte) bool {
+	if len(rec) < 6 {
+		return false
+	}
+	switch b := rec[4]; {
+	case b>>6 != slock.StageCurrent:
+		return true
+	case b&0x3f == slock.DataUnset, b&0x3f == slock.DataShift, b&0x3f == slock.DataPop:
+		return false
+	}
+	return true
+}
+
+// textUnlockOOM reports whether a text UNLOCK must be refused for the budget (lockOOM), and
+// then answers it with Redis's -OOM.
+func (s *Server) textUnlockOOM(cs *conn, cmd *store.LockCommand) bool {
+	if s.cfg.MaxMemory <= 0 || cmd.Type != uint8(slock.TypeUnlock) || !mayAddData(cmd.Data) || !s.overBudget() {
+		return false
+	}
+	s.refuseOOM(cs, "UNLOCK with data")
+	s.sendTo(cs, resp.AppendError(s.scratchFor(cs), oomText))
 	return true
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/tallyd/tallyd/proto/resp"
 	"github.com/tallyd/tallyd/proto/slock"
 	"github.com/tallyd/tallyd/stats"
+	"github.com/tallyd/tallyd/store"
 )
 
 // Beyond --max-memory, what would add data is refused with each protocol's error, and what
@@ -137,4 +138,211 @@ func TestMemoryCountsMultiQueue(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// budgetMemory is the memory figures /metrics would show now.
+func budgetMemory(t *testing.T, ts *testServer) (mem stats.Memory) {
+	t.Helper()
+	ts.onLoop(t, func() { mem = ts.snapshot(time.Now()).Memory })
+	return mem
+}
+
+// answered returns o's reply if it has come, else nil.
+func answered(o op) *slockReply {
+	select {
+	case r := <-o.ch:
+		return r
+	default:
+		return nil
+	}
+}
+
+// Issue 21 item 2: requests queued with a data record count against the budget, with the
+// request itself; beyond it a new one is refused (UNKNOWN_ERROR, -OOM) and so are other
+// clients' writes. Once their connection has closed, they give way to the next write,
+// oldest first, with a TIMEOUT, before anyone is refused.
+func TestMemoryCountsQueuedData(t *testing.T) {
+	ts := startSlock(t, func(c *Config) { c.MaxMemory = 16 << 20 })
+	h := dialSlock(t, ts.slockAddr)
+	k := key16("held")
+	newLock(h, k, 0, 0xFFFF|tfVersion).Lock().want(slock.ResultOK)
+	base := budgetMemory(t, ts).Store
+
+	w := dialSlock(t, ts.slockAddr)
+	data := slock.AppendDataRecord(nil, slock.DataSet, slock.StageCurrent, 0, nil, make([]byte, 1<<20-64))
+	var ops []op
+	for range 40 {
+		ops = append(ops, newLock(w, k, 3600, 10).send(slock.TypeLock, 0, data))
+	}
+	w.ping() // every Lock before it has been served
+	queued, refused := 0, 0
+	for _, o := range ops {
+		switch r := answered(o); {
+		case r == nil:
+			queued++
+		case r.Result == slock.ResultUnknownError:
+			refused++
+		default:
+			t.Fatalf("a Lock queued behind a holder: %v", r)
+		}
+	}
+	counted := int64(budgetMemory(t, ts).Store - base)
+	t.Logf("40 Locks with 1 MiB of data on a held key: %d queued, %d refused; %d bytes counted", queued, refused, counted)
+	if queued < 10 || queued > 17 || refused != 40-queued {
+		t.Fatalf("16 MiB budget, 40 queued Locks of 1 MiB: %d queued, %d refused", queued, refused)
+	}
+	if counted < int64(queued)<<20 {
+		t.Fatalf("%d requests of 1 MiB queued, %d bytes counted", queued, counted)
+	}
+	// Another client's writes meet the budget the queued data fills: within what is left.
+	r := dialResp(t, ts.slockAddr)
+	v := strings.Repeat("v", 100_000)
+	sets := 0
+	for ; sets < 40; sets++ {
+		rep := r.cmd("SET", "other"+strconv.Itoa(sets), v)
+		if rep.Kind == '-' {
+			expectSimple(t, rep, '-', oomText)
+			break
+		}
+	}
+	if sets > 20 {
+		t.Fatalf("with %d MiB queued under a 16 MiB budget, %d SETs of 100 kB were stored", queued, sets)
+	}
+
+	// The requests outlive their connection; the next writes make them give way.
+	conns := func() (n int) { ts.onLoop(t, func() { n = len(ts.conns) }); return n }
+	open := conns()
+	_ = w.c.Close()
+	deadline := time.Now().Add(replyWait)
+	for conns() == open {
+		if time.Now().After(deadline) {
+			t.Fatal("the waiters' connection is not seen closed")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for i := range 5 {
+		expectSimple(t, r.cmd("SET", "after"+strconv.Itoa(i), strings.Repeat("a", 1_000_000)), '+', "OK")
+	}
+	var st store.LockState
+	ts.onLoop(t, func() { st, _ = ts.locks.State(0) })
+	t.Logf("%d SETs of 100 kB stored before -OOM; once the waiters' connection closed, 5 SETs of 1 MB made %d give way",
+		sets, queued-int(st.WaitCount))
+	if st.WaitCount == 0 || int(st.WaitCount) >= queued-3 {
+		t.Fatalf("%d requests still queued of %d: want the oldest gone, as many as the writes needed", st.WaitCount, queued)
+	}
+	ts.healthy(t)
+}
+
+// Issue 21 item 2: beyond the budget, an Unlock carrying a data record that may add data
+// is refused (UNKNOWN_ERROR, -OOM): each could add a 1 MiB value to a key another holder
+// keeps, or attach an EXECUTE to a holder that keeps a level. A plain Unlock, or one whose
+// record only shrinks the value, still works.
+func TestMemoryUnlockDataRefused(t *testing.T) {
+	ts := startSlock(t, func(c *Config) { c.MaxMemory = 16 << 20 })
+	b := dialSlock(t, ts.slockAddr)
+	big := slock.AppendDataRecord(nil, slock.DataSet, slock.StageCurrent, 0, nil, make([]byte, 1<<20-64))
+	// Keys held twice (Count 1 admits a second holder): unlocking one with a SET keeps it.
+	type pair struct{ a, b *sLock }
+	var pairs []pair
+	for i := range 40 {
+		k := key16("u" + strconv.Itoa(i))
+		p := pair{newLock(b, k, 0, 0xFFFF|tfVersion), newLock(b, k, 0, 0xFFFF|tfVersion)}
+		p.a.count, p.b.count = 1, 1
+		p.a.Lock().want(slock.ResultOK)
+		p.b.Lock().want(slock.ResultOK)
+		pairs = append(pairs, p)
+	}
+	set, refused := 0, 0
+	for _, p := range pairs {
+		switch r := p.a.send(slock.TypeUnlock, 0, big).reply(); r.Result {
+		case slock.ResultOK:
+			set++
+		case slock.ResultUnknownError:
+			refused++
+		default:
+			t.Fatalf("unlock with a SET: %v", r)
+		}
+	}
+	t.Logf("40 Unlocks with a 1 MiB SET on keys held twice: %d set, %d refused", set, refused)
+	if set < 10 || set > 17 {
+		t.Fatalf("16 MiB budget: %d Unlocks with 1 MiB of data applied, %d refused", set, refused)
+	}
+	// A reentrant holder with two levels: an Unlock of one level attaching a 1 MiB EXECUTE.
+	re := newRLock(b, key16("re"), 0, 0xFFFF|tfVersion)
+	exec := slock.AppendDataRecord(nil, slock.DataExecute, slock.StageUnlock, 0, nil, make([]byte, 1<<20-64))
+	ts.onLoop(t, func() { ts.cfg.MaxMemory = 1 << 40 })
+	re.Lock().want(slock.ResultOK)
+	re.Lock().want(slock.ResultOK)
+	ts.onLoop(t, func() { ts.cfg.MaxMemory = 16 << 20 })
+	re.send(slock.TypeUnlock, 0, exec).want(slock.ResultUnknownError)
+
+	// What gives memory back still works: a plain Unlock, and one whose record unsets.
+	pairs[set].a.Unlock().want(slock.ResultOK)
+	unset := slock.AppendDataRecord(nil, slock.DataUnset, slock.StageCurrent, 0, nil, nil)
+	pairs[0].b.send(slock.TypeUnlock, 0, unset).want(slock.ResultOK)
+	re.Unlock().want(slock.ResultOK)
+
+	// Text: UNLOCK with a SET answers -OOM and keeps the lock; without data it unlocks.
+	r := dialResp(t, ts.slockAddr)
+	ts.onLoop(t, func() { ts.cfg.MaxMemory = 1 << 40 })
+	for _, id := range []string{"t1", "t2"} {
+		if got := r.cmd("LOCK", "tk", "LOCK_ID", id, "COUNT", "2", "EXPRIED", "100"); got.Kind != '*' || string(got.Elems[1].Str) != "OK" {
+			t.Fatalf("LOCK tk LOCK_ID %s: %s", id, showResp(got))
+		}
+	}
+	ts.onLoop(t, func() { ts.cfg.MaxMemory = 1 << 20 }) // the store alone is over it
+	expectSimple(t, r.cmd("UNLOCK", "tk", "LOCK_ID", "t1", "SET", strings.Repeat("v", 1000)), '-', oomText)
+	if got := r.cmd("UNLOCK", "tk", "LOCK_ID", "t1"); got.Kind != '*' || string(got.Elems[1].Str) != "OK" {
+		t.Fatalf("plain UNLOCK over the budget: %s", showResp(got))
+	}
+	ts.healthy(t)
+}
+
+// Issue 21 item 3: released counters keep their name and interval maximum for Dump, but
+// under pressure they give way, oldest first, before anyone is refused: one client filling
+// the budget with counters and leaving does not lock the others out until the interval
+// ends. Held counters are never evicted.
+func TestMemoryReleasedCountersGiveWay(t *testing.T) {
+	ts := startSlock(t, func(c *Config) { c.MaxMemory = 16 << 20 })
+	cl := dial(t, ts.counterAddr)
+	name := func(i int) string { return strconv.Itoa(i) + strings.Repeat("n", 65000) }
+	held := 0
+	for ; held < 400; held++ {
+		f := cl.acquire(name(held), 1, 1)
+		if f.Status == counter.StatusOutOfMemory {
+			break
+		}
+		expectStatus(t, f, counter.StatusOK)
+	}
+	if held < 200 || held == 400 {
+		t.Fatalf("16 MiB budget: %d counters of 65 kB names acquired before Out of memory", held)
+	}
+	other := dial(t, ts.counterAddr)
+	expectStatus(t, other.acquire("fresh", 1, 1), counter.StatusOutOfMemory) // held ones stay
+	// A first share of an existing counter adds to the ledger: refused too. The holder
+	// adding to its own share is served.
+	expectStatus(t, other.acquire(name(0), 1, 5), counter.StatusOutOfMemory)
+	expectStatus(t, cl.acquire(name(0), 1, 5), counter.StatusOK)
+	expectStatus(t, cl.release(name(0), 1), counter.StatusOK)
+	r := dialResp(t, ts.slockAddr)
+	expectSimple(t, r.cmd("SET", "k", "v"), '-', oomText)
+
+	_ = cl.c.Close() // its counters are released, their records kept for the interval
+	deadline := time.Now().Add(replyWait)
+	for {
+		f := other.acquire("fresh", 1, 1)
+		if f.Status == counter.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("another client's new counter after the first one left: status %v", f.Status)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	expectSimple(t, r.cmd("SET", "k", "v"), '+', "OK")
+	// The oldest released went first, as few as needed; the newest are still there with
+	// their consumption 0.
+	expectStatus(t, other.get(name(0)), counter.StatusNotFound)
+	expectStatus(t, other.get(name(held/2)), counter.StatusOK)
+	expectStatus(t, other.get(name(held-1)), counter.StatusOK)
 }

@@ -145,6 +145,7 @@ func (h *hist) snapshot(bounds []float64) stats.Histogram {
 type metrics struct {
 	memClosed  uint64          // connections closed for the memory budget
 	memRefused uint64          // writes refused for the memory budget
+	memEvicted uint64          // released counters, idle semaphores and orphaned slock requests evicted for the memory budget
 	requests   [4 << 10]uint64 // by protocol (4), command (64) and outcome (16): see count
 	bytesIn    [numProtos]uint64
 	bytesOut   [numProtos]uint64
@@ -441,7 +442,7 @@ func (s *Server) snapshot(at time.Time) *stats.Snapshot {
 	snap := &stats.Snapshot{At: at, Started: time.Unix(0, s.started), Version: s.cfg.Version,
 		Ticks: m.ticks, TickLag: m.tickLag.snapshot(lagSeconds), Protos: make([]stats.Proto, len(m.protos)),
 		Memory: stats.Memory{Budget: uint64(s.cfg.MaxMemory), Input: uint64(s.mem.in), Output: uint64(s.mem.out),
-			Wills: uint64(s.mem.wills), Store: uint64(s.store.Bytes()), Closed: m.memClosed, Refused: m.memRefused},
+			Wills: uint64(s.mem.wills), Store: uint64(s.store.Bytes()), Closed: m.memClosed, Refused: m.memRefused, Evicted: m.memEvicted},
 		Loop: stats.Loop{Turns: s.fair.turnHist.snapshot(latencySeconds), MaxTurn: float64(s.fair.maxTurn) / 1e9,
 			Yields: s.fair.yields, Slowlog: s.slow.total}}
 	for i, p := range m.protos {

@@ -159,7 +159,7 @@ func (s *Server) write(cs *conn) {
 	if cs.sent > s.cfg.MaxOutput && (cs.peer == nil || cs.sent > peerLimit) {
 		if cs.peer != nil || cs.sent > cs.asked+s.cfg.MaxOutput {
 			s.log.Warn().Uint64("conn", uint64(cs.owner)).Stringer("proto", cs.proto).
-				Str("remote", cs.c.RemoteAddr().String()).Int("unsent", cs.sent).Int("limit", s.cfg.MaxOutput).
+				Str("remote", remoteAddr(cs.c).String()).Int("unsent", cs.sent).Int("limit", s.cfg.MaxOutput).
 				Msg("closing connection: too many unsent replies (max-output)")
 			s.closeLater(cs)
 			return
@@ -260,7 +260,7 @@ func (s *Server) checkStalls() {
 		case time.Duration(now-cs.stallAt) >= outputStall:
 			cs.stalled = false
 			s.log.Warn().Uint64("conn", uint64(cs.owner)).Stringer("proto", cs.proto).
-				Str("remote", cs.c.RemoteAddr().String()).Int("unsent", cs.sent+len(cs.out)).Int("limit", s.cfg.MaxOutput).
+				Str("remote", remoteAddr(cs.c).String()).Int("unsent", cs.sent+len(cs.out)).Int("limit", s.cfg.MaxOutput).
 				Dur("unread_for", outputStall).
 				Msg("closing connection: too many unsent replies and the client does not read them (max-output)")
 			s.closeLater(cs)

@@ -27,7 +27,8 @@ type textHandler struct {
 }
 
 func (h *textHandler) parse(cs *conn, in []byte) (int, error) {
-	h.dec = textDecoder(h.s.cfg.MaxInput) // --max-input may change at a reload
+	h.dec = textDecoder(h.s.cfg.MaxInput)                          // --max-input may change at a reload
+	h.dec.Unauthenticated = cs.slock.user == nil && !h.s.auth.open // Redis's smaller limits before AUTH
 	args, n, err := h.dec.Parse(in, h.args[:0])
 	h.args = args
 	if err != nil {
@@ -90,11 +91,14 @@ func (s *Server) slockCommand(cs *conn, args [][]byte, raw []byte, now int64) (q
 	sc := cs.slock
 	sc.text.Keys = s.keys
 	spec := slock.Lookup(args[0])
+	if cs.virt == nil && !s.permit(cs, spec, args) {
+		return false // NOAUTH or NOPERM (auth.go); a forwarded command was checked where it came from
+	}
 	if sc.tx.active && (spec == nil || spec.Flags&slock.CmdTx == 0) {
 		s.txQueue(cs, spec, args, raw)
 		return false
 	}
-	if s.cl != nil && cs.virt == nil && !s.cl.serving() && s.clusterText(cs, spec, raw) {
+	if s.cl != nil && cs.virt == nil && !s.cl.serving() && !authLocal(spec) && s.clusterText(cs, spec, raw) {
 		return false // forwarded to the leader, or answered CLUSTERDOWN
 	}
 	start := s.textClock() // SLOWLOG, and the connection's slice (slowlog.go)
@@ -210,7 +214,11 @@ func (s *Server) runCommand(cs *conn, spec *slock.Spec, args [][]byte, now int64
 		s.unwatchAll(cs)
 		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
 	case slock.CmdHello:
-		s.hello(cs)
+		s.helloCmd(cs)
+	case slock.CmdAuth:
+		s.authCmd(cs, args)
+	case slock.CmdACL:
+		s.aclCmd(cs, args)
 	case slock.CmdConsistency:
 		s.consistency(cs, args)
 	case slock.CmdCluster:
@@ -248,6 +256,9 @@ func (s *Server) textLock(cs *conn, r *slock.Request, now int64) {
 		}
 		s.queueWill(cs, cmd)
 		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
+		return
+	}
+	if s.textUnlockOOM(cs, &cmd) {
 		return
 	}
 	if r.Spec.Cmd == slock.CmdPush {

@@ -6,12 +6,16 @@ import (
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
+
+	"github.com/tallyd/tallyd/proto/acl"
 )
 
 // Reload hands the limits of cfg a running server can change to its loop: MaxConnections,
-// each listener's MaxConnections (from the listener of cfg with the same protocol),
-// MaxInput, MaxOutput, IdleTimeout, MaxMemory, SlockMaxWills and SlockMaxWillBytes; every
-// other field of cfg is ignored (it takes effect at the next start). The loop applies them
+// each listener's MaxConnections and Allow (from the listener of cfg with the same
+// protocol), MaxInput, MaxOutput, IdleTimeout, MaxMemory, SlockMaxWills, SlockMaxWillBytes
+// and ProtectedMode, and the users of RequirePass and ACLFile, read again here (a file that
+// does not load leaves them as they were, logged); every other field of cfg is ignored (it
+// takes effect at the next start). The loop applies them
 // on its own goroutine, and Reload returns once it has (or after reloadWait); before the
 // loop has seen a connection Reload returns at once, and the loop applies them before it
 // serves the first. It is safe from any goroutine but the loop's; a later Reload replaces
@@ -19,6 +23,11 @@ import (
 func (s *Server) Reload(cfg Config) {
 	p := &pendingReload{cfg: cfg, done: make(chan struct{})}
 	p.cfg.Listeners = slices.Clone(cfg.Listeners)
+	if us, err := LoadUsers(cfg.RequirePass, cfg.ACLFile); err != nil {
+		s.log.Error().Err(err).Msg("reload: the users stay as they were")
+	} else {
+		p.users = us // read here, off the loop
+	}
 	if old := s.reload.Swap(p); old != nil {
 		close(old.done) // replaced: never applied
 	}
@@ -42,8 +51,9 @@ const reloadWait = 5 * time.Second
 // pendingReload is a Reload the loop has yet to apply; done is closed once it has (or once
 // a later one replaced it).
 type pendingReload struct {
-	cfg  Config
-	done chan struct{}
+	cfg   Config
+	users *acl.Users // read again from cfg's RequirePass and ACLFile; nil if they did not load
+	done  chan struct{}
 }
 
 // applyReload runs on the loop (from Reload and at every tick): it applies the pending
@@ -56,6 +66,7 @@ func (s *Server) applyReload() {
 	defer close(p.done)
 	c := &p.cfg
 	s.cfg.MaxConnections = c.MaxConnections
+	s.tb.max.Store(int64(c.MaxConnections))
 	for _, l := range c.Listeners {
 		for i := range s.cfg.Listeners {
 			if s.cfg.Listeners[i].Proto == l.Proto {
@@ -67,6 +78,18 @@ func (s *Server) applyReload() {
 				ln.MaxConnections = l.MaxConnections
 			}
 		}
+	}
+	for _, l := range c.Listeners {
+		for _, ln := range s.byPort {
+			if ln.Proto == l.Proto {
+				ln.Allow = l.Allow
+			}
+		}
+	}
+	s.cfg.ProtectedMode = c.ProtectedMode
+	if p.users != nil {
+		s.cfg.RequirePass, s.cfg.ACLFile, s.auth.file = c.RequirePass, c.ACLFile, c.ACLFile
+		s.setUsers(p.users)
 	}
 	s.cfg.MaxInput, s.cfg.MaxOutput = c.MaxInput, c.MaxOutput
 	s.cfg.MaxMemory = c.MaxMemory

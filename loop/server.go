@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -68,6 +69,12 @@ type Listener struct {
 	Addr  string // host:port; port 0 picks an ephemeral port (see Server.Addr)
 	// MaxConnections caps this listener's connections (0 = unlimited).
 	MaxConnections int
+	// TLS: a TLS bridge serves the address, not gnet (tls.go), with Config.TLS's client
+	// configuration (the peer configuration on the peer listener).
+	TLS bool
+	// Allow lists the networks this listener accepts connections from (nil: any, but see
+	// Config.ProtectedMode); admit.go.
+	Allow []netip.Prefix
 }
 
 // Config is everything the loop needs; main fills it from flags and the config file.
@@ -124,6 +131,16 @@ type Config struct {
 
 	// Cluster is cluster mode's configuration; nil runs a single node (cluster.go).
 	Cluster *ClusterConfig
+	// TLS is the TLS listeners' and peer links' (tls.go).
+	TLS TLSConfig
+
+	// RequirePass is the default user's password ("": none); ACLFile is a Redis ACL file of
+	// users (auth.go). Not both.
+	RequirePass string
+	ACLFile     string
+	// ProtectedMode limits listeners bound to a non-loopback address, without an allow-list
+	// (and on the slock port without a password), to loopback clients (admit.go).
+	ProtectedMode bool
 
 	Version string // reported by INFO
 
@@ -160,6 +177,7 @@ func Defaults() Config {
 		MultiMaxCommands:       DefaultMultiMaxCommands,
 		MultiMaxWork:           DefaultMultiMaxWork,
 		Tick:                   5 * time.Millisecond,
+		ProtectedMode:          true,
 		Version:                "dev",
 		Log:                    zerolog.Nop(),
 	}
@@ -191,6 +209,8 @@ type Server struct {
 	fdCap      int
 	fds        Descriptors // the descriptor budget, shared with the metrics server
 	rejectLog  rateLog
+	admitLog   rateLog
+	auth       authState // the users of the Redis-text side (auth.go)
 	inputLog   rateLog
 	oomLog     rateLog
 
@@ -219,6 +239,7 @@ type Server struct {
 	cl      *clusterState // nil unless in cluster mode (cluster.go)
 	peerH   peerHandler
 	idle    idleState
+	tb      tlsState  // the TLS bridges (tls.go)
 	mem     memState  // the memory budget's totals (memory.go)
 	m       metrics   // counted for /metrics (metrics.go)
 	info    infoState // figures only INFO shows (info.go)
@@ -243,7 +264,8 @@ type Server struct {
 
 type listenerState struct {
 	Listener
-	live int
+	live     int
+	loopback bool // bound to a loopback address: protected mode has nothing to protect
 }
 
 // New checks cfg and builds a server; nothing listens until Run.
@@ -272,6 +294,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.SemaphoreGCInterval <= 0 {
 		cfg.SemaphoreGCInterval = 10 * time.Second
 	}
+	if err := checkTLS(&cfg); err != nil {
+		return nil, err
+	}
 	s := &Server{
 		cfg:    cfg,
 		fair:   fairState{slice: int64(cfg.ConnSlice)},
@@ -298,6 +323,17 @@ func New(cfg Config) (*Server, error) {
 		SemaphoreGCInterval: int64(cfg.SemaphoreGCInterval),
 		Start:               now.UnixNano(),
 	})
+	users, err := LoadUsers(cfg.RequirePass, cfg.ACLFile)
+	if err != nil {
+		return nil, err
+	}
+	s.auth.file = cfg.ACLFile
+	s.setUsers(users)
+	if cfg.ACLFile != "" && !users.DefaultFromFile() {
+		s.log.Warn().Str("aclfile", cfg.ACLFile).Msg("the ACL file does not define the user default: " +
+			"connections that do not AUTH run as default, with every permission and no password, as in Redis " +
+			"(add `user default off` to make every client log in)")
+	}
 	s.ids = store.NewIDs(randomKey())
 	s.keys = newKeys() // openLog loads the data directory's
 	s.counters, s.semaphores, s.pools, s.locks = s.store.Counters, s.store.Semaphores, s.store.Pools, s.store.Locks
@@ -336,6 +372,7 @@ func sizeHint(buckets int) int {
 // Run listens and serves until Stop is called (it then returns nil) or the engine fails (it
 // returns why). It may be called once.
 func (s *Server) Run() error {
+	defer s.stopTLS() // once the engine is down, or if it never started
 	if err := s.preflight(); err != nil {
 		s.readyOnce.Do(func() { close(s.ready) })
 		return err
@@ -349,9 +386,12 @@ func (s *Server) Run() error {
 		return err
 	}
 	defer closeFn()
-	addrs := make([]string, len(s.cfg.Listeners))
-	for i, l := range s.cfg.Listeners {
-		addrs[i] = "tcp://" + l.Addr
+	s.newBridges()
+	var addrs []string
+	for _, l := range s.cfg.Listeners {
+		if !l.TLS { // a TLS bridge serves it (tls.go)
+			addrs = append(addrs, "tcp://"+l.Addr)
+		}
 	}
 	err := gnet.Rotate(s, addrs,
 		gnet.WithNumEventLoop(1),
@@ -427,16 +467,21 @@ func (s *Server) preflight() error {
 			_ = ln.Close()
 		}
 	}()
+	s.tb.held = map[int]net.Listener{}
 	for i, l := range s.cfg.Listeners {
 		ln, err := net.Listen("tcp", l.Addr)
 		if err != nil {
 			return fmt.Errorf("%s listener: %w", l.Proto, err)
 		}
-		held = append(held, ln)
 		if _, port, _ := net.SplitHostPort(l.Addr); port == "0" {
 			host, _, _ := net.SplitHostPort(l.Addr)
 			s.cfg.Listeners[i].Addr = net.JoinHostPort(host, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
 		}
+		if l.TLS {
+			s.tb.held[i] = ln // kept: the TLS bridge serves it (tls.go)
+			continue
+		}
+		held = append(held, ln)
 	}
 	return nil
 }

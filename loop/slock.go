@@ -3,7 +3,9 @@ package loop
 import (
 	"errors"
 	"fmt"
+	"net"
 
+	"github.com/tallyd/tallyd/proto/acl"
 	"github.com/tallyd/tallyd/proto/resp"
 	"github.com/tallyd/tallyd/proto/slock"
 	"github.com/tallyd/tallyd/store"
@@ -32,6 +34,11 @@ type slockConn struct {
 
 	client    uint64 // its cluster-wide client id (fence.go), 0 until it needs one
 	lockedOne bool   // cluster mode: it took a lock at CONSISTENCY ONE (lost at a failover, maybe)
+
+	// Access (auth.go, admit.go).
+	user   *acl.User // logged in as (AUTH, HELLO AUTH); nil: the default user, if it needs no password
+	gate   gate      // what it may speak, decided at accept
+	remote net.Addr  // where it comes from, as admit judged it (remoteAddr)
 
 	// Cluster mode (cluster_fwd.go).
 	lvl         Level  // CONSISTENCY; 0 is the default, QUORUM
@@ -103,6 +110,9 @@ func (h *sniffHandler) parse(cs *conn, in []byte) (int, error) {
 		cs.h = &h.s.slockText
 	default:
 		return 0, errors.New("inline text command (only RESP arrays and binary frames are spoken)")
+	}
+	if cs.slock.gate != gateOpen && h.s.gateRefuses(cs, kind) {
+		return 0, nil // closed once its answer is written
 	}
 	cs.slock.kind = kind
 	return cs.h.parse(cs, in)

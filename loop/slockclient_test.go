@@ -88,6 +88,13 @@ func dialSlock(t testing.TB, addr string) *slockClient {
 	if err != nil {
 		t.Fatalf("dial %s: %v", addr, err)
 	}
+	return newSlockClient(t, c)
+}
+
+// newSlockClient speaks slock's binary frames on c (a TLS connection, say); c is closed when
+// the test ends.
+func newSlockClient(t testing.TB, c net.Conn) *slockClient {
+	t.Helper()
 	var hi [8]byte
 	_, _ = rand.Read(hi[:])
 	sc := &slockClient{

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tallyd/tallyd/proto/acl"
 	"github.com/tallyd/tallyd/proto/resp"
 	"github.com/tallyd/tallyd/proto/slock"
 	"github.com/tallyd/tallyd/store"
@@ -380,8 +381,9 @@ func (s *Server) slockAdmin(cs *conn, args [][]byte) {
 		switch {
 		case resp.Is(sub, "GET") && n >= 3:
 			var hits [][2]string
+			admin := s.userOf(cs).CanRunAll(acl.Admin) // the data path is shown to administrators only
 			for _, pat := range args[2:] {
-				for _, kv := range s.configItems() {
+				for _, kv := range s.configItems(admin) {
 					if slock.Match(lowerBytes(pat), []byte(kv[0])) {
 						hits = append(hits, kv)
 					}
@@ -426,7 +428,7 @@ func (s *Server) slockAdmin(cs *conn, args [][]byte) {
 		case resp.Is(sub, "ID") && n == 2:
 			b = resp.AppendInt(b, int64(cs.owner))
 		case resp.Is(sub, "LIST") && n == 2, resp.Is(sub, "INFO") && n == 2:
-			line := "id=" + strconv.FormatUint(uint64(cs.owner), 10) + " addr=" + cs.c.RemoteAddr().String() +
+			line := "id=" + strconv.FormatUint(uint64(cs.owner), 10) + " addr=" + remoteAddr(cs.c).String() +
 				" name=" + cs.slock.name + " db=" + strconv.Itoa(int(cs.slock.text.DB)) + "\n"
 			b = resp.AppendBulkString(b, line)
 		case resp.Is(sub, "LIST"):
@@ -475,15 +477,20 @@ func clientName(name []byte) bool {
 }
 
 // configItems are the CONFIG GET parameters tallyd answers (redis-benchmark asks for save
-// and appendonly before it starts).
-func (s *Server) configItems() [][2]string {
+// and appendonly before it starts); dir is empty unless admin. No secret is ever one of them
+// (requirepass is not).
+func (s *Server) configItems(admin bool) [][2]string {
+	dir := ""
+	if admin {
+		dir = s.cfg.DataDir
+	}
 	ao := "no"
 	if s.persist.w != nil {
 		ao = "yes"
 	}
 	return [][2]string{
 		{"save", ""}, {"appendonly", ao}, {"appendfsync", s.cfg.AppendFsync.String()},
-		{"databases", strconv.Itoa(store.MaxLockDB + 1)}, {"dir", s.cfg.DataDir},
+		{"databases", strconv.Itoa(store.MaxLockDB + 1)}, {"dir", dir},
 		{"maxclients", strconv.Itoa(s.fdCap)}, {"timeout", strconv.FormatInt(int64(s.cfg.IdleTimeout/time.Second), 10)},
 		{"slowlog-log-slower-than", strconv.FormatInt(s.cfg.SlowlogSlowerThan, 10)},
 		{"slowlog-max-len", strconv.Itoa(s.cfg.SlowlogMaxLen)},

@@ -50,7 +50,7 @@ func (s *Server) slowlogNote(cs *conn, args [][]byte, d int64) {
 	}
 	sl := &s.slow
 	e := resp.SlowlogEntry{ID: sl.id, Time: s.now().Unix(), Micros: d / 1000,
-		Args: resp.AppendSlowlogArgs(nil, args), Addr: cs.c.RemoteAddr().String()}
+		Args: resp.AppendSlowlogArgs(nil, args), Addr: remoteAddr(cs.c).String()}
 	if cs.slock != nil {
 		e.Name = cs.slock.name
 	}

@@ -12,7 +12,10 @@ import (
 // length"), then closes the connection. tallyd takes what fits in --max-input, which
 // bounds what one connection makes it buffer, and at most maxTextArgs arguments (their
 // views cost 24 bytes each, more than the 6 bytes the shortest argument takes on the
-// wire); past either it answers Redis's error and closes as Redis does.
+// wire); past either it answers Redis's error and closes as Redis does. A connection that
+// must log in first (--requirepass, an ACL file) gets Redis's limits until it has: 10
+// arguments of 16 KiB ("-ERR Protocol error: unauthenticated multibulk length", "...
+// unauthenticated bulk length").
 
 // maxTextArgs is the most arguments one Redis-text request may have: Redis's limit before
 // 7.0 (1024*1024). With the default --max-input of 4 MiB the request's size binds first

@@ -61,19 +61,27 @@ args=(--duration "$duration" --rounds "$rounds" --soak "$soak")
 [[ -n "${BENCH_QUICK:-}" ]] && args+=(--quick)
 [[ -n "${BENCH_CASES:-}" ]] && args+=(--cases "$BENCH_CASES")
 
-# tallyd, fresh: the counter protocol, PoolCounter and slock, each on a free port.
+# tallyd, fresh: the counter protocol, PoolCounter and slock, each on a free port, and slock
+# over TLS (a self-signed certificate made for the run) for the TLS cases.
 port=$(free_port "${TALLYD_PORT:-21215}")
 pool_port=$(free_port "${TALLYD_POOL_PORT:-21531}")
 slock_port=$(free_port "${TALLYD_SLOCK_PORT:-21658}")
+tls_port=$(free_port "${TALLYD_SLOCK_TLS_PORT:-21659}")
+[[ $tls_port == "$slock_port" ]] && tls_port=$(free_port $((slock_port + 1)))
+"$bench" tls-cert --out "$tmp/tls" --host 127.0.0.1
 "${server_pin[@]}" bin/tallyd --counter-port "$port" --pool-port "$pool_port" --slock-port "$slock_port" \
+	--slock-tls-port "$tls_port" --tls-cert-file "$tmp/tls/cert.pem" --tls-key-file "$tmp/tls/key.pem" \
 	-l 127.0.0.1 --log-level warn --data-dir "$tmp/data" >"$tmp/tallyd.log" 2>&1 &
 pids+=($!)
 wait_port "$port" $! tallyd
 wait_port "$pool_port" $! tallyd
 wait_port "$slock_port" $! tallyd
+wait_port "$tls_port" $! tallyd
 args+=(--target "tallyd=counter@127.0.0.1:$port" --pid "tallyd=$!")
 args+=(--endpoint "tallyd=pool@127.0.0.1:$pool_port" --endpoint "tallyd=slock@127.0.0.1:$slock_port"
-	--endpoint "tallyd=slock-text@127.0.0.1:$slock_port")
+	--endpoint "tallyd=slock-text@127.0.0.1:$slock_port"
+	--endpoint "tallyd=slock+tls@127.0.0.1:$tls_port" --endpoint "tallyd=slock-text+tls@127.0.0.1:$tls_port"
+	--tls-ca "$tmp/tls/cert.pem")
 notes=("Servers: $(bin/tallyd --version 2>&1 | head -1 || true)")
 
 if ((compare)); then

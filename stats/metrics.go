@@ -39,9 +39,10 @@ type Memory struct {
 	Input   uint64 // buffered input, as counted (twice the bytes)
 	Output  uint64 // buffered output
 	Wills   uint64 // pending slock WILL commands
-	Store   uint64 // stored names, keys and values
+	Store   uint64 // stored state (store.Store.Bytes)
 	Closed  uint64 // connections closed for the budget
 	Refused uint64 // writes refused for the budget
+	Evicted uint64 // released counters, idle semaphores and closed connections' queued slock requests evicted for the budget
 }
 
 // Proto is one protocol's numbers in a Snapshot.

@@ -69,12 +69,14 @@ var (
 	descMemBudget = prometheus.NewDesc("tallyd_memory_budget_bytes",
 		"The memory budget (--max-memory); 0 = none.", nil, nil)
 	descMemUsed = prometheus.NewDesc("tallyd_memory_used_bytes",
-		"What the memory budget counts, by part: input (buffered requests, counted twice), output (buffered replies), wills (pending slock WILL commands), store (names, keys and values).",
+		"What the memory budget counts, by part: input (buffered requests, counted twice), output (buffered replies), wills (pending slock WILL commands), store (stored state: names, keys, values, holders and queued requests).",
 		[]string{"part"}, nil)
 	descMemClosed = prometheus.NewDesc("tallyd_memory_closed_total",
 		"Connections closed because memory was over the budget and they buffered the most.", nil, nil)
 	descMemRefused = prometheus.NewDesc("tallyd_memory_refused_total",
 		"Writes refused with an out-of-memory error because memory was over the budget.", nil, nil)
+	descMemEvicted = prometheus.NewDesc("tallyd_memory_evicted_total",
+		"Released counters, idle semaphores and queued slock requests of closed connections evicted because memory was over the budget.", nil, nil)
 )
 
 // Collector renders the snapshot that its source returns as Prometheus metrics, taking it
@@ -96,7 +98,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		descTurns, descMaxTurn, descYields, descSlowlog,
 		descConns, descConnsTotal, descRejected, descRequests, descBytesIn, descBytesOut, descLatency,
 		descWaitsIn, descWaitsOut, descWaiting, descHeld, descObjects, descMemory, descGCRuns, descGCSeconds,
-		descExpired, descMemBudget, descMemUsed, descMemClosed, descMemRefused} {
+		descExpired, descMemBudget, descMemUsed, descMemClosed, descMemRefused, descMemEvicted} {
 		ch <- d
 	}
 }
@@ -135,6 +137,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descMemUsed, float64(s.Memory.Store), "store")
 	counter(descMemClosed, float64(s.Memory.Closed))
 	counter(descMemRefused, float64(s.Memory.Refused))
+	counter(descMemEvicted, float64(s.Memory.Evicted))
 	for i := range s.Protos {
 		p := &s.Protos[i]
 		gauge(descConns, float64(p.Connections), p.Name)

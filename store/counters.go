@@ -175,6 +175,15 @@ func boundaryNanos(sec int64) int64 {
 	return sec * 1e9
 }
 
+// Evict deletes released counters (consumption 0), those released longest ago first,
+// until what they cost adds up to need bytes or none is left, and returns the bytes and
+// the number of counters. Their interval maximum is lost: an evicted counter is no
+// longer listed by Dump, and one acquired again starts a new maximum.
+func (c *Counters) Evict(need int64) (freed int64, n int) { return c.t.evict(need) }
+
+// Bytes estimates the memory the counters take (memcost.go).
+func (c *Counters) Bytes() int64 { return c.t.bytes() }
+
 // Len returns the number of live counters.
 func (c *Counters) Len() int { return len(c.t.objs) }
 

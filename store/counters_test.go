@@ -18,7 +18,7 @@ func TestCounterAcquireCreates(t *testing.T) {
 	h.held(1, "a", 3)
 	h.held(2, "a", 0)
 	h.max("a", at(5), 3, 3)
-	if got, want := h.c.Info(), (store.Info{Objects: 1, TotalObjects: 1, UsedMemory: 1 + 96}); got != want {
+	if got, want := h.c.Info(), (store.Info{Objects: 1, TotalObjects: 1, UsedMemory: store.NameCost(1)}); got != want {
 		t.Fatalf("Info = %+v, want %+v", got, want)
 	}
 	if h.c.Len() != 1 || h.ls[1].Len() != 1 || h.ls[1].Owner() != 1 {
@@ -299,7 +299,7 @@ func TestCounterNames(t *testing.T) {
 	}
 	mem := uint64(0)
 	for _, n := range names {
-		mem += uint64(len(n)) + 96
+		mem += store.NameCost(len(n))
 	}
 	if info := h.c.Info(); info.UsedMemory != mem {
 		t.Fatalf("UsedMemory = %d, want %d", info.UsedMemory, mem)
@@ -359,13 +359,13 @@ func TestCounterReleasedMemory(t *testing.T) {
 		if r := c.Acquire(l, name(i), 1, 1, at(1)); r != store.OK {
 			t.Fatalf("acquire %d: %v", i, r)
 		}
-		names += uint64(len(name(i)))
+		names += store.NameCost(len(name(i)))
 		if r := c.Release(l, name(i), 1, at(2)); r != store.OK {
 			t.Fatalf("release %d: %v", i, r)
 		}
 	}
-	if info := c.Info(); info.UsedMemory != names+n*96 || info.Objects != n {
-		t.Fatalf("released in the interval: Info %+v, want %d bytes of %d counters", info, names+n*96, n)
+	if info := c.Info(); info.UsedMemory != names || info.Objects != n {
+		t.Fatalf("released in the interval: Info %+v, want %d bytes of %d counters", info, names, n)
 	}
 	var dumped int
 	for cur, done := c.DumpStart(), false; !done; {

@@ -21,3 +21,6 @@ const (
 
 // MapPeak is the most counters the table's map has held since it was last built.
 func (c *Counters) MapPeak() int { return c.t.peak }
+
+// NameCost is what a counter or semaphore named with n bytes costs in Info.UsedMemory.
+func NameCost(n int) uint64 { return nameCost(n) }

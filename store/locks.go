@@ -255,7 +255,17 @@ type Locks struct {
 	gone   []Owner // recently closed connections, a ring
 	goneAt int
 
-	valueBytes int64  // the value records' bytes, for Bytes
+	// The memory budget (Bytes, memcost.go).
+	valueBytes int64 // the keys' value buffers, live and kept for reuse (lockKey.vbytes)
+	itemBytes  int64 // the items' data and EXECUTE buffers, live and kept for reuse (lockItem.bufs)
+	valsBytes  int64 // the databases' tables of keys with a value
+	mapBytes   int64 // the databases' maps of keys, at their largest since built (lockDB.peak, oldGen.peak)
+	nitems     int   // live holders and waiters
+	nindexed   int   // holders in their key's index by LockId
+	orphans    int   // waiters whose connection has closed
+	shrinkDue  []*lockDB
+	evictBuf   []*lockItem
+
 	valueMoves uint64 // keys taken out of a value table (ValueRemovals)
 
 	cfg LocksConfig
@@ -298,14 +308,16 @@ type Locks struct {
 
 // lockDB is one database.
 type lockDB struct {
-	id   uint8
-	keys map[[16]byte]*lockKey
-	vals []*lockKey // the keys with a value (locks_values.go)
-	st   LockState
+	id     uint8
+	keys   map[[16]byte]*lockKey
+	vals   []*lockKey // the keys with a value (locks_values.go)
+	st     LockState
+	peak   int  // most keys since keys was built: a Go map keeps its room (shrinkKeys)
+	shrink bool // in Locks.shrinkDue
 
 	// A flush (locks_flush.go): the keys of the generations before, freed a slice at a time.
 	gen    uint32                      // the current generation: a key of another is flushed
-	olds   []map[[16]byte]*lockKey     // the keys of generations flushed and not yet freed
+	olds   []oldGen                    // the keys of generations flushed and not yet freed
 	waited list[waitedKey, *waitedKey] // the keys with waiters, which a flush handles at once
 }
 
@@ -320,7 +332,7 @@ type lockKey struct {
 	value    []byte                 // the value record while has
 	has      bool
 	vslot    int32 // 1 + its index in db.vals while has
-	vbytes   int   // len(value) as counted in Locks.valueBytes (0 without a value)
+	vbytes   int   // the value buffer as counted in Locks.valueBytes: allocSize(cap(value))
 	valueCmd uint8
 	next     *lockKey // free list
 	logged   bool     // the log's latest record of the key has holders; then on Locks.loggedKeys
@@ -555,6 +567,7 @@ func (l *Locks) Disconnected(owner Owner, now int64) {
 		return
 	}
 	o.gone = true
+	l.orphans += o.waiters
 	if len(l.gone) < lockGoneRing {
 		l.gone = append(l.gone, owner)
 	} else {
@@ -630,6 +643,9 @@ func (l *Locks) TTLAsked(db uint8, key [16]byte) int64 {
 // begin starts a call that appends to replies and execs.
 func (l *Locks) begin(replies []LockReply, execs []Exec) {
 	l.out, l.ex = replies, execs
+	if len(l.shrinkDue) > 0 {
+		l.shrinkKeys()
+	}
 	l.arena = l.arena[:0]
 	if cap(l.arena) > lockKeepBuf {
 		l.arena = nil
@@ -755,6 +771,10 @@ func (l *Locks) getKey(d *lockDB, key [16]byte) *lockKey {
 	d.keys[key] = k
 	d.st.KeyCount++
 	l.nkeys++
+	if len(d.keys) > d.peak {
+		d.peak = len(d.keys)
+		l.mapBytes += lockKeyEntry
+	}
 	return k
 }
 
@@ -776,21 +796,51 @@ func (l *Locks) settle(k *lockKey) {
 	}
 	k.has = false
 	l.syncValue(k)
-	if k.gen == d.gen { // a flushed key is no longer in the table (freeOld)
-		delete(d.keys, k.key)
-	}
 	d.st.KeyCount--
 	l.nkeys--
+	if k.gen == d.gen { // a flushed key is no longer in the table (freeOld)
+		delete(d.keys, k.key)
+		if d.peak >= shrinkKeysMin && len(d.keys) <= d.peak/4 && !d.shrink {
+			d.shrink = true
+			l.shrinkDue = append(l.shrinkDue, d)
+		}
+	}
+	l.valueBytes -= int64(k.vbytes)
 	v := k.value[:0]
-	if cap(v) > lockKeepBytes {
+	if cap(v) > lockKeepBytes || l.nfreeKeys >= lockFreeKeys {
 		v = nil
 	}
-	*k = lockKey{value: v}
+	*k = lockKey{value: v, vbytes: int(allocSize(cap(v)))}
 	if l.nfreeKeys < lockFreeKeys {
+		l.valueBytes += int64(k.vbytes)
 		k.next = l.freeKeys
 		l.freeKeys = k
 		l.nfreeKeys++
 	}
+}
+
+// shrinkKeysMin is the fewest keys a database's map must have held to be rebuilt smaller.
+const shrinkKeysMin = 1024
+
+// shrinkKeys rebuilds the key maps of the databases that have lost three quarters of
+// their keys since they were built: a Go map never gives back its room. It runs at the
+// start of a call, never while a map is being walked; its cost, O(keys left), is a third
+// of the deletions that made it due.
+func (l *Locks) shrinkKeys() {
+	for _, d := range l.shrinkDue {
+		d.shrink = false
+		if len(d.keys) > d.peak/4 {
+			continue
+		}
+		m := make(map[[16]byte]*lockKey, len(d.keys))
+		for name, k := range d.keys {
+			m[name] = k
+		}
+		l.mapBytes -= int64(d.peak-len(m)) * lockKeyEntry
+		d.keys, d.peak = m, len(m)
+	}
+	clear(l.shrinkDue)
+	l.shrinkDue = l.shrinkDue[:0]
 }
 
 // overKeys reports whether k, about to get its first holder or waiter,
@@ -811,11 +861,21 @@ func (l *Locks) newItem(k *lockKey, o Owner, c *LockCommand, now int64) *lockIte
 	}
 	it.k, it.owner, it.cmd, it.arrived = k, o, *c, now
 	it.cmd.Data = nil
+	l.nitems++
 	return it
 }
 
+// bufs is what it's buffers take (memcost.go).
+func (it *lockItem) bufs() int64 { return allocSize(cap(it.data)) + allocSize(cap(it.execs)) }
+
 // freeItem clears it, no longer anywhere, and keeps it for reuse.
 func (l *Locks) freeItem(it *lockItem) {
+	l.nitems--
+	l.itemBytes -= it.bufs()
+	if l.nfreeItems >= lockFreeItems {
+		*it = lockItem{}
+		return
+	}
 	data, execs := it.data[:0], it.execs[:0]
 	if cap(data) > lockKeepBytes {
 		data = nil
@@ -824,11 +884,10 @@ func (l *Locks) freeItem(it *lockItem) {
 		execs = nil
 	}
 	*it = lockItem{data: data, execs: execs}
-	if l.nfreeItems < lockFreeItems {
-		it.next = l.freeItems
-		l.freeItems = it
-		l.nfreeItems++
-	}
+	l.itemBytes += it.bufs()
+	it.next = l.freeItems
+	l.freeItems = it
+	l.nfreeItems++
 }
 
 // owner returns o's record, creating it.
@@ -939,11 +998,13 @@ func (l *Locks) addHolder(k *lockKey, h *lockItem) {
 	switch {
 	case k.byID != nil:
 		k.byID[h.cmd.LockID] = h
+		l.nindexed++
 	case k.hold.n > lockIndexAt:
 		k.byID = make(map[[16]byte]*lockItem, 2*k.hold.n)
 		for x := k.hold.head; x != nil; x = x.next {
 			k.byID[x.cmd.LockID] = x
 		}
+		l.nindexed += k.hold.n
 	}
 }
 
@@ -954,6 +1015,7 @@ func (l *Locks) removeHolder(h *lockItem) {
 	k.hold.remove(h)
 	if k.byID != nil {
 		delete(k.byID, h.cmd.LockID)
+		l.nindexed--
 		if k.hold.n == 0 {
 			k.byID = nil
 		}
@@ -1184,8 +1246,10 @@ func (l *Locks) refuse(o Owner, d *lockDB, k *lockKey, c *LockCommand, data []by
 	}
 	w := l.newItem(k, o, c, now)
 	if data != nil {
+		was := w.bufs()
 		w.data = append(w.data[:0], data...)
 		w.hasData = true
+		l.itemBytes += w.bufs() - was
 	}
 	l.enqueue(w)
 }
@@ -1211,6 +1275,9 @@ func (l *Locks) enqueue(w *lockItem) {
 	r := l.owner(w.owner)
 	r.waiters++
 	w.waitsCounted = true
+	if r.gone {
+		l.orphans++
+	}
 	if w.cmd.TimeoutFlag&timeKeep != 0 && !r.gone {
 		l.keep(w)
 	} else {
@@ -1233,6 +1300,9 @@ func (l *Locks) unqueue(w *lockItem) {
 		w.waitsCounted = false
 		r := l.owners[w.owner]
 		r.waiters--
+		if r.gone {
+			l.orphans--
+		}
 		l.forget(r)
 	}
 	w.waiting = false

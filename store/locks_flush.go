@@ -31,6 +31,22 @@ package store
 // KeyState.Flush.
 const AllDBs = 255
 
+// oldGen is a flushed generation of a database's keys, and the most keys its map held: a
+// Go map keeps that room until it is dropped (the memory budget counts it till then).
+type oldGen struct {
+	keys map[[16]byte]*lockKey
+	peak int
+}
+
+// keyMaps returns d's key maps: the current generation's, then the flushed ones'.
+func (d *lockDB) keyMaps() []map[[16]byte]*lockKey {
+	ms := []map[[16]byte]*lockKey{d.keys}
+	for _, o := range d.olds {
+		ms = append(ms, o.keys)
+	}
+	return ms
+}
+
 // waitedKey is a key as its database's waited list sees it.
 type waitedKey lockKey
 
@@ -87,8 +103,10 @@ func (l *Locks) flushDB(d *lockDB, now int64) int {
 		for _, k := range waited {
 			delete(old, k.key)
 		}
-		d.olds = append(d.olds, old)
+		d.olds = append(d.olds, oldGen{keys: old, peak: d.peak}) // its room stays counted until it goes
 		d.keys = make(map[[16]byte]*lockKey, len(waited))
+		d.peak = len(waited)
+		l.mapBytes += int64(len(waited)) * lockKeyEntry
 		for _, k := range waited {
 			d.keys[k.key] = k
 		}
@@ -98,6 +116,7 @@ func (l *Locks) flushDB(d *lockDB, now int64) int {
 		}
 		// The value table goes with the generation: a key set aside keeps a slot in it
 		// that freeOld ignores; those handled at once find their place in the new one.
+		l.valsBytes -= int64(cap(d.vals)) * valueSlot
 		d.vals = nil
 		for _, k := range waited {
 			k.vslot = 0
@@ -169,9 +188,9 @@ func (l *Locks) live(d *lockDB, key [16]byte) *lockKey {
 	if k != nil || len(d.olds) == 0 {
 		return k
 	}
-	for _, m := range d.olds {
-		if k := m[key]; k != nil {
-			delete(m, key)
+	for _, o := range d.olds {
+		if k := o.keys[key]; k != nil {
+			delete(o.keys, key)
 			l.freeOld(k)
 			break
 		}
@@ -198,9 +217,9 @@ func (l *Locks) freeOld(k *lockKey) {
 
 // flushedDue frees k, a key of a flushed generation one of whose holders fell due (due).
 func (l *Locks) flushedDue(k *lockKey) {
-	for _, m := range k.db.olds {
-		if m[k.key] == k {
-			delete(m, k.key)
+	for _, o := range k.db.olds {
+		if o.keys[k.key] == k {
+			delete(o.keys, k.key)
 			break
 		}
 	}
@@ -216,7 +235,7 @@ func (l *Locks) FreeFlushed(max int) (more bool) {
 			continue
 		}
 		for len(d.olds) > 0 && max > 0 {
-			m := d.olds[0]
+			m := d.olds[0].keys
 			for key, k := range m {
 				if max <= 0 {
 					break
@@ -225,8 +244,9 @@ func (l *Locks) FreeFlushed(max int) (more bool) {
 				l.freeOld(k)
 				max--
 			}
-			if len(m) == 0 {
-				d.olds[0] = nil
+			if len(m) == 0 { // the generation's map goes, and its room with it
+				l.mapBytes -= int64(d.olds[0].peak) * lockKeyEntry
+				d.olds[0] = oldGen{}
 				d.olds = d.olds[1:]
 			}
 		}

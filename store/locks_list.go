@@ -147,8 +147,8 @@ func (l *Locks) Check() error {
 			return fmt.Errorf("store: watch of key %x of db %d: %d watchers, version %d of %d", ref.key, ref.db, w.n, w.ver, l.wseq)
 		}
 	}
-	scheduled, aging, kept, keys := 0, 0, 0, 0
-	var vbytes int64
+	scheduled, aging, kept, keys, items, indexed, orphans := 0, 0, 0, 0, 0, 0, 0
+	var vbytes, ibytes, vals, maps int64
 	waits := map[Owner]int{}
 	for id, d := range l.dbs {
 		if d == nil {
@@ -160,9 +160,17 @@ func (l *Locks) Check() error {
 		if err := l.checkValues(d); err != nil {
 			return err
 		}
+		if d.peak < len(d.keys) {
+			return fmt.Errorf("store: lock db %d: %d keys, largest %d", id, len(d.keys), d.peak)
+		}
+		vals += int64(cap(d.vals)) * valueSlot
+		maps += int64(d.peak) * lockKeyEntry
+		for _, o := range d.olds {
+			maps += int64(o.peak) * lockKeyEntry
+		}
 		var levels, waiting uint32
 		nold, nwaited := 0, 0
-		for mi, m := range append([]map[[16]byte]*lockKey{d.keys}, d.olds...) {
+		for mi, m := range d.keyMaps() {
 			for name, k := range m {
 				if err := checkGeneration(d, k, mi > 0); err != nil {
 					return err
@@ -173,9 +181,114 @@ func (l *Locks) Check() error {
 				if k.wait.n > 0 {
 					nwaited++
 				}
-				if err := l.checkKey(d, name, k, &keys, &vbytes, &scheduled, &aging, &kept, waits, &levels, &waiting); err != nil {
-					return err
+				keys++
+				vbytes += int64(k.vbytes)
+				switch {
+				case k.key != name || k.db != d:
+					return fmt.Errorf("store: lock key %x of db %d filed as %x of db %d", k.key, k.db.id, name, id)
+				case k.hold.n == 0 && k.wait.n == 0:
+					return fmt.Errorf("store: lock key %x of db %d has no holder and no waiter", name, id)
 				}
+				if k.has {
+					if r, ok := parseRecord(k.value); !ok || len(r.raw) != len(k.value) || k.value[4] != 0 {
+						return fmt.Errorf("store: lock key %x of db %d: bad value record %x", name, id, k.value)
+					}
+				}
+				var sum uint32
+				n := 0
+				ids := map[[16]byte]bool{}
+				var prev *lockItem
+				for h := k.hold.head; h != nil; h = h.next {
+					if n++; n > k.hold.n {
+						return fmt.Errorf("store: lock key %x: holder list longer than its count %d", name, k.hold.n)
+					}
+					switch {
+					case h.prev != prev || h.k != k || h.waiting:
+						return fmt.Errorf("store: lock key %x: holder %d: bad link %v, key %v, waiting %v", name, n, h.prev != prev, h.k == k, h.waiting)
+					case h.levels == 0:
+						return fmt.Errorf("store: lock key %x: holder %x holds no level", name, h.cmd.LockID)
+					case ids[h.cmd.LockID]:
+						return fmt.Errorf("store: lock key %x: two holders with LockId %x", name, h.cmd.LockID)
+					case k.byID != nil && k.byID[h.cmd.LockID] != h:
+						return fmt.Errorf("store: lock key %x: holder %x missing from the index", name, h.cmd.LockID)
+					}
+					if err := l.checkTimed(h, h.cmd.ExpriedFlag, h.cmd.ExpriedFlag&timeVersion != 0); err != nil {
+						return fmt.Errorf("store: lock key %x: holder %x: %v", name, h.cmd.LockID, err)
+					}
+					if h.dl.scheduled() {
+						scheduled++
+						if h.cmd.ExpireAt != 0 && h.dl.at != msDeadline(h.cmd.ExpireAt) {
+							return fmt.Errorf("store: lock key %x: holder %x due at %d, its exact expiry is %d ms", name, h.cmd.LockID, h.dl.at, h.cmd.ExpireAt)
+						}
+					}
+					if h.pdl.scheduled() {
+						aging++
+						switch {
+						case l.aging.h[h.pdl.i-1].d != &h.pdl:
+							return fmt.Errorf("store: lock key %x: holder %x: aging handle points at another item", name, h.cmd.LockID)
+						case h.pdl.at != h.start+l.cfg.PersistAfter:
+							return fmt.Errorf("store: lock key %x: holder %x granted at %d ages at %d, not %d later",
+								name, h.cmd.LockID, h.start, h.pdl.at, l.cfg.PersistAfter)
+						}
+					}
+					if h.ko != nil {
+						kept++
+					}
+					if k.byID != nil {
+						indexed++
+					}
+					items++
+					ibytes += h.bufs()
+					ids[h.cmd.LockID] = true
+					sum += uint32(h.levels)
+					prev = h
+				}
+				switch {
+				case n != k.hold.n || k.hold.tail != prev:
+					return fmt.Errorf("store: lock key %x: %d holders counted %d", name, n, k.hold.n)
+				case sum != k.levels:
+					return fmt.Errorf("store: lock key %x: levels %d, holders hold %d", name, k.levels, sum)
+				case k.byID != nil && len(k.byID) != n:
+					return fmt.Errorf("store: lock key %x: %d holders, %d indexed", name, n, len(k.byID))
+				}
+				n, prev = 0, nil
+				for w := k.wait.head; w != nil; w = w.next {
+					if n++; n > k.wait.n {
+						return fmt.Errorf("store: lock key %x: queue longer than its count %d", name, k.wait.n)
+					}
+					switch {
+					case w.prev != prev || w.k != k || !w.waiting || !w.waitsCounted:
+						return fmt.Errorf("store: lock key %x: waiter %d: bad link %v, key %v, waiting %v, counted %v",
+							name, n, w.prev != prev, w.k == k, w.waiting, w.waitsCounted)
+					case prev != nil && prev.prio < w.prio:
+						return fmt.Errorf("store: lock key %x: waiter %d of priority %d behind one of %d", name, n, w.prio, prev.prio)
+					case w.cmd.Timeout == 0:
+						return fmt.Errorf("store: lock key %x: waiter %x has Timeout 0", name, w.cmd.LockID)
+					case len(w.execs) != 0:
+						return fmt.Errorf("store: lock key %x: waiter %x has EXECUTEs attached", name, w.cmd.LockID)
+					}
+					if err := l.checkTimed(w, w.cmd.TimeoutFlag, false); err != nil {
+						return fmt.Errorf("store: lock key %x: waiter %x: %v", name, w.cmd.LockID, err)
+					}
+					if w.dl.scheduled() {
+						scheduled++
+					}
+					if w.ko != nil {
+						kept++
+					}
+					if l.closed(w.owner) {
+						orphans++
+					}
+					items++
+					ibytes += w.bufs()
+					waits[w.owner]++
+					prev = w
+				}
+				if n != k.wait.n || k.wait.tail != prev {
+					return fmt.Errorf("store: lock key %x: %d waiters counted %d", name, n, k.wait.n)
+				}
+				levels += k.levels
+				waiting += uint32(n)
 			}
 		}
 		if d.waited.n != nwaited {
@@ -186,139 +299,36 @@ func (l *Locks) Check() error {
 				id, d.st.LockedCount, d.st.WaitCount, d.st.KeyCount, levels, waiting, len(d.keys)+nold)
 		}
 	}
-	return l.checkRest(keys, vbytes, scheduled, aging, kept, waits)
-}
-
-// checkGeneration checks that k is of d's current generation, or of a flushed one (old)
-// without waiters.
-func checkGeneration(d *lockDB, k *lockKey, old bool) error {
-	switch {
-	case k.flushed() != old:
-		return fmt.Errorf("store: lock key %x of db %d: generation %d, the database's %d, set aside %v", k.key, d.id, k.gen, d.gen, old)
-	case old && k.wait.n > 0:
-		return fmt.Errorf("store: lock key %x of db %d: flushed with %d waiters", k.key, d.id, k.wait.n)
-	}
-	return nil
-}
-
-// checkKey checks key k of d, filed as name, and adds up what Check counts.
-func (l *Locks) checkKey(d *lockDB, name [16]byte, k *lockKey, keysp *int, vbytesp *int64, scheduledp, agingp, keptp *int,
-	waits map[Owner]int, levelsp, waitingp *uint32) error {
-	id := d.id
-	keys, vbytes, scheduled, aging, kept := *keysp, *vbytesp, *scheduledp, *agingp, *keptp
-	levels, waiting := *levelsp, *waitingp
-	defer func() {
-		*keysp, *vbytesp, *scheduledp, *agingp, *keptp = keys, vbytes, scheduled, aging, kept
-		*levelsp, *waitingp = levels, waiting
-	}()
-	{
-		{
-			keys++
-			vbytes += int64(k.vbytes)
-			switch {
-			case k.key != name || k.db != d:
-				return fmt.Errorf("store: lock key %x of db %d filed as %x of db %d", k.key, k.db.id, name, id)
-			case k.hold.n == 0 && k.wait.n == 0:
-				return fmt.Errorf("store: lock key %x of db %d has no holder and no waiter", name, id)
-			}
-			if k.has {
-				if r, ok := parseRecord(k.value); !ok || len(r.raw) != len(k.value) || k.value[4] != 0 {
-					return fmt.Errorf("store: lock key %x of db %d: bad value record %x", name, id, k.value)
-				}
-			}
-			var sum uint32
-			n := 0
-			ids := map[[16]byte]bool{}
-			var prev *lockItem
-			for h := k.hold.head; h != nil; h = h.next {
-				if n++; n > k.hold.n {
-					return fmt.Errorf("store: lock key %x: holder list longer than its count %d", name, k.hold.n)
-				}
-				switch {
-				case h.prev != prev || h.k != k || h.waiting:
-					return fmt.Errorf("store: lock key %x: holder %d: bad link %v, key %v, waiting %v", name, n, h.prev != prev, h.k == k, h.waiting)
-				case h.levels == 0:
-					return fmt.Errorf("store: lock key %x: holder %x holds no level", name, h.cmd.LockID)
-				case ids[h.cmd.LockID]:
-					return fmt.Errorf("store: lock key %x: two holders with LockId %x", name, h.cmd.LockID)
-				case k.byID != nil && k.byID[h.cmd.LockID] != h:
-					return fmt.Errorf("store: lock key %x: holder %x missing from the index", name, h.cmd.LockID)
-				}
-				if err := l.checkTimed(h, h.cmd.ExpriedFlag, h.cmd.ExpriedFlag&timeVersion != 0); err != nil {
-					return fmt.Errorf("store: lock key %x: holder %x: %v", name, h.cmd.LockID, err)
-				}
-				if h.dl.scheduled() {
-					scheduled++
-					if h.cmd.ExpireAt != 0 && h.dl.at != msDeadline(h.cmd.ExpireAt) {
-						return fmt.Errorf("store: lock key %x: holder %x due at %d, its exact expiry is %d ms", name, h.cmd.LockID, h.dl.at, h.cmd.ExpireAt)
-					}
-				}
-				if h.pdl.scheduled() {
-					aging++
-					switch {
-					case l.aging.h[h.pdl.i-1].d != &h.pdl:
-						return fmt.Errorf("store: lock key %x: holder %x: aging handle points at another item", name, h.cmd.LockID)
-					case h.pdl.at != h.start+l.cfg.PersistAfter:
-						return fmt.Errorf("store: lock key %x: holder %x granted at %d ages at %d, not %d later",
-							name, h.cmd.LockID, h.start, h.pdl.at, l.cfg.PersistAfter)
-					}
-				}
-				if h.ko != nil {
-					kept++
-				}
-				ids[h.cmd.LockID] = true
-				sum += uint32(h.levels)
-				prev = h
-			}
-			switch {
-			case n != k.hold.n || k.hold.tail != prev:
-				return fmt.Errorf("store: lock key %x: %d holders counted %d", name, n, k.hold.n)
-			case sum != k.levels:
-				return fmt.Errorf("store: lock key %x: levels %d, holders hold %d", name, k.levels, sum)
-			case k.byID != nil && len(k.byID) != n:
-				return fmt.Errorf("store: lock key %x: %d holders, %d indexed", name, n, len(k.byID))
-			}
-			n, prev = 0, nil
-			for w := k.wait.head; w != nil; w = w.next {
-				if n++; n > k.wait.n {
-					return fmt.Errorf("store: lock key %x: queue longer than its count %d", name, k.wait.n)
-				}
-				switch {
-				case w.prev != prev || w.k != k || !w.waiting || !w.waitsCounted:
-					return fmt.Errorf("store: lock key %x: waiter %d: bad link %v, key %v, waiting %v, counted %v",
-						name, n, w.prev != prev, w.k == k, w.waiting, w.waitsCounted)
-				case prev != nil && prev.prio < w.prio:
-					return fmt.Errorf("store: lock key %x: waiter %d of priority %d behind one of %d", name, n, w.prio, prev.prio)
-				case w.cmd.Timeout == 0:
-					return fmt.Errorf("store: lock key %x: waiter %x has Timeout 0", name, w.cmd.LockID)
-				case len(w.execs) != 0:
-					return fmt.Errorf("store: lock key %x: waiter %x has EXECUTEs attached", name, w.cmd.LockID)
-				}
-				if err := l.checkTimed(w, w.cmd.TimeoutFlag, false); err != nil {
-					return fmt.Errorf("store: lock key %x: waiter %x: %v", name, w.cmd.LockID, err)
-				}
-				if w.dl.scheduled() {
-					scheduled++
-				}
-				if w.ko != nil {
-					kept++
-				}
-				waits[w.owner]++
-				prev = w
-			}
-			if n != k.wait.n || k.wait.tail != prev {
-				return fmt.Errorf("store: lock key %x: %d waiters counted %d", name, n, k.wait.n)
-			}
-			levels += k.levels
-			waiting += uint32(n)
+	n := 0
+	for k := l.freeKeys; k != nil; k = k.next {
+		if n++; n > l.nfreeKeys {
+			return fmt.Errorf("store: more free lock keys than the %d counted", l.nfreeKeys)
 		}
+		if k.vbytes != int(allocSize(cap(k.value))) {
+			return fmt.Errorf("store: free lock key counts %d value bytes, its buffer takes %d", k.vbytes, allocSize(cap(k.value)))
+		}
+		vbytes += int64(k.vbytes)
 	}
-	return nil
-}
-
-// checkRest checks the totals over every database and what is not a key's.
-func (l *Locks) checkRest(keys int, vbytes int64, scheduled, aging, kept int, waits map[Owner]int) error {
+	if n != l.nfreeKeys {
+		return fmt.Errorf("store: %d free lock keys, counted %d", n, l.nfreeKeys)
+	}
+	n = 0
+	for it := l.freeItems; it != nil; it = it.next {
+		if n++; n > l.nfreeItems {
+			return fmt.Errorf("store: more free lock items than the %d counted", l.nfreeItems)
+		}
+		ibytes += it.bufs()
+	}
+	if n != l.nfreeItems {
+		return fmt.Errorf("store: %d free lock items, counted %d", n, l.nfreeItems)
+	}
 	switch {
+	case items != l.nitems || indexed != l.nindexed || orphans != l.orphans:
+		return fmt.Errorf("store: %d lock items, %d indexed, %d of closed connections; counted %d, %d, %d",
+			items, indexed, orphans, l.nitems, l.nindexed, l.orphans)
+	case ibytes != l.itemBytes || vals != l.valsBytes || maps != l.mapBytes:
+		return fmt.Errorf("store: lock items' buffers, value tables, key maps take %d, %d, %d bytes; counted %d, %d, %d",
+			ibytes, vals, maps, l.itemBytes, l.valsBytes, l.mapBytes)
 	case keys != l.nkeys:
 		return fmt.Errorf("store: %d lock keys, counted %d", keys, l.nkeys)
 	case vbytes != l.valueBytes:
@@ -406,6 +416,18 @@ func (l *Locks) checkTimed(it *lockItem, flag uint16, never bool) error {
 	}
 	if r := l.owners[it.owner]; s && flag&timeKeep != 0 && r != nil && !r.gone {
 		return fmt.Errorf("scheduled, but kept alive by its open connection")
+	}
+	return nil
+}
+
+// checkGeneration checks that k is of d's current generation, or of a flushed one (old)
+// without waiters.
+func checkGeneration(d *lockDB, k *lockKey, old bool) error {
+	switch {
+	case k.flushed() != old:
+		return fmt.Errorf("store: lock key %x of db %d: generation %d, the database's %d, set aside %v", k.key, d.id, k.gen, d.gen, old)
+	case old && k.wait.n > 0:
+		return fmt.Errorf("store: lock key %x of db %d: flushed with %d waiters", k.key, d.id, k.wait.n)
 	}
 	return nil
 }

@@ -222,7 +222,9 @@ func (l *Locks) attach(h *lockItem, r *record, db uint8) {
 	if r.flag&dataFirstOrLast != 0 {
 		fol = 1
 	}
+	was := h.bufs()
 	h.execs = append(h.execs, r.stage, fol)
 	h.execs = binary.LittleEndian.AppendUint32(h.execs, uint32(len(f)))
 	h.execs = append(h.execs, f...)
+	l.itemBytes += h.bufs() - was
 }

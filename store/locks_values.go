@@ -15,16 +15,14 @@ import "fmt"
 // from above the cursor to below it is returned twice, as Redis allows.
 
 // syncValue puts k in its database's value table or takes it out, as k.has
-// says, and counts its value's bytes. Every change of a key's value ends with
+// says, and counts its value's buffer. Every change of a key's value ends with
 // it.
 func (l *Locks) syncValue(k *lockKey) {
-	n := 0
-	if k.has {
-		n = len(k.value)
-	}
+	n := int(allocSize(cap(k.value)))
 	l.valueBytes += int64(n - k.vbytes)
 	k.vbytes = n
 	d := k.db
+	was := cap(d.vals)
 	switch {
 	case k.has && k.vslot == 0:
 		d.vals = append(d.vals, k)
@@ -42,16 +40,23 @@ func (l *Locks) syncValue(k *lockKey) {
 			d.vals = append([]*lockKey(nil), d.vals...)
 		}
 	}
+	l.valsBytes += int64(cap(d.vals)-was) * valueSlot
 }
 
-// lockKeyOverhead estimates the bytes one key costs besides its value: the key,
-// its map entry and its share of the tables' spare room.
-const lockKeyOverhead = 256
-
-// Bytes estimates the memory the keys and their values take: the value
-// records' bytes plus lockKeyOverhead per key. It is kept as values change;
-// reading it never scans.
-func (l *Locks) Bytes() int64 { return l.valueBytes + int64(l.nkeys)*lockKeyOverhead }
+// Bytes estimates the memory the slock state takes (memcost.go): keys, holders and
+// waiters, live and kept for reuse, with their values, data records and EXECUTEs, the
+// maps and tables that find them, the connections the Locks knows of, watched keys,
+// and the buffers of the call. It is kept as the state changes; reading it never scans.
+func (l *Locks) Bytes() int64 {
+	n := int64(l.nkeys+l.nfreeKeys)*lockKeyObj + int64(l.nitems+l.nfreeItems)*lockItemObj +
+		l.valueBytes + l.itemBytes + l.valsBytes + l.mapBytes + int64(l.nindexed)*lockIndexEntry +
+		int64(len(l.owners))*lockOwnerCost + int64(len(l.watches))*watchCost +
+		int64(cap(l.arena)+cap(l.tmp)+cap(l.htmp)+cap(l.addBuf))
+	if !l.shared {
+		n += int64(cap(l.dl.h)+cap(l.aging.h)) * heapSlot
+	}
+	return n
+}
 
 // ValueRemovals counts the keys that lost their value, in any database, since the Locks
 // were made. A walk of ScanValues over which it did not change passed each key once.
@@ -97,8 +102,8 @@ func (l *Locks) checkValues(d *lockDB) error {
 		if k.has {
 			n++
 		}
-		if want := len(k.value); !k.has && k.vbytes != 0 || k.has && k.vbytes != want {
-			return fmt.Errorf("store: lock db %d: key %x counts %d value bytes, has %v with %d", d.id, k.key, k.vbytes, k.has, want)
+		if want := int(allocSize(cap(k.value))); k.vbytes != want {
+			return fmt.Errorf("store: lock db %d: key %x counts %d value bytes, its buffer takes %d", d.id, k.key, k.vbytes, want)
 		}
 	}
 	if n != len(d.vals) {

@@ -113,6 +113,7 @@ type Pools struct {
 	maxEntries int
 	maxKeys    int
 	st         PoolStats
+	keyBytes   int64 // what the keys in the map cost (poolKeyBytes)
 }
 
 // PoolClient is one connection's state in a Pools. The event loop keeps it
@@ -490,6 +491,7 @@ func (p *Pools) revive(k *poolKey, name []byte) *poolKey {
 	if k == nil {
 		k = &poolKey{name: string(name)}
 		p.keys[k.name] = k
+		p.keyBytes += poolKeyBytes(k)
 	} else {
 		p.idle.remove(k)
 		k.idle = false
@@ -512,7 +514,32 @@ func (p *Pools) settle(k *poolKey) {
 		p.idle.remove(old)
 		old.idle = false
 		delete(p.keys, old.name)
+		p.keyBytes -= poolKeyBytes(old)
 	}
+}
+
+// poolKeyBytes is what key k costs in the map (memcost.go).
+func poolKeyBytes(k *poolKey) int64 { return poolKeyCost + allocSize(len(k.name)) }
+
+// Bytes estimates the memory the PoolCounter state takes (memcost.go): the keys, live
+// and idle ones kept for reuse, and the entries, held, waiting and kept for reuse. It is
+// kept as they change; reading it never scans.
+func (p *Pools) Bytes() int64 {
+	return p.keyBytes + int64(p.processing+p.waiting+uint64(p.nfree))*poolEntryCost
+}
+
+// Trim lets go of the idle keys and the entries kept for reuse, and returns the bytes
+// that frees.
+func (p *Pools) Trim() int64 {
+	was := p.Bytes()
+	for k := p.idle.head; k != nil; k = p.idle.head {
+		p.idle.remove(k)
+		k.idle = false
+		delete(p.keys, k.name)
+		p.keyBytes -= poolKeyBytes(k)
+	}
+	p.free, p.nfree = nil, 0
+	return was - p.Bytes()
 }
 
 // newEntry returns a held entry of c on k, since now, as c's newest.
@@ -628,7 +655,9 @@ func (p *Pools) Check() error {
 		}
 	}
 	var live, idle int
+	var kbytes int64
 	for name, k := range p.keys {
+		kbytes += poolKeyBytes(k)
 		t := per[k]
 		if t == nil {
 			t = &tally{}
@@ -694,6 +723,8 @@ func (p *Pools) Check() error {
 		return fmt.Errorf("store: %d idle pool keys, %d on the idle list, counted %d", idle, n, p.idle.n)
 	case idle > poolIdleKeys:
 		return fmt.Errorf("store: %d idle pool keys kept, limit %d", idle, poolIdleKeys)
+	case kbytes != p.keyBytes:
+		return fmt.Errorf("store: pool keys take %d bytes, counted %d", kbytes, p.keyBytes)
 	case p.maxKeys > 0 && live > p.maxKeys:
 		return fmt.Errorf("store: %d live pool keys, limit %d", live, p.maxKeys)
 	case p.live != uint64(live) || p.processing != uint64(held) || p.waiting != uint64(waiting):

@@ -85,7 +85,7 @@ func TestResetLocks(t *testing.T) {
 			t.Fatalf("db %d still there: %+v", db, st)
 		}
 	}
-	if l.Journaled() || l.LoggedKeys() != 0 || l.Bytes() != 0 || l.Value(0, vk) != nil || l.TTL(0, vk, now) != -2 {
+	if l.Journaled() || l.LoggedKeys() != 0 || l.Bytes() != int64(l.Watched())*watchCost || l.Value(0, vk) != nil || l.TTL(0, vk, now) != -2 {
 		t.Fatalf("locks after ResetLocks: journaled %v, %d logged keys, %d bytes, value %q, TTL %d",
 			l.Journaled(), l.LoggedKeys(), l.Bytes(), l.Value(0, vk), l.TTL(0, vk, now))
 	}

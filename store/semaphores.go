@@ -75,6 +75,14 @@ func (s *Semaphores) Get(name []byte) (value uint32, ok bool) {
 	return o.top - o.held, true
 }
 
+// Evict deletes semaphores nobody holds, those idle longest first, as their collection
+// would, until what they cost adds up to need bytes or none is left, and returns the bytes
+// and the number of semaphores.
+func (s *Semaphores) Evict(need int64) (freed int64, n int) { return s.t.evict(need) }
+
+// Bytes estimates the memory the semaphores take (memcost.go).
+func (s *Semaphores) Bytes() int64 { return s.t.bytes() }
+
 // Drop releases everything l holds, for a connection that went away. l is
 // left empty, to be reused or discarded. now is unused.
 func (s *Semaphores) Drop(l *Ledger, now int64) {

@@ -106,7 +106,7 @@ func TestSemaphoreNew(t *testing.T) {
 	h.get("b", 0)
 	h.acq(1, "c", 2, 1, store.NotAvailable) // initial < r: nothing created
 	h.gone("c")
-	if got, want := h.s.Info(), (store.Info{Objects: 2, TotalObjects: 2, UsedMemory: 2 + 2*96}); got != want {
+	if got, want := h.s.Info(), (store.Info{Objects: 2, TotalObjects: 2, UsedMemory: 2 * store.NameCost(1)}); got != want {
 		t.Fatalf("Info = %+v, want %+v", got, want)
 	}
 }

@@ -71,11 +71,13 @@ func New(cfg Config) *Store {
 	return s
 }
 
-// Bytes estimates the memory the stored state takes: counter and semaphore
-// names (Info.UsedMemory) and slock keys and values (Locks.Bytes). Each
-// family keeps its part as it changes; reading it never scans.
+// Bytes estimates the memory the stored state takes (memcost.go): counters and
+// semaphores with their names and the ledgers' entries, PoolCounter keys and entries,
+// slock keys, holders and waiters with their values and data, and the deadline heap.
+// Each family keeps its part as it changes; reading it never scans.
 func (s *Store) Bytes() int64 {
-	return int64(s.Counters.t.info.UsedMemory+s.Semaphores.t.info.UsedMemory) + s.Locks.Bytes()
+	return s.Counters.t.bytes() + s.Semaphores.t.bytes() + s.Pools.Bytes() + s.Locks.Bytes() +
+		int64(cap(s.q.h))*heapSlot
 }
 
 // DueKind names what fell due.

@@ -10,13 +10,12 @@ import (
 type Info struct {
 	Objects      uint64 // live objects
 	TotalObjects uint64 // objects ever created
-	UsedMemory   uint64 // bytes, estimated: names plus objectOverhead per object
+	UsedMemory   uint64 // bytes, estimated: each object with its name and map entry (nameCost)
 }
 
-// objectOverhead estimates the bytes one object costs besides its name: the
-// object itself, its name's string header and pointer in the map and the map's
-// spare room.
-const objectOverhead = 96
+// nameCost is what an object named name costs: the object, its entry in the map and
+// the name's bytes (memcost.go).
+func nameCost(name int) uint64 { return uint64(objectCost + allocSize(name)) }
 
 // object is one named thing that ledgers hold amounts of. The table keeps held
 // and the idle list; the family interprets top and last.
@@ -35,8 +34,10 @@ type object struct {
 // 0), so a family's garbage collection costs O(idle objects), not O(objects).
 type table struct {
 	objs    map[string]*object
-	idle    *object   // head of the idle list
+	idle    *object   // head of the idle list: the newest idle object
+	oldest  *object   // tail of the idle list
 	nidle   int       // length of the idle list
+	nents   int       // entries of every ledger, for Bytes
 	ledgers []*Ledger // ledgers that hold something; Ledger.slot is index+1
 	max     int       // object limit, <= 0 for none
 	peak    int       // most objects since the map was last built
@@ -72,7 +73,7 @@ func (t *table) create(name []byte) *object {
 	t.link(o)
 	t.info.Objects++
 	t.info.TotalObjects++
-	t.info.UsedMemory += uint64(len(name)) + objectOverhead
+	t.info.UsedMemory += nameCost(len(name))
 	return o
 }
 
@@ -82,7 +83,28 @@ func (t *table) delete(o *object) {
 	t.unlink(o)
 	o.dead = true
 	t.info.Objects--
-	t.info.UsedMemory -= uint64(len(o.name)) + objectOverhead
+	t.info.UsedMemory -= nameCost(len(o.name))
+}
+
+// bytes is what the table's state costs (memcost.go): its objects and the ledgers'
+// entries.
+func (t *table) bytes() int64 {
+	return int64(t.info.UsedMemory) + int64(t.nents)*ledgerEntryCost
+}
+
+// evict deletes idle objects, oldest first (the longest idle), until what they cost adds
+// up to need bytes or none is left; it returns the bytes and the number of objects.
+func (t *table) evict(need int64) (freed int64, n int) {
+	for freed < need && t.oldest != nil {
+		o := t.oldest
+		freed += int64(nameCost(len(o.name)))
+		t.delete(o)
+		n++
+	}
+	if n > 0 {
+		t.shrink()
+	}
+	return freed, n
 }
 
 // shrink rebuilds the map once it holds a quarter of what it held at its
@@ -105,6 +127,8 @@ func (t *table) link(o *object) {
 	o.prev, o.next = nil, t.idle
 	if t.idle != nil {
 		t.idle.prev = o
+	} else {
+		t.oldest = o
 	}
 	t.idle = o
 	t.nidle++
@@ -119,6 +143,8 @@ func (t *table) unlink(o *object) {
 	}
 	if o.next != nil {
 		o.next.prev = o.prev
+	} else {
+		t.oldest = o.prev
 	}
 	o.prev, o.next = nil, nil
 	t.nidle--
@@ -140,6 +166,7 @@ func (t *table) hold(l *Ledger, o *object, n uint32) {
 	}
 	o.held += n
 	l.add(o, n)
+	t.nents++
 	if l.slot == 0 {
 		t.ledgers = append(t.ledgers, l)
 		l.slot = len(t.ledgers)
@@ -152,6 +179,7 @@ func (t *table) take(l *Ledger, i int, n uint32) {
 	l.ents[i].n -= n
 	if l.ents[i].n == 0 {
 		l.remove(i)
+		t.nents--
 		if len(l.ents) == 0 {
 			l.reset()
 			t.forget(l)
@@ -176,6 +204,7 @@ func (t *table) drop(l *Ledger) {
 	for _, e := range l.ents {
 		t.release(e.o, e.n)
 	}
+	t.nents -= len(l.ents)
 	l.reset()
 	if l.slot != 0 {
 		t.forget(l)
@@ -245,7 +274,7 @@ func (t *table) check(kind string, each func(o *object) error) error {
 		if o.held == 0 {
 			idle++
 		}
-		mem += uint64(len(name)) + objectOverhead
+		mem += nameCost(len(name))
 		if err := each(o); err != nil {
 			return err
 		}
@@ -261,8 +290,15 @@ func (t *table) check(kind string, each func(o *object) error) error {
 		}
 		prev = o
 	}
-	if n != idle || n != t.nidle {
-		return fmt.Errorf("store: %d idle %ss, %d on the idle list, counted %d", idle, kind, n, t.nidle)
+	if n != idle || n != t.nidle || t.oldest != prev {
+		return fmt.Errorf("store: %d idle %ss, %d on the idle list, counted %d, tail right %v", idle, kind, n, t.nidle, t.oldest == prev)
+	}
+	ents := 0
+	for _, l := range t.ledgers {
+		ents += len(l.ents)
+	}
+	if ents != t.nents {
+		return fmt.Errorf("store: ledgers hold %d entries, counted %d", ents, t.nents)
 	}
 	if t.max > 0 && len(t.objs) > t.max {
 		return fmt.Errorf("store: %d %ss, limit %d", len(t.objs), kind, t.max)

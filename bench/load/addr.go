@@ -1,6 +1,8 @@
 package load
 
 import (
+	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/netip"
@@ -29,6 +31,7 @@ func Source(i, n int) netip.Addr {
 // dialers dials from a spread of loopback source addresses.
 type dialers struct {
 	target  string
+	tls     *tls.Config // conn's connections are TLS (nil: plain TCP)
 	d       []*net.Dialer
 	ip      netip.AddrPort // the target, when it is an IPv4 literal (for raw dials)
 	sources int            // source addresses for raw dials (0: none)
@@ -70,5 +73,22 @@ func (ds *dialers) dial(i int) (*net.TCPConn, error) {
 	}
 	tc := c.(*net.TCPConn)
 	tc.SetNoDelay(true)
+	return tc, nil
+}
+
+// conn connects connection number i and, with TLS, runs its handshake (crypto/tls, on the
+// caller's goroutine: the epoll driver never runs TLS).
+func (ds *dialers) conn(i int) (net.Conn, error) {
+	c, err := ds.dial(i)
+	if err != nil || ds.tls == nil {
+		return c, err
+	}
+	tc := tls.Client(c, ds.tls)
+	ctx, cancel := context.WithTimeout(context.Background(), ds.d[i%len(ds.d)].Timeout)
+	defer cancel()
+	if err := tc.HandshakeContext(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
 	return tc, nil
 }

@@ -15,7 +15,7 @@ type holders struct {
 
 // holder is one connection of the holders, with the acquires the server granted it.
 type holder struct {
-	c      *net.TCPConn
+	c      net.Conn
 	p      Proto
 	opaque uint32
 	held   []Req
@@ -34,7 +34,7 @@ func (rn *runner) takeKeys() (*holders, error) {
 	}
 	var op uint32
 	for from := 0; from < total; from += per {
-		c, err := rn.dial.dial(cfg.Conns + cfg.Idle + len(hs.conns))
+		c, err := rn.dial.conn(cfg.Conns + cfg.Idle + len(hs.conns))
 		if err != nil {
 			hs.close()
 			return nil, fmt.Errorf("wait workload: the connection that holds the keys: %v", err)

@@ -2,6 +2,7 @@ package load
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -59,6 +60,9 @@ type Config struct {
 	Progress   io.Writer     // a line per second, or nil
 	Label      string        // names the run in progress lines
 	Spin       time.Duration // epoll driver: poll this long before sleeping (0: never)
+	// TLS, when set, makes every connection a TLS client of the target (crypto/tls, on
+	// goroutines: the epoll driver is not used); its ServerName defaults to the target's host.
+	TLS *tls.Config
 }
 
 // Defaults fills the zero fields of c with the tool's defaults.
@@ -131,6 +135,8 @@ func (c *Config) check(d *Dialect) error {
 		return fmt.Errorf("--timeout %v is out of range", c.Timeout)
 	case c.Expiry < time.Millisecond || c.Expiry >= math.MaxUint32*time.Millisecond:
 		return fmt.Errorf("--expiry %v is out of range (1ms to 49 days)", c.Expiry)
+	case c.TLS != nil && c.Idle > 0:
+		return errors.New("idle connections are plain TCP: not with TLS")
 	}
 	need := []Kind{Acquire, Release}
 	switch c.Workload {
@@ -178,6 +184,7 @@ func (c *Config) check(d *Dialect) error {
 type Result struct {
 	Label    string  `json:"label,omitempty"`
 	Addr     string  `json:"addr"`
+	TLS      bool    `json:"tls,omitempty"` // every connection was TLS
 	Proto    string  `json:"proto"`
 	Workload string  `json:"workload"`
 	Conns    int     `json:"conns"`
@@ -328,7 +335,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	cfg = rn.cfg
-	res := &Result{Label: cfg.Label, Addr: cfg.Addr, Proto: cfg.Proto, Workload: cfg.Workload,
+	res := &Result{Label: cfg.Label, Addr: cfg.Addr, TLS: cfg.TLS != nil, Proto: cfg.Proto, Workload: cfg.Workload,
 		Conns: cfg.Conns, Idle: cfg.Idle, Pipeline: cfg.Pipeline, Rate: cfg.Rate, Keys: cfg.Keys,
 		Rounds: 1, Grant: rn.grant}
 	if cfg.Keys > 1 {
@@ -490,6 +497,13 @@ func newRunner(cfg Config) (*runner, error) {
 	if rn.dial, err = newDialers(cfg.Addr, cfg.Sources, 5*time.Second); err != nil {
 		return nil, err
 	}
+	if cfg.TLS != nil {
+		rn.dial.tls = cfg.TLS
+		if cfg.TLS.ServerName == "" {
+			rn.dial.tls = cfg.TLS.Clone()
+			rn.dial.tls.ServerName, _, _ = net.SplitHostPort(cfg.Addr)
+		}
+	}
 	if cfg.Keys > 0 {
 		shared := cfg.Prefix + "k"
 		if d.Durable {
@@ -514,7 +528,7 @@ func newRunner(cfg Config) (*runner, error) {
 			rn.gap = 1
 		}
 	}
-	rn.epolled = canEpoll && !rn.open && rn.dial.ip.IsValid() && os.Getenv("TALLYD_BENCH_NO_EPOLL") == ""
+	rn.epolled = canEpoll && !rn.open && rn.dial.ip.IsValid() && cfg.TLS == nil && os.Getenv("TALLYD_BENCH_NO_EPOLL") == ""
 	rn.mEnd = math.MaxInt64
 	rn.end.Store(rn.mEnd)
 	return rn, nil

@@ -38,7 +38,7 @@ type worker struct {
 	match   Matcher // proto, when its replies may come out of order
 	churner bool    // a churn cycle's: its tally is not recorded
 	mu      sync.Mutex
-	c       *net.TCPConn
+	c       net.Conn // a *net.TCPConn, or a *tls.Conn over one
 	dialErr error
 	fd      int // the epoll driver's socket, or -1
 	sent    int // epoll driver: bytes of wbuf written
@@ -107,7 +107,7 @@ func (w *worker) connectRaw() error {
 
 // connect dials the worker's connection.
 func (w *worker) connect() error {
-	c, err := w.rn.dial.dial(w.id)
+	c, err := w.rn.dial.conn(w.id)
 	w.mu.Lock()
 	w.c, w.dialErr = c, err
 	w.mu.Unlock()
@@ -551,7 +551,7 @@ func newChurner(rn *runner, i int) *worker {
 
 // once runs a churn cycle on w.
 func (w *worker) once() error {
-	c, err := w.rn.dial.dial(w.id)
+	c, err := w.rn.dial.conn(w.id)
 	if err != nil {
 		return err
 	}

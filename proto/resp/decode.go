@@ -31,7 +31,18 @@ type Decoder struct {
 	// CRLFs included; it bounds what one connection makes the caller
 	// buffer. Zero or less means DefaultMaxCommand.
 	MaxCommand int
+
+	// Unauthenticated applies Redis's limits for a connection that must log
+	// in first (networking.c, authRequired): at most UnauthMaxArgs arguments
+	// of at most UnauthMaxBulk bytes, the errors saying "unauthenticated".
+	Unauthenticated bool
 }
+
+// Redis's limits on a request of a connection that has not logged in yet.
+const (
+	UnauthMaxArgs = 10
+	UnauthMaxBulk = 16384
+)
 
 // Parse decodes the request at the start of buf: a RESP array of bulk
 // strings. It appends a view of each argument to args[:0] and returns the
@@ -79,9 +90,16 @@ func (d *Decoder) Parse(buf []byte, args [][]byte) (out [][]byte, n int, err err
 	if maxCmd <= 0 {
 		maxCmd = DefaultMaxCommand
 	}
+	countReply, bulkReply := "Protocol error: invalid multibulk length", "Protocol error: invalid bulk length"
+	if d.Unauthenticated {
+		maxArgs, maxBulk = min(maxArgs, UnauthMaxArgs), min(maxBulk, UnauthMaxBulk)
+	}
 	count, p, err := length(buf, 0, maxArgs, maxCmd, 6, 0, true)
 	if p == 0 {
-		return out, 0, redisReply(err, "Protocol error: invalid multibulk length")
+		if d.Unauthenticated && overLimit(err) {
+			countReply = "Protocol error: unauthenticated multibulk length"
+		}
+		return out, 0, redisReply(err, countReply)
 	}
 	for j := range count {
 		if p >= len(buf) {
@@ -93,7 +111,10 @@ func (d *Decoder) Parse(buf []byte, args [][]byte) (out [][]byte, n int, err err
 		}
 		size, q, err := length(buf, p, maxBulk, maxCmd, 1, 2+6*(count-j-1), false)
 		if q == 0 {
-			return out[:0], 0, redisReply(err, "Protocol error: invalid bulk length")
+			if d.Unauthenticated && overLimit(err) {
+				bulkReply = "Protocol error: unauthenticated bulk length"
+			}
+			return out[:0], 0, redisReply(err, bulkReply)
 		}
 		end := q + size
 		for i := end; i < end+2 && i < len(buf); i++ {
@@ -163,7 +184,7 @@ func length(buf []byte, at, limit, maxCmd, per, rest int, multibulk bool) (v, ne
 			}
 			if u > uint64(limit) {
 				return 0, 0, &ProtocolError{Offset: i, Msg: what + " of at least " + strconv.FormatUint(u, 10) +
-					" exceeds the limit " + strconv.Itoa(limit)}
+					" exceeds the limit " + strconv.Itoa(limit), over: true}
 			}
 			// u <= limit <= MaxInt, and per <= 6: need cannot overflow a uint64.
 			if need := uint64(i+3+rest) + uint64(per)*u; need > uint64(maxCmd) {
@@ -188,6 +209,13 @@ func length(buf []byte, at, limit, maxCmd, per, rest int, multibulk bool) (v, ne
 		}
 	}
 	return 0, 0, nil
+}
+
+// overLimit reports whether err is a length over its limit (not one malformed, nor a request
+// too long for MaxCommand).
+func overLimit(err error) bool {
+	pe, ok := err.(*ProtocolError)
+	return ok && pe.over
 }
 
 // redisReply sets the Redis reply of err, a *ProtocolError of a length line, to reply.

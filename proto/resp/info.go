@@ -147,7 +147,7 @@ func AppendInfo(dst []byte, in *Info) []byte {
 	dst = strconv.AppendFloat(append(dst, "\r\ninstantaneous_output_kbps:"...), st.OutKbps, 'f', 2, 64)
 	dst = appendField(dst, "\r\nrejected_connections:", st.Rejected)
 	dst = appendField(dst, "\r\nexpired_keys:", st.Expired)
-	dst = append(dst, "\r\nevicted_keys:0"...) // tallyd refuses writes past its budget: it never evicts
+	dst = append(dst, "\r\nevicted_keys:0"...) // no key or value is evicted: writes past the budget are refused
 	dst = appendField(dst, "\r\nkeyspace_hits:", st.Hits)
 	dst = appendField(dst, "\r\nkeyspace_misses:", st.Misses)
 	dst = append(dst, "\r\npubsub_channels:0\r\npubsub_patterns:0\r\nlatest_fork_usec:0"...)

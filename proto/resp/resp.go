@@ -43,6 +43,8 @@ type ProtocolError struct {
 	// length, "Protocol error: expected '$', got 'x'" (networking.c, processMultibulkBuffer).
 	// Decoder.Parse sets it; ParseReply does not.
 	Reply string
+
+	over bool // a length over its limit
 }
 
 func (e *ProtocolError) Error() string {

@@ -1,6 +1,9 @@
 package slock
 
 import (
+	"strings"
+
+	"github.com/tallyd/tallyd/proto/acl"
 	"github.com/tallyd/tallyd/proto/resp"
 )
 
@@ -43,6 +46,8 @@ const (
 	CmdCluster     // CLUSTER ADD|REMOVE: membership of a tallyd cluster
 	CmdToken       // TOKEN key [LOCK_ID id]: a holder's fencing token (fence.go)
 	CmdGetFence    // GETFENCE key: the highest token a fenced write presented to key
+	CmdAuth        // AUTH [user] password
+	CmdACL         // ACL WHOAMI|LIST|CAT|LOAD|USERS
 	CmdSlowlog     // SLOWLOG GET [n]|LEN|RESET|HELP: the commands that ran longer than a threshold
 )
 
@@ -57,6 +62,7 @@ const (
 	CmdAdmin                         // server administration
 	CmdTx                            // transaction control: runs at once inside MULTI, not queued
 	CmdDenyOOM                       // may add data: refused beyond the memory budget (Redis's denyoom)
+	CmdNoAuth                        // runs before the connection has authenticated (Redis's no_auth)
 )
 
 // Spec is one command of the table.
@@ -66,8 +72,57 @@ type Spec struct {
 	Op    Op  // for CmdKV
 	Arity int // argument count with the name: n exactly, or with -n at least n
 	Flags CmdFlags
-	Hash  HashOp // for CmdHash
+	Hash  HashOp       // for CmdHash
+	ACL   acl.Category // its ACL categories, as Redis 7.0 gives them (tallyd's own: @lock, @cluster)
+	Keys  KeySpec      // which arguments are keys, for ACL key patterns
+	Subs  []SubSpec    // a container's subcommands (CONFIG GET, ...), each with its own categories
+	id    int          // its id in ACLTable
 }
+
+// SubSpec is a subcommand: its name, arity (the command's name included) and categories.
+type SubSpec struct {
+	Name  string
+	Arity int
+	ACL   acl.Category
+	id    int
+}
+
+// KeySpec says which arguments of a command line are keys, as Redis's legacy key spec: from
+// First to Last (negative: counted from the end, -1 the last) every Step-th; First 0 when
+// there are none. Lock is slock's LOCK, UNLOCK and PUSH: the key, and the key of each inner
+// command an EXECUTE option carries.
+type KeySpec struct {
+	First, Last, Step int8
+	Lock              bool
+}
+
+// The key specs of the table.
+var (
+	keysNone  = KeySpec{}
+	keysOne   = KeySpec{1, 1, 1, false}
+	keysAll   = KeySpec{1, -1, 1, false}
+	keysPairs = KeySpec{1, -1, 2, false}
+	keysLock  = KeySpec{1, 1, 1, true}
+)
+
+// Categories, shorter, for the table.
+const (
+	aKeyspace   = acl.Keyspace
+	aRead       = acl.Read
+	aWrite      = acl.Write
+	aHash       = acl.Hash
+	aString     = acl.String
+	aAdmin      = acl.Admin
+	aFast       = acl.Fast
+	aSlow       = acl.Slow
+	aBlocking   = acl.Blocking
+	aDangerous  = acl.Dangerous
+	aConnection = acl.Connection
+	aTx         = acl.Transaction
+	aLock       = acl.Lock
+	aCluster    = acl.Cluster
+	aAdminCmd   = aAdmin | aSlow | aDangerous // CONFIG GET, ACL LIST, ...
+)
 
 // ArityOK reports whether a command line of n arguments (the name included) has the
 // arity of s.
@@ -81,76 +136,182 @@ func (s *Spec) ArityOK(n int) bool {
 // ArityError is the error for a command line of s with the wrong number of arguments.
 func (s *Spec) ArityError() error { return arity(s.Name) }
 
-// commands is the table. slock's own commands (LOCK, UNLOCK, PUSH, TIMEOUT) take -1: their
-// parse answers slock's own count error, as the reference server does.
-var commands = []Spec{
-	{"LOCK", CmdLock, OpNone, -1, CmdWrite | CmdDenyOOM | CmdMayWait, HashNone},
-	{"UNLOCK", CmdUnlock, OpNone, -1, CmdWrite, HashNone},
-	{"PUSH", CmdPush, OpNone, -1, CmdWrite | CmdDenyOOM, HashNone},
-	{"PING", CmdPing, OpNone, -1, 0, HashNone},
-	{"ECHO", CmdEcho, OpNone, 2, 0, HashNone},
-	{"QUIT", CmdQuit, OpNone, -1, CmdTx, HashNone},
-	{"SELECT", CmdSelect, OpNone, 2, 0, HashNone},
-	{"TIMEOUT", CmdTimeout, OpNone, -1, 0, HashNone},
-	{"INFO", CmdInfo, OpNone, -1, 0, HashNone},
-	{"CONFIG", CmdConfig, OpNone, -2, CmdAdmin, HashNone},
-	{"CLIENT", CmdClient, OpNone, -2, CmdAdmin, HashNone},
-	{"COMMAND", CmdCommand, OpNone, -1, 0, HashNone},
-	{"HELLO", CmdHello, OpNone, -1, 0, HashNone},
-	{"MULTI", CmdMulti, OpNone, 1, CmdTx, HashNone},
-	{"EXEC", CmdExec, OpNone, 1, CmdTx, HashNone},
-	{"DISCARD", CmdDiscard, OpNone, 1, CmdTx, HashNone},
-	{"WATCH", CmdWatch, OpNone, -2, CmdTx, HashNone},
-	{"UNWATCH", CmdUnwatch, OpNone, 1, 0, HashNone},
-	{"CONSISTENCY", CmdConsistency, OpNone, -1, 0, HashNone},
-	{"CLUSTER", CmdCluster, OpNone, -2, CmdAdmin, HashNone},
-	{"TOKEN", CmdToken, OpNone, -2, CmdReadonly, HashNone},
-	{"GETFENCE", CmdGetFence, OpNone, 2, CmdReadonly, HashNone},
-	{"SLOWLOG", CmdSlowlog, OpNone, -2, CmdAdmin, HashNone},
+// row is a line of the table: a Spec but for its subcommands and id.
+type row struct {
+	Name  string
+	Cmd   Cmd
+	Op    Op
+	Arity int
+	Flags CmdFlags
+	Hash  HashOp
+	ACL   acl.Category
+	Keys  KeySpec
+}
 
-	{"SET", CmdKV, OpSet, -3, CmdWrite | CmdDenyOOM | CmdMayWait, HashNone},
-	{"SETEX", CmdKV, OpSet, 4, CmdWrite | CmdDenyOOM, HashNone},
-	{"PSETEX", CmdKV, OpSet, 4, CmdWrite | CmdDenyOOM, HashNone},
-	{"GETSET", CmdKV, OpGetSet, 3, CmdWrite | CmdDenyOOM, HashNone},
-	{"SETNX", CmdKV, OpSetNX, 3, CmdWrite | CmdDenyOOM | CmdMayWait, HashNone},
-	{"GET", CmdKV, OpGet, 2, CmdReadonly, HashNone},
-	{"EXISTS", CmdKV, OpExists, -2, CmdReadonly, HashNone},
-	{"TYPE", CmdKV, OpType, 2, CmdReadonly, HashNone},
-	{"STRLEN", CmdKV, OpStrlen, 2, CmdReadonly, HashNone},
-	{"INCR", CmdKV, OpIncr, -2, CmdWrite | CmdDenyOOM, HashNone}, // slock takes an optional delta
-	{"DECR", CmdKV, OpIncr, -2, CmdWrite | CmdDenyOOM, HashNone},
-	{"INCRBY", CmdKV, OpIncr, 3, CmdWrite | CmdDenyOOM, HashNone},
-	{"DECRBY", CmdKV, OpIncr, 3, CmdWrite | CmdDenyOOM, HashNone},
-	{"APPEND", CmdKV, OpAppend, 3, CmdWrite | CmdDenyOOM, HashNone},
-	{"DEL", CmdKV, OpDel, -2, CmdWrite, HashNone},
-	{"UNLINK", CmdKV, OpDel, -2, CmdWrite, HashNone},
-	{"EXPIRE", CmdKV, OpExpire, -3, CmdWrite, HashNone},
-	{"PEXPIRE", CmdKV, OpExpire, -3, CmdWrite, HashNone},
-	{"EXPIREAT", CmdKV, OpExpire, -3, CmdWrite, HashNone},
-	{"PEXPIREAT", CmdKV, OpExpire, -3, CmdWrite, HashNone},
-	{"PERSIST", CmdKV, OpPersist, -2, CmdWrite, HashNone}, // the reference wants a dummy third argument
-	{"TTL", CmdKV, OpTTL, 2, CmdReadonly, HashNone},
-	{"PTTL", CmdKV, OpPTTL, 2, CmdReadonly, HashNone},
-	{"KEYS", CmdKV, OpKeys, 2, CmdReadonly, HashNone},
-	{"SCAN", CmdScan, OpNone, -2, CmdReadonly, HashNone},
-	{"DBSIZE", CmdKV, OpDBSize, 1, CmdReadonly, HashNone},
-	{"FLUSHDB", CmdKV, OpFlushDB, -1, CmdWrite, HashNone},
-	{"FLUSHALL", CmdKV, OpFlushAll, -1, CmdWrite, HashNone},
-	{"MGET", CmdMGet, OpNone, -2, CmdReadonly, HashNone},
-	{"MSET", CmdMSet, OpNone, -3, CmdWrite | CmdDenyOOM, HashNone},
-	{"MSETNX", CmdMSetNX, OpNone, -3, CmdWrite | CmdDenyOOM, HashNone},
+// table is the command table. slock's own commands (LOCK, UNLOCK, PUSH, TIMEOUT) take -1:
+// their parse answers slock's own count error, as the reference server does. The categories
+// are Redis 7.0's (COMMAND INFO), tallyd's commands' its own (README "Security").
+var table = []row{
+	{"LOCK", CmdLock, OpNone, -1, CmdWrite | CmdDenyOOM | CmdMayWait, HashNone, aWrite | aSlow | aBlocking | aLock, keysLock},
+	{"UNLOCK", CmdUnlock, OpNone, -1, CmdWrite, HashNone, aWrite | aFast | aLock, keysLock},
+	{"PUSH", CmdPush, OpNone, -1, CmdWrite | CmdDenyOOM, HashNone, aWrite | aFast | aLock, keysLock},
+	{"PING", CmdPing, OpNone, -1, 0, HashNone, aFast | aConnection, keysNone},
+	{"ECHO", CmdEcho, OpNone, 2, 0, HashNone, aFast | aConnection, keysNone},
+	{"QUIT", CmdQuit, OpNone, -1, CmdTx | CmdNoAuth, HashNone, aFast | aConnection, keysNone},
+	{"SELECT", CmdSelect, OpNone, 2, 0, HashNone, aFast | aConnection, keysNone},
+	{"TIMEOUT", CmdTimeout, OpNone, -1, 0, HashNone, aFast | aConnection, keysNone},
+	{"INFO", CmdInfo, OpNone, -1, 0, HashNone, aSlow | aDangerous, keysNone},
+	{"CONFIG", CmdConfig, OpNone, -2, CmdAdmin, HashNone, aSlow, keysNone},
+	{"CLIENT", CmdClient, OpNone, -2, CmdAdmin, HashNone, aSlow, keysNone},
+	{"COMMAND", CmdCommand, OpNone, -1, 0, HashNone, aSlow | aConnection, keysNone},
+	{"HELLO", CmdHello, OpNone, -1, CmdNoAuth, HashNone, aFast | aConnection, keysNone},
+	{"MULTI", CmdMulti, OpNone, 1, CmdTx, HashNone, aFast | aTx, keysNone},
+	{"EXEC", CmdExec, OpNone, 1, CmdTx, HashNone, aSlow | aTx, keysNone},
+	{"DISCARD", CmdDiscard, OpNone, 1, CmdTx, HashNone, aFast | aTx, keysNone},
+	{"WATCH", CmdWatch, OpNone, -2, CmdTx, HashNone, aFast | aTx, keysAll},
+	{"UNWATCH", CmdUnwatch, OpNone, 1, 0, HashNone, aFast | aTx, keysNone},
+	{"CONSISTENCY", CmdConsistency, OpNone, -1, 0, HashNone, aFast | aConnection | aCluster, keysNone},
+	{"CLUSTER", CmdCluster, OpNone, -2, CmdAdmin, HashNone, aAdminCmd | aCluster, keysNone},
+	{"TOKEN", CmdToken, OpNone, -2, CmdReadonly, HashNone, aRead | aFast | aLock, keysOne},
+	{"GETFENCE", CmdGetFence, OpNone, 2, CmdReadonly, HashNone, aRead | aFast | aLock, keysOne},
+	{"AUTH", CmdAuth, OpNone, -2, CmdNoAuth, HashNone, aFast | aConnection, keysNone},
+	{"ACL", CmdACL, OpNone, -2, 0, HashNone, aSlow, keysNone},
+	{"SLOWLOG", CmdSlowlog, OpNone, -2, CmdAdmin, HashNone, aSlow, keysNone},
 
-	{"HSET", CmdHash, OpNone, -4, CmdWrite | CmdDenyOOM, HashSet},
-	{"HMSET", CmdHash, OpNone, -4, CmdWrite | CmdDenyOOM, HashSet},
-	{"HDEL", CmdHash, OpNone, -3, CmdWrite, HashDel},
-	{"HINCRBY", CmdHash, OpNone, 4, CmdWrite | CmdDenyOOM, HashIncr},
-	{"HGET", CmdHash, OpNone, 3, CmdReadonly, HashGet},
-	{"HMGET", CmdHash, OpNone, -3, CmdReadonly, HashMGet},
-	{"HGETALL", CmdHash, OpNone, 2, CmdReadonly, HashGetAll},
-	{"HLEN", CmdHash, OpNone, 2, CmdReadonly, HashLen},
-	{"HEXISTS", CmdHash, OpNone, 3, CmdReadonly, HashExists},
-	{"HKEYS", CmdHash, OpNone, 2, CmdReadonly, HashKeys},
-	{"HVALS", CmdHash, OpNone, 2, CmdReadonly, HashVals},
+	{"SET", CmdKV, OpSet, -3, CmdWrite | CmdDenyOOM | CmdMayWait, HashNone, aWrite | aString | aSlow, keysOne},
+	{"SETEX", CmdKV, OpSet, 4, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aSlow, keysOne},
+	{"PSETEX", CmdKV, OpSet, 4, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aSlow, keysOne},
+	{"GETSET", CmdKV, OpGetSet, 3, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aFast, keysOne},
+	{"SETNX", CmdKV, OpSetNX, 3, CmdWrite | CmdDenyOOM | CmdMayWait, HashNone, aWrite | aString | aFast, keysOne},
+	{"GET", CmdKV, OpGet, 2, CmdReadonly, HashNone, aRead | aString | aFast, keysOne},
+	{"EXISTS", CmdKV, OpExists, -2, CmdReadonly, HashNone, aKeyspace | aRead | aFast, keysAll},
+	{"TYPE", CmdKV, OpType, 2, CmdReadonly, HashNone, aKeyspace | aRead | aFast, keysOne},
+	{"STRLEN", CmdKV, OpStrlen, 2, CmdReadonly, HashNone, aRead | aString | aFast, keysOne},
+	{"INCR", CmdKV, OpIncr, -2, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aFast, keysOne}, // slock takes an optional delta
+	{"DECR", CmdKV, OpIncr, -2, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aFast, keysOne},
+	{"INCRBY", CmdKV, OpIncr, 3, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aFast, keysOne},
+	{"DECRBY", CmdKV, OpIncr, 3, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aFast, keysOne},
+	{"APPEND", CmdKV, OpAppend, 3, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aFast, keysOne},
+	{"DEL", CmdKV, OpDel, -2, CmdWrite, HashNone, aKeyspace | aWrite | aSlow, keysAll},
+	{"UNLINK", CmdKV, OpDel, -2, CmdWrite, HashNone, aKeyspace | aWrite | aFast, keysAll},
+	{"EXPIRE", CmdKV, OpExpire, -3, CmdWrite, HashNone, aKeyspace | aWrite | aFast, keysOne},
+	{"PEXPIRE", CmdKV, OpExpire, -3, CmdWrite, HashNone, aKeyspace | aWrite | aFast, keysOne},
+	{"EXPIREAT", CmdKV, OpExpire, -3, CmdWrite, HashNone, aKeyspace | aWrite | aFast, keysOne},
+	{"PEXPIREAT", CmdKV, OpExpire, -3, CmdWrite, HashNone, aKeyspace | aWrite | aFast, keysOne},
+	{"PERSIST", CmdKV, OpPersist, -2, CmdWrite, HashNone, aKeyspace | aWrite | aFast, keysOne}, // the reference wants a dummy third argument
+	{"TTL", CmdKV, OpTTL, 2, CmdReadonly, HashNone, aKeyspace | aRead | aFast, keysOne},
+	{"PTTL", CmdKV, OpPTTL, 2, CmdReadonly, HashNone, aKeyspace | aRead | aFast, keysOne},
+	{"KEYS", CmdKV, OpKeys, 2, CmdReadonly, HashNone, aKeyspace | aRead | aSlow | aDangerous, keysNone},
+	{"SCAN", CmdScan, OpNone, -2, CmdReadonly, HashNone, aKeyspace | aRead | aSlow, keysNone},
+	{"DBSIZE", CmdKV, OpDBSize, 1, CmdReadonly, HashNone, aKeyspace | aRead | aFast, keysNone},
+	{"FLUSHDB", CmdKV, OpFlushDB, -1, CmdWrite, HashNone, aKeyspace | aWrite | aSlow | aDangerous, keysNone},
+	{"FLUSHALL", CmdKV, OpFlushAll, -1, CmdWrite, HashNone, aKeyspace | aWrite | aSlow | aDangerous, keysNone},
+	{"MGET", CmdMGet, OpNone, -2, CmdReadonly, HashNone, aRead | aString | aFast, keysAll},
+	{"MSET", CmdMSet, OpNone, -3, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aSlow, keysPairs},
+	{"MSETNX", CmdMSetNX, OpNone, -3, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aSlow, keysPairs},
+
+	{"HSET", CmdHash, OpNone, -4, CmdWrite | CmdDenyOOM, HashSet, aWrite | aHash | aFast, keysOne},
+	{"HMSET", CmdHash, OpNone, -4, CmdWrite | CmdDenyOOM, HashSet, aWrite | aHash | aFast, keysOne},
+	{"HDEL", CmdHash, OpNone, -3, CmdWrite, HashDel, aWrite | aHash | aFast, keysOne},
+	{"HINCRBY", CmdHash, OpNone, 4, CmdWrite | CmdDenyOOM, HashIncr, aWrite | aHash | aFast, keysOne},
+	{"HGET", CmdHash, OpNone, 3, CmdReadonly, HashGet, aRead | aHash | aFast, keysOne},
+	{"HMGET", CmdHash, OpNone, -3, CmdReadonly, HashMGet, aRead | aHash | aFast, keysOne},
+	{"HGETALL", CmdHash, OpNone, 2, CmdReadonly, HashGetAll, aRead | aHash | aSlow, keysOne},
+	{"HLEN", CmdHash, OpNone, 2, CmdReadonly, HashLen, aRead | aHash | aFast, keysOne},
+	{"HEXISTS", CmdHash, OpNone, 3, CmdReadonly, HashExists, aRead | aHash | aFast, keysOne},
+	{"HKEYS", CmdHash, OpNone, 2, CmdReadonly, HashKeys, aRead | aHash | aSlow, keysOne},
+	{"HVALS", CmdHash, OpNone, 2, CmdReadonly, HashVals, aRead | aHash | aSlow, keysOne},
+}
+
+// subcommands are the containers' subcommands, with Redis 7.0's categories (tallyd's CLIENT
+// SLOCK its own). A container's own categories count too: as in Redis, +@slow allows every
+// subcommand of CONFIG, which is @slow.
+var subcommands = map[string][]SubSpec{
+	"CONFIG": {{"GET", -3, aAdminCmd, 0}, {"SET", -4, aAdminCmd, 0}, {"RESETSTAT", 2, aAdminCmd, 0}},
+	"CLIENT": {{"SETNAME", 3, aSlow | aConnection, 0}, {"GETNAME", 2, aSlow | aConnection, 0},
+		{"SLOCK", 3, aSlow | aConnection, 0}, {"SETINFO", 4, aSlow | aConnection, 0},
+		{"REPLY", 3, aSlow | aConnection, 0}, {"NO-EVICT", 3, aAdminCmd | aConnection, 0},
+		{"NO-TOUCH", 3, aSlow | aConnection, 0}, {"ID", 2, aSlow | aConnection, 0},
+		{"LIST", -2, aAdminCmd | aConnection, 0}, {"INFO", 2, aSlow | aConnection, 0}},
+	"COMMAND": {{"COUNT", 2, aSlow | aConnection, 0}, {"DOCS", -2, aSlow | aConnection, 0},
+		{"INFO", -2, aSlow | aConnection, 0}, {"LIST", -2, aSlow | aConnection, 0}},
+	"ACL": {{"WHOAMI", 2, aSlow, 0}, {"CAT", -2, aSlow, 0}, {"LIST", 2, aAdminCmd, 0},
+		{"USERS", 2, aAdminCmd, 0}, {"LOAD", 2, aAdminCmd, 0}},
+	"SLOWLOG": {{"GET", -2, aAdminCmd, 0}, {"LEN", 2, aAdminCmd, 0}, {"RESET", 2, aAdminCmd, 0},
+		{"HELP", 2, aSlow, 0}},
+}
+
+// commands are the table's Specs, and aclTable the same commands as ACL rules name them.
+var commands, aclTable = func() ([]Spec, *acl.Table) {
+	specs := make([]Spec, len(table))
+	var names []acl.Command
+	for i, r := range table {
+		s := &specs[i]
+		*s = Spec{Name: r.Name, Cmd: r.Cmd, Op: r.Op, Arity: r.Arity, Flags: r.Flags, Hash: r.Hash, ACL: r.ACL,
+			Keys: r.Keys, Subs: subcommands[r.Name], id: len(names)}
+		names = append(names, acl.Command{Name: strings.ToLower(r.Name), Cats: r.ACL})
+		for j := range s.Subs {
+			sub := &s.Subs[j]
+			sub.id = len(names)
+			names = append(names, acl.Command{Name: strings.ToLower(r.Name + "|" + sub.Name), Cats: sub.ACL})
+		}
+	}
+	return specs, acl.NewTable(names)
+}()
+
+// ACLTable is the command table as ACL rules name the commands.
+func ACLTable() *acl.Table { return aclTable }
+
+// ACLID is the id in ACLTable under which the command line args of s (its arity checked)
+// is allowed or not: its subcommand's for a container, else its own. False when the
+// subcommand is unknown or has the wrong arity: the command answers that error, whoever
+// sends it (Redis checks both before the ACL).
+func (s *Spec) ACLID(args [][]byte) (int, bool) {
+	if len(s.Subs) == 0 || len(args) < 2 {
+		return s.id, true
+	}
+	for i := range s.Subs {
+		sub := &s.Subs[i]
+		if resp.Is(args[1], sub.Name) {
+			if sub.Arity < 0 && len(args) < -sub.Arity || sub.Arity >= 0 && len(args) != sub.Arity {
+				return 0, false
+			}
+			return sub.id, true
+		}
+	}
+	return 0, false
+}
+
+// FirstKey is the index in args (a command line of s) of its first key; 0 if it has none.
+func (s *Spec) FirstKey(args [][]byte) int {
+	if k := int(s.Keys.First); k > 0 && k < len(args) {
+		return k
+	}
+	return 0
+}
+
+// NextKey is the index of the key after the one at i; 0 if it was the last.
+func (s *Spec) NextKey(args [][]byte, i int) int {
+	if s.Keys.Lock {
+		// LOCK key [opt val]... [EXECUTE stage LOCK|UNLOCK key [opt val]...]: the inner key.
+		for j := i + 1; j+1 < len(args); j += 2 {
+			if resp.Is(args[j], "EXECUTE") {
+				if j+3 < len(args) {
+					return j + 3
+				}
+				return 0
+			}
+		}
+		return 0
+	}
+	last := int(s.Keys.Last)
+	if last < 0 {
+		last += len(args)
+	}
+	if n := i + int(s.Keys.Step); n <= last && n < len(args) {
+		return n
+	}
+	return 0
 }
 
 // maxName is the longest command name.
@@ -210,8 +371,10 @@ type Request struct {
 	Hash  Hash  // CmdHash: the hash command
 	Scan  Scan  // CmdScan: the cursor and filters
 
-	Arg []byte // PING, ECHO: the text; CONFIG, CLIENT, COMMAND, TIMEOUT: the subcommand
-	N   int64  // SELECT: the database; TIMEOUT SET: the value; HELLO: the protocol (0: none given)
+	Arg  []byte // PING, ECHO: the text; CONFIG, CLIENT, COMMAND, TIMEOUT: the subcommand
+	N    int64  // SELECT: the database; TIMEOUT SET: the value; HELLO: the protocol (0: none given)
+	User []byte // HELLO ... AUTH user password: the user (nil: no AUTH)
+	Pass []byte // and the password
 }
 
 // Errors of the commands parsed here.
@@ -229,7 +392,7 @@ const maxDB = 254
 // their data record into buf; newID supplies RequestIds and fresh LockIds. Errors are
 // *TextError.
 func Parse(spec *Spec, args [][]byte, t *Text, nowMs int64, newID func() [16]byte, r *Request, buf []byte) ([]byte, error) {
-	r.Spec, r.Args, r.Arg, r.N, r.Will = spec, args, nil, 0, false
+	r.Spec, r.Args, r.Arg, r.N, r.Will, r.User, r.Pass = spec, args, nil, 0, false, nil, nil
 	var err error
 	switch spec.Cmd {
 	case CmdLock, CmdUnlock, CmdPush:
@@ -289,7 +452,8 @@ func Parse(spec *Spec, args [][]byte, t *Text, nowMs int64, newID func() [16]byt
 				case resp.Is(args[i], "SETNAME") && i+1 < len(args):
 					i++
 				case resp.Is(args[i], "AUTH") && i+2 < len(args):
-					return buf, &TextError{Msg: "AUTH is not supported: tallyd has no users"}
+					r.User, r.Pass = args[i+1], args[i+2]
+					i += 2
 				default:
 					return buf, &TextError{Msg: "Syntax error in HELLO option '" + string(args[i]) + "'"}
 				}
