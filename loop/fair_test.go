@@ -128,3 +128,42 @@ func TestLoopStallFigures(t *testing.T) {
 			s["tallyd_loop_turn_seconds_count"], s[`tallyd_loop_turn_seconds_bucket{le="0.001"}`], s["tallyd_loop_yields_total"])
 	}
 }
+
+// KEYS over more keys than one step walks them across turns: every key with a value for the
+// whole walk is listed once, even while another client deletes keys meanwhile (a deletion
+// moves a key down the value table, where the walk may meet it again).
+func TestKeysAcrossTurns(t *testing.T) {
+	ts := startSlock(t, nil)
+	rc := dialResp(t, ts.slockAddr)
+	const n = 20_000
+	fillKeys(t, rc, n)
+	if r := rc.cmd("KEYS", "k:1*"); len(r.Elems) != 11_111 {
+		t.Fatalf("KEYS k:1*: %d names, want 11,111", len(r.Elems))
+	}
+	other := dialResp(t, ts.slockAddr)
+	var dels []byte
+	for i := 0; i < n; i += 20 {
+		dels = resp.AppendCommand(dels, "DEL", "k:"+strconv.Itoa(i))
+	}
+	for range 5 {
+		rc.send("KEYS", "*")
+		other.write(dels)
+		for i := 0; i < n; i += 20 {
+			other.reply()
+		}
+		r := rc.reply()
+		seen := make(map[string]bool, len(r.Elems))
+		for _, e := range r.Elems {
+			if seen[string(e.Str)] {
+				t.Fatalf("KEYS * listed %s twice", e.Str)
+			}
+			seen[string(e.Str)] = true
+		}
+		for i := range n {
+			if k := "k:" + strconv.Itoa(i); i%20 != 0 && !seen[k] {
+				t.Fatalf("KEYS * missed %s, which had a value all along", k)
+			}
+		}
+		fillKeys(t, rc, n) // the deleted keys back, for the next round
+	}
+}

@@ -288,6 +288,11 @@ func (s *Server) kvKeys(cs *conn, db uint8, pattern []byte) {
 			names = append(names, name)
 		}
 	})
+	s.keysReply(cs, names)
+}
+
+// keysReply answers KEYS with names, which it then empties into s.sl.names for reuse.
+func (s *Server) keysReply(cs *conn, names [][]byte) {
 	b := resp.AppendArray(s.scratchFor(cs), len(names))
 	for _, n := range names {
 		b = resp.AppendBulk(b, n)

@@ -147,13 +147,7 @@ func (s *Server) keysStep(cs *conn, c *textCont) {
 	if s.locks.ValueRemovals() != c.removals {
 		names = dedupe(names) // a key moved down the table while it was walked: listed twice
 	}
-	b := resp.AppendArray(s.out(cs), len(names))
-	for _, n := range names {
-		b = resp.AppendBulk(b, n)
-	}
-	s.put(cs, b)
-	clear(names)
-	s.sl.names = names[:0]
+	s.keysReply(cs, names)
 	s.contRelease(c)
 }
 
