@@ -2,7 +2,6 @@ package loop
 
 import (
 	"testing"
-	"time"
 
 	"github.com/panjf2000/gnet/v2"
 
@@ -17,7 +16,6 @@ func newKVPathServer(tb testing.TB, dir string) (*Server, *fakeConn) {
 	cfg := Defaults()
 	cfg.Listeners = []Listener{{Proto: ProtoSlock, Addr: "127.0.0.1:0"}}
 	cfg.DataDir = dir
-	cfg.ConnSlice = time.Hour // a fakeConn cannot be woken: the check runs, never yields
 	s, err := New(cfg)
 	if err != nil {
 		tb.Fatal(err)

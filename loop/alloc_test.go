@@ -2,7 +2,6 @@ package loop
 
 import (
 	"testing"
-	"time"
 
 	"github.com/panjf2000/gnet/v2"
 
@@ -29,7 +28,6 @@ func newPathServer(tb testing.TB) (*Server, *fakeConn) {
 	tb.Helper()
 	cfg := Defaults()
 	cfg.Listeners = []Listener{{Proto: ProtoCounter, Addr: "127.0.0.1:0"}}
-	cfg.ConnSlice = time.Hour // a fakeConn cannot be woken: the check runs, never yields
 	s, err := New(cfg)
 	if err != nil {
 		tb.Fatal(err)

@@ -95,25 +95,24 @@ type syscallRawConn interface {
 type pumpMark struct{}
 
 // startPump connects the pump and registers its loop end on the engine. It runs on its own
-// goroutine from OnBoot; until it is done, a connection that yields is woken the old way
-// (kick), which is fair only to the connections of the same turn.
+// goroutine from OnBoot; until it is done (a millisecond or so), connections are not sliced.
 func (s *Server) startPump() {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		s.log.Warn().Err(err).Msg("no fairness pump: connections that yield are woken at once")
+		s.log.Warn().Err(err).Msg("no fairness pump: connections are not sliced (--conn-slice)")
 		return
 	}
 	defer ln.Close()
 	w, err := net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
 	if err != nil {
-		s.log.Warn().Err(err).Msg("no fairness pump: connections that yield are woken at once")
+		s.log.Warn().Err(err).Msg("no fairness pump: connections are not sliced (--conn-slice)")
 		return
 	}
 	_ = ln.(*net.TCPListener).SetDeadline(time.Now().Add(5 * time.Second))
 	r, err := ln.Accept()
 	if err != nil {
 		_ = w.Close()
-		s.log.Warn().Err(err).Msg("no fairness pump: connections that yield are woken at once")
+		s.log.Warn().Err(err).Msg("no fairness pump: connections are not sliced (--conn-slice)")
 		return
 	}
 	tw := w.(*net.TCPConn)
@@ -137,7 +136,7 @@ func (s *Server) startPump() {
 		s.fair.handed.Store(nil)
 		_ = w.Close()
 		if !s.stopping.Load() {
-			s.log.Warn().Err(err).Msg("no fairness pump: connections that yield are woken at once")
+			s.log.Warn().Err(err).Msg("no fairness pump: connections are not sliced (--conn-slice)")
 		}
 	}
 }
@@ -190,7 +189,7 @@ func (s *Server) pumped(c gnet.Conn) {
 // sliceOver reports whether cs, having served served requests in this turn, has used its
 // slice. It reads the clock only every sliceCheckEvery requests, or when the last one did.
 func (s *Server) sliceOver(cs *conn, served int) bool {
-	if s.fair.slice <= 0 || cs.peer != nil || cs.virt != nil {
+	if !s.sliced(cs) {
 		return false
 	}
 	if !s.fair.fresh {
@@ -200,6 +199,13 @@ func (s *Server) sliceOver(cs *conn, served int) bool {
 		s.fair.clock, s.fair.fresh = nanotime(), true
 	}
 	return s.fair.clock-s.fair.start >= s.fair.slice
+}
+
+// sliced reports whether cs's requests are served a slice at a time: fairness is on, the
+// pump is there to bring it back (until it is, and without it, each connection runs as long
+// as it has requests, as before), and cs is a client's own connection.
+func (s *Server) sliced(cs *conn) bool {
+	return s.fair.slice > 0 && s.fair.pump != nil && cs.peer == nil && cs.virt == nil
 }
 
 // execTimed runs the request cs's handler parsed; the clock reading of the last command goes
@@ -215,7 +221,7 @@ func (s *Server) execTimed(cs *conn, now int64) {
 // sliceLeft reports whether the connection being served still has some of its slice: what
 // a command going on across turns (KEYS, MGET) asks between two steps. It reads the clock.
 func (s *Server) sliceLeft(cs *conn) bool {
-	if s.fair.slice <= 0 || cs.peer != nil || cs.virt != nil {
+	if !s.sliced(cs) {
 		return true
 	}
 	s.fair.clock, s.fair.fresh = nanotime(), true
@@ -232,10 +238,6 @@ func (s *Server) clockRead(t int64) {
 // ready now.
 func (s *Server) yield(cs *conn) {
 	s.fair.yields++
-	if s.fair.pump == nil || cs.virt != nil {
-		s.kick(cs)
-		return
-	}
 	if !cs.yielded {
 		cs.yielded = true
 		s.fair.yielded = append(s.fair.yielded, cs)
@@ -256,7 +258,7 @@ func (s *Server) poke() {
 	})
 	if werr != nil || (err != nil && err != unix.EAGAIN) {
 		// The pump is broken: wake everyone that waits for it the old way.
-		s.log.Warn().AnErr("err", werr).AnErr("write", err).Msg("fairness pump failed: connections that yield are woken at once")
+		s.log.Warn().AnErr("err", werr).AnErr("write", err).Msg("fairness pump failed: connections are no longer sliced (--conn-slice)")
 		s.closePump()
 	}
 }

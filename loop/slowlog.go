@@ -50,9 +50,12 @@ func (s *Server) slowlogNote(cs *conn, args [][]byte, d int64) {
 	}
 	sl := &s.slow
 	e := resp.SlowlogEntry{ID: sl.id, Time: s.now().Unix(), Micros: d / 1000,
-		Args: resp.AppendSlowlogArgs(nil, args), Addr: remoteAddr(cs.c).String()}
-	if cs.slock != nil {
-		e.Name = cs.slock.name
+		Args: resp.AppendSlowlogArgs(nil, args)}
+	if sc := cs.slock; sc != nil {
+		e.Name = sc.name
+		if sc.remote != nil { // the client's address as accepted (a TLS client's, not the bridge's)
+			e.Addr = sc.remote.String()
+		}
 	}
 	sl.id++
 	sl.total++
