@@ -263,6 +263,21 @@ func (s *Server) poke() {
 	}
 }
 
+// freeFlushedFor frees flushed keys, for one slice of the loop's time at most, until need
+// bytes are freed (the memory budget: what clients no longer see goes first); it returns the
+// bytes freed.
+func (s *Server) freeFlushedFor(need int64) int64 {
+	if !s.locks.Flushing() {
+		return 0
+	}
+	before := s.store.Bytes()
+	start := nanotime()
+	slice := max(s.fair.slice, int64(DefaultConnSlice))
+	for s.locks.FreeFlushed(freeStep) && before-s.store.Bytes() < need && nanotime()-start < slice {
+	}
+	return before - s.store.Bytes()
+}
+
 // freeStep is how many flushed keys are freed between two looks at the clock.
 const freeStep = 1024
 
