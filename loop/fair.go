@@ -36,12 +36,13 @@ import (
 // costs are bounded or go on across turns: KEYS walks the keys a step at a time and MGET
 // answers its keys as the socket takes them (textcont.go), SCAN examines at most
 // slock.MaxScanCount keys a call, a hash is at most --slock-max-data bytes, FLUSHALL frees the
-// keys a slice per tick (store: Locks.Flush), and a MULTI queue is bounded in commands and in
-// estimated work (txwork.go). Peer links and a follower's forwarded commands are not sliced.
+// keys a slice per turn (store: Locks.Flush), and a MULTI queue is bounded in commands and in
+// estimated work (txwork.go). Peer links and a follower's forwarded commands are not sliced,
+// nor is anyone before the pump is registered (a millisecond after start), or without it.
 //
-// The loop also measures every turn (an OnTraffic, a tick): the longest, and how many passed
-// 1 ms, 10 ms, 100 ms and 1 s, shown by INFO (section Loop) and /metrics, so that an operator
-// sees a stall, as Redis's LATENCY does.
+// The loop also measures every turn (an OnTraffic, a tick, the pump's): the longest, and how
+// many passed 1 ms, 10 ms, 100 ms and 1 s, shown by INFO (section Latency) and /metrics, so
+// that an operator sees a stall, as Redis's LATENCY does.
 
 // DefaultConnSlice is the default of Config.ConnSlice.
 const DefaultConnSlice = time.Millisecond
