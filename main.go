@@ -76,6 +76,11 @@ type options struct {
 	metricsAddr          string
 	metricsMaxConns      int
 	idleTimeout          int
+	connSlice            time.Duration
+	slowlogSlowerThan    int64
+	slowlogMaxLen        int
+	multiMaxCommands     int
+	multiMaxWork         time.Duration
 	counterEnabledByFile *bool
 	semaphoreEnabled     bool
 	cluster              clusterOptions
@@ -107,6 +112,11 @@ func newFlags(o *options, d loop.Config) *pflag.FlagSet {
 	fs.IntVar(&o.maxOutput, "max-output", d.MaxOutput, "unsent reply bytes per connection before it is closed")
 	fs.IntVar(&o.maxInput, "max-input", d.MaxInput, "unparsed request bytes per connection before it is closed")
 	fs.IntVar(&o.idleTimeout, "idle-timeout", int(d.IdleTimeout/time.Second), "close a connection that has sent no whole request for this many `SECONDS` and holds and awaits nothing (Redis's timeout); 0 = never")
+	fs.DurationVar(&o.connSlice, "conn-slice", d.ConnSlice, "how long one connection's requests run in a turn of the event loop before the other connections are served (memcached's reqs_per_event, in time); 0 = no limit")
+	fs.IntVar(&o.multiMaxCommands, "multi-max-commands", d.MultiMaxCommands, "commands one MULTI may queue; beyond: an error, and EXEC aborts (0 = unlimited)")
+	fs.DurationVar(&o.multiMaxWork, "multi-max-work", d.MultiMaxWork, "estimated time one EXEC may hold the event loop (its queue's commands, keys and bytes); beyond: an error while queueing, and EXEC aborts (0 = unlimited)")
+	fs.Int64Var(&o.slowlogSlowerThan, "slowlog-log-slower-than", d.SlowlogSlowerThan, "Redis-text commands that run at least this many `MICROSECONDS` are kept in SLOWLOG (negative: none, 0: all)")
+	fs.IntVar(&o.slowlogMaxLen, "slowlog-max-len", d.SlowlogMaxLen, "entries SLOWLOG keeps, the newest")
 	fs.StringVar(&o.maxMemory, "max-memory", defaultMaxMemory, "memory budget for buffered requests and replies and stored values (bytes, or with kb, mb, gb); beyond it writes get out-of-memory errors and the connections buffering the most are closed; auto = half the memory of the machine or cgroup; 0 = none")
 	fs.IntVar(&o.backlog, "backlog", d.Backlog, "listen backlog of each listener")
 	fs.IntVar(&o.poolMaxLine, "pool-max-line", d.PoolMaxLine, "longest PoolCounter line in bytes; longer: ERROR LINE_TOO_LONG and close")
@@ -352,6 +362,12 @@ func (o *options) loopConfig(fs *pflag.FlagSet, d loop.Config) (loop.Config, err
 		return d, fmt.Errorf("--max-input %d must hold a whole request (at least --max-body + 12 = %d)", o.maxInput, int(o.maxBody)+12)
 	case o.idleTimeout < 0:
 		return d, fmt.Errorf("--idle-timeout %d cannot be negative", o.idleTimeout)
+	case o.connSlice < 0:
+		return d, fmt.Errorf("--conn-slice %s cannot be negative (0 = no limit)", o.connSlice)
+	case o.multiMaxCommands < 0 || o.multiMaxWork < 0:
+		return d, errors.New("--multi-max-commands and --multi-max-work cannot be negative (0 = unlimited)")
+	case o.slowlogMaxLen < 0:
+		return d, fmt.Errorf("--slowlog-max-len %d cannot be negative", o.slowlogMaxLen)
 	case o.metricsMaxConns < 1:
 		return d, fmt.Errorf("--metrics-max-connections %d must be at least 1", o.metricsMaxConns)
 	case o.backlog < 1:
@@ -382,6 +398,12 @@ func (o *options) loopConfig(fs *pflag.FlagSet, d loop.Config) (loop.Config, err
 	cfg.MaxObjects = o.maxObjects
 	cfg.MaxOutput = o.maxOutput
 	cfg.MaxInput = o.maxInput
+	cfg.ConnSlice = o.connSlice
+	if o.connSlice == 0 {
+		cfg.ConnSlice = -1 // no limit
+	}
+	cfg.MultiMaxCommands, cfg.MultiMaxWork = o.multiMaxCommands, o.multiMaxWork
+	cfg.SlowlogSlowerThan, cfg.SlowlogMaxLen = o.slowlogSlowerThan, o.slowlogMaxLen
 	mem, err := int64(0), error(nil)
 	if o.maxMemory == defaultMaxMemory {
 		mem = autoMemory()

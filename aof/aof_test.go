@@ -35,7 +35,8 @@ func TestRecordRoundTrip(t *testing.T) {
 	fenced := state(2, "f", "v", 1)
 	fenced.Fence = 1 << 62
 	for _, s := range []store.KeyState{state(0, "a", "", 0), state(3, "key", "value", 1), state(254, "k2", "", 3),
-		state(1, "big", strings.Repeat("x", 70000), 2), fenced, {Ceil: 5 << 20}} {
+		state(1, "big", strings.Repeat("x", 70000), 2), fenced, {Ceil: 5 << 20}, {DB: 7, Flush: true},
+		{DB: store.AllDBs, Flush: true}} {
 		b := AppendState(nil, &s)
 		if !shaped(b) {
 			t.Fatalf("a record of %+v is not shaped", s)

@@ -41,7 +41,7 @@ func DecodeRecords(b []byte, state func(*store.KeyState), peers func(map[uint64]
 		}
 		var err error
 		switch p[0] {
-		case kindState, kindState1, kindCeil:
+		case kindState, kindState1, kindCeil, kindFlush:
 			if err = decode(p, &ks); err == nil {
 				state(&ks)
 			}

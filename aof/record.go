@@ -17,6 +17,7 @@ import (
 //	u8 kind 2 (key state) | u8 db | 16 key | u64 fence | u32 value length
 //	(0xFFFFFFFF: none) | value | u16 holders | holders
 //	u8 kind 3 (fencing-token reservation) | u64 ceiling
+//	u8 kind 4 (flush) | u8 db (255: every database) | 7 zero bytes
 //	u8 kind 1 (key state of logs before fencing tokens) | u8 db | 16 key
 //	| u32 value length | value | u16 holders | holders (without token and client)
 //
@@ -27,7 +28,9 @@ import (
 // | u64 fencing token | u64 client id (kind 2 only), all little-endian. A
 // state with no holders says the key is gone. Records are whole key states,
 // so the last one of a key is its state and replaying the same record twice
-// changes nothing; a reservation only ever raises the ceiling.
+// changes nothing; a reservation only ever raises the ceiling. A flush drops
+// every key of its database (store.KeyState.Flush) that the records before it
+// left.
 
 // Header starts every log file: a magic and the format version.
 const Header = "TALLYAOF\x00\x00\x00\x01"
@@ -37,12 +40,14 @@ const (
 	kindState1 = 1
 	kindState  = 2
 	kindCeil   = 3
+	kindFlush  = 4
 	holderLen1 = 16 + 3 + 2*5 + 16
 	holderLen  = holderLen1 + 16
 	minState1  = 1 + 1 + 16 + 4 + 2
 	minState   = minState1 + 8
 	ceilLen    = 1 + 8
-	minPayload = ceilLen // the shortest record
+	flushLen   = 1 + 1 + 7 // the same length as a reservation, the shortest record
+	minPayload = ceilLen   // the shortest record
 	noValue    = 0xFFFFFFFF
 
 	// MaxRecord is the largest payload a reader accepts: more is corruption.
@@ -57,6 +62,10 @@ func AppendState(dst []byte, s *store.KeyState) []byte {
 	dst = append(dst, make([]byte, recHead)...)
 	if s.Ceil != 0 {
 		dst = binary.LittleEndian.AppendUint64(append(dst, kindCeil), s.Ceil)
+		return seal(dst, start)
+	}
+	if s.Flush {
+		dst = append(dst, kindFlush, s.DB, 0, 0, 0, 0, 0, 0, 0)
 		return seal(dst, start)
 	}
 	dst = append(dst, kindState, s.DB)
@@ -138,6 +147,8 @@ func shaped(b []byte) bool {
 	switch {
 	case p[0] == kindCeil:
 		return size == ceilLen
+	case p[0] == kindFlush:
+		return size == flushLen
 	case p[0] == kindState && size >= minState:
 		rest = uint64(size) - 30
 	case p[0] == kindState1 && size >= minState1:
@@ -158,7 +169,7 @@ func shaped(b []byte) bool {
 // decode parses a checked payload into s (Value and Holders reuse s's memory;
 // Value is a view into p).
 func decode(p []byte, s *store.KeyState) error {
-	s.Ceil, s.Fence = 0, 0
+	s.Ceil, s.Fence, s.Flush = 0, 0, false
 	hl, vl := holderLen, 0 // holder length, offset of the value length
 	switch {
 	case p[0] == kindCeil && len(p) == ceilLen:
@@ -168,12 +179,19 @@ func decode(p []byte, s *store.KeyState) error {
 		}
 		s.Value, s.Holders = nil, s.Holders[:0]
 		return nil
+	case p[0] == kindFlush && len(p) == flushLen:
+		if p[1] > store.MaxLockDB && p[1] != store.AllDBs {
+			return fmt.Errorf("a flush of database %d", p[1])
+		}
+		s.DB, s.Flush, s.Key = p[1], true, [16]byte{}
+		s.Value, s.Holders = nil, s.Holders[:0]
+		return nil
 	case p[0] == kindState && len(p) >= minState:
 		s.Fence = binary.LittleEndian.Uint64(p[18:])
 		vl = 26
 	case p[0] == kindState1 && len(p) >= minState1:
 		hl, vl = holderLen1, 18
-	case p[0] == kindCeil || p[0] == kindState || p[0] == kindState1:
+	case p[0] == kindCeil || p[0] == kindState || p[0] == kindState1 || p[0] == kindFlush:
 		return fmt.Errorf("record of kind %d is %d bytes long", p[0], len(p))
 	default:
 		return fmt.Errorf("unknown record kind %d", p[0])

@@ -276,7 +276,7 @@ func aofClaims(p []byte, size uint32) fit {
 	}
 	var fixed, hl uint64 // bytes before the value, one holder's
 	switch {
-	case p[0] == kindCeil && size == ceilLen:
+	case p[0] == kindCeil && size == ceilLen, p[0] == kindFlush && size == flushLen:
 		return confirms
 	case p[0] == kindState && size >= minState:
 		fixed, hl = minState-2, holderLen
@@ -316,6 +316,8 @@ func aofFieldsLen(p []byte) (uint64, bool) {
 	switch p[0] {
 	case kindCeil:
 		return ceilLen, true
+	case kindFlush:
+		return flushLen, true
 	case kindState:
 		fixed, hl = minState-2, holderLen
 	case kindState1:

@@ -9,6 +9,7 @@
 //	tallyd-bench suite [flags]      the standard suite behind make bench
 //	tallyd-bench publish [NAME...]  copy a whole suite's results to the published ones
 //	tallyd-bench writes [flags]     pipelined INCR (or LOCK+UNLOCK) rounds (+ WAIT): make bench-cluster
+//	tallyd-bench fair [flags]       another client's PINGs while one pipelines 2,000 KEYS
 //	tallyd-bench tls-cert --out DIR a self-signed certificate and key for a TLS port (make bench)
 package main
 
@@ -48,6 +49,7 @@ Usage:
   tallyd-bench suite [flags]        the standard suite behind make bench
   tallyd-bench publish [NAME...]    copy a whole suite run to the published results
   tallyd-bench tls-cert --out DIR   a self-signed certificate for a TLS port (make bench)
+  tallyd-bench fair [flags]         another client's PINGs while one pipelines 2,000 KEYS
   tallyd-bench COMMAND --help       a command's flags
 
 Flags:
@@ -72,12 +74,14 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) int {
 		err = publishCmd(args, out, errOut)
 	case "writes":
 		err = writesCmd(ctx, args, out, errOut)
+	case "fair":
+		err = fairCmd(ctx, args, out, errOut)
 	case "tls-cert":
 		err = tlsCertCmd(args, out, errOut)
 	case "help":
 		err = runCmd(ctx, []string{"--help"}, out, errOut)
 	default:
-		err = fmt.Errorf("unknown command %q: want run, sink, suite, publish, writes or tls-cert (tallyd-bench --help)", cmd)
+		err = fmt.Errorf("unknown command %q: want run, sink, suite, publish, writes, tls-cert or fair (tallyd-bench --help)", cmd)
 	}
 	switch {
 	case err == nil, errors.Is(err, pflag.ErrHelp):

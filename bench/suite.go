@@ -29,6 +29,7 @@ type caseDef struct {
 	firstOnly           bool   // run on the first target only, in the first round
 	firstRound          bool   // run in the first round only
 	tls                 bool   // over TLS: where a target has an endpoint for proto+"+tls"
+	fair                bool   // the fairness run (load.RunFair), not load.Run
 }
 
 // The standard suite's run lengths: a run shorter is partial, and not published.
@@ -82,9 +83,12 @@ func standardCases(o suiteOpts) []caseDef {
 		cs = append(cs, caseDef{name: report.CaseSoak, about: fmt.Sprintf("%s for %v with the server's RSS sampled every second (first server only)", report.CaseHeadline, o.soak), cfg: soak, firstOnly: true})
 	}
 	// The lock protocols last: what they leave (slock locks held until they expire) does
-	// not weigh on the counter cases' figures and RSS.
+	// not weigh on the counter cases' figures and RSS. Fairness at the very end: it loads
+	// 100,000 keys.
 	cs = append(cs, lockCases(o)...)
-	return append(cs, tlsCases()...)
+	cs = append(cs, tlsCases()...)
+	return append(cs, caseDef{name: report.CaseFair, proto: "slock-text", fair: true, firstRound: true,
+		about: "one connection pipelines 2,000 KEYS zzz* over 100,000 keys in one write, again and again; another sends PING after PING: an op is one PING, its latency what the other client waits (issue 21: the burst froze every port 16.7 s)"})
 }
 
 // tlsCases are slock cases over TLS, to read beside the same cases in plain text (run where
@@ -346,7 +350,14 @@ func suiteCmd(ctx context.Context, args []string, out, errOut io.Writer) error {
 					}
 					cfg.Rate = base.Results[t.Name].OpsPerSec / 2
 				}
-				res, err := load.Run(ctx, cfg)
+				var res *load.Result
+				var err error
+				if cd.fair {
+					res, err = load.RunFair(ctx, load.FairConfig{Addr: addr, Duration: cfg.Duration, Warmup: cfg.Warmup,
+						Label: cfg.Label, Progress: progress})
+				} else {
+					res, err = load.Run(ctx, cfg)
+				}
 				if err != nil {
 					fmt.Fprintf(errOut, "suite: %s on %s: %v\n", cd.name, t.Name, err)
 					rep.Partial = append(rep.Partial, fmt.Sprintf("%s on %s failed: %v", cd.name, t.Name, err))

@@ -144,3 +144,26 @@ func TestRepliesWaitForTheLog(t *testing.T) {
 		}
 	}
 }
+
+// MGET, which may go on across turns (textcont.go), allocates nothing once warm when it
+// answers at once.
+func TestMGetPathDoesNotAllocate(t *testing.T) {
+	s, fc := newKVPathServer(t, "")
+	var batch []byte
+	for i := range 4 {
+		batch = resp.AppendCommand(batch, "SET", "key:"+string(rune('a'+i)), "value")
+	}
+	batch = resp.AppendCommand(batch, "MGET", "key:a", "key:b", "key:c", "key:d", "key:e")
+	serve := func() {
+		fc.in = batch
+		if s.OnTraffic(fc) != gnet.None {
+			t.Fatal("connection closed")
+		}
+	}
+	for range 3 {
+		serve()
+	}
+	if allocs := testing.AllocsPerRun(200, serve); allocs != 0 {
+		t.Fatalf("%v allocations per batch with an MGET", allocs)
+	}
+}

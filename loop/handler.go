@@ -61,12 +61,19 @@ func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 		s.tb.up, s.tb.quit, s.tb.starting = make(chan struct{}), make(chan struct{}), make(chan struct{})
 		go s.startTLS(tags) // it touches the loop too
 	}
+	if s.fair.slice > 0 {
+		go s.startPump() // fair.go
+	}
 	s.readyOnce.Do(func() { close(s.ready) })
 	return gnet.None
 }
 
 // OnOpen admits or refuses a new connection and gives it its protocol.
 func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
+	if _, ok := c.Context().(pumpMark); ok {
+		s.openPump(c) // not a client: the loop's own (fair.go)
+		return nil, gnet.None
+	}
 	if s.el.Load() == nil {
 		s.el.Store(c.EventLoop())
 		// Ticks reach the loop only from now on: catch up first, so that what fell due
@@ -182,6 +189,9 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 		if bc, ok := c.Context().(*tlsbridge.Conn); ok {
 			bc.LoopClosed() // a TLS connection refused at open
 		}
+		if _, ok := c.Context().(pumpMark); ok {
+			s.closePump()
+		}
 		return gnet.None // refused at accept, or already handled
 	}
 	cs.closed = true
@@ -236,8 +246,15 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 	cs, _ := c.Context().(*conn)
 	if cs == nil || cs.closed {
+		if _, ok := c.Context().(pumpMark); ok {
+			turn := s.turnBegin()
+			s.pumped(c)
+			s.turnEnd(turn)
+			return gnet.None
+		}
 		return gnet.Close
 	}
+	turn := s.turnBegin()
 	now := s.now().UnixNano()
 	s.persist.lastNow = now
 	s.cur = cs
@@ -250,6 +267,7 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 	s.publishDue()
 	s.flush()
 	s.cur = nil
+	s.turnEnd(turn)
 	if cs.quit || cs.closing {
 		return gnet.Close
 	}
@@ -266,10 +284,14 @@ func (s *Server) serve(cs *conn, now int64) {
 		cs.h.more(cs, now)
 	}
 	buf, _ := c.Peek(-1) // valid until Discard or return
-	used := 0
+	used, served := 0, 0
 	for used < len(buf) && !cs.busy && !cs.quit && !cs.closed {
 		if s.full(cs) {
 			s.kick(cs) // the rest waits until the socket has taken some
+			break
+		}
+		if served > 0 && s.sliceOver(cs, served) {
+			s.yield(cs) // the rest waits for a later turn (fair.go)
 			break
 		}
 		n, err := cs.h.parse(cs, buf[used:])
@@ -283,7 +305,8 @@ func (s *Server) serve(cs *conn, now int64) {
 			break // a partial request stays buffered until more bytes arrive
 		}
 		used += n
-		cs.h.exec(cs, now)
+		s.execTimed(cs, now) // fair.go
+		served++
 	}
 	if cs.closed {
 		return
@@ -351,6 +374,7 @@ func (s *Server) OnTick() (time.Duration, gnet.Action) {
 // tick runs on the loop: what fell due in the store (timeouts, expiries, persistence,
 // garbage collection) is handed out, and streaming dumps resumed.
 func (s *Server) tick(context.Context) error {
+	defer s.turnEnd(s.turnBegin())
 	s.applyReload()
 	now := s.now()
 	s.persist.lastNow = now.UnixNano()
@@ -367,6 +391,7 @@ func (s *Server) tick(context.Context) error {
 		s.fdCap = c
 	}
 	s.publishDue()
+	s.freeFlushed() // what FLUSHDB and FLUSHALL set aside (fair.go)
 	s.unpark()
 	s.flush()
 	return nil

@@ -39,6 +39,7 @@ type infoState struct {
 	hits     uint64             // GET and MGET keys that had a value
 	misses   uint64             // and that had none
 	pageSize int64
+	latency  resp.InfoLatency // the Latency section (fair.go)
 }
 
 // infoTick runs at every tick: it takes a rate sample when one is due, and follows the

@@ -105,6 +105,9 @@ func (s *Server) makeRoom() {
 	budget := s.cfg.MaxMemory
 	need := s.memUsed() - budget + budget/32
 	freed := s.locks.Trim() + s.pools.Trim()
+	if freed < need {
+		freed += s.freeFlushedFor(need - freed) // keys FLUSHALL already took from every client (fair.go)
+	}
 	var counters, semaphores, waits int
 	if freed < need {
 		var f int64

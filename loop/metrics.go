@@ -442,7 +442,9 @@ func (s *Server) snapshot(at time.Time) *stats.Snapshot {
 	snap := &stats.Snapshot{At: at, Started: time.Unix(0, s.started), Version: s.cfg.Version,
 		Ticks: m.ticks, TickLag: m.tickLag.snapshot(lagSeconds), Protos: make([]stats.Proto, len(m.protos)),
 		Memory: stats.Memory{Budget: uint64(s.cfg.MaxMemory), Input: uint64(s.mem.in), Output: uint64(s.mem.out),
-			Wills: uint64(s.mem.wills), Store: uint64(s.store.Bytes()), Closed: m.memClosed, Refused: m.memRefused, Evicted: m.memEvicted}}
+			Wills: uint64(s.mem.wills), Store: uint64(s.store.Bytes()), Closed: m.memClosed, Refused: m.memRefused, Evicted: m.memEvicted},
+		Loop: stats.Loop{Turns: s.fair.turnHist.snapshot(latencySeconds), MaxTurn: float64(s.fair.maxTurn) / 1e9,
+			Yields: s.fair.yields, Slowlog: s.slow.total}}
 	for i, p := range m.protos {
 		st := &s.stats[p]
 		ps := &snap.Protos[i]

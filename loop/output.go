@@ -2,6 +2,7 @@ package loop
 
 import (
 	"context"
+	"time"
 
 	"github.com/panjf2000/gnet/v2"
 )
@@ -25,9 +26,16 @@ import (
 //
 // A client that reads as fast as it can is never cut: a handler stops producing replies for a
 // connection once its unsent bytes reach half of --max-output, leaving the requests behind in
-// the input buffer, and continues when the socket has taken them (kick, park). Only a client
-// that does not read, while wake-ups it cannot refuse pile up, reaches --max-output and is
-// closed.
+// the input buffer, and continues when the socket has taken them (kick, park). A single reply
+// may still be larger than --max-output (an EXEC of twenty 1 MB GETs, which must run whole):
+// what a connection's own commands produced is its to read, and it is cut for it only if its
+// socket then takes nothing for outputStall. What it did not ask for — wake-ups it cannot
+// refuse, piling up while it does not read — is cut at once past --max-output (issue 21,
+// item 6: MGET of 20 × 1 MB values was cut after 11.3 MB although the client read).
+
+// outputStall is how long a connection over --max-output with replies it asked for may leave
+// its socket full before it is taken for one that does not read, and closed.
+const outputStall = 2 * time.Second
 
 // keepOut is the largest output buffer kept for reuse once it has been written.
 const keepOut = 64 << 10
@@ -139,15 +147,24 @@ func (s *Server) write(cs *conn) {
 		}
 		cs.out = cs.out[:copy(cs.out, cs.out[n:])]
 		cs.wrote(n)
+		cs.handed += int64(n)
 	}
 	cs.sent = cs.c.OutboundBuffered()
 	s.noteOut(cs)
+	if cs == s.cur {
+		cs.asked = cs.sent // its own turn: what is unsent it asked for
+	} else {
+		cs.asked = min(cs.asked, cs.sent) // as the socket takes it, what it asked for is read
+	}
 	if cs.sent > s.cfg.MaxOutput && (cs.peer == nil || cs.sent > peerLimit) {
-		s.log.Warn().Uint64("conn", uint64(cs.owner)).Stringer("proto", cs.proto).
-			Str("remote", remoteAddr(cs.c).String()).Int("unsent", cs.sent).Int("limit", s.cfg.MaxOutput).
-			Msg("closing connection: too many unsent replies (max-output)")
-		s.closeLater(cs)
-		return
+		if cs.peer != nil || cs.sent > cs.asked+s.cfg.MaxOutput {
+			s.log.Warn().Uint64("conn", uint64(cs.owner)).Stringer("proto", cs.proto).
+				Str("remote", remoteAddr(cs.c).String()).Int("unsent", cs.sent).Int("limit", s.cfg.MaxOutput).
+				Msg("closing connection: too many unsent replies (max-output)")
+			s.closeLater(cs)
+			return
+		}
+		s.watchStall(cs) // a big reply it asked for: closed only if it does not read it
 	}
 	if len(cs.out) == 0 {
 		s.release(cs)
@@ -200,8 +217,64 @@ func (s *Server) parkConn(cs *conn) {
 	}
 }
 
+// watchStall follows cs from each tick while it is over --max-output with replies it asked
+// for, or full with a command half answered (an MGET going on: textcont.go); if its socket
+// takes nothing for outputStall meanwhile, it does not read, and it is closed.
+func (s *Server) watchStall(cs *conn) {
+	if cs.stalled || cs.closed || cs.closing {
+		return
+	}
+	cs.stalled, cs.stallAt, cs.stallTaken = true, nanotime(), cs.handed-int64(cs.sent)
+	s.stalls = append(s.stalls, cs)
+}
+
+// stallWatched reports whether cs is still in a state watchStall follows.
+func (s *Server) stallWatched(cs *conn) bool {
+	return cs.sent > s.cfg.MaxOutput || cs.slock != nil && cs.slock.contActive() && s.full(cs)
+}
+
+// checkStalls runs on each tick: a watched connection whose socket took some of its backlog
+// is given another outputStall, one no longer over the limit is no longer watched, one whose
+// socket took nothing for outputStall does not read and is closed.
+func (s *Server) checkStalls() {
+	if len(s.stalls) == 0 {
+		return
+	}
+	now := nanotime()
+	kept := s.stalls[:0]
+	for _, cs := range s.stalls {
+		if cs.closed || cs.closing {
+			cs.stalled = false
+			continue
+		}
+		cs.sent = cs.c.OutboundBuffered()
+		cs.asked = min(cs.asked, cs.sent)
+		s.noteOut(cs)
+		taken := cs.handed - int64(cs.sent) // what the socket has taken so far
+		switch {
+		case !s.stallWatched(cs):
+			cs.stalled = false
+			continue
+		case taken > cs.stallTaken:
+			cs.stallAt, cs.stallTaken = now, taken
+		case time.Duration(now-cs.stallAt) >= outputStall:
+			cs.stalled = false
+			s.log.Warn().Uint64("conn", uint64(cs.owner)).Stringer("proto", cs.proto).
+				Str("remote", remoteAddr(cs.c).String()).Int("unsent", cs.sent+len(cs.out)).Int("limit", s.cfg.MaxOutput).
+				Dur("unread_for", outputStall).
+				Msg("closing connection: too many unsent replies and the client does not read them (max-output)")
+			s.closeLater(cs)
+			continue
+		}
+		kept = append(kept, cs)
+	}
+	clear(s.stalls[len(kept):])
+	s.stalls = kept
+}
+
 // unpark runs on each tick: parked connections whose socket has taken enough are kicked.
 func (s *Server) unpark() {
+	s.checkStalls()
 	kept := s.parked[:0]
 	for _, cs := range s.parked {
 		if cs.closed {

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 
 	"github.com/tallyd/tallyd/proto/resp"
@@ -22,15 +23,19 @@ type textHandler struct {
 	args     [][]byte
 	raw      []byte   // the line args came from
 	execArgs [][]byte // the arguments of a queued command EXEC runs
+	execDec  resp.Decoder
 }
 
 func (h *textHandler) parse(cs *conn, in []byte) (int, error) {
+	h.dec = textDecoder(h.s.cfg.MaxInput)                          // --max-input may change at a reload
+	h.dec.Unauthenticated = cs.slock.user == nil && !h.s.auth.open // Redis's smaller limits before AUTH
 	args, n, err := h.dec.Parse(in, h.args[:0])
 	h.args = args
 	if err != nil {
 		if errors.Is(err, resp.ErrInline) {
 			return 0, fmt.Errorf("inline text command: %w", err)
 		}
+		h.s.protocolError(cs, err)
 		return 0, fmt.Errorf("bad RESP request: %w", err)
 	}
 	h.raw = in[:n]
@@ -43,7 +48,7 @@ func (h *textHandler) parse(cs *conn, in []byte) (int, error) {
 
 func (h *textHandler) exec(cs *conn, now int64) {
 	args := h.args
-	h.args = args[:0]
+	h.args = keepArgs(args)
 	if len(args) == 0 {
 		return
 	}
@@ -51,10 +56,13 @@ func (h *textHandler) exec(cs *conn, now int64) {
 		cs.quit = true
 	}
 	h.raw = nil
-	cs.busy = cs.slock.waiting
+	cs.busy = cs.slock.waiting || cs.slock.contActive()
 }
 
-func (h *textHandler) more(cs *conn, now int64) { cs.busy = cs.slock.waiting }
+func (h *textHandler) more(cs *conn, now int64) {
+	h.s.contMore(cs, now) // a command going on across turns (textcont.go)
+	cs.busy = cs.slock.waiting || cs.slock.contActive()
+}
 func (h *textHandler) closed(cs *conn, now int64) {
 	h.s.slockClose(cs, now)
 }
@@ -74,7 +82,7 @@ func (s *Server) textFlush(cs *conn) bool {
 	if len(cs.out) >= flushAt {
 		s.write(cs)
 	}
-	return !cs.closed && !cs.closing
+	return !cs.closed && !cs.closing && !cs.quit
 }
 
 // slockCommand runs one text command line (raw: its bytes as they came); true means close
@@ -93,13 +101,15 @@ func (s *Server) slockCommand(cs *conn, args [][]byte, raw []byte, now int64) (q
 	if s.cl != nil && cs.virt == nil && !s.cl.serving() && !authLocal(spec) && s.clusterText(cs, spec, raw) {
 		return false // forwarded to the leader, or answered CLUSTERDOWN
 	}
-	s.advance(now) // a key that an earlier command of this batch expired is gone for this one
+	start := s.textClock() // SLOWLOG, and the connection's slice (slowlog.go)
+	s.advance(now)         // a key that an earlier command of this batch expired is gone for this one
 	t := s.textBegin(cs, args[0])
 	sc.local = s.cl != nil && connLocal(spec)
 	quit = s.runCommand(cs, spec, args, now)
 	sc.local = false
 	sc.req.Args, sc.req.Arg = nil, nil // views into the input: gone once served
 	s.textDone(t)
+	s.textRan(cs, args, start)
 	return quit
 }
 
@@ -215,6 +225,8 @@ func (s *Server) runCommand(cs *conn, spec *slock.Spec, args [][]byte, now int64
 		s.clusterCmd(cs, args)
 	case slock.CmdToken:
 		s.token(cs, args)
+	case slock.CmdSlowlog:
+		s.slowlogCmd(cs, args)
 	case slock.CmdGetFence:
 		f := s.locks.KeyFence(sc.text.DB, sc.text.KeyID(args[1]))
 		s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), int64(f)))
@@ -284,6 +296,7 @@ type txState struct {
 	exec    bool   // EXEC is running the queue: commands that could wait do not
 	guarded bool   // a queued command is refused while the log cannot be written (diskGuarded)
 	n       int    // commands queued
+	work    int64  // their estimated work, ns (txwork.go)
 	queue   []byte // their command lines as they came, copied out of the input buffer
 	watches map[watchKey]uint64
 }
@@ -325,12 +338,20 @@ func (s *Server) txQueue(cs *conn, spec *slock.Spec, args [][]byte, raw []byte) 
 		b = resp.AppendError(b, "ERR MULTI queue over "+strconv.Itoa(s.cfg.MaxInput)+
 			" bytes (--max-input): the transaction will be discarded")
 	default:
-		if !tx.dirty { // EXEC will abort anyway: keep nothing
-			tx.queue = append(tx.queue, raw...)
-			tx.n++
-			tx.guarded = tx.guarded || diskGuarded(spec)
-			s.noteTx(cs)
+		if tx.dirty { // EXEC will abort anyway: keep nothing
+			b = resp.AppendSimple(b, "QUEUED")
+			break
 		}
+		work := s.txWork(cs, spec, args) // bounded in commands and work too (txwork.go)
+		if why := s.txLimit(cs, work); why != "" {
+			b = s.txRefuse(cs, b, why)
+			break
+		}
+		tx.queue = append(tx.queue, raw...)
+		tx.n++
+		tx.work += work
+		tx.guarded = tx.guarded || diskGuarded(spec)
+		s.noteTx(cs)
 		b = resp.AppendSimple(b, "QUEUED")
 	}
 	s.sendTo(cs, b)
@@ -367,8 +388,9 @@ func (s *Server) txExec(cs *conn, now int64) (closeConn bool) {
 	defer func() { tx.exec = false }()
 	for q := tx.queue; len(q) > 0; {
 		h := &s.slockText
-		args, n, err := h.dec.Parse(q, h.execArgs[:0])
-		h.execArgs = args[:0]
+		h.execDec = textDecoder(math.MaxInt) // each line was parsed once already, whatever --max-input is now
+		args, n, err := h.execDec.Parse(q, h.execArgs[:0])
+		h.execArgs = keepArgs(args)
 		if err != nil || n == 0 || len(args) == 0 { // cannot be: each line parsed once already
 			break
 		}
@@ -391,7 +413,7 @@ func (s *Server) txExec(cs *conn, now int64) (closeConn bool) {
 // txReset ends cs's transaction (EXEC, DISCARD) and its WATCHes.
 func (s *Server) txReset(cs *conn) {
 	tx := &cs.slock.tx
-	tx.active, tx.dirty, tx.guarded, tx.n = false, false, false, 0
+	tx.active, tx.dirty, tx.guarded, tx.n, tx.work = false, false, false, 0, 0
 	tx.queue = tx.queue[:0]
 	if cap(tx.queue) > txKeepQueue {
 		tx.queue = nil

@@ -86,7 +86,18 @@ type Config struct {
 	MaxObjects     int    // counters (and, separately, semaphores); 0 = unlimited
 	MaxOutput      int    // unsent reply bytes per connection before it is closed
 	MaxInput       int    // unparsed request bytes per connection before it is closed
-	Backlog        int    // listen backlog of each listener
+	// ConnSlice is how long one connection is served in a turn of the loop before the others
+	// get theirs (fair.go); 0: DefaultConnSlice, negative: no limit.
+	ConnSlice time.Duration
+	// SlowlogSlowerThan is the run time in microseconds from which a Redis-text command is
+	// kept in SLOWLOG (negative: none, 0: all); SlowlogMaxLen how many are kept (slowlog.go).
+	SlowlogSlowerThan int64
+	SlowlogMaxLen     int
+	// MultiMaxCommands and MultiMaxWork bound a MULTI queue: its commands, and the loop time
+	// its EXEC is estimated to take (txwork.go); 0: no bound.
+	MultiMaxCommands int
+	MultiMaxWork     time.Duration
+	Backlog          int // listen backlog of each listener
 	// IdleTimeout closes a connection that has sent no whole request for this long and
 	// holds and awaits nothing (0 = never; see idle.go).
 	IdleTimeout time.Duration
@@ -160,6 +171,11 @@ func Defaults() Config {
 		AppendFsync:            aof.EverySec,
 		LockPersistAfter:       time.Second,
 		AOFRewriteSize:         64 << 20,
+		ConnSlice:              DefaultConnSlice,
+		SlowlogSlowerThan:      DefaultSlowlogSlowerThan,
+		SlowlogMaxLen:          DefaultSlowlogMaxLen,
+		MultiMaxCommands:       DefaultMultiMaxCommands,
+		MultiMaxWork:           DefaultMultiMaxWork,
 		Tick:                   5 * time.Millisecond,
 		ProtectedMode:          true,
 		Version:                "dev",
@@ -212,9 +228,12 @@ type Server struct {
 	closing  []*conn // connections to close after the flush
 	kicked   []*conn // connections to serve again after the flush
 	parked   []*conn // connections waiting for their socket to drain
+	stalls   []*conn // connections over --max-output with replies they asked for (output.go)
 	free     [][]byte
 	flushing bool
-	early    []byte // serveEarly's scratch (order.go)
+	early    []byte    // serveEarly's scratch (order.go)
+	fair     fairState // each connection's slice of a turn, the pump, the turn figures (fair.go)
+	slow     slowlog   // SLOWLOG (slowlog.go)
 
 	persist persistState
 	cl      *clusterState // nil unless in cluster mode (cluster.go)
@@ -266,6 +285,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Tick <= 0 {
 		cfg.Tick = 10 * time.Millisecond
 	}
+	if cfg.ConnSlice == 0 {
+		cfg.ConnSlice = DefaultConnSlice
+	}
 	if cfg.Backlog <= 0 {
 		cfg.Backlog = 511
 	}
@@ -277,6 +299,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg:    cfg,
+		fair:   fairState{slice: int64(cfg.ConnSlice)},
 		log:    cfg.Log,
 		now:    cfg.Now,
 		conns:  make(map[store.Owner]*conn),

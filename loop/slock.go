@@ -29,6 +29,7 @@ type slockConn struct {
 	kvMulti  bool          // req.KV is one key of a command on several: replies are counted
 	kvN      int64         // their count
 	tx       txState       // MULTI/EXEC and WATCH (redis.go)
+	cont     *textCont     // a command going on across turns (textcont.go)
 	name     string        // CLIENT SETNAME's
 
 	client    uint64 // its cluster-wide client id (fence.go), 0 until it needs one
@@ -406,6 +407,7 @@ func (s *Server) slockClose(cs *conn, now int64) {
 func (s *Server) slockInfo(now int64) []byte {
 	s.fillInfo(&s.sl.info, now)
 	s.sl.infoBuf = resp.AppendInfo(s.sl.infoBuf[:0], &s.sl.info)
+	s.sl.infoBuf = resp.AppendInfoLatency(append(s.sl.infoBuf, "\r\n"...), s.latencyInfo()) // fair.go
 	s.sl.infoBuf = resp.AppendInfoCluster(append(s.sl.infoBuf, "\r\n"...), s.clusterInfo())
 	return s.sl.infoBuf
 }

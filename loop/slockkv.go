@@ -92,14 +92,16 @@ func (s *Server) slockKV(cs *conn, now int64) {
 			return
 		}
 	case slock.OpFlushDB, slock.OpFlushAll:
-		lo, hi := int(db), int(db)
+		// The database is empty at once for every client; its keys are freed a slice at a
+		// time (freeFlushed), as Redis's FLUSHALL ASYNC does. ASYNC and SYNC alike: the
+		// loop never stalls, and the log has the flush before this reply goes out.
+		which := db
 		if op == slock.OpFlushAll {
-			lo, hi = 0, store.MaxLockDB
+			which = store.AllDBs
 		}
-		for d := lo; d <= hi; d++ {
-			s.sl.replies, s.sl.execs, _ = s.locks.Flush(uint8(d), now, s.sl.replies[:0], s.sl.execs[:0])
-			s.drainLocks(now)
-		}
+		s.sl.replies, s.sl.execs, _ = s.locks.Flush(which, now, s.sl.replies[:0], s.sl.execs[:0])
+		s.drainLocks(now)
+		s.freeFlushed()
 		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
 		return
 	case slock.OpDel, slock.OpExists:
@@ -136,6 +138,10 @@ func (s *Server) slockKV(cs *conn, now int64) {
 // kvMGet answers MGET key...: an array of what GET answers for each key.
 func (s *Server) kvMGet(cs *conn, args [][]byte, now int64) {
 	sc := cs.slock
+	if !s.runsWhole(cs) {
+		s.mgetBegin(cs, args, now) // may go on across turns (textcont.go)
+		return
+	}
 	for _, k := range args[1:] {
 		if err := s.nameClash(sc.text.DB, sc.text.KeyID(k), k); err != nil {
 			s.textError(cs, err)
@@ -268,6 +274,10 @@ func (s *Server) kvKeys(cs *conn, db uint8, pattern []byte) {
 		s.textError(cs, slock.KeysRefused(n, slock.KeysLimit))
 		return
 	}
+	if n > keysStep && !s.runsWhole(cs) {
+		s.keysBegin(cs, db, pattern) // goes on across turns (textcont.go)
+		return
+	}
 	q := slock.Scan{Match: pattern}
 	if len(pattern) == 1 && pattern[0] == '*' {
 		q.Match = nil
@@ -278,6 +288,11 @@ func (s *Server) kvKeys(cs *conn, db uint8, pattern []byte) {
 			names = append(names, name)
 		}
 	})
+	s.keysReply(cs, names)
+}
+
+// keysReply answers KEYS with names, which it then empties into s.sl.names for reuse.
+func (s *Server) keysReply(cs *conn, names [][]byte) {
 	b := resp.AppendArray(s.scratchFor(cs), len(names))
 	for _, n := range names {
 		b = resp.AppendBulk(b, n)
@@ -482,6 +497,8 @@ func (s *Server) configItems(admin bool) [][2]string {
 		{"save", ""}, {"appendonly", ao}, {"appendfsync", s.cfg.AppendFsync.String()},
 		{"databases", strconv.Itoa(store.MaxLockDB + 1)}, {"dir", dir},
 		{"maxclients", strconv.Itoa(s.fdCap)}, {"timeout", strconv.FormatInt(int64(s.cfg.IdleTimeout/time.Second), 10)},
+		{"slowlog-log-slower-than", strconv.FormatInt(s.cfg.SlowlogSlowerThan, 10)},
+		{"slowlog-max-len", strconv.Itoa(s.cfg.SlowlogMaxLen)},
 	}
 }
 

@@ -21,6 +21,16 @@ type Snapshot struct {
 	Ticks   uint64    // timed-work turns the loop has run
 	TickLag Histogram // from the ticker handing a turn to the loop to the loop running it
 	Memory  Memory    // the memory budget (--max-memory)
+	Loop    Loop      // how long the loop's turns took, how connections shared them
+}
+
+// Loop is how long the event loop's turns took (a turn: a connection's read, a tick; no
+// other client is served while one runs), and how the connections shared them.
+type Loop struct {
+	Turns   Histogram // each turn's duration
+	MaxTurn float64   // the longest turn since start, seconds
+	Yields  uint64    // connection slices that ended with requests left (--conn-slice)
+	Slowlog uint64    // commands SLOWLOG has logged since start
 }
 
 // Memory is what the memory budget counts, in bytes, and what it did.

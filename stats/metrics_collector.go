@@ -21,6 +21,15 @@ var (
 	descTickLag = prometheus.NewDesc("tallyd_tick_lag_seconds",
 		"Delay from the ticker handing a turn of timed work to the event loop to the loop running it.", nil, nil)
 
+	descTurns = prometheus.NewDesc("tallyd_loop_turn_seconds",
+		"How long each turn of the event loop took (a connection's read batch, a tick): while one runs no other client is served.", nil, nil)
+	descMaxTurn = prometheus.NewDesc("tallyd_loop_turn_max_seconds",
+		"The longest turn of the event loop since start: the worst stall every client saw.", nil, nil)
+	descYields = prometheus.NewDesc("tallyd_loop_yields_total",
+		"Times a connection's slice of a turn (--conn-slice) ended with requests left, which it served in a later turn.", nil, nil)
+	descSlowlog = prometheus.NewDesc("tallyd_slowlog_entries_total",
+		"Redis-text commands logged in SLOWLOG (run longer than --slowlog-log-slower-than) since start.", nil, nil)
+
 	descConns = prometheus.NewDesc("tallyd_connections",
 		"Client connections open now.", []string{"proto"}, nil)
 	descConnsTotal = prometheus.NewDesc("tallyd_connections_total",
@@ -86,6 +95,7 @@ func NewCollector(source func() *Snapshot) *Collector {
 // Describe sends every metric's description.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descBuild, descStart, descAge, descTicks, descTickLag,
+		descTurns, descMaxTurn, descYields, descSlowlog,
 		descConns, descConnsTotal, descRejected, descRequests, descBytesIn, descBytesOut, descLatency,
 		descWaitsIn, descWaitsOut, descWaiting, descHeld, descObjects, descMemory, descGCRuns, descGCSeconds,
 		descExpired, descMemBudget, descMemUsed, descMemClosed, descMemRefused, descMemEvicted} {
@@ -114,6 +124,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descAge, max(0, c.now().Sub(s.At).Seconds()))
 	counter(descTicks, float64(s.Ticks))
 	histogram(ch, descTickLag, &s.TickLag)
+	if s.Loop.Turns.Bounds != nil {
+		histogram(ch, descTurns, &s.Loop.Turns)
+	}
+	gauge(descMaxTurn, s.Loop.MaxTurn)
+	counter(descYields, float64(s.Loop.Yields))
+	counter(descSlowlog, float64(s.Loop.Slowlog))
 	gauge(descMemBudget, float64(s.Memory.Budget))
 	gauge(descMemUsed, float64(s.Memory.Input), "input")
 	gauge(descMemUsed, float64(s.Memory.Output), "output")

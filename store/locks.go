@@ -259,12 +259,14 @@ type Locks struct {
 	valueBytes int64 // the keys' value buffers, live and kept for reuse (lockKey.vbytes)
 	itemBytes  int64 // the items' data and EXECUTE buffers, live and kept for reuse (lockItem.bufs)
 	valsBytes  int64 // the databases' tables of keys with a value
-	mapBytes   int64 // the databases' maps of keys, at their largest since built (lockDB.peak)
+	mapBytes   int64 // the databases' maps of keys, at their largest since built (lockDB.peak, oldGen.peak)
 	nitems     int   // live holders and waiters
 	nindexed   int   // holders in their key's index by LockId
 	orphans    int   // waiters whose connection has closed
 	shrinkDue  []*lockDB
 	evictBuf   []*lockItem
+
+	valueMoves uint64 // keys taken out of a value table (ValueRemovals)
 
 	cfg LocksConfig
 	ids *IDs
@@ -284,6 +286,7 @@ type Locks struct {
 
 	// Journal (persist.go).
 	dirty      []keyRef                // keys whose state changed since the last Journal, maybe gone since
+	flushes    []uint8                 // databases flushed since the last Journal (AllDBs: all), in order
 	goneKeys   []keyRef                // logged keys deleted since the last Journal
 	loggedKeys list[lockKey, *lockKey] // keys whose latest log record has holders
 	cursor     *lockKey                // the next key SnapshotNext writes, nil when done
@@ -311,6 +314,11 @@ type lockDB struct {
 	st     LockState
 	peak   int  // most keys since keys was built: a Go map keeps its room (shrinkKeys)
 	shrink bool // in Locks.shrinkDue
+
+	// A flush (locks_flush.go): the keys of the generations before, freed a slice at a time.
+	gen    uint32                      // the current generation: a key of another is flushed
+	olds   []oldGen                    // the keys of generations flushed and not yet freed
+	waited list[waitedKey, *waitedKey] // the keys with waiters, which a flush handles at once
 }
 
 // lockKey is one key of a database.
@@ -329,8 +337,10 @@ type lockKey struct {
 	next     *lockKey // free list
 	logged   bool     // the log's latest record of the key has holders; then on Locks.loggedKeys
 	ll       links[lockKey]
-	dirty    bool   // in Locks.dirty
-	fence    uint64 // the highest fencing token a fenced write presented (locks_fence.go)
+	dirty    bool             // in Locks.dirty
+	fence    uint64           // the highest fencing token a fenced write presented (locks_fence.go)
+	gen      uint32           // its database's generation when it was made: another means flushed (locks_flush.go)
+	wl       links[waitedKey] // on its database's waited list while it has waiters
 }
 
 // lockItem is one holder or one queued request.
@@ -528,6 +538,10 @@ func (l *Locks) Expire(now int64, replies []LockReply, execs []Exec) ([]LockRepl
 // due times out waiter it, or expires holder it, just taken off the deadline
 // heap, within a call.
 func (l *Locks) due(it *lockItem, now int64) {
+	if k := it.k; k != nil && k.flushed() {
+		l.flushedDue(k) // its flush frees it instead (locks_flush.go)
+		return
+	}
 	if it.waiting {
 		l.timedOut(it, now)
 	} else {
@@ -741,7 +755,7 @@ func (l *Locks) db(id uint8) *lockDB {
 
 // getKey returns key in d, creating it empty.
 func (l *Locks) getKey(d *lockDB, key [16]byte) *lockKey {
-	k := d.keys[key]
+	k := l.live(d, key)
 	if k != nil {
 		return k
 	}
@@ -753,7 +767,7 @@ func (l *Locks) getKey(d *lockDB, key [16]byte) *lockKey {
 	} else {
 		k = new(lockKey)
 	}
-	k.db, k.key = d, key
+	k.db, k.key, k.gen = d, key, d.gen
 	d.keys[key] = k
 	d.st.KeyCount++
 	l.nkeys++
@@ -775,17 +789,21 @@ func (l *Locks) settle(k *lockKey) {
 		l.modified(k)
 	}
 	if k.logged {
-		l.goneKeys = append(l.goneKeys, keyRef{d.id, k.key})
+		if k.gen == d.gen { // a flushed key's is in the flush's record
+			l.goneKeys = append(l.goneKeys, keyRef{d.id, k.key})
+		}
 		l.setLogged(k, false)
 	}
 	k.has = false
 	l.syncValue(k)
-	delete(d.keys, k.key)
 	d.st.KeyCount--
 	l.nkeys--
-	if d.peak >= shrinkKeysMin && len(d.keys) <= d.peak/4 && !d.shrink {
-		d.shrink = true
-		l.shrinkDue = append(l.shrinkDue, d)
+	if k.gen == d.gen { // a flushed key is no longer in the table (freeOld)
+		delete(d.keys, k.key)
+		if d.peak >= shrinkKeysMin && len(d.keys) <= d.peak/4 && !d.shrink {
+			d.shrink = true
+			l.shrinkDue = append(l.shrinkDue, d)
+		}
 	}
 	l.valueBytes -= int64(k.vbytes)
 	v := k.value[:0]
@@ -1035,7 +1053,7 @@ func (l *Locks) lock(o Owner, c *LockCommand, data []byte, now int64) {
 		return
 	}
 	d := l.db(c.DB)
-	k := d.keys[c.Key]
+	k := l.live(d, c.Key)
 	levels := k.levelsOf()
 
 	if c.Flag&lockCheck != 0 && c.Timeout == 0 {
@@ -1250,6 +1268,9 @@ func (l *Locks) enqueue(w *lockItem) {
 		at = at.prev
 	}
 	k.wait.insertAfter(at, w)
+	if k.wait.n == 1 {
+		k.db.waited.push((*waitedKey)(k))
+	}
 	k.db.st.WaitCount++
 	r := l.owner(w.owner)
 	r.waiters++
@@ -1269,6 +1290,9 @@ func (l *Locks) enqueue(w *lockItem) {
 func (l *Locks) unqueue(w *lockItem) {
 	k := w.k
 	k.wait.remove(w)
+	if k.wait.n == 0 {
+		k.db.waited.remove((*waitedKey)(k))
+	}
 	k.db.st.WaitCount--
 	l.dl.remove(w)
 	l.unkeep(w)
@@ -1386,7 +1410,7 @@ func (l *Locks) unlock(o Owner, c *LockCommand, now int64) bool {
 		return false
 	}
 	d := l.dbs[c.DB]
-	k := d.keys[c.Key]
+	k := l.live(d, c.Key)
 	if k == nil {
 		d.st.UnlockErrorCount++
 		l.reply(o, c, LockUnlockError, c.LockID, 0, 0, nil)

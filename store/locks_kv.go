@@ -22,37 +22,6 @@ func (l *Locks) Holds(db uint8, key, lockID [16]byte) (held, by bool) {
 	return true, k.find(lockID) != nil
 }
 
-// Flush releases every holder of every key of db, and drops its values, as
-// if each had been unlocked at once: waiters are then granted in their
-// order (their replies and EXECUTEs are appended as Do does). Expiry pushes
-// are not sent. It returns the number of keys that had holders.
-func (l *Locks) Flush(db uint8, now int64, replies []LockReply, execs []Exec) ([]LockReply, []Exec, int) {
-	l.begin(replies, execs)
-	n := 0
-	if db <= MaxLockDB && l.dbs[db] != nil {
-		for _, k := range l.dbs[db].keys {
-			if k.hold.n == 0 {
-				continue
-			}
-			n++
-			for h := k.hold.head; h != nil; h = k.hold.head {
-				l.removeHolder(h)
-				l.freeItem(h)
-			}
-			if k.has {
-				k.has = false
-				l.syncValue(k)
-				l.changed(k)
-				l.modified(k)
-			}
-			l.wake(k, now)
-			l.settle(k)
-		}
-	}
-	r, e := l.end()
-	return r, e, n
-}
-
 // LockedByOther reports whether key in db has a holder that owner may not
 // break with a DEL: one under a LockId other than the key itself (a LOCK or a
 // SETNX, not a plain SET) that another connection last locked. A connection

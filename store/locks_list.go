@@ -165,120 +165,138 @@ func (l *Locks) Check() error {
 		}
 		vals += int64(cap(d.vals)) * valueSlot
 		maps += int64(d.peak) * lockKeyEntry
-		var levels, waiting uint32
-		for name, k := range d.keys {
-			keys++
-			vbytes += int64(k.vbytes)
-			switch {
-			case k.key != name || k.db != d:
-				return fmt.Errorf("store: lock key %x of db %d filed as %x of db %d", k.key, k.db.id, name, id)
-			case k.hold.n == 0 && k.wait.n == 0:
-				return fmt.Errorf("store: lock key %x of db %d has no holder and no waiter", name, id)
-			}
-			if k.has {
-				if r, ok := parseRecord(k.value); !ok || len(r.raw) != len(k.value) || k.value[4] != 0 {
-					return fmt.Errorf("store: lock key %x of db %d: bad value record %x", name, id, k.value)
-				}
-			}
-			var sum uint32
-			n := 0
-			ids := map[[16]byte]bool{}
-			var prev *lockItem
-			for h := k.hold.head; h != nil; h = h.next {
-				if n++; n > k.hold.n {
-					return fmt.Errorf("store: lock key %x: holder list longer than its count %d", name, k.hold.n)
-				}
-				switch {
-				case h.prev != prev || h.k != k || h.waiting:
-					return fmt.Errorf("store: lock key %x: holder %d: bad link %v, key %v, waiting %v", name, n, h.prev != prev, h.k == k, h.waiting)
-				case h.levels == 0:
-					return fmt.Errorf("store: lock key %x: holder %x holds no level", name, h.cmd.LockID)
-				case ids[h.cmd.LockID]:
-					return fmt.Errorf("store: lock key %x: two holders with LockId %x", name, h.cmd.LockID)
-				case k.byID != nil && k.byID[h.cmd.LockID] != h:
-					return fmt.Errorf("store: lock key %x: holder %x missing from the index", name, h.cmd.LockID)
-				}
-				if err := l.checkTimed(h, h.cmd.ExpriedFlag, h.cmd.ExpriedFlag&timeVersion != 0); err != nil {
-					return fmt.Errorf("store: lock key %x: holder %x: %v", name, h.cmd.LockID, err)
-				}
-				if h.dl.scheduled() {
-					scheduled++
-					if h.cmd.ExpireAt != 0 && h.dl.at != msDeadline(h.cmd.ExpireAt) {
-						return fmt.Errorf("store: lock key %x: holder %x due at %d, its exact expiry is %d ms", name, h.cmd.LockID, h.dl.at, h.cmd.ExpireAt)
-					}
-				}
-				if h.pdl.scheduled() {
-					aging++
-					switch {
-					case l.aging.h[h.pdl.i-1].d != &h.pdl:
-						return fmt.Errorf("store: lock key %x: holder %x: aging handle points at another item", name, h.cmd.LockID)
-					case h.pdl.at != h.start+l.cfg.PersistAfter:
-						return fmt.Errorf("store: lock key %x: holder %x granted at %d ages at %d, not %d later",
-							name, h.cmd.LockID, h.start, h.pdl.at, l.cfg.PersistAfter)
-					}
-				}
-				if h.ko != nil {
-					kept++
-				}
-				if k.byID != nil {
-					indexed++
-				}
-				items++
-				ibytes += h.bufs()
-				ids[h.cmd.LockID] = true
-				sum += uint32(h.levels)
-				prev = h
-			}
-			switch {
-			case n != k.hold.n || k.hold.tail != prev:
-				return fmt.Errorf("store: lock key %x: %d holders counted %d", name, n, k.hold.n)
-			case sum != k.levels:
-				return fmt.Errorf("store: lock key %x: levels %d, holders hold %d", name, k.levels, sum)
-			case k.byID != nil && len(k.byID) != n:
-				return fmt.Errorf("store: lock key %x: %d holders, %d indexed", name, n, len(k.byID))
-			}
-			n, prev = 0, nil
-			for w := k.wait.head; w != nil; w = w.next {
-				if n++; n > k.wait.n {
-					return fmt.Errorf("store: lock key %x: queue longer than its count %d", name, k.wait.n)
-				}
-				switch {
-				case w.prev != prev || w.k != k || !w.waiting || !w.waitsCounted:
-					return fmt.Errorf("store: lock key %x: waiter %d: bad link %v, key %v, waiting %v, counted %v",
-						name, n, w.prev != prev, w.k == k, w.waiting, w.waitsCounted)
-				case prev != nil && prev.prio < w.prio:
-					return fmt.Errorf("store: lock key %x: waiter %d of priority %d behind one of %d", name, n, w.prio, prev.prio)
-				case w.cmd.Timeout == 0:
-					return fmt.Errorf("store: lock key %x: waiter %x has Timeout 0", name, w.cmd.LockID)
-				case len(w.execs) != 0:
-					return fmt.Errorf("store: lock key %x: waiter %x has EXECUTEs attached", name, w.cmd.LockID)
-				}
-				if err := l.checkTimed(w, w.cmd.TimeoutFlag, false); err != nil {
-					return fmt.Errorf("store: lock key %x: waiter %x: %v", name, w.cmd.LockID, err)
-				}
-				if w.dl.scheduled() {
-					scheduled++
-				}
-				if w.ko != nil {
-					kept++
-				}
-				if l.closed(w.owner) {
-					orphans++
-				}
-				items++
-				ibytes += w.bufs()
-				waits[w.owner]++
-				prev = w
-			}
-			if n != k.wait.n || k.wait.tail != prev {
-				return fmt.Errorf("store: lock key %x: %d waiters counted %d", name, n, k.wait.n)
-			}
-			levels += k.levels
-			waiting += uint32(n)
+		for _, o := range d.olds {
+			maps += int64(o.peak) * lockKeyEntry
 		}
-		if d.st.LockedCount != levels || d.st.WaitCount != waiting || d.st.KeyCount != uint32(len(d.keys)) {
+		var levels, waiting uint32
+		nold, nwaited := 0, 0
+		for mi, m := range d.keyMaps() {
+			for name, k := range m {
+				if err := checkGeneration(d, k, mi > 0); err != nil {
+					return err
+				}
+				if mi > 0 {
+					nold++
+				}
+				if k.wait.n > 0 {
+					nwaited++
+				}
+				keys++
+				vbytes += int64(k.vbytes)
+				switch {
+				case k.key != name || k.db != d:
+					return fmt.Errorf("store: lock key %x of db %d filed as %x of db %d", k.key, k.db.id, name, id)
+				case k.hold.n == 0 && k.wait.n == 0:
+					return fmt.Errorf("store: lock key %x of db %d has no holder and no waiter", name, id)
+				}
+				if k.has {
+					if r, ok := parseRecord(k.value); !ok || len(r.raw) != len(k.value) || k.value[4] != 0 {
+						return fmt.Errorf("store: lock key %x of db %d: bad value record %x", name, id, k.value)
+					}
+				}
+				var sum uint32
+				n := 0
+				ids := map[[16]byte]bool{}
+				var prev *lockItem
+				for h := k.hold.head; h != nil; h = h.next {
+					if n++; n > k.hold.n {
+						return fmt.Errorf("store: lock key %x: holder list longer than its count %d", name, k.hold.n)
+					}
+					switch {
+					case h.prev != prev || h.k != k || h.waiting:
+						return fmt.Errorf("store: lock key %x: holder %d: bad link %v, key %v, waiting %v", name, n, h.prev != prev, h.k == k, h.waiting)
+					case h.levels == 0:
+						return fmt.Errorf("store: lock key %x: holder %x holds no level", name, h.cmd.LockID)
+					case ids[h.cmd.LockID]:
+						return fmt.Errorf("store: lock key %x: two holders with LockId %x", name, h.cmd.LockID)
+					case k.byID != nil && k.byID[h.cmd.LockID] != h:
+						return fmt.Errorf("store: lock key %x: holder %x missing from the index", name, h.cmd.LockID)
+					}
+					if err := l.checkTimed(h, h.cmd.ExpriedFlag, h.cmd.ExpriedFlag&timeVersion != 0); err != nil {
+						return fmt.Errorf("store: lock key %x: holder %x: %v", name, h.cmd.LockID, err)
+					}
+					if h.dl.scheduled() {
+						scheduled++
+						if h.cmd.ExpireAt != 0 && h.dl.at != msDeadline(h.cmd.ExpireAt) {
+							return fmt.Errorf("store: lock key %x: holder %x due at %d, its exact expiry is %d ms", name, h.cmd.LockID, h.dl.at, h.cmd.ExpireAt)
+						}
+					}
+					if h.pdl.scheduled() {
+						aging++
+						switch {
+						case l.aging.h[h.pdl.i-1].d != &h.pdl:
+							return fmt.Errorf("store: lock key %x: holder %x: aging handle points at another item", name, h.cmd.LockID)
+						case h.pdl.at != h.start+l.cfg.PersistAfter:
+							return fmt.Errorf("store: lock key %x: holder %x granted at %d ages at %d, not %d later",
+								name, h.cmd.LockID, h.start, h.pdl.at, l.cfg.PersistAfter)
+						}
+					}
+					if h.ko != nil {
+						kept++
+					}
+					if k.byID != nil {
+						indexed++
+					}
+					items++
+					ibytes += h.bufs()
+					ids[h.cmd.LockID] = true
+					sum += uint32(h.levels)
+					prev = h
+				}
+				switch {
+				case n != k.hold.n || k.hold.tail != prev:
+					return fmt.Errorf("store: lock key %x: %d holders counted %d", name, n, k.hold.n)
+				case sum != k.levels:
+					return fmt.Errorf("store: lock key %x: levels %d, holders hold %d", name, k.levels, sum)
+				case k.byID != nil && len(k.byID) != n:
+					return fmt.Errorf("store: lock key %x: %d holders, %d indexed", name, n, len(k.byID))
+				}
+				n, prev = 0, nil
+				for w := k.wait.head; w != nil; w = w.next {
+					if n++; n > k.wait.n {
+						return fmt.Errorf("store: lock key %x: queue longer than its count %d", name, k.wait.n)
+					}
+					switch {
+					case w.prev != prev || w.k != k || !w.waiting || !w.waitsCounted:
+						return fmt.Errorf("store: lock key %x: waiter %d: bad link %v, key %v, waiting %v, counted %v",
+							name, n, w.prev != prev, w.k == k, w.waiting, w.waitsCounted)
+					case prev != nil && prev.prio < w.prio:
+						return fmt.Errorf("store: lock key %x: waiter %d of priority %d behind one of %d", name, n, w.prio, prev.prio)
+					case w.cmd.Timeout == 0:
+						return fmt.Errorf("store: lock key %x: waiter %x has Timeout 0", name, w.cmd.LockID)
+					case len(w.execs) != 0:
+						return fmt.Errorf("store: lock key %x: waiter %x has EXECUTEs attached", name, w.cmd.LockID)
+					}
+					if err := l.checkTimed(w, w.cmd.TimeoutFlag, false); err != nil {
+						return fmt.Errorf("store: lock key %x: waiter %x: %v", name, w.cmd.LockID, err)
+					}
+					if w.dl.scheduled() {
+						scheduled++
+					}
+					if w.ko != nil {
+						kept++
+					}
+					if l.closed(w.owner) {
+						orphans++
+					}
+					items++
+					ibytes += w.bufs()
+					waits[w.owner]++
+					prev = w
+				}
+				if n != k.wait.n || k.wait.tail != prev {
+					return fmt.Errorf("store: lock key %x: %d waiters counted %d", name, n, k.wait.n)
+				}
+				levels += k.levels
+				waiting += uint32(n)
+			}
+		}
+		if d.waited.n != nwaited {
+			return fmt.Errorf("store: lock db %d: %d keys on the waited list, %d have waiters", id, d.waited.n, nwaited)
+		}
+		if d.st.LockedCount != levels || d.st.WaitCount != waiting || d.st.KeyCount != uint32(len(d.keys)+nold) {
 			return fmt.Errorf("store: lock db %d: gauges %d locked, %d waiting, %d keys; have %d, %d, %d",
-				id, d.st.LockedCount, d.st.WaitCount, d.st.KeyCount, levels, waiting, len(d.keys))
+				id, d.st.LockedCount, d.st.WaitCount, d.st.KeyCount, levels, waiting, len(d.keys)+nold)
 		}
 	}
 	n := 0
@@ -398,6 +416,18 @@ func (l *Locks) checkTimed(it *lockItem, flag uint16, never bool) error {
 	}
 	if r := l.owners[it.owner]; s && flag&timeKeep != 0 && r != nil && !r.gone {
 		return fmt.Errorf("scheduled, but kept alive by its open connection")
+	}
+	return nil
+}
+
+// checkGeneration checks that k is of d's current generation, or of a flushed one (old)
+// without waiters.
+func checkGeneration(d *lockDB, k *lockKey, old bool) error {
+	switch {
+	case k.flushed() != old:
+		return fmt.Errorf("store: lock key %x of db %d: generation %d, the database's %d, set aside %v", k.key, d.id, k.gen, d.gen, old)
+	case old && k.wait.n > 0:
+		return fmt.Errorf("store: lock key %x of db %d: flushed with %d waiters", k.key, d.id, k.wait.n)
 	}
 	return nil
 }

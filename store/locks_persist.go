@@ -27,6 +27,11 @@ type KeyState struct {
 	// Ceil, when not 0, makes this the record of a fencing-token reservation
 	// (locks_fence.go), not a key's: every other field is zero.
 	Ceil uint64
+
+	// Flush makes this the record of a flush of database DB (AllDBs: of every
+	// database), not a key's: every key of it restored so far is gone
+	// (locks_flush.go). Every other field is zero.
+	Flush bool
 }
 
 // HolderState is one persisting holder.
@@ -157,7 +162,7 @@ func (l *Locks) PersistDue(now int64) {
 
 // aged marks the key of a, just taken off the aging heap, for the journal.
 func (l *Locks) aged(a *agedItem) {
-	if h := (*lockItem)(a); !h.k.has { // with a value it has persisted since its grant
+	if h := (*lockItem)(a); !h.k.has && !h.k.flushed() { // with a value it has persisted since its grant
 		l.changed(h.k)
 	}
 }
@@ -180,6 +185,11 @@ func (l *Locks) Journal(now int64, emit func(*KeyState)) {
 		l.snap = KeyState{Ceil: l.fenceCeil, Holders: l.snap.Holders[:0]}
 		emit(&l.snap)
 	}
+	for _, db := range l.flushes { // before the rest: what the journal holds of db came after it
+		l.snap = KeyState{DB: db, Flush: true, Holders: l.snap.Holders[:0]}
+		emit(&l.snap)
+	}
+	l.flushes = l.flushes[:0]
 	for _, r := range l.goneKeys {
 		l.snap = KeyState{DB: r.db, Key: r.key, Holders: l.snap.Holders[:0]}
 		emit(&l.snap)
@@ -203,7 +213,9 @@ func (l *Locks) Journal(now int64, emit func(*KeyState)) {
 }
 
 // Journaled reports whether Journal has anything to emit.
-func (l *Locks) Journaled() bool { return len(l.dirty) > 0 || len(l.goneKeys) > 0 || l.ceilDirty }
+func (l *Locks) Journaled() bool {
+	return len(l.dirty) > 0 || len(l.goneKeys) > 0 || l.ceilDirty || len(l.flushes) > 0
+}
 
 // state fills l.snap with k's persistent state at now and reports whether it
 // has any holder.
@@ -273,7 +285,7 @@ func (l *Locks) SnapshotNext(n int, now int64, emit func(*KeyState)) bool {
 	for ; n > 0 && l.cursor != nil; n-- {
 		k := l.cursor
 		l.cursor = k.ll.next
-		if l.state(k, now) {
+		if !k.flushed() && l.state(k, now) { // a flushed key is gone, however long its freeing takes
 			emit(&l.snap)
 		}
 	}
@@ -292,11 +304,17 @@ func (l *Locks) Restore(s *KeyState, now int64) {
 		l.restoreCeil(s.Ceil)
 		return
 	}
+	if s.Flush {
+		l.begin(nil, nil)
+		l.flush(s.DB, now, false)
+		l.end()
+		return
+	}
 	if s.DB > MaxLockDB {
 		return
 	}
 	d := l.db(s.DB)
-	k := d.keys[s.Key]
+	k := l.live(d, s.Key)
 	if k != nil {
 		for h := k.hold.head; h != nil; h = k.hold.head {
 			l.removeHolder(h)
@@ -359,5 +377,5 @@ func (l *Locks) ForgetJournal() {
 			k.dirty = false
 		}
 	}
-	l.dirty, l.goneKeys = l.dirty[:0], l.goneKeys[:0]
+	l.dirty, l.goneKeys, l.flushes = l.dirty[:0], l.goneKeys[:0], l.flushes[:0]
 }

@@ -28,6 +28,7 @@ func (l *Locks) syncValue(k *lockKey) {
 		d.vals = append(d.vals, k)
 		k.vslot = int32(len(d.vals))
 	case !k.has && k.vslot != 0:
+		l.valueMoves++
 		i, n := int(k.vslot-1), len(d.vals)-1
 		last := d.vals[n]
 		d.vals[i] = last
@@ -56,6 +57,10 @@ func (l *Locks) Bytes() int64 {
 	}
 	return n
 }
+
+// ValueRemovals counts the keys that lost their value, in any database, since the Locks
+// were made. A walk of ScanValues over which it did not change passed each key once.
+func (l *Locks) ValueRemovals() uint64 { return l.valueMoves }
 
 // ValueCount returns the number of keys of db that have a value.
 func (l *Locks) ValueCount(db uint8) int {

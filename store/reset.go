@@ -66,7 +66,7 @@ func (q *deadlines) drop(gone func(timer) bool) {
 func (l *Locks) SnapshotAll(now int64, emit func(*KeyState)) {
 	l.emitCeil(emit)
 	for k := l.loggedKeys.head; k != nil; k = k.ll.next {
-		if l.state(k, now) {
+		if !k.flushed() && l.state(k, now) {
 			emit(&l.snap)
 		}
 	}

@@ -15,6 +15,7 @@ const (
 	CaseSoak     = "soak 64x16"
 	CasePool     = "pool lock-then-release 16x1"
 	CaseSlock    = "slock pairs 16x16"
+	CaseFair     = "fairness: PING during 2,000 KEYS"
 )
 
 // The performance targets tallyd is built to.
@@ -24,6 +25,8 @@ const (
 	maxHeldDrop   = 0.20      // throughput lost with 18,000 idle connections
 	maxIdleBytes  = 3 << 10   // RSS per idle connection
 	maxSoakGrowth = 1 << 10   // KiB of RSS growth during the soak
+	maxFairP99    = 10_000    // µs: another client's p99 while one pipelines 2,000 KEYS
+	maxFairMax    = 50_000    // µs: and its maximum
 
 	// Orientation figures of the servers tallyd replaces.
 	minPool  = 40_000    // PoolCounter pairs/s at 16 connections, two round trips a pair (poolcounterd)
@@ -92,6 +95,19 @@ func (r *Report) Checks() []Check {
 		c.Measured = fmt.Sprintf("%s -> %s KiB over %.0fs", load.Grouped(float64(s[0])), load.Grouped(float64(s[len(s)-1])), soak.Seconds)
 		c.Met = grow <= maxSoakGrowth
 		c.Short = fmt.Sprintf("grew %s KiB", load.Grouped(float64(grow)))
+	}
+	out = append(out, c)
+
+	fair := r.result(CaseFair, me)
+	c = Check{What: "while one client pipelines 2,000 KEYS over 100k keys: another's p99 < 10 ms, max < 50 ms"}
+	if fair == nil || fair.Latency.Count == 0 {
+		c.Missing = true
+	} else {
+		c.Measured = fmt.Sprintf("p99 %s, max %s (%s PINGs)", load.Micros(fair.Latency.P99), load.Micros(fair.Latency.Max),
+			load.Grouped(float64(fair.Latency.Count)))
+		c.Met = fair.Latency.P99 < maxFairP99 && fair.Latency.Max < maxFairMax
+		c.Short = fmt.Sprintf("p99 %s of %s, max %s of %s", load.Micros(fair.Latency.P99), load.Micros(maxFairP99),
+			load.Micros(fair.Latency.Max), load.Micros(maxFairMax))
 	}
 	out = append(out, c)
 

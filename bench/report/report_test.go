@@ -29,6 +29,8 @@ func sample() *Report {
 	contention.Proto, contention.Ops, contention.Waited = "pool", 100_000, 80_000
 	wait := res(64, 1, 64)
 	wait.Proto, wait.Workload, wait.Outcomes = "pool", "wait", map[string]uint64{"timed_out": 320}
+	fair := res(2, 1, 5000)
+	fair.Proto, fair.Workload, fair.Latency.P99, fair.Latency.Max = "slock-text", "fair", 2_000, 9_000
 	return &Report{
 		Targets: []Target{{Name: "tallyd", Proto: "counter", Addr: "127.0.0.1:1",
 			Endpoints: map[string]string{"slock": "127.0.0.1:4", "pool": "127.0.0.1:3"}},
@@ -46,6 +48,7 @@ func sample() *Report {
 			{Name: "pool wait", Proto: "pool", Results: map[string]*load.Result{"tallyd": wait}},
 			{Name: CasePool, Proto: "pool", Results: map[string]*load.Result{"tallyd": res(16, 1, 45_000)}},
 			{Name: CaseSlock, Proto: "slock", Results: map[string]*load.Result{"tallyd": res(16, 16, 800_000)}}, // 1.6M requests/s
+			{Name: CaseFair, Proto: "slock-text", Results: map[string]*load.Result{"tallyd": fair}},
 		},
 		Duration: "5s", Rounds: 2,
 	}
@@ -68,6 +71,7 @@ func TestChecks(t *testing.T) {
 		"memory fla": {true, ""},       // 300 KiB
 		"PoolCounte": {true, ""},       // 45,000 pairs/s
 		"slock bina": {false, "by 3%"}, // 1.6M commands/s
+		"while one ": {true, ""},       // p99 2 ms, max 9 ms
 	} {
 		c, ok := got[prefix]
 		if !ok || c.Missing || c.Met != want.met || !strings.Contains(c.Verdict(), want.short) {
@@ -94,6 +98,7 @@ func TestChecksFailures(t *testing.T) {
 	r.Case(CasePool).Results["tallyd"].OpsPerSec = 39_000
 	r.Case(CasePool).Results["tallyd"].ReqPerSec = 78_000
 	r.Case(CasePool).Results["tallyd"].CPUPerReq = 12_500 // 97.5% of a core
+	r.Case(CaseFair).Results["tallyd"].Latency.Max = 60_000
 	for _, c := range r.Checks() {
 		if c.Met {
 			t.Errorf("%s: met with %s", c.What, c.Measured)

@@ -82,7 +82,7 @@ func SkipReply(buf []byte) (n int, err error) {
 		switch kind {
 		case '+', '-', ':', '$', '*':
 		default:
-			return 0, &ProtocolError{at, "unknown reply type " + quoteByte(kind)}
+			return 0, &ProtocolError{Offset: at, Msg: "unknown reply type " + quoteByte(kind)}
 		}
 		line, next, err := replyLine(buf, at)
 		if next == 0 {
@@ -92,10 +92,10 @@ func SkipReply(buf []byte) (n int, err error) {
 			v, ok := ParseInt(line)
 			switch {
 			case !ok:
-				return 0, &ProtocolError{at + 1, "reply " + quoteByte(kind) + " has a bad number " + strconv.Quote(string(line))}
+				return 0, &ProtocolError{Offset: at + 1, Msg: "reply " + quoteByte(kind) + " has a bad number " + strconv.Quote(string(line))}
 			case kind == ':' || v == -1:
 			case v < 0:
-				return 0, &ProtocolError{at + 1, "reply " + quoteByte(kind) + " has a negative length " + strconv.Quote(string(line))}
+				return 0, &ProtocolError{Offset: at + 1, Msg: "reply " + quoteByte(kind) + " has a negative length " + strconv.Quote(string(line))}
 			case kind == '$':
 				if uint64(v) > uint64(len(buf)-next) {
 					return 0, nil
@@ -103,7 +103,7 @@ func SkipReply(buf []byte) (n int, err error) {
 				end := next + int(v)
 				for i := end; i < end+2 && i < len(buf); i++ {
 					if buf[i] != "\r\n"[i-end] {
-						return 0, &ProtocolError{i, "bulk of " + strconv.FormatInt(v, 10) +
+						return 0, &ProtocolError{Offset: i, Msg: "bulk of " + strconv.FormatInt(v, 10) +
 							" bytes is followed by " + quoteByte(buf[i]) + ", not \"\\r\\n\""}
 					}
 				}
@@ -112,7 +112,7 @@ func SkipReply(buf []byte) (n int, err error) {
 				}
 				next = end + 2
 			case depth >= MaxReplyDepth:
-				return 0, &ProtocolError{at, "arrays nested deeper than " + strconv.Itoa(MaxReplyDepth)}
+				return 0, &ProtocolError{Offset: at, Msg: "arrays nested deeper than " + strconv.Itoa(MaxReplyDepth)}
 			case v > 0:
 				left[depth] = v
 				depth++
@@ -144,7 +144,7 @@ func parseReply(buf []byte, at, depth int) (r Reply, next int, err error) {
 	switch r.Kind {
 	case '+', '-', ':', '$', '*':
 	default:
-		return r, 0, &ProtocolError{at, "unknown reply type " + quoteByte(r.Kind)}
+		return r, 0, &ProtocolError{Offset: at, Msg: "unknown reply type " + quoteByte(r.Kind)}
 	}
 	line, next, err := replyLine(buf, at)
 	if next == 0 {
@@ -156,7 +156,7 @@ func parseReply(buf []byte, at, depth int) (r Reply, next int, err error) {
 	}
 	v, ok := ParseInt(line)
 	if !ok {
-		return r, 0, &ProtocolError{at + 1, "reply " + quoteByte(r.Kind) + " has a bad number " + strconv.Quote(string(line))}
+		return r, 0, &ProtocolError{Offset: at + 1, Msg: "reply " + quoteByte(r.Kind) + " has a bad number " + strconv.Quote(string(line))}
 	}
 	switch {
 	case r.Kind == ':':
@@ -166,7 +166,7 @@ func parseReply(buf []byte, at, depth int) (r Reply, next int, err error) {
 		r.Null = true
 		return r, next, nil
 	case v < 0:
-		return r, 0, &ProtocolError{at + 1, "reply " + quoteByte(r.Kind) + " has a negative length " + strconv.Quote(string(line))}
+		return r, 0, &ProtocolError{Offset: at + 1, Msg: "reply " + quoteByte(r.Kind) + " has a negative length " + strconv.Quote(string(line))}
 	case r.Kind == '$':
 		if uint64(v) > uint64(len(buf)-next) {
 			return r, 0, nil // also keeps next+v from overflowing
@@ -174,7 +174,7 @@ func parseReply(buf []byte, at, depth int) (r Reply, next int, err error) {
 		end := next + int(v)
 		for i := end; i < end+2 && i < len(buf); i++ {
 			if buf[i] != "\r\n"[i-end] {
-				return r, 0, &ProtocolError{i, "bulk of " + strconv.FormatInt(v, 10) +
+				return r, 0, &ProtocolError{Offset: i, Msg: "bulk of " + strconv.FormatInt(v, 10) +
 					" bytes is followed by " + quoteByte(buf[i]) + ", not \"\\r\\n\""}
 			}
 		}
@@ -185,7 +185,7 @@ func parseReply(buf []byte, at, depth int) (r Reply, next int, err error) {
 		return r, end + 2, nil
 	}
 	if depth >= MaxReplyDepth {
-		return r, 0, &ProtocolError{at, "arrays nested deeper than " + strconv.Itoa(MaxReplyDepth)}
+		return r, 0, &ProtocolError{Offset: at, Msg: "arrays nested deeper than " + strconv.Itoa(MaxReplyDepth)}
 	}
 	// Every element takes 3 bytes or more: never trust v to size Elems.
 	r.Elems = make([]Reply, 0, min(v, int64(len(buf)-next)/3))
@@ -207,13 +207,13 @@ func replyLine(buf []byte, at int) (line []byte, next int, err error) {
 	rest := buf[at+1:]
 	i := bytes.IndexByte(rest, '\r')
 	if j := bytes.IndexByte(rest, '\n'); j >= 0 && (i < 0 || j < i) {
-		return nil, 0, &ProtocolError{at + 1 + j, "reply line has \"\\n\" without \"\\r\""}
+		return nil, 0, &ProtocolError{Offset: at + 1 + j, Msg: "reply line has \"\\n\" without \"\\r\""}
 	}
 	if i < 0 || i+1 == len(rest) {
 		return nil, 0, nil
 	}
 	if rest[i+1] != '\n' {
-		return nil, 0, &ProtocolError{at + 2 + i, "reply line has \"\\r\" without \"\\n\""}
+		return nil, 0, &ProtocolError{Offset: at + 2 + i, Msg: "reply line has \"\\r\" without \"\\n\""}
 	}
 	return rest[:i:i], at + 1 + i + 2, nil
 }

@@ -31,7 +31,18 @@ type Decoder struct {
 	// CRLFs included; it bounds what one connection makes the caller
 	// buffer. Zero or less means DefaultMaxCommand.
 	MaxCommand int
+
+	// Unauthenticated applies Redis's limits for a connection that must log
+	// in first (networking.c, authRequired): at most UnauthMaxArgs arguments
+	// of at most UnauthMaxBulk bytes, the errors saying "unauthenticated".
+	Unauthenticated bool
 }
+
+// Redis's limits on a request of a connection that has not logged in yet.
+const (
+	UnauthMaxArgs = 10
+	UnauthMaxBulk = 16384
+)
 
 // Parse decodes the request at the start of buf: a RESP array of bulk
 // strings. It appends a view of each argument to args[:0] and returns the
@@ -79,26 +90,37 @@ func (d *Decoder) Parse(buf []byte, args [][]byte) (out [][]byte, n int, err err
 	if maxCmd <= 0 {
 		maxCmd = DefaultMaxCommand
 	}
+	countReply, bulkReply := "Protocol error: invalid multibulk length", "Protocol error: invalid bulk length"
+	if d.Unauthenticated {
+		maxArgs, maxBulk = min(maxArgs, UnauthMaxArgs), min(maxBulk, UnauthMaxBulk)
+	}
 	count, p, err := length(buf, 0, maxArgs, maxCmd, 6, 0, true)
 	if p == 0 {
-		return out, 0, err
+		if d.Unauthenticated && overLimit(err) {
+			countReply = "Protocol error: unauthenticated multibulk length"
+		}
+		return out, 0, redisReply(err, countReply)
 	}
 	for j := range count {
 		if p >= len(buf) {
 			return out[:0], 0, nil
 		}
 		if buf[p] != '$' {
-			return out[:0], 0, &ProtocolError{p, "expected '$', got " + quoteByte(buf[p])}
+			return out[:0], 0, &ProtocolError{Offset: p, Msg: "expected '$', got " + quoteByte(buf[p]),
+				Reply: "Protocol error: expected '$', got '" + string(rune(printable(buf[p]))) + "'"}
 		}
 		size, q, err := length(buf, p, maxBulk, maxCmd, 1, 2+6*(count-j-1), false)
 		if q == 0 {
-			return out[:0], 0, err
+			if d.Unauthenticated && overLimit(err) {
+				bulkReply = "Protocol error: unauthenticated bulk length"
+			}
+			return out[:0], 0, redisReply(err, bulkReply)
 		}
 		end := q + size
 		for i := end; i < end+2 && i < len(buf); i++ {
 			if buf[i] != "\r\n"[i-end] {
-				return out[:0], 0, &ProtocolError{i, "bulk of " + strconv.Itoa(size) +
-					" bytes is followed by " + quoteByte(buf[i]) + ", not \"\\r\\n\""}
+				msg := "bulk of " + strconv.Itoa(size) + " bytes is followed by " + quoteByte(buf[i]) + ", not \"\\r\\n\""
+				return out[:0], 0, &ProtocolError{Offset: i, Msg: msg, Reply: "Protocol error: " + msg}
 			}
 		}
 		if len(buf) < end+2 {
@@ -130,7 +152,7 @@ func length(buf []byte, at, limit, maxCmd, per, rest int, multibulk bool) (v, ne
 	neg := false
 	if i < len(buf) && buf[i] == '-' {
 		if !multibulk {
-			return 0, 0, &ProtocolError{i, "bulk length is negative"}
+			return 0, 0, &ProtocolError{Offset: i, Msg: "bulk length is negative"}
 		}
 		neg = true
 		i++
@@ -142,18 +164,18 @@ func length(buf []byte, at, limit, maxCmd, per, rest int, multibulk bool) (v, ne
 		switch {
 		case c >= '0' && c <= '9':
 			if i > start && buf[start] == '0' {
-				return 0, 0, &ProtocolError{i, what + " has a leading zero"}
+				return 0, 0, &ProtocolError{Offset: i, Msg: what + " has a leading zero"}
 			}
 			if neg && c == '0' && i == start {
-				return 0, 0, &ProtocolError{i, what + " is -0"}
+				return 0, 0, &ProtocolError{Offset: i, Msg: what + " is -0"}
 			}
 			if u > (1<<63)/10 {
-				return 0, 0, &ProtocolError{i, what + " overflows int64"}
+				return 0, 0, &ProtocolError{Offset: i, Msg: what + " overflows int64"}
 			}
 			u = u*10 + uint64(c-'0')
 			if neg {
 				if u > 1<<63 {
-					return 0, 0, &ProtocolError{i, what + " overflows int64"}
+					return 0, 0, &ProtocolError{Offset: i, Msg: what + " overflows int64"}
 				}
 				if need := i + 3; need > maxCmd { // this line, with its "\r\n"
 					return 0, 0, tooLong(uint64(need), maxCmd, i)
@@ -161,8 +183,8 @@ func length(buf []byte, at, limit, maxCmd, per, rest int, multibulk bool) (v, ne
 				continue
 			}
 			if u > uint64(limit) {
-				return 0, 0, &ProtocolError{i, what + " of at least " + strconv.FormatUint(u, 10) +
-					" exceeds the limit " + strconv.Itoa(limit)}
+				return 0, 0, &ProtocolError{Offset: i, Msg: what + " of at least " + strconv.FormatUint(u, 10) +
+					" exceeds the limit " + strconv.Itoa(limit), over: true}
 			}
 			// u <= limit <= MaxInt, and per <= 6: need cannot overflow a uint64.
 			if need := uint64(i+3+rest) + uint64(per)*u; need > uint64(maxCmd) {
@@ -170,27 +192,50 @@ func length(buf []byte, at, limit, maxCmd, per, rest int, multibulk bool) (v, ne
 			}
 		case c == '\r':
 			if i == start {
-				return 0, 0, &ProtocolError{i, what + " has no digits"}
+				return 0, 0, &ProtocolError{Offset: i, Msg: what + " has no digits"}
 			}
 			if i+1 == len(buf) {
 				return 0, 0, nil
 			}
 			if buf[i+1] != '\n' {
-				return 0, 0, &ProtocolError{i + 1, what + " line ends in \"\\r\" without \"\\n\""}
+				return 0, 0, &ProtocolError{Offset: i + 1, Msg: what + " line ends in \"\\r\" without \"\\n\""}
 			}
 			if neg {
 				return 0, i + 2, nil
 			}
 			return int(u), i + 2, nil
 		default:
-			return 0, 0, &ProtocolError{i, what + " has byte " + quoteByte(c)}
+			return 0, 0, &ProtocolError{Offset: i, Msg: what + " has byte " + quoteByte(c)}
 		}
 	}
 	return 0, 0, nil
 }
 
+// overLimit reports whether err is a length over its limit (not one malformed, nor a request
+// too long for MaxCommand).
+func overLimit(err error) bool {
+	pe, ok := err.(*ProtocolError)
+	return ok && pe.over
+}
+
+// redisReply sets the Redis reply of err, a *ProtocolError of a length line, to reply.
+func redisReply(err error, reply string) error {
+	if pe, ok := err.(*ProtocolError); ok {
+		pe.Reply = reply
+	}
+	return err
+}
+
+// printable is c if it is printable ASCII, else '?': what an error reply may quote.
+func printable(c byte) byte {
+	if c >= 0x20 && c < 0x7f {
+		return c
+	}
+	return '?'
+}
+
 func tooLong(need uint64, maxCmd, at int) error {
-	return &ProtocolError{at, "request of at least " + strconv.FormatUint(need, 10) +
+	return &ProtocolError{Offset: at, Msg: "request of at least " + strconv.FormatUint(need, 10) +
 		" bytes exceeds the limit " + strconv.Itoa(maxCmd)}
 }
 

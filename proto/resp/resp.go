@@ -36,6 +36,15 @@ var ErrInline = errors.New("resp: inline command (request does not start with '*
 type ProtocolError struct {
 	Offset int    // offset of the offending byte in the buffer that was parsed
 	Msg    string // what was wrong, e.g. "bulk length has byte 'x'"
+
+	// Reply is the error a Redis server answers before it closes the connection, without
+	// its "ERR " prefix: "Protocol error: invalid multibulk length" for a bad or too large
+	// argument count, "Protocol error: invalid bulk length" for a bad or too large argument
+	// length, "Protocol error: expected '$', got 'x'" (networking.c, processMultibulkBuffer).
+	// Decoder.Parse sets it; ParseReply does not.
+	Reply string
+
+	over bool // a length over its limit
 }
 
 func (e *ProtocolError) Error() string {

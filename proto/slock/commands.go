@@ -48,6 +48,7 @@ const (
 	CmdGetFence    // GETFENCE key: the highest token a fenced write presented to key
 	CmdAuth        // AUTH [user] password
 	CmdACL         // ACL WHOAMI|LIST|CAT|LOAD|USERS
+	CmdSlowlog     // SLOWLOG GET [n]|LEN|RESET|HELP: the commands that ran longer than a threshold
 )
 
 // CmdFlags are a command's properties.
@@ -175,6 +176,7 @@ var table = []row{
 	{"GETFENCE", CmdGetFence, OpNone, 2, CmdReadonly, HashNone, aRead | aFast | aLock, keysOne},
 	{"AUTH", CmdAuth, OpNone, -2, CmdNoAuth, HashNone, aFast | aConnection, keysNone},
 	{"ACL", CmdACL, OpNone, -2, 0, HashNone, aSlow, keysNone},
+	{"SLOWLOG", CmdSlowlog, OpNone, -2, CmdAdmin, HashNone, aSlow, keysNone},
 
 	{"SET", CmdKV, OpSet, -3, CmdWrite | CmdDenyOOM | CmdMayWait, HashNone, aWrite | aString | aSlow, keysOne},
 	{"SETEX", CmdKV, OpSet, 4, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aSlow, keysOne},
@@ -235,6 +237,8 @@ var subcommands = map[string][]SubSpec{
 		{"INFO", -2, aSlow | aConnection, 0}, {"LIST", -2, aSlow | aConnection, 0}},
 	"ACL": {{"WHOAMI", 2, aSlow, 0}, {"CAT", -2, aSlow, 0}, {"LIST", 2, aAdminCmd, 0},
 		{"USERS", 2, aAdminCmd, 0}, {"LOAD", 2, aAdminCmd, 0}},
+	"SLOWLOG": {{"GET", -2, aAdminCmd, 0}, {"LEN", 2, aAdminCmd, 0}, {"RESET", 2, aAdminCmd, 0},
+		{"HELP", 2, aSlow, 0}},
 }
 
 // commands are the table's Specs, and aclTable the same commands as ACL rules name them.
