@@ -146,7 +146,7 @@ func TestIdleTimeoutClosesSlowClientsKeepsHolders(t *testing.T) {
 	poolHolderConn.expect(t, "LOCKED")
 	poolWaiter := dialPoolLine(t, paddr) // ... and one awaited
 	poolWaiter.send(t, "ACQ4ME page 1 5 30\n")
-	will := dialR(t, saddr) // slock text with a WILL
+	will := dialR(t, saddr)                                                            // slock text with a WILL
 	if rep, err := will.do("LOCK", "w", "EXPRIED", "60"); err != nil || rep != "*14" { // 12, and the grant's TOKEN (issue 19)
 		t.Fatalf("LOCK w: %q, %v", rep, err)
 	}
@@ -281,7 +281,7 @@ func TestIdleTimeoutClosesSlowClientsKeepsHolders(t *testing.T) {
 	if _, err := waiter.br.Peek(1); !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("slock text waiter: answered or closed before w was unlocked: %v", err)
 	}
-	_ = will.c.Close() // its WILL unlocks w, which the pending LOCK was waiting for
+	_ = will.c.Close()                                         // its WILL unlocks w, which the pending LOCK was waiting for
 	if rep, err := waiter.read(); err != nil || rep != "*14" { // 12, and the grant's TOKEN (issue 19)
 		t.Fatalf("slock text waiter: %q, %v", rep, err)
 	}
