@@ -39,24 +39,30 @@ func TestFairnessBurstOfExpensiveCommands(t *testing.T) {
 	ts := startSlock(t, nil)
 	rc := dialResp(t, ts.slockAddr)
 	fillKeys(t, rc, 20_000)
-	const burst = 1000 // each KEYS examines 20,000 keys
+	const burst = 3000 // each KEYS examines 20,000 keys: seconds of loop time in all
 	var b []byte
 	for range burst {
 		b = resp.AppendCommand(b, "KEYS", "zzz*")
 	}
 	b = resp.AppendCommand(b, "SET", "done", "1")
 	attacker := dialResp(t, ts.slockAddr)
+	// The others are connected (and served once) before the burst, so that nothing but the
+	// loop's fairness stands between their next command and its answer.
+	other := dialResp(t, ts.slockAddr)
+	if r := other.cmd("GET", "done"); !r.Null {
+		t.Fatalf("GET done before the burst: %s", showResp(r))
+	}
+	yc := dial(t, ts.counterAddr)
+	expectStatus(t, yc.simple(counter.OpNoop), counter.StatusOK)
 	attacker.write(b)
 	if r := attacker.reply(); r.Kind != '*' || len(r.Elems) != 0 {
 		t.Fatalf("first KEYS: %s", showResp(r))
 	}
 	// The burst has begun (its first reply is out). Another Redis-text client, and a
 	// yrmcds client on the counter port, are answered before it is over.
-	other := dialResp(t, ts.slockAddr)
 	if r := other.cmd("GET", "done"); !r.Null {
 		t.Fatalf("GET done answered only after the burst: %s", showResp(r))
 	}
-	yc := dial(t, ts.counterAddr)
 	expectStatus(t, yc.simple(counter.OpNoop), counter.StatusOK)
 	if r := other.cmd("GET", "done"); !r.Null {
 		t.Fatalf("a yrmcds Noop was answered only after the burst: GET done %s", showResp(r))
