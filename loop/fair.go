@@ -124,15 +124,16 @@ func (s *Server) startPump() {
 		return
 	}
 	s.fair.handed.Store(&pumpEnd{w: tw, raw: raw})
-	ctx := gnet.NewNetConnContext(gnet.NewContext(context.Background(), pumpMark{}), r)
-	ch, err := s.engine.Register(ctx) // gnet takes a duplicate of r's descriptor and closes r
-	if err == nil {
-		if res := <-ch; res.Err != nil {
-			err = res.Err
+	// Registered once the engine runs (Register before that races gnet's own set-up), and
+	// one Register at a time (gnet's round-robin index is not safe for concurrent use).
+	for !s.engineRunning() {
+		if s.stopping.Load() {
+			_, _ = w.Close(), r.Close()
+			return
 		}
-	} else {
-		_ = r.Close()
+		time.Sleep(time.Millisecond)
 	}
+	err = s.register(context.Background(), pumpMark{}, r) // gnet takes a duplicate of r's descriptor and closes r
 	if err != nil {
 		s.fair.handed.Store(nil)
 		_ = w.Close()

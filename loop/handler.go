@@ -57,8 +57,9 @@ func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 			go s.touchLoop(addrs[i].String()) // a lone member must tick before anyone connects
 		}
 	}
+	s.tb.up = make(chan struct{}) // closed at the first tick: the engine runs (engineUp)
 	if len(tags) > 0 {
-		s.tb.up, s.tb.quit, s.tb.starting = make(chan struct{}), make(chan struct{}), make(chan struct{})
+		s.tb.quit, s.tb.starting = make(chan struct{}), make(chan struct{})
 		go s.startTLS(tags) // it touches the loop too
 	}
 	if s.fair.slice > 0 {

@@ -128,6 +128,17 @@ func (s *Server) startTLS(tags map[int]*listenerState) {
 	}
 }
 
+// engineRunning says whether the engine's loop runs (its first tick came): only then may
+// a connection be registered on it.
+func (s *Server) engineRunning() bool {
+	select {
+	case <-s.tb.up:
+		return true
+	default:
+		return false
+	}
+}
+
 // engineUp runs at every OnTick (the ticker goroutine starts once the engine's loop is
 // registered): the first lets startTLS go on.
 func (s *Server) engineUp() {
