@@ -26,16 +26,13 @@ func (s *Server) stampLock(cs *conn, cmd *store.LockCommand) {
 		lvl = cs.slock.level()
 	}
 	switch {
-	case s.cl == nil || cmd.Type != lockType:
+	case s.cl == nil || cmd.Type != uint8(slock.TypeLock):
 	case lvl >= LevelQuorum:
 		cmd.ExpriedFlag = cmd.ExpriedFlag&^persistNever | persistAtOnce
 	case cs != nil && cs.slock != nil:
 		cs.slock.lockedOne = true // the leader's abdicate closes it: its holder is told
 	}
 }
-
-// lockType is store.LockCommand.Type of a Lock.
-const lockType = 1
 
 // clientOf returns slock connection cs's client id, drawn at its first use: unguessable and
 // unique in the cluster, it names the client whatever member or session its commands run
