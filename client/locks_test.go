@@ -199,8 +199,9 @@ func TestLockWaitEndsWithContext(t *testing.T) {
 }
 
 // Refresh pushes the expiry back; a lock that expired cannot be refreshed
-// (ErrLockLost) and Refresh does not take it anew; Unlock of an expired
-// lock says ErrLockLost.
+// (ErrLockLost: its Lost closed at the deadline, so nothing is sent) and
+// Refresh does not take it anew; Unlock of an expired lock says
+// ErrLockLost.
 func TestLockRefreshAndExpiry(t *testing.T) {
 	ctx := testCtx(t)
 	c := newClient(t, nil, startTallyd(t, "a", nil))
@@ -232,8 +233,16 @@ func TestLockRefreshAndExpiry(t *testing.T) {
 	if locked, _ := lockCounts(t, c); locked != 0 {
 		t.Fatalf("Refresh of an expired lock took it again (%d held)", locked)
 	}
+	select {
+	case <-k.Lost():
+	default:
+		t.Fatal("Lost is open after the ttl ran out")
+	}
+	if err := k.Unlock(ctx); !errors.Is(err, client.ErrLockLost) {
+		t.Fatalf("Unlock after the lease ran out: %v, want ErrLockLost (the server no longer had it)", err)
+	}
 	if err := k.Unlock(ctx); !errors.Is(err, client.ErrNotHeld) {
-		t.Fatalf("Unlock after a lost Refresh: %v, want ErrNotHeld", err)
+		t.Fatalf("second Unlock: %v, want ErrNotHeld", err)
 	}
 
 	k, err = l.Lock(ctx, "lease", 200*time.Millisecond)

@@ -55,6 +55,9 @@ type mux struct {
 	pending []*call // sent, awaiting replies, oldest first
 	err     error   // why the connection broke; set once
 	dead    atomic.Bool
+
+	watchers map[uint64]func() // run once when it breaks (watch)
+	watchSeq uint64
 }
 
 func newMux(e *endpoint, nc net.Conn, parse parseFunc) *mux {
@@ -216,13 +219,42 @@ func (m *mux) fail(err error) {
 			wake = append(wake, cl)
 		}
 	}
+	watchers := m.watchers
+	m.watchers = nil
 	m.mu.Unlock()
 	_ = m.nc.Close()
 	for _, cl := range wake {
 		close(cl.done)
 	}
+	for _, fn := range watchers {
+		fn()
+	}
 	if err != ErrClosed {
 		m.e.markDown(err)
+	}
+}
+
+// watch runs fn once when m breaks (at once if it has), unless the stop it
+// returns is called first. fn runs in the goroutine that breaks m and must
+// not block.
+func (m *mux) watch(fn func()) (stop func()) {
+	m.mu.Lock()
+	if m.err != nil {
+		m.mu.Unlock()
+		fn()
+		return func() {}
+	}
+	if m.watchers == nil {
+		m.watchers = make(map[uint64]func())
+	}
+	m.watchSeq++
+	id := m.watchSeq
+	m.watchers[id] = fn
+	m.mu.Unlock()
+	return func() {
+		m.mu.Lock()
+		delete(m.watchers, id)
+		m.mu.Unlock()
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/tallyd/tallyd/proto/resp"
 )
@@ -147,6 +148,12 @@ func (v *Values) do(ctx context.Context, key string, use func(*endpoint, resp.Re
 // redis sends args on key's slock server (first, if not nil, ahead of the
 // key's order) and hands a reply that is not an error to use.
 func (c *Client) redis(ctx context.Context, key string, first *endpoint, use func(*endpoint, resp.Reply) error, args ...string) error {
+	return c.redisVia(ctx, key, first, func(e *endpoint, _ sentOn, r resp.Reply) error { return use(e, r) }, args...)
+}
+
+// redisVia is redis whose use is also told the connection and the time
+// the command was sent on.
+func (c *Client) redisVia(ctx context.Context, key string, first *endpoint, use func(*endpoint, sentOn, resp.Reply) error, args ...string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -154,11 +161,11 @@ func (c *Client) redis(ctx context.Context, key string, first *endpoint, use fun
 		return err
 	}
 	return c.eachFrom(ctx, key, protoSlock, first, func(e *endpoint) error {
-		r, err := e.redis(ctx, key, args...)
+		r, on, err := e.redisOn(ctx, key, args...)
 		if err != nil {
 			return err
 		}
-		return use(e, r)
+		return use(e, on, r)
 	})
 }
 
@@ -174,21 +181,36 @@ func checkLevel(ctx context.Context, op, key string) error {
 // redis sends args on e's pipelined connection, at ctx's consistency level,
 // and returns the reply; an error reply is an *Error.
 func (e *endpoint) redis(ctx context.Context, key string, args ...string) (resp.Reply, error) {
+	r, _, err := e.redisOn(ctx, key, args...)
+	return r, err
+}
+
+// redisOn is redis that also tells which connection carried the command
+// and when it was sent (a lock's lease is counted from then).
+func (e *endpoint) redisOn(ctx context.Context, key string, args ...string) (resp.Reply, sentOn, error) {
 	m, err := e.pipe(ctx, parseRESP)
 	if err != nil {
-		return resp.Reply{}, err
+		return resp.Reply{}, sentOn{}, err
 	}
 	lvl, leveled := ctx.Value(levelKey{}).(Level)
 	cl := &call{leveled: leveled}
-	if err := m.do(ctx, cl, func(dst []byte, _ uint32) []byte {
+	err = m.do(ctx, cl, func(dst []byte, _ uint32) []byte {
 		return appendLeveled(dst, lvl, leveled, args...)
-	}); err != nil {
-		return resp.Reply{}, err
+	})
+	on := sentOn{m: m, at: cl.sent}
+	if err != nil {
+		return resp.Reply{}, on, err
 	}
 	if cl.reply.Kind == '-' {
-		return resp.Reply{}, redisError(e, args[0], key, cl.reply)
+		return resp.Reply{}, on, redisError(e, args[0], key, cl.reply)
 	}
-	return cl.reply, nil
+	return cl.reply, on, nil
+}
+
+// sentOn is the connection a command went out on and when.
+type sentOn struct {
+	m  *mux
+	at time.Time
 }
 
 // appendLeveled appends the command args, between CONSISTENCY lvl and
