@@ -291,3 +291,44 @@ func TestRedisKindsOfLocks(t *testing.T) {
 		}
 	}
 }
+
+// A lease is counted from when its LOCK or refresh was sent, not from when
+// the answer came: with answers 400 ms late, the deadline is still ttl
+// (less the drift margin) after the send.
+func TestLeaseFromSend(t *testing.T) {
+	const delay = 400 * time.Millisecond
+	s := newScripted(t, func(cmd []string) string {
+		time.Sleep(delay)
+		if cmd[0] == "LOCK" && len(cmd) > 5 && cmd[4] == "FLAG" {
+			return lockReplyText(slock.ResultLockedError, cmd[3], 0) // the holder was updated
+		}
+		return lockReplyText(slock.ResultOK, cmd[3], 7)
+	})
+	c := scriptedClient(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	const ttl = 2 * time.Second
+	before := time.Now()
+	k, err := c.Locks().Lock(ctx, "k", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if time.Since(before) < delay {
+		t.Fatal("the answer was not late")
+	}
+	want := before.Add(ttl - drift(ttl))
+	if dl := k.Deadline(); dl.Before(want) || dl.After(want.Add(delay/2)) {
+		t.Fatalf("deadline %v after the send, want %v (ttl from the send, less %v)", dl.Sub(before), ttl-drift(ttl), drift(ttl))
+	}
+	before = time.Now()
+	if err := k.Refresh(ctx, ttl); err != nil {
+		t.Fatal(err)
+	}
+	want = before.Add(ttl - drift(ttl))
+	if dl := k.Deadline(); dl.Before(want) || dl.After(want.Add(delay/2)) {
+		t.Fatalf("deadline %v after the refresh was sent, want %v", dl.Sub(before), ttl-drift(ttl))
+	}
+	if err := k.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
