@@ -27,7 +27,9 @@
 //     connection). Their commands share the durable values' connection,
 //     but for a Lock that waits: slock's text LOCK blocks the connection it
 //     waits on, so a waiting Lock has a connection of its own, from the
-//     same kind of idle pool as PoolCounter's.
+//     same kind of idle pool as PoolCounter's. A Lock's lease is counted
+//     on the client's clock from when its request was sent, and its Lost
+//     channel closes when the lease can no longer be known held.
 //
 // # Contexts
 //

@@ -44,7 +44,12 @@ import (
 //
 // WithConsistency applies to Locks calls as to Values calls; a lock taken
 // at ONE is not replicated before it is acknowledged and can be lost at a
-// failover (its holder learns it at Refresh or Unlock: ErrLockLost).
+// failover (its holder learns it at Refresh or Unlock, ErrLockLost, or
+// when its connection closes: its Lost channel closes then).
+//
+// Each Lock has a Lost channel, closed when the lock is known lost or can
+// no longer be known held (see Lock), and can refresh itself
+// (AutoRefresh). Semaphore takes one of n places of a name.
 type Locks struct {
 	c *Client
 }
