@@ -130,3 +130,28 @@ func benchClient(b *testing.B) *client.Client {
 	b.Cleanup(func() { _ = c.Close() })
 	return c
 }
+
+// A TryLock+Unlock pair, serial: with Lost's timer and Close watch set up
+// and torn down each time, and, in the auto sub-benchmark, an auto-refresh
+// goroutine started and stopped.
+func BenchmarkLockUnlock(b *testing.B) {
+	ctx := context.Background()
+	l := benchClient(b).Locks()
+	for _, tc := range []struct {
+		name string
+		opts []client.LockOption
+	}{{"plain", nil}, {"auto", []client.LockOption{client.AutoRefresh(0)}}} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				k, err := l.TryLock(ctx, "bench", time.Minute, tc.opts...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := k.Unlock(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
