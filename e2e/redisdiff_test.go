@@ -306,7 +306,8 @@ func TestRedisDifferential(t *testing.T) {
 			c("SET", "s", "v", "EX", "1", "EX", "2"), c("SET", "s", "v", "NX", "NX"), c("SET", "s", "v", "XX", "XX"),
 			c("SET", "s", "v", "KEEPTTL", "EX", "5"), c("SET", "s", "v", "EX", "5", "KEEPTTL"), c("SET", "s", "v", "KEEPTTL", "KEEPTTL"),
 			c("SET", "s", "v", "EX", "x", "FOO"), c("SET", "s", "v", "EXAT", "1", "PXAT", "1"), c("SET", "s", "v", "PX"),
-			c("SET", "s", "v", "nx", "get").differs("-ERR syntax error"), c("SETNX", "s", "x"),
+			c("SET", "s", "v", "nx", "get"), c("SET", "nxg", "v1", "NX", "GET"), c("SET", "nxg", "v2", "NX", "GET"), c("GET", "nxg"),
+			c("SETNX", "s", "x"),
 			c("GETSET", "s", "w"), c("GETSET", "nokey3", "w"), c("GET", "nokey3"),
 			c("SETNX", "s", "x"), c("SETNX", "nx", "x"), c("GET", "nx"),
 			c("TYPE", "s"), c("TYPE", "nokey"), c("STRLEN", "nokey"),
@@ -435,6 +436,7 @@ func TestRedisDifferential(t *testing.T) {
 			c("HSET", "mh2", "f", "1"), c("MSET", "mh2", "s"), c("TYPE", "mh2"), c("GET", "mh2"),
 			c("HSET", "mh3", "f", "1"), c("MSETNX", "mh3", "s"), c("TYPE", "mh3"),
 			c("HSET", "mh4", "f", "1"), c("SET", "mh4", "s", "GET"), c("TYPE", "mh4"), c("SET", "mh4", "s", "XX"), c("TYPE", "mh4"),
+			c("HSET", "mh6", "f", "1"), c("SET", "mh6", "s", "NX", "GET"), c("SET", "mh6", "s", "NX"), c("SETNX", "mh6", "s"), c("TYPE", "mh6"),
 			c("INCR", "mc"), c("SET", "mc", "v", "NX"), c("SET", "mc", "v", "XX", "GET"), c("GET", "mc"),
 			c("HSET", "mh5", "f", "1"), c("DEL", "mh5"), c("HGET", "mh5", "f"), c("INCR", "mh5"),
 			// Hash fields: integers as Redis reads them, empty and binary fields.
@@ -555,6 +557,34 @@ func TestRedisDifferential(t *testing.T) {
 			many = append(many, c("INCR", "pc"))
 		}
 		d.run(true, append(many, c("GET", "pc"))...)
+	})
+
+	t.Run("lock keys from another connection", func(t *testing.T) {
+		// Issue 22: a key made by SET NX PX (a Redis lock library's acquire) is a Redis key:
+		// its owner extends it, and another connection (a pool hands out any) reads,
+		// expires, overwrites and deletes it, as on redis-server.
+		d.t = t
+		o := &rdDual{t: t, ref: rdDial(t, refAddr), tal: rdDial(t, talAddr)}
+		d.run(false, c("SET", "lk", "tok", "NX", "PX", "5000"), c("SET", "lk", "tok", "NX", "PX", "5000"), c("SETNX", "lk", "x"),
+			c("PEXPIRE", "lk", "20000"), c("PTTL", "lk").near(), c("TTL", "lk"))
+		o.run(false, c("PTTL", "lk").near(), c("GET", "lk"), c("SET", "lk", "x", "NX"), c("SETNX", "lk", "x"),
+			c("MSETNX", "lk", "x", "lk2", "y"), c("EXISTS", "lk2"), c("SET", "lk", "x", "NX", "GET"),
+			c("SET", "lk", "tok2", "XX"), c("GETSET", "lk", "tok3"), c("EXPIRE", "lk", "100"), c("TTL", "lk"),
+			c("PERSIST", "lk"), c("TTL", "lk"), c("PEXPIRE", "lk", "5000"), c("SET", "lk", "tok4", "XX", "KEEPTTL"), c("PTTL", "lk").near(),
+			c("APPEND", "lk", "x"), c("STRLEN", "lk"), c("DEL", "lk"), c("DEL", "lk"), c("EXISTS", "lk"))
+		// The owner's view after another's DEL; SETNX, then INCR and UNLINK by another.
+		d.run(false, c("GET", "lk"), c("PEXPIRE", "lk", "100"), c("SET", "lk", "t5", "NX", "PX", "5000"), c("SETNX", "lc", "1"))
+		o.run(false, c("INCR", "lc"), c("INCRBY", "lc", "5"), c("GET", "lc"), c("UNLINK", "lc", "lk"), c("SETNX", "lc", "o"),
+			c("SET", "lk", "o", "NX", "GET"), c("SET", "lk", "o2", "NX", "GET"))
+		d.run(false, c("GET", "lc"), c("DEL", "lc", "lk"))
+		// The acquiring connection closes; another releases.
+		a := &rdDual{t: t, ref: rdDial(t, refAddr), tal: rdDial(t, talAddr)}
+		a.run(false, c("SET", "job", "tok", "NX", "PX", "30000"))
+		_ = a.ref.c.Close()
+		_ = a.tal.c.Close()
+		time.Sleep(50 * time.Millisecond)
+		o.run(false, c("GET", "job"), c("DEL", "job"), c("SET", "job", "t2", "NX", "PX", "30000"), c("DEL", "job"))
+		d.n += o.n + a.n
 	})
 
 	t.Run("transactions", func(t *testing.T) {

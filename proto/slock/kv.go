@@ -10,8 +10,9 @@ import (
 
 // This file maps slock's Redis key/value commands onto Lock and Unlock frames
 // (slock-protocol.md §8.2) and renders their results as ordinary Redis replies.
-// A key is a lock whose LockId is the key itself (SETNX and SET NX use a fresh
-// one); its value is the lock's value record, carrying the key text as its KEY
+// A key is a lock whose LockId is the key itself, so any connection may read, expire or
+// delete it, as in Redis (with CLIENT SLOCK ON, SETNX and SET NX hold it under a fresh
+// LockId instead, a mutex as slock's); its value is the lock's value record, carrying the key text as its KEY
 // property. The commands that do not run a lock (TTL, KEYS, DBSIZE, ...) are the
 // server's; Op tells them apart.
 
@@ -214,10 +215,9 @@ func ParseKV(args [][]byte, op Op, name string, t *Text, nowMs int64, newID func
 			}
 		}
 		if get {
-			if kv.NX { // Redis 7 answers the old value and sets nothing; not supported here
-				return buf, errSyntax
-			}
-			kv.Op = OpGetSet // answers the value before, as GETSET does
+			// Answers the value before, as GETSET does; with NX (Redis 7) the key is set
+			// only if it had none, and either way the old value is the answer.
+			kv.Op = OpGetSet
 		}
 		if exp != nil {
 			var err error
@@ -428,7 +428,9 @@ func setExpiry(arg []byte, unit, name string, nowMs int64) (int64, error) {
 
 // setFrame builds the Lock of SET and its variants: Update with a SET record, expiring
 // ms after nowMs exactly (0: never, or with KeepTTL as the key did; -1: at once;
-// setExpiry checked it), or with NX a fresh LockId and no Update.
+// setExpiry checked it), or with NX no Update: the key's LockId, so that a key that exists
+// answers LockedError (AppendKVReply renders it as not set), or with CLIENT SLOCK ON a
+// fresh LockId, slock's mutex that only its holder deletes.
 func (kv *KV) setFrame(t *Text, newID func() [16]byte, buf []byte, ms, nowMs int64, tf, ef, timeout uint16) ([]byte, error) {
 	e, f := uint16(resetExpiry), uint16(unlimitedFlag)
 	switch {
@@ -447,7 +449,7 @@ func (kv *KV) setFrame(t *Text, newID func() [16]byte, buf []byte, ms, nowMs int
 	}
 	kv.lockFrame(t, newID, flag, timeout, e, f|ef)
 	kv.Frame.TimeoutFlag |= tf
-	if kv.NX {
+	if kv.NX && t.Slock {
 		kv.Frame.LockID = newID()
 	}
 	if ms > 0 {
@@ -578,6 +580,16 @@ func Int(rec []byte) (int64, error) {
 // (KVCount) instead.
 func AppendKVReply(dst []byte, kv *KV, result Result, value []byte) []byte {
 	ok := result == ResultOK || result == ResultLockedError
+	if kv.NX && result == ResultLockedError {
+		// NX under the key's LockId: the store refused the reentry, so the key exists
+		// and nothing was set.
+		switch kv.Op {
+		case OpSet:
+			return resp.AppendNull(dst)
+		case OpSetNX:
+			return resp.AppendInt(dst, 0)
+		}
+	}
 	switch kv.Op {
 	case OpSet:
 		switch {
