@@ -508,13 +508,71 @@ func TestRedisDifferential(t *testing.T) {
 		)
 	})
 
+	t.Run("getdel getex wait", func(t *testing.T) {
+		// Redis 7.0 has these: compared with redis-server.
+		d.t = t
+		d.run(false,
+			c("SET", "gd", "v"), c("GETDEL", "gd"), c("GETDEL", "gd"), c("EXISTS", "gd"), c("INCR", "gdc"), c("GETDEL", "gdc"),
+			c("HSET", "gdh", "f", "1"), c("GETDEL", "gdh"), c("GETEX", "gdh"), c("GETEX", "gdh", "EX", "10"), c("GETEX", "gdh", "PERSIST"),
+			c("SET", "ge", "v"), c("GETEX", "ge"), c("TTL", "ge"), c("GETEX", "ge", "EX", "100"), c("TTL", "ge"),
+			c("GETEX", "ge", "PX", "200000"), c("PTTL", "ge").near(), c("GETEX", "ge", "EXAT", "99999999999"), c("TTL", "ge").near(),
+			c("GETEX", "ge", "PERSIST"), c("TTL", "ge"), c("GETEX", "ge", "PERSIST", "PERSIST"), c("GETEX", "ge", "EX", "10", "EX", "20"), c("TTL", "ge"),
+			c("GETEX", "ge", "EX", "0"), c("GETEX", "ge", "EX", "-1"), c("GETEX", "ge", "EX", "x"), c("GETEX", "ge", "EX", "x", "FOO"),
+			c("GETEX", "ge", "EX", "10", "PX", "100"), c("GETEX", "ge", "EX"), c("GETEX", "ge", "PERSIST", "EX", "10"),
+			c("GETEX", "ge", "KEEPTTL"), c("GETEX", "ge", "EXAT", "0"), c("GETEX", "ge", "EX", max), c("GETEX", "ge", "PX", max),
+			c("GETEX", "nokey", "EX", "0"), c("GETEX", "nokey", "FOO"), c("GETEX", "ge", "PXAT", "1"), c("EXISTS", "ge"),
+			c("INCR", "gec"), c("GETEX", "gec", "EX", "100"), c("TTL", "gec"),
+			c("WAIT", "0", "0"), c("WAIT", "1", "100"), c("WAIT", "x", "0"), c("WAIT", "0", "-1"), c("WAIT", "0", "x"), c("WAIT", "x", "y"),
+		)
+	})
+
+	t.Run("compare-and-set", func(t *testing.T) {
+		// Redis 8.4's DELEX, DIGEST and SET IF*, Valkey 9's DELIFEQ: redis-server 7.0 lacks
+		// them, so tallyd's replies are checked against their documented ones.
+		d.t = t
+		unknown := func(args ...string) rdCase {
+			return c(args...).differs(map[string]string{"DELEX": ":1", "DELIFEQ": ":1", "DIGEST": `$"b6acb9d84a38ff74"`}[args[0]])
+		}
+		d.run(false, c("SET", "cas", "Hello world"), unknown("DIGEST", "cas"))
+		for _, k := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"DIGEST", "nokey"}, "$nil"},
+			{[]string{"SET", "cas", "test"}, "+OK"}, {[]string{"DIGEST", "cas"}, `$"9ec9f7918d7dfc40"`},
+			{[]string{"SET", "cas", "hello"}, "+OK"}, {[]string{"DIGEST", "cas"}, `$"9555e8555c62dcfd"`},
+			{[]string{"SET", "cas", "foo"}, "+OK"}, {[]string{"DIGEST", "cas"}, `$"ab6e5f64077e7d8a"`},
+			{[]string{"DELEX", "cas", "IFEQ", "bar"}, ":0"}, {[]string{"DELEX", "cas", "IFNE", "foo"}, ":0"},
+			{[]string{"DELEX", "cas", "IFDNE", "ab6e5f64077e7d8a"}, ":0"}, {[]string{"DELEX", "cas", "IFDEQ", "AB6E5F64077E7D8A"}, ":1"},
+			{[]string{"DELEX", "cas", "IFEQ", "foo"}, ":0"}, {[]string{"DELEX", "nokey"}, ":0"},
+			{[]string{"SET", "cas", "foo", "IFEQ", "foo"}, "$nil"}, {[]string{"SET", "cas", "foo", "IFNE", "bar"}, "+OK"},
+			{[]string{"SET", "cas", "bar", "IFEQ", "foo", "GET"}, `$"foo"`}, {[]string{"SET", "cas", "baz", "IFNE", "bar", "GET"}, `$"bar"`},
+			{[]string{"SET", "cas", "x", "IFDEQ", "ab6e5f64077e7d8a"}, "$nil"}, {[]string{"SET", "cas", "x", "IFDNE", "ab6e5f64077e7d8a"}, "+OK"},
+			{[]string{"SET", "cas", "y", "IFEQ", "x", "PX", "100000"}, "+OK"}, {[]string{"DELIFEQ", "cas", "x"}, ":0"},
+			{[]string{"DELIFEQ", "cas", "y"}, ":1"}, {[]string{"DELIFEQ", "cas", "y"}, ":0"},
+			{[]string{"SET", "cas", "x", "NX", "IFEQ", "y"}, "-ERR syntax error"}, {[]string{"DELEX", "cas", "IFEQ"}, "-ERR syntax error"},
+			{[]string{"HSET", "cash", "f", "1"}, ":1"}, {[]string{"DIGEST", "cash"}, "-WRONGTYPE Operation against a key holding the wrong kind of value"},
+			{[]string{"DELEX", "cash", "IFEQ", "1"}, "-WRONGTYPE Operation against a key holding the wrong kind of value"},
+			{[]string{"DELIFEQ", "cash", "1"}, "-WRONGTYPE Operation against a key holding the wrong kind of value"},
+			{[]string{"DELEX", "cash"}, ":1"},
+		} {
+			d.tal.send(t, k.args)
+			d.n++
+			if got := d.tal.reply(t); got != k.want {
+				t.Errorf("%s: tallyd %s, want %s (Redis 8.4's documented reply)", rdQuote(k.args), got, k.want)
+			}
+		}
+		d.ref.send(t, []string{"DEL", "cas"}) // redis-server kept the key the commands above deleted
+		d.ref.reply(t)
+		d.sync()
+	})
+
 	t.Run("unknown", func(t *testing.T) {
 		d.t = t
 		d.run(false,
 			c("NOSUCH"), c("NOSUCH", "a", "b"), c("nosuch", ""), c("NOSUCH", "a\r\nb"),
 			c("NOSUCH", strings.Repeat("a", 200), "b"), c("NOSUCH", strings.Repeat("a", 100), strings.Repeat("b", 100), "c"),
 			c(strings.Repeat("X", 200)), c(""), c("NOSUCH", "a\x00b", "c"), c("NO\x00SUCH", "a"),
-			c("GETDEL", "x").differs("-ERR unknown command 'GETDEL', with args beginning with: 'x' "),
 			c("LLEN", "l").differs("-ERR unknown command 'LLEN', with args beginning with: 'l' "),
 			c("SCARD", "s").differs("-ERR unknown command 'SCARD', with args beginning with: 's' "),
 		)
@@ -527,7 +585,7 @@ func TestRedisDifferential(t *testing.T) {
 			"INCR", "DECR", "INCRBY", "DECRBY", "APPEND", "DEL", "UNLINK", "EXPIRE", "PEXPIRE", "EXPIREAT",
 			"PEXPIREAT", "PERSIST", "TTL", "PTTL", "KEYS", "SCAN", "MGET", "MSET", "MSETNX", "HSET", "HMSET",
 			"HDEL", "HINCRBY", "HGET", "HMGET", "HGETALL", "HLEN", "HEXISTS", "HKEYS", "HVALS", "SELECT",
-			"ECHO", "WATCH"} {
+			"ECHO", "WATCH", "GETDEL", "GETEX", "WAIT"} {
 			cases = append(cases, c(name))
 		}
 		for _, args := range [][]string{{"GET", "a", "b"}, {"SET", "a"}, {"SETEX", "a", "1"}, {"GETSET", "a"},
