@@ -1,6 +1,8 @@
 package loop
 
 import (
+	"time"
+
 	"github.com/tallyd/tallyd/proto/resp"
 	"github.com/tallyd/tallyd/proto/slock"
 	"github.com/tallyd/tallyd/script"
@@ -48,6 +50,23 @@ func (s *Server) scriptEngine() *script.Engine {
 func (s *Server) scriptLimits() script.Limits {
 	return script.Limits{Time: s.cfg.LuaTimeLimit, MaxMemory: s.cfg.LuaMaxMemory, MaxScripts: s.cfg.LuaScriptsMax,
 		MaxBytes: s.cfg.LuaScriptsMaxBytes}
+}
+
+// reloadScripts takes the script limits of a reload (the cache shrinks at the next EVAL).
+func (s *Server) reloadScripts(c *Config) {
+	s.cfg.LuaTimeLimit, s.cfg.LuaMaxMemory = c.LuaTimeLimit, c.LuaMaxMemory
+	s.cfg.LuaScriptsMax, s.cfg.LuaScriptsMaxBytes = c.LuaScriptsMax, c.LuaScriptsMaxBytes
+	if s.scr.eng != nil {
+		s.scr.eng.SetLimits(s.scriptLimits())
+	}
+}
+
+// luaTimeLimit is the lua-time-limit in force.
+func (s *Server) luaTimeLimit() time.Duration {
+	if s.cfg.LuaTimeLimit > 0 {
+		return s.cfg.LuaTimeLimit
+	}
+	return script.DefaultLimits.Time
 }
 
 // evalCmd answers EVAL, EVALSHA, EVAL_RO and EVALSHA_RO.
