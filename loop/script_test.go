@@ -3,11 +3,15 @@ package loop
 import (
 	"context"
 	"errors"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tallyd/tallyd/script"
 )
 
 // goRedis returns a go-redis client of the test server's slock port.
@@ -71,6 +75,7 @@ func TestScriptEval(t *testing.T) {
 	ts.healthy(t)
 }
 
+// fmtAny renders what go-redis returned for a script.
 func fmtAny(v any) string {
 	var b strings.Builder
 	var walk func(v any)
@@ -90,33 +95,13 @@ func fmtAny(v any) string {
 		case string:
 			b.WriteString(v)
 		case int64:
-			b.WriteString(strings.TrimSpace(strings.Repeat(" ", 0) + itoa(v)))
+			b.WriteString(strconv.FormatInt(v, 10))
 		default:
 			b.WriteString("?")
 		}
 	}
 	walk(v)
 	return b.String()
-}
-
-func itoa(n int64) string {
-	if n == 0 {
-		return "0"
-	}
-	neg := n < 0
-	var d []byte
-	for n != 0 {
-		r := n % 10
-		if r < 0 {
-			r = -r
-		}
-		d = append([]byte{byte('0' + r)}, d...)
-		n /= 10
-	}
-	if neg {
-		return "-" + string(d)
-	}
-	return string(d)
 }
 
 // TestScriptErrors: redis.call raises a command's error and stops the script, redis.pcall
@@ -193,5 +178,196 @@ func TestScriptRunaway(t *testing.T) {
 	if !errors.As(err, &re) {
 		t.Fatalf("not a Redis error reply: %T", err)
 	}
+	ts.healthy(t)
+}
+
+// The lock scripts of redis-py's Lock (release, extend, reacquire) and of redsync (delete,
+// touch), written here after what those libraries send, run by EVALSHA (after go-redis's
+// NOSCRIPT fallback to EVAL) and give the libraries' answers: only the token's owner
+// releases or extends.
+func TestScriptLockLibraries(t *testing.T) {
+	ts := startSlock(t, nil)
+	ctx := context.Background()
+	rdb := goRedis(t, ts.slockAddr)
+	release := redis.NewScript(`local token = redis.call('get', KEYS[1])
+if not token or token ~= ARGV[1] then
+  return 0
+end
+redis.call('del', KEYS[1])
+return 1`)
+	extend := redis.NewScript(`local token = redis.call('get', KEYS[1])
+if not token or token ~= ARGV[1] then
+  return 0
+end
+local expiration = redis.call('pttl', KEYS[1])
+if not expiration then
+  expiration = 0
+end
+if expiration < 0 then
+  return 0
+end
+local newttl = ARGV[2]
+if ARGV[3] == "0" then
+  newttl = ARGV[2] + expiration
+end
+redis.call('pexpire', KEYS[1], newttl)
+return 1`)
+	reacquire := redis.NewScript(`local token = redis.call('get', KEYS[1])
+if not token or token ~= ARGV[1] then
+  return 0
+end
+redis.call('pexpire', KEYS[1], ARGV[2])
+return 1`)
+	del := redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then
+  return redis.call("DEL", KEYS[1])
+else
+  return 0
+end`)
+	touch := redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then
+  return redis.call("PEXPIRE", KEYS[1], ARGV[2])
+else
+  return 0
+end`)
+	run := func(s *redis.Script, key string, args ...any) int64 {
+		t.Helper()
+		n, err := s.Run(ctx, rdb, []string{key}, args...).Int64()
+		if err != nil {
+			t.Fatalf("script on %s: %v", key, err)
+		}
+		return n
+	}
+	// SET without NX: keys made by SET NX are Redis keys once issue 22's cas work is merged;
+	// until then PEXPIRE on them answers 0 (the libs tests run the real libraries).
+	if err := rdb.Set(ctx, "job", "tok1", 5*time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n := run(extend, "job", "tok2", 5000, "0"); n != 0 {
+		t.Fatalf("extend with another token: %d", n)
+	}
+	if n := run(extend, "job", "tok1", 5000, "0"); n != 1 {
+		t.Fatalf("extend by its owner: %d", n)
+	}
+	if ttl := rdb.PTTL(ctx, "job").Val(); ttl < 9*time.Second || ttl > 10*time.Second {
+		t.Fatalf("PTTL after an additive extend of 5 s: %v", ttl)
+	}
+	if n := run(reacquire, "job", "tok1", 3000); n != 1 {
+		t.Fatalf("reacquire: %d", n)
+	}
+	if ttl := rdb.PTTL(ctx, "job").Val(); ttl > 3*time.Second {
+		t.Fatalf("PTTL after reacquire 3 s: %v", ttl)
+	}
+	if n := run(release, "job", "tok2"); n != 0 {
+		t.Fatalf("release with another token: %d", n)
+	}
+	if n := run(release, "job", "tok1"); n != 1 {
+		t.Fatalf("release by its owner: %d", n)
+	}
+	if n := rdb.Exists(ctx, "job").Val(); n != 0 {
+		t.Fatal("the released lock still exists")
+	}
+	if n := run(release, "job", "tok1"); n != 0 {
+		t.Fatalf("release of a lock no longer held: %d", n)
+	}
+
+	// redsync: the value is the mutex's random token.
+	if err := rdb.Set(ctx, "mutex", "rnd", 8*time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n := run(touch, "mutex", "other", 8000); n != 0 {
+		t.Fatalf("touch with another token: %d", n)
+	}
+	if n := run(touch, "mutex", "rnd", 20000); n != 1 {
+		t.Fatalf("touch by its owner: %d", n)
+	}
+	if ttl := rdb.PTTL(ctx, "mutex").Val(); ttl < 19*time.Second {
+		t.Fatalf("PTTL after touch: %v", ttl)
+	}
+	if n := run(del, "mutex", "other"); n != 0 {
+		t.Fatalf("delete with another token: %d", n)
+	}
+	if n := run(del, "mutex", "rnd"); n != 1 {
+		t.Fatalf("delete by its owner: %d", n)
+	}
+	// The second run of each went by EVALSHA: the scripts are cached.
+	for _, s := range []*redis.Script{release, extend, reacquire, del, touch} {
+		if ex := rdb.ScriptExists(ctx, s.Hash()).Val(); len(ex) != 1 || !ex[0] {
+			t.Fatalf("script %s not cached after it ran", s.Hash())
+		}
+	}
+	ts.healthy(t)
+}
+
+// A script runs with the ACL of the user who sent it: a command or key that user may not
+// touch is refused inside the script with Redis's error, and EVAL itself needs @scripting.
+func TestScriptACL(t *testing.T) {
+	dir := t.TempDir()
+	file := dir + "/users.acl"
+	if err := os.WriteFile(file, []byte("user default on nopass ~* +@all\nuser lim on >pw ~a* +@all -del\nuser noscript on >pw ~* +@all -@scripting\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ts := startSlock(t, func(c *Config) { c.ACLFile = file })
+	rc := dialResp(t, ts.slockAddr)
+	runKV(t, rc, []kvStep{
+		kv(`+OK`, "AUTH", "lim", "pw"),
+		kv(`-ERR The user executing the script can't run this command or subcommand script: 28e650f60f252340a185b0754612ac7c00965a3e, on @user_script:1.`,
+			"EVAL", "return redis.call('del','a')", "0"),
+		kv(`-ERR The user executing the script can't access at least one of the keys mentioned in the command arguments script: eefb072c762647cc8d8a40e7fe048aaf8872d416, on @user_script:1.`,
+			"EVAL", "return redis.call('get','b')", "0"),
+		kv(`-NOPERM this user has no permissions to access one of the keys used as arguments`, "EVAL", "return 1", "1", "b"),
+		kv(`+OK`, "EVAL", "return redis.call('set','a1','v')", "1", "a1"),
+		kv(`+OK`, "AUTH", "noscript", "pw"),
+		kv(`-NOPERM this user has no permissions to run the 'eval' command`, "EVAL", "return 1", "0"),
+		kv(`-NOPERM this user has no permissions to run the 'script|load' command`, "SCRIPT", "LOAD", "return 1"),
+	})
+	ts.healthy(t)
+}
+
+// The cache keeps --lua-scripts-max scripts sent only by EVAL, forgetting the least
+// recently used; SCRIPT LOAD's stay, and SCRIPT LOAD past --lua-scripts-max-bytes is refused.
+func TestScriptCacheLimit(t *testing.T) {
+	ts := startSlock(t, func(c *Config) { c.LuaScriptsMax, c.LuaScriptsMaxBytes = 3, 2048 })
+	rc := dialResp(t, ts.slockAddr)
+	body := func(i int) string { return "return " + strconv.Itoa(i) }
+	sha := func(i int) string { return script.SHA1([]byte(body(i))) }
+	loaded := rc.cmd("SCRIPT", "LOAD", "return 'kept'")
+	for i := 1; i <= 5; i++ {
+		if r := rc.cmd("EVAL", body(i), "0"); showResp(r) != ":"+strconv.Itoa(i) {
+			t.Fatalf("EVAL %s: %s", body(i), showResp(r))
+		}
+	}
+	expectSimple(t, rc.cmd("EVALSHA", string(loaded.Str), "0"), '$', "kept")
+	for i, want := range []string{"0", "0", "1", "1", "1"} {
+		r := rc.cmd("SCRIPT", "EXISTS", sha(i+1))
+		if got := strconv.FormatInt(r.Elems[0].Int, 10); got != want {
+			t.Fatalf("SCRIPT EXISTS of EVAL script %d: %s, want %s (3 kept, the oldest forgotten)", i+1, got, want)
+		}
+	}
+	big := "return '" + strings.Repeat("x", 2100) + "'"
+	if r := rc.cmd("SCRIPT", "LOAD", big); r.Kind != '-' || !strings.Contains(string(r.Str), "lua-scripts-max-bytes") {
+		t.Fatalf("SCRIPT LOAD past the byte limit: %s", showResp(r))
+	}
+	// An EVAL too big to keep still runs.
+	if r := rc.cmd("EVAL", big, "0"); r.Kind != '$' || len(r.Str) != 2100 {
+		t.Fatalf("EVAL of a script too big to cache: %s", showResp(r))
+	}
+	ts.healthy(t)
+}
+
+// A script cannot take unbounded memory: a string past the longest a script may build, or
+// allocations past --lua-max-memory, stop it with an error, and the server goes on.
+func TestScriptMemoryLimit(t *testing.T) {
+	ts := startSlock(t, func(c *Config) { c.LuaMaxMemory = 8 << 20; c.LuaTimeLimit = 5 * time.Second })
+	rc := dialResp(t, ts.slockAddr)
+	for _, src := range []string{
+		"local s = 'x' while true do s = s .. s end",
+		"return string.rep('x', 1e9)",
+		"local t = {} for i = 1, 1e8 do t[i] = 'v' .. i end",
+	} {
+		r := rc.cmd("EVAL", src, "0")
+		if r.Kind != '-' || !(strings.Contains(string(r.Str), "lua-max-memory") || strings.Contains(string(r.Str), "longest a script may build")) {
+			t.Fatalf("EVAL %q: %s", src, showResp(r))
+		}
+	}
+	expectSimple(t, rc.cmd("PING"), '+', "PONG")
 	ts.healthy(t)
 }
