@@ -56,8 +56,8 @@ func (e *Engine) array(list [][]byte) *lua.LTable {
 // the error, the script's SHA1, and where it was raised.
 func (e *Engine) appendFailure(dst []byte, obj lua.LValue) []byte {
 	t, ok := obj.(*lua.LTable)
-	if !ok {
-		return appendErr(dst, "ERR Error running script "+e.sha+", "+obj.String())
+	if !ok { // the message handler could not run (the call stack is full)
+		return appendErr(dst, "ERR "+obj.String()+" script: "+e.sha)
 	}
 	msg := lua.LVAsString(t.RawGetString("err"))
 	src, line := t.RawGetString("source"), t.RawGetString("line")
@@ -305,7 +305,7 @@ func (e *Engine) statusReply(L *lua.LState) int {
 // sha1hex is redis.sha1hex(s).
 func (e *Engine) sha1hex(L *lua.LState) int {
 	if L.GetTop() != 1 {
-		L.RaiseError("wrong number of arguments")
+		L.Error(lua.LString("wrong number of arguments"), 0)
 	}
 	s := sha1.Sum([]byte(L.ToString(1)))
 	L.Push(lua.LString(hex.EncodeToString(s[:])))
@@ -321,7 +321,7 @@ func (e *Engine) logLine(L *lua.LState) int {
 	}
 	lv, ok := L.Get(1).(lua.LNumber)
 	if !ok {
-		return e.fail(L, "First argument must be a number", true)
+		return e.fail(L, "First argument must be a number (log level).", true)
 	}
 	if lv < LogDebug || lv > LogWarning {
 		return e.fail(L, "Invalid debug level.", true)

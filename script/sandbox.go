@@ -47,6 +47,8 @@ func (e *Engine) open() {
 	g.RawSetString("gcinfo", L.NewFunction(func(L *lua.LState) int { L.Push(lua.LNumber(0)); return 1 }))
 	g.RawSetString("getmetatable", L.NewFunction(e.getMetatable))
 	g.RawSetString("rawset", L.NewFunction(e.rawSet))
+	g.RawSetString("setmetatable", L.NewFunction(e.setMetatable))
+	g.RawSetString("error", L.NewFunction(luaError))
 
 	str := g.RawGetString("string").(*lua.LTable)
 	str.RawSetString("rep", L.NewFunction(e.strRep))
@@ -72,7 +74,7 @@ func (e *Engine) open() {
 	g.RawSetString("redis", r)
 
 	// Each library table is seen through a read-only proxy.
-	for _, name := range []string{"string", "table", "math", "redis", "coroutine"} {
+	for _, name := range []string{"string", "table", "math", "redis"} {
 		if t, ok := g.RawGetString(name).(*lua.LTable); ok {
 			g.RawSetString(name, e.guard(t))
 		}
@@ -131,13 +133,37 @@ func (e *Engine) getMetatable(L *lua.LState) int {
 func (e *Engine) rawSet(L *lua.LState) int {
 	t := L.CheckTable(1)
 	if e.protected[t] {
-		L.RaiseError("Attempt to modify a readonly table")
+		L.Error(lua.LString("Attempt to modify a readonly table"), 0)
 	}
 	L.CheckAny(2)
 	L.CheckAny(3)
 	t.RawSet(L.Get(2), L.Get(3))
 	L.SetTop(1)
 	return 1
+}
+
+// setMetatable is setmetatable, refused on the read-only tables.
+func (e *Engine) setMetatable(L *lua.LState) int {
+	L.CheckTypes(2, lua.LTNil, lua.LTTable)
+	obj := L.Get(1)
+	if obj == lua.LNil {
+		L.RaiseError("cannot set metatable to a nil object.")
+	}
+	if t, ok := obj.(*lua.LTable); ok && e.protected[t] {
+		L.Error(lua.LString("Attempt to modify a readonly table"), 0)
+	}
+	if m, ok := L.GetMetatable(obj).(*lua.LTable); ok && m.RawGetString("__metatable") != lua.LNil {
+		L.RaiseError("cannot change a protected metatable")
+	}
+	L.SetMetatable(obj, L.Get(2))
+	L.SetTop(1)
+	return 1
+}
+
+// luaError is error(v [, level]), which, as Lua's, takes any value, nil included.
+func luaError(L *lua.LState) int {
+	L.Error(L.Get(1), L.OptInt(2, 1))
+	return 0
 }
 
 // strRep is string.rep, refused past the longest string a script may build.
