@@ -26,7 +26,7 @@ const (
 // open makes the Lua state and its sandbox.
 func (e *Engine) open() {
 	L := lua.NewState(lua.Options{SkipOpenLibs: true, CallStackSize: callStack, RegistrySize: registry,
-		RegistryMaxSize: registryMax, RegistryGrowStep: registryStep, MinimizeStackMemory: true})
+		RegistryMaxSize: registryMax, RegistryGrowStep: registryStep})
 	e.L = L
 	for _, lib := range []struct {
 		name string
@@ -231,8 +231,7 @@ const checkEvery = 16
 func (b *budget) start(e *Engine) {
 	b.e, b.n, b.why = e, 0, ""
 	b.deadline = time.Now().Add(e.lim.Time).UnixNano()
-	metrics.Read(b.sample)
-	b.alloc0 = b.sample[0].Value.Uint64()
+	b.alloc0 = 0 // read at the first check: a short script never pays for it
 }
 
 // Done is asked before each instruction: closed once the run is over its budget.
@@ -261,6 +260,9 @@ func (b *budget) Done() <-chan struct{} {
 		return closedChan
 	}
 	metrics.Read(b.sample)
+	if b.alloc0 == 0 {
+		b.alloc0 = b.sample[0].Value.Uint64()
+	}
 	if used := b.sample[0].Value.Uint64() - b.alloc0; used > uint64(e.lim.MaxMemory) {
 		b.why = "ERR script allocated over lua-max-memory (" + strconv.FormatInt(e.lim.MaxMemory, 10) +
 			" bytes) and was stopped; the commands it ran before stay run"
