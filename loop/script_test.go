@@ -60,6 +60,9 @@ func TestScriptEval(t *testing.T) {
 	if err != nil || len(ex) != 3 || !ex[0] || ex[1] || !ex[2] {
 		t.Fatalf("SCRIPT EXISTS: %v, %v", ex, err)
 	}
+	if info := rdb.Info(ctx, "memory").Val(); !strings.Contains(info, "number_of_cached_scripts:3\r\n") {
+		t.Fatalf("INFO memory with three scripts cached (two EVAL, one LOAD):\n%s", info)
+	}
 	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
