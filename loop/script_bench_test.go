@@ -16,15 +16,20 @@ else
   return 0
 end`
 
-// BenchmarkEvalSHA is a lock release by EVALSHA through the text path: SET the token, then
-// the cached script GETs and DELs it (one request each, the script compiled once).
-func BenchmarkEvalSHA(b *testing.B) {
-	s, fc := newKVPathServer(b, "")
-	sha := script.SHA1([]byte(releaseScript))
+// newReleaseServer is a text connection with releaseScript loaded, and the batch that sets
+// a lock's token and releases it by EVALSHA.
+func newReleaseServer(tb testing.TB) (*Server, *fakeConn, []byte) {
+	s, fc := newKVPathServer(tb, "")
 	fc.in = resp.AppendCommand(nil, "SCRIPT", "LOAD", releaseScript)
 	s.OnTraffic(fc)
 	batch := resp.AppendCommand(nil, "SET", "lock:job", "token-1234")
-	batch = resp.AppendCommand(batch, "EVALSHA", sha, "1", "lock:job", "token-1234")
+	return s, fc, resp.AppendCommand(batch, "EVALSHA", script.SHA1([]byte(releaseScript)), "1", "lock:job", "token-1234")
+}
+
+// BenchmarkEvalSHA is a lock release by EVALSHA through the text path: SET the token, then
+// the cached script GETs and DELs it (one request each, the script compiled once).
+func BenchmarkEvalSHA(b *testing.B) {
+	s, fc, batch := newReleaseServer(b)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
@@ -38,12 +43,7 @@ func BenchmarkEvalSHA(b *testing.B) {
 // An EVALSHA of a cached script compiles nothing and allocates a bounded, small amount
 // (the KEYS and ARGV tables and their strings, the converted replies).
 func TestEvalSHAAllocations(t *testing.T) {
-	s, fc := newKVPathServer(t, "")
-	sha := script.SHA1([]byte(releaseScript))
-	fc.in = resp.AppendCommand(nil, "SCRIPT", "LOAD", releaseScript)
-	s.OnTraffic(fc)
-	batch := resp.AppendCommand(nil, "SET", "lock:job", "token-1234")
-	batch = resp.AppendCommand(batch, "EVALSHA", sha, "1", "lock:job", "token-1234")
+	s, fc, batch := newReleaseServer(t)
 	serve := func() {
 		fc.in = batch
 		s.OnTraffic(fc)

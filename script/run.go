@@ -126,15 +126,7 @@ func appendValue(dst []byte, v lua.LValue, depth int) []byte {
 			return appendErr(dst, string(s))
 		}
 		if s, ok := v.RawGetString("ok").(lua.LString); ok {
-			dst = append(dst, '+')
-			for i := 0; i < len(s); i++ {
-				c := s[i]
-				if c == '\r' || c == '\n' {
-					c = ' '
-				}
-				dst = append(dst, c)
-			}
-			return append(dst, '\r', '\n')
+			return appendLine(dst, '+', string(s))
 		}
 		n := 0
 		for v.RawGetInt(n+1) != lua.LNil {

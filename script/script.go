@@ -321,10 +321,13 @@ func parseInt(b []byte) (int64, bool) {
 }
 
 // appendErr appends the error reply msg ("CODE text").
-func appendErr(dst []byte, msg string) []byte {
-	dst = append(dst, '-')
-	for i := 0; i < len(msg); i++ {
-		c := msg[i]
+func appendErr(dst []byte, msg string) []byte { return appendLine(dst, '-', msg) }
+
+// appendLine appends a one-line reply of kind ('+' or '-'), each CR or LF of s a space.
+func appendLine(dst []byte, kind byte, s string) []byte {
+	dst = append(dst, kind)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
 		if c == '\r' || c == '\n' {
 			c = ' '
 		}
