@@ -56,8 +56,14 @@ func (e *Engine) array(list [][]byte) *lua.LTable {
 // the error, the script's SHA1, and where it was raised.
 func (e *Engine) appendFailure(dst []byte, obj lua.LValue) []byte {
 	t, ok := obj.(*lua.LTable)
-	if !ok { // the message handler could not run (the call stack is full)
-		return appendErr(dst, "ERR "+obj.String()+" script: "+e.sha)
+	if !ok { // the message handler could not run (the call stack is full): where is in the text
+		msg := "ERR " + obj.String() + " script: " + e.sha
+		if rest, ok := strings.CutPrefix(obj.String(), "user_script:"); ok {
+			if line, _, ok := strings.Cut(rest, ":"); ok {
+				msg += ", on @user_script:" + line + "."
+			}
+		}
+		return appendErr(dst, msg)
 	}
 	msg := lua.LVAsString(t.RawGetString("err"))
 	src, line := t.RawGetString("source"), t.RawGetString("line")
