@@ -334,3 +334,70 @@ func llRedsyncContention(t *testing.T, addr string) {
 	t.Logf("%d holds (%d confirmed by Unlock) in %v; at most %d in the section at once, counting holders past their expiry",
 		len(holds), confirmed, time.Since(start).Round(time.Millisecond), maxInside.Load())
 }
+
+// llToken reads the fencing token of the lock a library holds on key, with the value it
+// stored there: GET and TOKEN in one transaction, so the token is this holder's only if the
+// value is still its own.
+func llToken(ctx context.Context, c *redis.Client, key, value string) (uint64, error) {
+	var get *redis.StringCmd
+	var tok *redis.Cmd
+	if _, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		get = p.Get(ctx, key)
+		tok = p.Do(ctx, "TOKEN", key)
+		return nil
+	}); err != nil {
+		return 0, err
+	}
+	if get.Val() != value {
+		return 0, fmt.Errorf("key %q holds %q, not this holder's %q: the lock is lost", key, get.Val(), value)
+	}
+	n, err := tok.Uint64()
+	if err != nil {
+		return 0, fmt.Errorf("TOKEN %s: %w", key, err)
+	}
+	return n, nil
+}
+
+// TestLockLibFencingToken: README's recipe for a fencing token of a redsync lock (MULTI, GET,
+// TOKEN, EXEC) gives a token that grows from one holder to the next and that Extend keeps,
+// and a write fenced with the older holder's token is refused once the newer one has written.
+func TestLockLibFencingToken(t *testing.T) {
+	ctx := context.Background()
+	rs, c := llRedsync(t, rdStartTallyd(t))
+	first := rs.NewMutex("job", redsync.WithExpiry(100*time.Millisecond), redsync.WithTries(1))
+	if err := first.Lock(); err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	t1, err := llToken(ctx, c, "job", first.Value())
+	if err != nil || t1 == 0 {
+		t.Fatalf("the first holder's token: %d, %v", t1, err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	second := rs.NewMutex("job", redsync.WithExpiry(5*time.Second), redsync.WithTries(1))
+	if err := second.Lock(); err != nil {
+		t.Fatalf("Lock after the first expired: %v", err)
+	}
+	if _, err := llToken(ctx, c, "job", first.Value()); err == nil {
+		t.Fatal("the first holder got a token for a lock it lost")
+	}
+	t2, err := llToken(ctx, c, "job", second.Value())
+	if err != nil || t2 <= t1 {
+		t.Fatalf("the second holder's token: %d, %v; want more than %d", t2, err, t1)
+	}
+	if ok, err := second.Extend(); !ok || err != nil {
+		t.Fatalf("Extend: %v, %v", ok, err)
+	}
+	if n, err := llToken(ctx, c, "job", second.Value()); err != nil || n != t2 {
+		t.Fatalf("the token after Extend: %d, %v; want %d, kept", n, err, t2)
+	}
+	if err := c.Do(ctx, "SET", "report", "v2", "FENCE", t2).Err(); err != nil {
+		t.Fatalf("SET FENCE with the newer token: %v", err)
+	}
+	want := fmt.Sprintf("FENCED token %d is older than %d, already seen by this key", t1, t2)
+	if err := c.Do(ctx, "SET", "report", "v1", "FENCE", t1).Err(); err == nil || err.Error() != want {
+		t.Fatalf("SET FENCE with the older token: %v; want %q", err, want)
+	}
+	if ok, err := second.Unlock(); !ok || err != nil {
+		t.Fatalf("Unlock: %v, %v", ok, err)
+	}
+}
