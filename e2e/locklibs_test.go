@@ -277,6 +277,7 @@ func llRedsyncContention(t *testing.T, addr string) {
 		mu.Lock()
 		failures = append(failures, fmt.Sprintf(format, a...))
 		mu.Unlock()
+		cancel() // the others' Locks end at once
 	}
 	start := time.Now()
 	for w := range workers {
