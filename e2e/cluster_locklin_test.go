@@ -1,8 +1,8 @@
 package e2e
 
 // Locks under faults (issue 19): clients acquire and release locks at QUORUM through every
-// member, text LOCK/UNLOCK with their own LockIds and SET NX PX/DEL (the connection
-// owns the key), while a nemesis kills nodes, cuts them off and slows links. The history
+// member, text LOCK/UNLOCK with their own LockIds and SET NX PX/DEL (a Redis key: the DEL
+// frees it whoever holds it, as in Redis), while a nemesis kills nodes, cuts them off and slows links. The history
 // is checked with porcupine against lockModel; directly, no two owners' acknowledged holds
 // may overlap in real time and the fencing tokens of successive grants of a key must grow.
 
@@ -56,7 +56,7 @@ func (w *lockWorker) lockID() string { return "o" + strconv.Itoa(w.owner) }
 
 // run does one operation on key and records it.
 func (w *lockWorker) run(op byte, key string) (int, uint64) {
-	in := lockIn{op: op, key: key, owner: w.owner, ttl: int64(llLease)}
+	in := lockIn{op: op, key: key, owner: w.owner, ttl: int64(llLease), anyone: !w.text}
 	var args []string
 	switch {
 	case w.text && op == opAcquire:
@@ -129,8 +129,7 @@ func (w *lockWorker) run(op byte, key string) (int, uint64) {
 	switch {
 	case res == outUnknown:
 		w.st.unknown.Add(1)
-		// Its outcome unknown, this owner is done: a new one on a new connection (the
-		// connection is SET NX's owner).
+		// Its outcome unknown, this owner is done: a new one on a new connection.
 		w.owner = w.h.client()
 		w.k.close()
 	case op == opAcquire && res == outOK:

@@ -4,7 +4,8 @@ package e2e
 // porcupine (issue 19): per key, acquire and release by owners, held with a lease (an
 // expiry), each grant carrying a fencing token that only grows. It serves text LOCK k
 // TIMEOUT 0 EXPRIED ms LOCK_ID owner / UNLOCK k LOCK_ID owner, and SET k v NX PX ms / DEL
-// k (the owner is the connection that set it).
+// k. A DEL is Redis's (issue 22): it frees the key whoever holds it (lockIn.anyone), so it
+// may end another owner's hold that began after the releasing owner's had run out.
 //
 // Expiry depends on time, which a sequential model does not have: each operation carries
 // its call and return times (the test's monotonic clock; the nodes run on the same
@@ -41,6 +42,9 @@ type lockIn struct {
 	owner int
 	call  int64 // ns on the history's clock
 	ttl   int64 // ns
+	// anyone: a release that frees the key whoever holds it (Redis's DEL), not only the
+	// owner's hold (slock's UNLOCK with its LockId).
+	anyone bool
 }
 
 // lockOut is its answer: ok (granted, or released) or not (refused, or not held); unknown
@@ -111,20 +115,20 @@ func lockStep(st lockState, in lockIn, out lockOut) []lockState {
 		return []lockState{next}
 	case in.op == opRelease && out.unknown:
 		states := []lockState{next}
-		if st.holder == in.owner && canBeHeld {
+		if (st.holder == in.owner || in.anyone && held) && canBeHeld {
 			r := next
 			r.holder = -1
 			states = append(states, r)
 		}
 		return states
 	case in.op == opRelease && out.ok:
-		if st.holder != in.owner || !canBeHeld {
+		if !held || st.holder != in.owner && !in.anyone || !canBeHeld {
 			return nil
 		}
 		next.holder = -1
 		return []lockState{next}
 	default: // a release answered "not held"
-		if st.holder == in.owner {
+		if st.holder == in.owner || in.anyone && held {
 			if !canBeFree {
 				return nil
 			}
@@ -231,6 +235,14 @@ func lockOverlaps(ops []porcupine.Operation) []string {
 				break
 			}
 		}
+		// So does another owner's DEL that freed the key and may have taken effect after
+		// the grant (Redis's DEL frees whoever holds the key).
+		for _, o := range sorted {
+			li, lo := o.Input.(lockIn), o.Output.(lockOut)
+			if li.anyone && li.op == opRelease && li.key == in.key && li.owner != in.owner && (lo.ok || lo.unknown) && o.Return > h.from {
+				h.to = min(h.to, max(h.from, li.call))
+			}
+		}
 		byKey[in.key] = append(byKey[in.key], h)
 	}
 	var bad []string
@@ -268,12 +280,19 @@ func TestLockModel(t *testing.T) {
 	const ms = int64(time.Millisecond)
 	const lease = 1000 * ms
 	acq := func(owner int, key string, call, ret int64, granted bool, token uint64) porcupine.Operation {
-		return porcupine.Operation{ClientId: owner, Input: lockIn{opAcquire, key, owner, call * ms, lease}, Call: call * ms,
+		return porcupine.Operation{ClientId: owner, Input: lockIn{opAcquire, key, owner, call * ms, lease, false}, Call: call * ms,
 			Output: lockOut{ok: granted, ret: ret * ms, token: token}, Return: ret * ms}
 	}
 	rel := func(owner int, key string, call, ret int64, released bool) porcupine.Operation {
-		return porcupine.Operation{ClientId: owner, Input: lockIn{opRelease, key, owner, call * ms, lease}, Call: call * ms,
+		return porcupine.Operation{ClientId: owner, Input: lockIn{opRelease, key, owner, call * ms, lease, false}, Call: call * ms,
 			Output: lockOut{ok: released, ret: ret * ms}, Return: ret * ms}
+	}
+	del := func(owner int, key string, call, ret int64, released bool) porcupine.Operation {
+		op := rel(owner, key, call, ret, released)
+		in := op.Input.(lockIn)
+		in.anyone = true
+		op.Input = in
+		return op
 	}
 	// lost: no answer; it may take effect within window ms of its call (0: at any time, as
 	// the chaos test records it).
@@ -345,6 +364,21 @@ func TestLockModel(t *testing.T) {
 		{"an unknown acquire cannot explain a second grant during a lease", []porcupine.Operation{
 			acq(0, "k", 0, 10, true, 1), lost(acq(1, "k", 20, 0, true, 0), 500), acq(2, "k", 600, 610, true, 2),
 		}, false, true},
+		{"a DEL frees another owner's hold", []porcupine.Operation{
+			acq(0, "k", 0, 10, true, 1), del(1, "k", 20, 30, true), acq(2, "k", 40, 50, true, 2),
+		}, true, false},
+		{"a late DEL frees the next owner's hold", []porcupine.Operation{
+			acq(0, "k", 0, 10, true, 1), acq(1, "k", 1100, 1110, true, 2), del(0, "k", 1200, 1210, true), acq(2, "k", 1300, 1310, true, 3),
+		}, true, false},
+		{"a DEL answered not held while a lease runs", []porcupine.Operation{
+			acq(0, "k", 0, 10, true, 1), del(1, "k", 20, 30, false),
+		}, false, false},
+		{"a DEL of a free key answered freed", []porcupine.Operation{
+			acq(0, "k", 0, 10, true, 1), del(0, "k", 20, 30, true), del(1, "k", 40, 50, true),
+		}, false, false},
+		{"an unknown DEL that took effect", []porcupine.Operation{
+			acq(0, "k", 0, 10, true, 1), lost(del(1, "k", 20, 0, true), 100), acq(2, "k", 200, 210, true, 2),
+		}, true, false},
 		{"nor can one without an end", []porcupine.Operation{
 			acq(0, "k", 0, 10, true, 1), lost(acq(1, "k", 20, 0, true, 0), 0), acq(2, "k", 600, 610, true, 2),
 		}, false, true},

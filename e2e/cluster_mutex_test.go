@@ -2,7 +2,9 @@ package e2e
 
 // Issue 19 item 4: a mutex taken with SETNX (or SET NX) through a follower is still its
 // holder's after the leader changes, and after the follower's peer links blip: the same
-// connection's DEL frees it.
+// connection's DEL frees it, another's does not. That is slock's mutex, which a connection
+// asks for with CLIENT SLOCK ON; without it SETNX makes a Redis key, anyone's to delete
+// (issue 22).
 
 import (
 	"fmt"
@@ -32,6 +34,9 @@ func TestClusterMutexOwnership(t *testing.T) {
 		lead := c.settled(10 * time.Second)
 		f := c.others(lead)[0]
 		a := c.client(f)
+		if got, err := a.do(opTimeout, "CLIENT", "SLOCK", "ON"); err != nil || got != "+OK" {
+			t.Fatalf("CLIENT SLOCK ON through node %d: %q %v", c.nodes[f].id, got, err)
+		}
 		nx, setnx := fmt.Sprintf("m%da", i), fmt.Sprintf("m%db", i)
 		if got, err := a.do(opTimeout, "SETNX", setnx, "v"); err != nil || got != ":1" {
 			t.Fatalf("%s: SETNX %s through node %d: %q %v", fault, setnx, c.nodes[f].id, got, err)
@@ -50,6 +55,9 @@ func TestClusterMutexOwnership(t *testing.T) {
 			t.Logf("%s: A took %s and %s through node %d; its peer links cut for 0.3 s", fault, setnx, nx, c.nodes[f].id)
 		}
 		for _, key := range []string{setnx, nx} {
+			if got, err := holderDo(c.client(f), 10*time.Second, "DEL", key); err != nil || got != ":0" {
+				t.Errorf("%s: another client's DEL %s of A's mutex: %q %v, want :0", fault, key, got, err)
+			}
 			got, err := holderDo(a, 10*time.Second, "DEL", key)
 			switch {
 			case err != nil:

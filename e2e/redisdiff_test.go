@@ -306,7 +306,8 @@ func TestRedisDifferential(t *testing.T) {
 			c("SET", "s", "v", "EX", "1", "EX", "2"), c("SET", "s", "v", "NX", "NX"), c("SET", "s", "v", "XX", "XX"),
 			c("SET", "s", "v", "KEEPTTL", "EX", "5"), c("SET", "s", "v", "EX", "5", "KEEPTTL"), c("SET", "s", "v", "KEEPTTL", "KEEPTTL"),
 			c("SET", "s", "v", "EX", "x", "FOO"), c("SET", "s", "v", "EXAT", "1", "PXAT", "1"), c("SET", "s", "v", "PX"),
-			c("SET", "s", "v", "nx", "get").differs("-ERR syntax error"), c("SETNX", "s", "x"),
+			c("SET", "s", "v", "nx", "get"), c("SET", "nxg", "v1", "NX", "GET"), c("SET", "nxg", "v2", "NX", "GET"), c("GET", "nxg"),
+			c("SETNX", "s", "x"),
 			c("GETSET", "s", "w"), c("GETSET", "nokey3", "w"), c("GET", "nokey3"),
 			c("SETNX", "s", "x"), c("SETNX", "nx", "x"), c("GET", "nx"),
 			c("TYPE", "s"), c("TYPE", "nokey"), c("STRLEN", "nokey"),
@@ -435,6 +436,7 @@ func TestRedisDifferential(t *testing.T) {
 			c("HSET", "mh2", "f", "1"), c("MSET", "mh2", "s"), c("TYPE", "mh2"), c("GET", "mh2"),
 			c("HSET", "mh3", "f", "1"), c("MSETNX", "mh3", "s"), c("TYPE", "mh3"),
 			c("HSET", "mh4", "f", "1"), c("SET", "mh4", "s", "GET"), c("TYPE", "mh4"), c("SET", "mh4", "s", "XX"), c("TYPE", "mh4"),
+			c("HSET", "mh6", "f", "1"), c("SET", "mh6", "s", "NX", "GET"), c("SET", "mh6", "s", "NX"), c("SETNX", "mh6", "s"), c("TYPE", "mh6"),
 			c("INCR", "mc"), c("SET", "mc", "v", "NX"), c("SET", "mc", "v", "XX", "GET"), c("GET", "mc"),
 			c("HSET", "mh5", "f", "1"), c("DEL", "mh5"), c("HGET", "mh5", "f"), c("INCR", "mh5"),
 			// Hash fields: integers as Redis reads them, empty and binary fields.
@@ -506,13 +508,71 @@ func TestRedisDifferential(t *testing.T) {
 		)
 	})
 
+	t.Run("getdel getex wait", func(t *testing.T) {
+		// Redis 7.0 has these: compared with redis-server.
+		d.t = t
+		d.run(false,
+			c("SET", "gd", "v"), c("GETDEL", "gd"), c("GETDEL", "gd"), c("EXISTS", "gd"), c("INCR", "gdc"), c("GETDEL", "gdc"),
+			c("HSET", "gdh", "f", "1"), c("GETDEL", "gdh"), c("GETEX", "gdh"), c("GETEX", "gdh", "EX", "10"), c("GETEX", "gdh", "PERSIST"),
+			c("SET", "ge", "v"), c("GETEX", "ge"), c("TTL", "ge"), c("GETEX", "ge", "EX", "100"), c("TTL", "ge"),
+			c("GETEX", "ge", "PX", "200000"), c("PTTL", "ge").near(), c("GETEX", "ge", "EXAT", "99999999999"), c("TTL", "ge").near(),
+			c("GETEX", "ge", "PERSIST"), c("TTL", "ge"), c("GETEX", "ge", "PERSIST", "PERSIST"), c("GETEX", "ge", "EX", "10", "EX", "20"), c("TTL", "ge"),
+			c("GETEX", "ge", "EX", "0"), c("GETEX", "ge", "EX", "-1"), c("GETEX", "ge", "EX", "x"), c("GETEX", "ge", "EX", "x", "FOO"),
+			c("GETEX", "ge", "EX", "10", "PX", "100"), c("GETEX", "ge", "EX"), c("GETEX", "ge", "PERSIST", "EX", "10"),
+			c("GETEX", "ge", "KEEPTTL"), c("GETEX", "ge", "EXAT", "0"), c("GETEX", "ge", "EX", max), c("GETEX", "ge", "PX", max),
+			c("GETEX", "nokey", "EX", "0"), c("GETEX", "nokey", "FOO"), c("GETEX", "ge", "PXAT", "1"), c("EXISTS", "ge"),
+			c("INCR", "gec"), c("GETEX", "gec", "EX", "100"), c("TTL", "gec"),
+			c("WAIT", "0", "0"), c("WAIT", "1", "100"), c("WAIT", "x", "0"), c("WAIT", "0", "-1"), c("WAIT", "0", "x"), c("WAIT", "x", "y"),
+		)
+	})
+
+	t.Run("compare-and-set", func(t *testing.T) {
+		// Redis 8.4's DELEX, DIGEST and SET IF*, Valkey 9's DELIFEQ: redis-server 7.0 lacks
+		// them, so tallyd's replies are checked against their documented ones.
+		d.t = t
+		unknown := func(args ...string) rdCase {
+			return c(args...).differs(map[string]string{"DELEX": ":1", "DELIFEQ": ":1", "DIGEST": `$"b6acb9d84a38ff74"`}[args[0]])
+		}
+		d.run(false, c("SET", "cas", "Hello world"), unknown("DIGEST", "cas"))
+		for _, k := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"DIGEST", "nokey"}, "$nil"},
+			{[]string{"SET", "cas", "test"}, "+OK"}, {[]string{"DIGEST", "cas"}, `$"9ec9f7918d7dfc40"`},
+			{[]string{"SET", "cas", "hello"}, "+OK"}, {[]string{"DIGEST", "cas"}, `$"9555e8555c62dcfd"`},
+			{[]string{"SET", "cas", "foo"}, "+OK"}, {[]string{"DIGEST", "cas"}, `$"ab6e5f64077e7d8a"`},
+			{[]string{"DELEX", "cas", "IFEQ", "bar"}, ":0"}, {[]string{"DELEX", "cas", "IFNE", "foo"}, ":0"},
+			{[]string{"DELEX", "cas", "IFDNE", "ab6e5f64077e7d8a"}, ":0"}, {[]string{"DELEX", "cas", "IFDEQ", "AB6E5F64077E7D8A"}, ":1"},
+			{[]string{"DELEX", "cas", "IFEQ", "foo"}, ":0"}, {[]string{"DELEX", "nokey"}, ":0"},
+			{[]string{"SET", "cas", "foo", "IFEQ", "foo"}, "$nil"}, {[]string{"SET", "cas", "foo", "IFNE", "bar"}, "+OK"},
+			{[]string{"SET", "cas", "bar", "IFEQ", "foo", "GET"}, `$"foo"`}, {[]string{"SET", "cas", "baz", "IFNE", "bar", "GET"}, `$"bar"`},
+			{[]string{"SET", "cas", "x", "IFDEQ", "ab6e5f64077e7d8a"}, "$nil"}, {[]string{"SET", "cas", "x", "IFDNE", "ab6e5f64077e7d8a"}, "+OK"},
+			{[]string{"SET", "cas", "y", "IFEQ", "x", "PX", "100000"}, "+OK"}, {[]string{"DELIFEQ", "cas", "x"}, ":0"},
+			{[]string{"DELIFEQ", "cas", "y"}, ":1"}, {[]string{"DELIFEQ", "cas", "y"}, ":0"},
+			{[]string{"SET", "cas", "x", "NX", "IFEQ", "y"}, "-ERR syntax error"}, {[]string{"DELEX", "cas", "IFEQ"}, "-ERR syntax error"},
+			{[]string{"HSET", "cash", "f", "1"}, ":1"}, {[]string{"DIGEST", "cash"}, "-WRONGTYPE Operation against a key holding the wrong kind of value"},
+			{[]string{"DELEX", "cash", "IFEQ", "1"}, "-WRONGTYPE Operation against a key holding the wrong kind of value"},
+			{[]string{"DELIFEQ", "cash", "1"}, "-WRONGTYPE Operation against a key holding the wrong kind of value"},
+			{[]string{"DELEX", "cash"}, ":1"},
+		} {
+			d.tal.send(t, k.args)
+			d.n++
+			if got := d.tal.reply(t); got != k.want {
+				t.Errorf("%s: tallyd %s, want %s (Redis 8.4's documented reply)", rdQuote(k.args), got, k.want)
+			}
+		}
+		d.ref.send(t, []string{"DEL", "cas"}) // redis-server kept the key the commands above deleted
+		d.ref.reply(t)
+		d.sync()
+	})
+
 	t.Run("unknown", func(t *testing.T) {
 		d.t = t
 		d.run(false,
 			c("NOSUCH"), c("NOSUCH", "a", "b"), c("nosuch", ""), c("NOSUCH", "a\r\nb"),
 			c("NOSUCH", strings.Repeat("a", 200), "b"), c("NOSUCH", strings.Repeat("a", 100), strings.Repeat("b", 100), "c"),
 			c(strings.Repeat("X", 200)), c(""), c("NOSUCH", "a\x00b", "c"), c("NO\x00SUCH", "a"),
-			c("GETDEL", "x").differs("-ERR unknown command 'GETDEL', with args beginning with: 'x' "),
 			c("LLEN", "l").differs("-ERR unknown command 'LLEN', with args beginning with: 'l' "),
 			c("SCARD", "s").differs("-ERR unknown command 'SCARD', with args beginning with: 's' "),
 		)
@@ -525,7 +585,7 @@ func TestRedisDifferential(t *testing.T) {
 			"INCR", "DECR", "INCRBY", "DECRBY", "APPEND", "DEL", "UNLINK", "EXPIRE", "PEXPIRE", "EXPIREAT",
 			"PEXPIREAT", "PERSIST", "TTL", "PTTL", "KEYS", "SCAN", "MGET", "MSET", "MSETNX", "HSET", "HMSET",
 			"HDEL", "HINCRBY", "HGET", "HMGET", "HGETALL", "HLEN", "HEXISTS", "HKEYS", "HVALS", "SELECT",
-			"ECHO", "WATCH"} {
+			"ECHO", "WATCH", "GETDEL", "GETEX", "WAIT"} {
 			cases = append(cases, c(name))
 		}
 		for _, args := range [][]string{{"GET", "a", "b"}, {"SET", "a"}, {"SETEX", "a", "1"}, {"GETSET", "a"},
@@ -555,6 +615,34 @@ func TestRedisDifferential(t *testing.T) {
 			many = append(many, c("INCR", "pc"))
 		}
 		d.run(true, append(many, c("GET", "pc"))...)
+	})
+
+	t.Run("lock keys from another connection", func(t *testing.T) {
+		// Issue 22: a key made by SET NX PX (a Redis lock library's acquire) is a Redis key:
+		// its owner extends it, and another connection (a pool hands out any) reads,
+		// expires, overwrites and deletes it, as on redis-server.
+		d.t = t
+		o := &rdDual{t: t, ref: rdDial(t, refAddr), tal: rdDial(t, talAddr)}
+		d.run(false, c("SET", "lk", "tok", "NX", "PX", "5000"), c("SET", "lk", "tok", "NX", "PX", "5000"), c("SETNX", "lk", "x"),
+			c("PEXPIRE", "lk", "20000"), c("PTTL", "lk").near(), c("TTL", "lk"))
+		o.run(false, c("PTTL", "lk").near(), c("GET", "lk"), c("SET", "lk", "x", "NX"), c("SETNX", "lk", "x"),
+			c("MSETNX", "lk", "x", "lk2", "y"), c("EXISTS", "lk2"), c("SET", "lk", "x", "NX", "GET"),
+			c("SET", "lk", "tok2", "XX"), c("GETSET", "lk", "tok3"), c("EXPIRE", "lk", "100"), c("TTL", "lk"),
+			c("PERSIST", "lk"), c("TTL", "lk"), c("PEXPIRE", "lk", "5000"), c("SET", "lk", "tok4", "XX", "KEEPTTL"), c("PTTL", "lk").near(),
+			c("APPEND", "lk", "x"), c("STRLEN", "lk"), c("DEL", "lk"), c("DEL", "lk"), c("EXISTS", "lk"))
+		// The owner's view after another's DEL; SETNX, then INCR and UNLINK by another.
+		d.run(false, c("GET", "lk"), c("PEXPIRE", "lk", "100"), c("SET", "lk", "t5", "NX", "PX", "5000"), c("SETNX", "lc", "1"))
+		o.run(false, c("INCR", "lc"), c("INCRBY", "lc", "5"), c("GET", "lc"), c("UNLINK", "lc", "lk"), c("SETNX", "lc", "o"),
+			c("SET", "lk", "o", "NX", "GET"), c("SET", "lk", "o2", "NX", "GET"))
+		d.run(false, c("GET", "lc"), c("DEL", "lc", "lk"))
+		// The acquiring connection closes; another releases.
+		a := &rdDual{t: t, ref: rdDial(t, refAddr), tal: rdDial(t, talAddr)}
+		a.run(false, c("SET", "job", "tok", "NX", "PX", "30000"))
+		_ = a.ref.c.Close()
+		_ = a.tal.c.Close()
+		time.Sleep(50 * time.Millisecond)
+		o.run(false, c("GET", "job"), c("DEL", "job"), c("SET", "job", "t2", "NX", "PX", "30000"), c("DEL", "job"))
+		d.n += o.n + a.n
 	})
 
 	t.Run("transactions", func(t *testing.T) {

@@ -95,6 +95,7 @@ func (s *Server) forwarded(cs *conn, f *peer.Frame, now int64) {
 	}
 	sc := vc.slock
 	sc.text.DB, sc.text.Timeout, sc.text.TimeoutFlag = f.DB, f.Timeout, f.TimeoutFlag
+	sc.text.Slock = f.Kind == peer.KindSlock // the client's CLIENT SLOCK setting, as it was when it sent this
 	if f.Client != 0 {
 		sc.client = f.Client // what it locks is its client's, whichever session it came on
 	}
@@ -349,7 +350,11 @@ func (s *Server) clusterText(cs *conn, spec *slock.Spec, raw []byte) bool {
 		s.put(cs, resp.AppendError(s.out(cs), "CLUSTERDOWN no leader"))
 		return true
 	}
-	s.forward(cs, lnk, peer.KindText, raw)
+	kind := peer.KindText
+	if sc.text.Slock {
+		kind = peer.KindSlock // its SETNX is slock's mutex, its GET of a counter an integer
+	}
+	s.forward(cs, lnk, kind, raw)
 	sc.outstanding++
 	switch spec.Cmd {
 	case slock.CmdMulti:

@@ -376,9 +376,10 @@ func TestSimWipedMemberWithLeaderUp(t *testing.T) {
 // ---------------------------------------------------------------------------------------
 // 4. Mutexes get stuck.
 
-// A takes SETNX m through a follower F; then the leader changes (or only F's peer links
-// blip for 0.3 s). A's DEL m through F must answer 1, and another client's SETNX m
-// afterwards must succeed.
+// A takes SETNX m through a follower F with CLIENT SLOCK ON (slock's mutex: a key that only
+// its holder deletes; without it SETNX makes a Redis key, anyone's); then the leader
+// changes (or only F's peer links blip for 0.3 s). Another client's DEL m must answer 0,
+// A's DEL m through F 1, and another client's SETNX m afterwards must succeed.
 func TestSimMutexSurvivesLeaderChange(t *testing.T) {
 	for _, blip := range []bool{false, true} {
 		for _, seed := range []uint64{1, 5, 7} {
@@ -392,6 +393,9 @@ func TestSimMutexSurvivesLeaderChange(t *testing.T) {
 				fs := c.others(l)
 				f, g := fs[0], fs[1]
 				a := c.client(f)
+				if r := a.do("CLIENT", "SLOCK", "ON"); !r.isOK() {
+					t.Fatalf("CLIENT SLOCK ON: %s", r)
+				}
 				if r := a.do("SETNX", "m", "v"); !r.isInt(1) {
 					t.Fatalf("A's SETNX m through follower m%d: %s", f, r)
 				}
@@ -403,10 +407,13 @@ func TestSimMutexSurvivesLeaderChange(t *testing.T) {
 				} else {
 					c.transfer(g)
 				}
+				b := c.client(g)
+				if r := b.do("DEL", "m"); !r.isInt(0) {
+					t.Fatalf("B's DEL m of A's mutex through m%d: %s", g, r)
+				}
 				if r := a.do("DEL", "m"); !r.isInt(1) {
 					t.Fatalf("A's DEL m through m%d after the %s (%s leads): %s", f, name, c.raftState(c.leader()), r)
 				}
-				b := c.client(g)
 				if r := b.do("SETNX", "m", "v2"); !r.isInt(1) {
 					t.Fatalf("B's SETNX m after A's DEL: %s", r)
 				}

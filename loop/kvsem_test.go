@@ -18,8 +18,8 @@ import (
 
 // TestSlockKVDelRespectsLocks is issue 12's item 9, first half: while A holds the slock
 // lock job, B's DEL job must not break it (it answers 0, as B's SET answers nil), and B
-// cannot lock it then; A's own DEL of its SETNX key still works, and a plain SET key is
-// anyone's to delete.
+// cannot lock it then; A's own DEL of its SETNX key (with CLIENT SLOCK ON, slock's mutex)
+// still works, and a plain SET key is anyone's to delete.
 func TestSlockKVDelRespectsLocks(t *testing.T) {
 	ts := startSlock(t, nil)
 	a, b := dialResp(t, ts.slockAddr), dialResp(t, ts.slockAddr)
@@ -34,8 +34,8 @@ func TestSlockKVDelRespectsLocks(t *testing.T) {
 	expectText(t, parseTextLock(t, b.cmd("LOCK", "job", "EXPRIED", "60")), "8", "1", "1", "0", "1") // TIMEOUT: A still holds it
 	// A's lock is intact: A unlocks it.
 	expectText(t, parseTextLock(t, a.cmd("UNLOCK", "job", "LOCK_ID", la.LockID)), "0", "0", "1", "0", "1")
-	// SETNX by A: A's DEL releases it, B's does not.
-	runKV(t, a, []kvStep{kv(`:1`, "SETNX", "mutex", "a")})
+	// SETNX by A with CLIENT SLOCK ON (slock's mutex): A's DEL releases it, B's does not.
+	runKV(t, a, []kvStep{kv(`+OK`, "CLIENT", "SLOCK", "ON"), kv(`:1`, "SETNX", "mutex", "a")})
 	runKV(t, b, []kvStep{kv(`:0`, "DEL", "mutex"), kv(`"a"`, "GET", "mutex")})
 	runKV(t, a, []kvStep{kv(`:1`, "DEL", "mutex"), kv(`$-1`, "GET", "mutex")})
 	// A plain key is anyone's.

@@ -60,6 +60,10 @@ func (s *Server) slockKV(cs *conn, now int64) {
 			kv.Keys = nil
 			return
 		}
+		if kv.Cond != slock.CondNone && !s.casSet(cs, kv, db) {
+			kv.Keys = nil
+			return
+		}
 	case slock.OpGetSet, slock.OpAppend, slock.OpIncr:
 		if seen := s.locks.KeyFence(db, kv.Frame.Key); kv.Fence != 0 && seen > kv.Fence {
 			s.sendTo(cs, slock.AppendFenced(s.scratchFor(cs), kv.Fence, seen))
@@ -69,6 +73,11 @@ func (s *Server) slockKV(cs *conn, now int64) {
 		v := s.locks.Value(db, kv.Frame.Key)
 		if hash, _ := slock.IsHash(v); hash {
 			s.textError(cs, slock.ErrWrongType)
+			return
+		}
+		if op == slock.OpGetSet && kv.Cond != slock.CondNone && !kv.CondHolds(v) {
+			s.sendTo(cs, slock.AppendValue(s.scratchFor(cs), v, kv.Numbers)) // SET ... IF* GET: the old value, nothing set
+			kv.Keys = nil
 			return
 		}
 		if op == slock.OpAppend { // to a counter: to its digits
@@ -104,6 +113,20 @@ func (s *Server) slockKV(cs *conn, now int64) {
 		s.freeFlushed()
 		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
 		return
+	case slock.OpDigest:
+		v := s.locks.Value(db, sc.text.KeyID(kv.Keys[0]))
+		if hash, _ := slock.IsHash(v); hash {
+			s.textError(cs, slock.ErrWrongType)
+			return
+		}
+		s.sendTo(cs, slock.AppendDigest(s.scratchFor(cs), v))
+		return
+	case slock.OpDelEx, slock.OpGetDel, slock.OpGetEx:
+		// Compared (or read) and run in this one step: nothing of another client between.
+		if !s.casBegin(cs, kv, db, now) {
+			kv.Keys = nil
+			return
+		}
 	case slock.OpDel, slock.OpExists:
 		if len(kv.Keys) > 1 {
 			sc.kvMulti, sc.kvN = true, 0

@@ -68,7 +68,7 @@ func (s *Server) txWork(cs *conn, spec *slock.Spec, args [][]byte) int64 {
 			w += workScanKey * int64(s.locks.ValueCount(db))
 		case slock.OpDel, slock.OpExists:
 			w += workKey * int64(len(args)-1)
-		case slock.OpGet, slock.OpGetSet, slock.OpAppend, slock.OpSet, slock.OpStrlen:
+		case slock.OpGet, slock.OpGetSet, slock.OpAppend, slock.OpSet, slock.OpStrlen, slock.OpGetDel, slock.OpGetEx, slock.OpDelEx, slock.OpDigest:
 			w += workByte * value(args[1])
 		}
 	}

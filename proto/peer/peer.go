@@ -61,6 +61,7 @@ func (t Type) String() string {
 const (
 	KindText   uint8 = 1 // Redis text commands
 	KindBinary uint8 = 2 // slock binary commands
+	KindSlock  uint8 = 3 // Redis text commands of a connection with CLIENT SLOCK ON (slock's text semantics)
 )
 
 // Consistency levels of a forwarded command (Frame.Level).
@@ -121,7 +122,7 @@ type Frame struct {
 
 	Session     uint64 // Forward, Reply, Close: the client session, numbered by the follower
 	Client      uint64 // Forward: the client's cluster-wide id (who holds what it locks)
-	Kind        uint8  // Forward: KindText or KindBinary
+	Kind        uint8  // Forward: KindText, KindBinary or KindSlock
 	Level       uint8  // Forward: LevelOne, LevelQuorum or LevelAll
 	DB          uint8  // Forward: the session's database
 	Timeout     uint16 // Forward: slock timeout of the command
@@ -201,7 +202,7 @@ func ParseLimit(buf []byte, limit int) (f Frame, n int, err error) {
 		f.Timeout, f.TimeoutFlag = binary.BigEndian.Uint16(b[19:]), binary.BigEndian.Uint16(b[21:])
 		f.Data, b, ok = b[forwardFixed:], nil, true
 		switch {
-		case f.Kind != KindText && f.Kind != KindBinary:
+		case f.Kind != KindText && f.Kind != KindBinary && f.Kind != KindSlock:
 			return Frame{}, 0, fmt.Errorf("%w: Forward of kind %d", ErrMalformed, f.Kind)
 		case f.Level < LevelOne || f.Level > LevelAll:
 			return Frame{}, 0, fmt.Errorf("%w: Forward at level %d", ErrMalformed, f.Level)

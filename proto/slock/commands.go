@@ -49,6 +49,7 @@ const (
 	CmdAuth        // AUTH [user] password
 	CmdACL         // ACL WHOAMI|LIST|CAT|LOAD|USERS
 	CmdSlowlog     // SLOWLOG GET [n]|LEN|RESET|HELP: the commands that ran longer than a threshold
+	CmdWait        // WAIT numreplicas timeout: how many other voters hold the connection's last write
 )
 
 // CmdFlags are a command's properties.
@@ -209,6 +210,12 @@ var table = []row{
 	{"MGET", CmdMGet, OpNone, -2, CmdReadonly, HashNone, aRead | aString | aFast, keysAll},
 	{"MSET", CmdMSet, OpNone, -3, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aSlow, keysPairs},
 	{"MSETNX", CmdMSetNX, OpNone, -3, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aSlow, keysPairs},
+	{"DELEX", CmdKV, OpDelEx, -2, CmdWrite, HashNone, aWrite | aString | aFast, keysOne},    // Redis 8.4
+	{"DELIFEQ", CmdKV, OpDelEx, 3, CmdWrite, HashNone, aWrite | aString | aFast, keysOne},   // Valkey 9
+	{"DIGEST", CmdKV, OpDigest, 2, CmdReadonly, HashNone, aRead | aString | aFast, keysOne}, // Redis 8.4
+	{"GETDEL", CmdKV, OpGetDel, 2, CmdWrite, HashNone, aWrite | aString | aFast, keysOne},
+	{"GETEX", CmdKV, OpGetEx, -2, CmdWrite, HashNone, aWrite | aString | aFast, keysOne},
+	{"WAIT", CmdWait, OpNone, 3, 0, HashNone, aSlow | aConnection, keysNone},
 
 	{"HSET", CmdHash, OpNone, -4, CmdWrite | CmdDenyOOM, HashSet, aWrite | aHash | aFast, keysOne},
 	{"HMSET", CmdHash, OpNone, -4, CmdWrite | CmdDenyOOM, HashSet, aWrite | aHash | aFast, keysOne},

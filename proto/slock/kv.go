@@ -10,8 +10,9 @@ import (
 
 // This file maps slock's Redis key/value commands onto Lock and Unlock frames
 // (slock-protocol.md §8.2) and renders their results as ordinary Redis replies.
-// A key is a lock whose LockId is the key itself (SETNX and SET NX use a fresh
-// one); its value is the lock's value record, carrying the key text as its KEY
+// A key is a lock whose LockId is the key itself, so any connection may read, expire or
+// delete it, as in Redis (with CLIENT SLOCK ON, SETNX and SET NX hold it under a fresh
+// LockId instead, a mutex as slock's); its value is the lock's value record, carrying the key text as its KEY
 // property. The commands that do not run a lock (TTL, KEYS, DBSIZE, ...) are the
 // server's; Op tells them apart.
 
@@ -41,6 +42,11 @@ const (
 	OpDBSize
 	OpFlushDB
 	OpFlushAll
+	// Compare-and-set and friends (cas.go).
+	OpDelEx  // DELEX key [IFEQ v|IFNE v|IFDEQ d|IFDNE d], DELIFEQ key v: a DEL, if KV.Cond holds
+	OpDigest // DIGEST key: served by the server, no lock command
+	OpGetDel // GETDEL key: a DEL answering the value
+	OpGetEx  // GETEX key [EX s|PX ms|EXAT t|PXAT t|PERSIST]: GET, and an expiry change
 )
 
 // KV is a parsed key/value command.
@@ -73,6 +79,17 @@ type KV struct {
 	// Numbers renders a NUMBER value (a counter) as an integer reply in GET, MGET and
 	// GETSET, as slock does (Text.Slock); else as a bulk string of its decimal digits.
 	Numbers bool
+
+	// Cond is the condition of DELEX, DELIFEQ or SET's IFEQ, IFNE, IFDEQ, IFDNE, and
+	// CondArg its value or digest (cas.go).
+	Cond    Cond
+	CondArg []byte
+
+	// Late is an error of GETEX's expiry value, which Redis answers only once the key is
+	// known to exist and be a string.
+	Late error
+	// Persist: GETEX's PERSIST.
+	Persist bool
 }
 
 // LookupKV returns the key/value command named name (any case) and its canonical name;
@@ -169,13 +186,17 @@ func ParseKV(args [][]byte, op Op, name string, t *Text, nowMs int64, newID func
 		for i := 3; i < n; i++ {
 			o := args[i]
 			switch {
-			case resp.Is(o, "NX") && !kv.XX:
+			case resp.Is(o, "NX") && !kv.XX && kv.Cond == CondNone:
 				kv.NX = true
-			case resp.Is(o, "XX") && !kv.NX:
+			case resp.Is(o, "XX") && !kv.NX && kv.Cond == CondNone:
 				kv.XX = true
 				tf |= kvWaitUnlocked
 			case resp.Is(o, "GET"):
 				get = true
+			case condOf(o) != CondNone && !kv.NX && !kv.XX && kv.Cond == CondNone && i+1 < n:
+				// Redis 8.4: set only if the key's value (or its digest) is, or is not, this.
+				kv.Cond, kv.CondArg = condOf(o), args[i+1]
+				i++
 			case resp.Is(o, "KEEPTTL") && unit == "":
 				kv.KeepTTL = true
 			case resp.Is(o, "ACK"):
@@ -214,16 +235,18 @@ func ParseKV(args [][]byte, op Op, name string, t *Text, nowMs int64, newID func
 			}
 		}
 		if get {
-			if kv.NX { // Redis 7 answers the old value and sets nothing; not supported here
-				return buf, errSyntax
-			}
-			kv.Op = OpGetSet // answers the value before, as GETSET does
+			// Answers the value before, as GETSET does; with NX (Redis 7) the key is set
+			// only if it had none, and either way the old value is the answer.
+			kv.Op = OpGetSet
 		}
 		if exp != nil {
 			var err error
 			if ms, err = setExpiry(exp, unit, name, nowMs); err != nil {
 				return buf, err
 			}
+		}
+		if kv.Cond != CondNone {
+			timeout = 0 // compared and set in one step: it never waits
 		}
 		return kv.setFrame(t, newID, buf, ms, nowMs, tf, ef, timeout)
 	case OpGetSet, OpSetNX, OpAppend:
@@ -388,6 +411,8 @@ func ParseKV(args [][]byte, op Op, name string, t *Text, nowMs int64, newID func
 			return buf, errSyntax
 		}
 		return buf, nil
+	case OpDelEx, OpDigest, OpGetDel, OpGetEx:
+		return kv.parseCAS(args, t, nowMs, newID, buf)
 	}
 	return buf, &kvErr{Msg: "Unknown Command"}
 }
@@ -428,7 +453,9 @@ func setExpiry(arg []byte, unit, name string, nowMs int64) (int64, error) {
 
 // setFrame builds the Lock of SET and its variants: Update with a SET record, expiring
 // ms after nowMs exactly (0: never, or with KeepTTL as the key did; -1: at once;
-// setExpiry checked it), or with NX a fresh LockId and no Update.
+// setExpiry checked it), or with NX no Update: the key's LockId, so that a key that exists
+// answers LockedError (AppendKVReply renders it as not set), or with CLIENT SLOCK ON a
+// fresh LockId, slock's mutex that only its holder deletes.
 func (kv *KV) setFrame(t *Text, newID func() [16]byte, buf []byte, ms, nowMs int64, tf, ef, timeout uint16) ([]byte, error) {
 	e, f := uint16(resetExpiry), uint16(unlimitedFlag)
 	switch {
@@ -447,7 +474,7 @@ func (kv *KV) setFrame(t *Text, newID func() [16]byte, buf []byte, ms, nowMs int
 	}
 	kv.lockFrame(t, newID, flag, timeout, e, f|ef)
 	kv.Frame.TimeoutFlag |= tf
-	if kv.NX {
+	if kv.NX && t.Slock {
 		kv.Frame.LockID = newID()
 	}
 	if ms > 0 {
@@ -529,7 +556,7 @@ func (kv *KV) SetNumber(buf []byte, n int64) ([]byte, error) {
 func (kv *KV) KeyFrame(t *Text, newID func() [16]byte, i int) {
 	id := t.KeyID(kv.Keys[i])
 	kv.Frame = Frame{Type: TypeLock, RequestID: newID(), Flag: flagShow, DB: t.DB, LockID: id, Key: id}
-	if kv.Op == OpDel {
+	if kv.Op == OpDel || kv.Op == OpDelEx || kv.Op == OpGetDel {
 		kv.Frame.Type, kv.Frame.Flag = TypeUnlock, unlockHead
 	}
 }
@@ -578,6 +605,16 @@ func Int(rec []byte) (int64, error) {
 // (KVCount) instead.
 func AppendKVReply(dst []byte, kv *KV, result Result, value []byte) []byte {
 	ok := result == ResultOK || result == ResultLockedError
+	if kv.NX && result == ResultLockedError {
+		// NX under the key's LockId: the store refused the reentry, so the key exists
+		// and nothing was set.
+		switch kv.Op {
+		case OpSet:
+			return resp.AppendNull(dst)
+		case OpSetNX:
+			return resp.AppendInt(dst, 0)
+		}
+	}
 	switch kv.Op {
 	case OpSet:
 		switch {
@@ -624,7 +661,7 @@ func AppendKVReply(dst []byte, kv *KV, result Result, value []byte) []byte {
 		case result == ResultTimeout:
 			return resp.AppendNull(dst)
 		}
-	case OpDel, OpExists:
+	case OpDel, OpExists, OpDelEx:
 		if KVCount(kv.Op, result, value) {
 			return resp.AppendInt(dst, 1)
 		}
@@ -636,6 +673,13 @@ func AppendKVReply(dst []byte, kv *KV, result Result, value []byte) []byte {
 		case result == ResultTimeout:
 			return resp.AppendInt(dst, 0)
 		}
+	case OpGetDel:
+		if result == ResultOK {
+			return AppendValue(dst, value, kv.Numbers)
+		}
+		return resp.AppendNull(dst) // not deleted: a LOCK under another LockId holds it
+	case OpGetEx: // the value (of a key a LOCK holds under another LockId: its expiry unchanged)
+		return AppendValue(dst, value, kv.Numbers)
 	}
 	return resp.AppendError(dst, "ERR "+strconv.Itoa(int(result)))
 }
@@ -644,7 +688,7 @@ func AppendKVReply(dst []byte, kv *KV, result Result, value []byte) []byte {
 // found a value, SET (of MSET) set it.
 func KVCount(op Op, result Result, value []byte) bool {
 	switch op {
-	case OpDel:
+	case OpDel, OpDelEx:
 		return result == ResultOK
 	case OpSet:
 		return result == ResultOK || result == ResultLockedError

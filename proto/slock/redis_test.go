@@ -58,8 +58,8 @@ func TestParseSetOptions(t *testing.T) {
 		{line: "SET k v EX 1 EX 2", op: OpSet, expireAt: now + 2000, expried: 2000},
 		{line: "SET k v EXAT 1000000010", op: OpSet, expireAt: now + 10_000, expried: 10_000},
 		{line: "SET k v PXAT 1000000000500", op: OpSet, expireAt: now + 500, expried: 500},
-		{line: "SET k v EXAT 1", op: OpSet, expried: 0}, // past: expires at once
-		{line: "SET k v NX GET", err: "syntax error"},
+		{line: "SET k v EXAT 1", op: OpSet, expried: 0},              // past: expires at once
+		{line: "SET k v NX GET", op: OpGetSet, expried: resetExpiry}, // Redis 7: the old value, set only if none
 		{line: "SET k v EX 1 PX 1", err: "syntax error"},
 		{line: "SET k v EXAT 1 PXAT 1", err: "syntax error"},
 		{line: "SET k v KEEPTTL EX 1", err: "syntax error"},
@@ -171,5 +171,55 @@ func TestCounterValue(t *testing.T) {
 	before := kv.Frame.Data
 	if _, err := kv.NumberAppend(str, buf); err != nil || &kv.Frame.Data[0] != &before[0] {
 		t.Errorf("APPEND to a string changed the record: %v", err)
+	}
+}
+
+// TestNXLockID checks that SET NX and SETNX hold a key under the key's own LockId, as plain
+// SET does (a Redis key: anyone may expire or delete it), and under a fresh one only with
+// CLIENT SLOCK ON (slock's mutex); and that the store's refusal of the reentry (the key
+// exists) renders as Redis's "not set".
+func TestNXLockID(t *testing.T) {
+	fresh := [16]byte{0xfe, 0xed}
+	for _, c := range []struct {
+		line  string
+		slock bool
+		own   bool // LockId = the key
+	}{
+		{"SET k v NX", false, true},
+		{"SET k v NX PX 5000", false, true},
+		{"SETNX k v", false, true},
+		{"SET k v NX GET", false, true},
+		{"SET k v", true, true},
+		{"SETNX k v", true, false},
+		{"SET k v NX", true, false},
+	} {
+		args := argsOf(c.line)
+		op, name := LookupKV(args[0])
+		var kv KV
+		tx := &Text{Timeout: 15, Slock: c.slock}
+		if _, err := ParseKV(args, op, name, tx, 1, func() [16]byte { return fresh }, &kv, nil); err != nil {
+			t.Fatalf("%s: %v", c.line, err)
+		}
+		if own := kv.Frame.LockID == kv.Frame.Key; own != c.own || !own && kv.Frame.LockID != fresh {
+			t.Errorf("%s (slock %v): LockId %x, key %x; want the key's: %v", c.line, c.slock, kv.Frame.LockID, kv.Frame.Key, c.own)
+		}
+	}
+	old := AppendDataRecord(nil, DataSet, StageCurrent, 0, nil, []byte("old"))
+	for _, c := range []struct {
+		kv     KV
+		result Result
+		want   string
+	}{
+		{KV{Op: OpSet, NX: true}, ResultLockedError, "$-1\r\n"},
+		{KV{Op: OpSet, NX: true}, ResultOK, "+OK\r\n"},
+		{KV{Op: OpSet, NX: true}, ResultTimeout, "$-1\r\n"},
+		{KV{Op: OpSet}, ResultLockedError, "+OK\r\n"}, // a plain SET is an Update: LockedError is its success
+		{KV{Op: OpSetNX, NX: true}, ResultLockedError, ":0\r\n"},
+		{KV{Op: OpSetNX, NX: true}, ResultOK, ":1\r\n"},
+		{KV{Op: OpGetSet, NX: true}, ResultLockedError, "$3\r\nold\r\n"}, // SET NX GET of a key that exists
+	} {
+		if got := string(AppendKVReply(nil, &c.kv, c.result, old)); got != c.want {
+			t.Errorf("%+v %v: %q, want %q", c.kv, c.result, got, c.want)
+		}
 	}
 }

@@ -1,0 +1,123 @@
+package loop
+
+import (
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/tracker"
+
+	"github.com/tallyd/tallyd/proto/resp"
+	"github.com/tallyd/tallyd/proto/slock"
+)
+
+// This file serves the compare-and-set commands (DELEX, DELIFEQ, SET ... IF*) and GETDEL,
+// GETEX: each reads the key's value and, in the same loop step, answers at once or goes on
+// to run its lock command (a DEL's Unlock, an expiry Update, a SET), which is journaled,
+// replicated and gated as any other.
+
+// casBegin checks DELEX, DELIFEQ, GETDEL or GETEX kv against the key's value: false when it
+// has answered already (no key, a condition that does not hold, a wrong type, nothing to
+// change), true when kv.Frame is to run.
+func (s *Server) casBegin(cs *conn, kv *slock.KV, db uint8, now int64) bool {
+	key := cs.slock.text.KeyID(kv.Keys[0]) // GETEX without options builds no frame
+	v := s.locks.Value(db, key)
+	hash, _ := slock.IsHash(v)
+	b := s.scratchFor(cs)
+	switch kv.Op {
+	case slock.OpDelEx:
+		switch {
+		case kv.Cond == slock.CondNone:
+			return true // as DEL of one key
+		case hash:
+			s.textError(cs, slock.ErrWrongType)
+		case !slock.HasValue(v) || !kv.CondHolds(v):
+			s.sendTo(cs, resp.AppendInt(b, 0))
+		case s.locks.LockedByOther(db, key, cs.owner, s.clientOf(cs)):
+			s.sendTo(cs, resp.AppendInt(b, 0)) // a LOCK under another LockId: not deleted, as DEL
+		default:
+			return true
+		}
+	case slock.OpGetDel:
+		switch {
+		case hash:
+			s.textError(cs, slock.ErrWrongType)
+		case !slock.HasValue(v), s.locks.LockedByOther(db, key, cs.owner, s.clientOf(cs)):
+			s.sendTo(cs, resp.AppendNull(b))
+		default:
+			return true
+		}
+	case slock.OpGetEx:
+		switch {
+		case !slock.HasValue(v):
+			s.sendTo(cs, resp.AppendNull(b))
+		case hash:
+			s.textError(cs, slock.ErrWrongType)
+		case kv.Late != nil:
+			s.textError(cs, kv.Late)
+		case kv.Frame.Type == 0, kv.Persist && s.locks.TTL(db, key, now) == -1:
+			s.sendTo(cs, slock.AppendValue(b, v, kv.Numbers)) // nothing to change: a GET
+		default:
+			return true
+		}
+	}
+	return false
+}
+
+// casSet checks SET ... IF* kv (without GET) against the key's value: false when it has
+// answered (a wrong type, or the condition does not hold: not set), true when the SET is to
+// run.
+func (s *Server) casSet(cs *conn, kv *slock.KV, db uint8) bool {
+	v := s.locks.Value(db, kv.Frame.Key)
+	if hash, _ := slock.IsHash(v); hash {
+		s.textError(cs, slock.ErrWrongType)
+		return false
+	}
+	if !kv.CondHolds(v) {
+		s.sendTo(cs, resp.AppendNull(s.scratchFor(cs)))
+		return false
+	}
+	return true
+}
+
+// waitCmd answers WAIT numreplicas timeout, with Redis 7's errors. A single node has no
+// replicas: 0 at once, as Redis without replicas. In a cluster (WAIT is forwarded to the leader, which ran the connection's writes) it answers
+// at once how many other voters' logs reach the leader's last index, so hold every write
+// the connection made: a count that never overstates, though it may understate a write
+// still on its way; it does not wait for numreplicas.
+func (s *Server) waitCmd(cs *conn, args [][]byte) {
+	if _, ok := resp.ParseInt(args[1]); !ok {
+		s.textError(cs, &slock.TextError{Msg: "value is not an integer or out of range"})
+		return
+	}
+	t, ok := resp.ParseInt(args[2])
+	switch {
+	case !ok:
+		s.textError(cs, &slock.TextError{Msg: "timeout is not an integer or out of range"})
+		return
+	case t < 0:
+		s.textError(cs, &slock.TextError{Msg: "timeout is negative"})
+		return
+	}
+	s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), s.votersHolding()))
+}
+
+// votersHolding is how many voters other than this leader have in their logs everything
+// the leader has: its last index, its commit and what it has written (0 when this node is
+// not a cluster's leader).
+func (s *Server) votersHolding() int64 {
+	cl := s.cl
+	if cl == nil || !cl.isLeader() {
+		return 0
+	}
+	last := max(cl.commit, cl.stable)
+	cl.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+		if id == cl.cfg.NodeID {
+			last = max(last, pr.Match)
+		}
+	})
+	var n int64
+	cl.rn.WithProgress(func(id uint64, typ raft.ProgressType, pr tracker.Progress) {
+		if typ == raft.ProgressTypePeer && id != cl.cfg.NodeID && cl.isVoter(id) && pr.Match >= last {
+			n++
+		}
+	})
+	return n
+}
