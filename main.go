@@ -20,6 +20,7 @@ import (
 
 	"github.com/tallyd/tallyd/aof"
 	"github.com/tallyd/tallyd/loop"
+	"github.com/tallyd/tallyd/script"
 	"github.com/tallyd/tallyd/stats"
 )
 
@@ -81,6 +82,10 @@ type options struct {
 	slowlogMaxLen        int
 	multiMaxCommands     int
 	multiMaxWork         time.Duration
+	luaTimeLimit         int64
+	luaMaxMemory         int64
+	luaScriptsMax        int
+	luaScriptsMaxBytes   int64
 	counterEnabledByFile *bool
 	semaphoreEnabled     bool
 	cluster              clusterOptions
@@ -114,6 +119,10 @@ func newFlags(o *options, d loop.Config) *pflag.FlagSet {
 	fs.IntVar(&o.idleTimeout, "idle-timeout", int(d.IdleTimeout/time.Second), "close a connection that has sent no whole request for this many `SECONDS` and holds and awaits nothing (Redis's timeout); 0 = never")
 	fs.DurationVar(&o.connSlice, "conn-slice", d.ConnSlice, "how long one connection's requests run in a turn of the event loop before the other connections are served (memcached's reqs_per_event, in time); 0 = no limit")
 	fs.IntVar(&o.multiMaxCommands, "multi-max-commands", d.MultiMaxCommands, "commands one MULTI may queue; beyond: an error, and EXEC aborts (0 = unlimited)")
+	fs.Int64Var(&o.luaTimeLimit, "lua-time-limit", script.DefaultLimits.Time.Milliseconds(), "milliseconds one script (EVAL) may run before it is stopped with a BUSY error (the loop serves no one else meanwhile)")
+	fs.Int64Var(&o.luaMaxMemory, "lua-max-memory", script.DefaultLimits.MaxMemory, "bytes one script may allocate before it is stopped")
+	fs.IntVar(&o.luaScriptsMax, "lua-scripts-max", script.DefaultLimits.MaxScripts, "scripts sent only by EVAL kept by SHA1 for EVALSHA (the least recently used beyond are forgotten)")
+	fs.Int64Var(&o.luaScriptsMaxBytes, "lua-scripts-max-bytes", script.DefaultLimits.MaxBytes, "bytes of scripts kept in all; SCRIPT LOAD beyond answers an error")
 	fs.DurationVar(&o.multiMaxWork, "multi-max-work", d.MultiMaxWork, "estimated time one EXEC may hold the event loop (its queue's commands, keys and bytes); beyond: an error while queueing, and EXEC aborts (0 = unlimited)")
 	fs.Int64Var(&o.slowlogSlowerThan, "slowlog-log-slower-than", d.SlowlogSlowerThan, "Redis-text commands that run at least this many `MICROSECONDS` are kept in SLOWLOG (negative: none, 0: all)")
 	fs.IntVar(&o.slowlogMaxLen, "slowlog-max-len", d.SlowlogMaxLen, "entries SLOWLOG keeps, the newest")
@@ -366,6 +375,8 @@ func (o *options) loopConfig(fs *pflag.FlagSet, d loop.Config) (loop.Config, err
 		return d, fmt.Errorf("--conn-slice %s cannot be negative (0 = no limit)", o.connSlice)
 	case o.multiMaxCommands < 0 || o.multiMaxWork < 0:
 		return d, errors.New("--multi-max-commands and --multi-max-work cannot be negative (0 = unlimited)")
+	case o.luaTimeLimit < 1 || o.luaMaxMemory < 1<<20 || o.luaScriptsMax < 1 || o.luaScriptsMaxBytes < 1<<10:
+		return d, errors.New("--lua-time-limit must be at least 1 ms, --lua-max-memory 1 MiB, --lua-scripts-max 1 and --lua-scripts-max-bytes 1 KiB")
 	case o.slowlogMaxLen < 0:
 		return d, fmt.Errorf("--slowlog-max-len %d cannot be negative", o.slowlogMaxLen)
 	case o.metricsMaxConns < 1:
@@ -403,6 +414,8 @@ func (o *options) loopConfig(fs *pflag.FlagSet, d loop.Config) (loop.Config, err
 		cfg.ConnSlice = -1 // no limit
 	}
 	cfg.MultiMaxCommands, cfg.MultiMaxWork = o.multiMaxCommands, o.multiMaxWork
+	cfg.LuaTimeLimit, cfg.LuaMaxMemory = time.Duration(o.luaTimeLimit)*time.Millisecond, o.luaMaxMemory
+	cfg.LuaScriptsMax, cfg.LuaScriptsMaxBytes = o.luaScriptsMax, o.luaScriptsMaxBytes
 	cfg.SlowlogSlowerThan, cfg.SlowlogMaxLen = o.slowlogSlowerThan, o.slowlogMaxLen
 	mem, err := int64(0), error(nil)
 	if o.maxMemory == defaultMaxMemory {

@@ -123,6 +123,10 @@ func (s *Server) fillInfo(in *resp.Info, now int64) {
 	s.info.memPeak = max(s.info.memPeak, used)
 	in.Memory = resp.InfoMemory{Used: used, RSS: s.rss(), Peak: s.info.memPeak, Budget: s.memUsed(),
 		Dataset: s.store.Bytes(), Max: s.cfg.MaxMemory}
+	if e := s.scr.eng; e != nil {
+		n, b := e.Stats()
+		in.Memory.Scripts, in.Memory.ScriptBytes = int64(n), b
+	}
 	ops, inK, outK := s.rates()
 	in.Stats = resp.InfoStats{Commands: s.commandsTotal(), OpsPerSec: ops, NetIn: sum(s.m.bytesIn[:]),
 		NetOut: sum(s.m.bytesOut[:]), InKbps: inK, OutKbps: outK, Hits: s.info.hits, Misses: s.info.misses}

@@ -229,6 +229,10 @@ func (s *Server) runCommand(cs *conn, spec *slock.Spec, args [][]byte, now int64
 		s.slowlogCmd(cs, args)
 	case slock.CmdWait:
 		s.waitCmd(cs, args)
+	case slock.CmdEval:
+		s.evalCmd(cs, spec, args, now)
+	case slock.CmdScript:
+		s.scriptCmd(cs, args)
 	case slock.CmdGetFence:
 		f := s.locks.KeyFence(sc.text.DB, sc.text.KeyID(args[1]))
 		s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), int64(f)))

@@ -94,6 +94,7 @@ func (s *Server) applyReload() {
 	s.cfg.MaxInput, s.cfg.MaxOutput = c.MaxInput, c.MaxOutput
 	s.cfg.MaxMemory = c.MaxMemory
 	s.cfg.SlockMaxWills, s.cfg.SlockMaxWillBytes = c.SlockMaxWills, c.SlockMaxWillBytes
+	s.reloadScripts(c)
 	if c.IdleTimeout != s.cfg.IdleTimeout {
 		wasOff := s.cfg.IdleTimeout <= 0
 		s.cfg.IdleTimeout = c.IdleTimeout

@@ -125,6 +125,13 @@ type Config struct {
 	LockPersistAfter time.Duration // a lock held this long is logged (at once if its key has a value)
 	AOFRewriteSize   int64         // the log is compacted past this size once it has doubled since the last time
 
+	// Scripts (script.go): how long one may run, what it may allocate, and the cache of
+	// scripts by SHA1 (EVAL-only ones kept, bytes of all); 0: script.DefaultLimits'.
+	LuaTimeLimit       time.Duration
+	LuaMaxMemory       int64
+	LuaScriptsMax      int
+	LuaScriptsMaxBytes int64
+
 	Tick time.Duration // how often timed work runs on the loop
 	// MetricsEvery is how often the loop publishes a metrics snapshot unasked (0: DefaultPublishEvery).
 	MetricsEvery time.Duration
@@ -234,6 +241,8 @@ type Server struct {
 	early    []byte    // serveEarly's scratch (order.go)
 	fair     fairState // each connection's slice of a turn, the pump, the turn figures (fair.go)
 	slow     slowlog   // SLOWLOG (slowlog.go)
+
+	scr scriptState // EVAL and SCRIPT (script.go)
 
 	persist persistState
 	cl      *clusterState // nil unless in cluster mode (cluster.go)

@@ -62,6 +62,9 @@ type InfoMemory struct {
 	Budget  int64 // used_memory_budget: what --max-memory is compared with (store, buffers, wills)
 	Dataset int64 // used_memory_dataset: the store's share of Budget
 	Max     int64 // maxmemory: the budget, 0 for none
+
+	ScriptBytes int64 // used_memory_scripts_eval: the bodies of the scripts cached
+	Scripts     int64 // number_of_cached_scripts
 }
 
 // InfoStats are the Stats section's figures.
@@ -196,6 +199,8 @@ func appendInfoMemory(dst []byte, m *InfoMemory) []byte {
 	dst = AppendHumanBytes(append(dst, "\r\nused_memory_peak_human:"...), m.Peak)
 	dst = appendIntField(dst, "\r\nused_memory_budget:", m.Budget)
 	dst = appendIntField(dst, "\r\nused_memory_dataset:", m.Dataset)
+	dst = appendIntField(dst, "\r\nused_memory_scripts_eval:", m.ScriptBytes)
+	dst = appendIntField(dst, "\r\nnumber_of_cached_scripts:", m.Scripts)
 	dst = appendIntField(dst, "\r\nmaxmemory:", m.Max)
 	dst = AppendHumanBytes(append(dst, "\r\nmaxmemory_human:"...), m.Max)
 	dst = append(dst, "\r\nmaxmemory_policy:noeviction\r\nmem_fragmentation_ratio:"...)

@@ -46,7 +46,7 @@ func TestAppendInfoNoLog(t *testing.T) {
 		"# Clients\r\nconnected_clients:3\r\nmaxclients:10000\r\nblocked_clients:2\r\n\r\n" +
 		"# Memory\r\nused_memory:1536\r\nused_memory_human:1.50K\r\nused_memory_rss:3145728\r\n" +
 		"used_memory_rss_human:3.00M\r\nused_memory_peak:5368709120\r\nused_memory_peak_human:5.00G\r\n" +
-		"used_memory_budget:2000\r\nused_memory_dataset:1000\r\nmaxmemory:1073741824\r\nmaxmemory_human:1.00G\r\n" +
+		"used_memory_budget:2000\r\nused_memory_dataset:1000\r\nused_memory_scripts_eval:0\r\nnumber_of_cached_scripts:0\r\nmaxmemory:1073741824\r\nmaxmemory_human:1.00G\r\n" +
 		"maxmemory_policy:noeviction\r\nmem_fragmentation_ratio:2048.00\r\nmem_allocator:go\r\n\r\n" +
 		"# Persistence\r\naof_enabled:0\r\n\r\n" +
 		"# Stats\r\ntotal_connections_received:1099511627776\r\ntotal_commands_processed:123456\r\n" +

@@ -50,6 +50,8 @@ const (
 	CmdACL         // ACL WHOAMI|LIST|CAT|LOAD|USERS
 	CmdSlowlog     // SLOWLOG GET [n]|LEN|RESET|HELP: the commands that ran longer than a threshold
 	CmdWait        // WAIT numreplicas timeout: how many other voters hold the connection's last write
+	CmdEval        // EVAL, EVALSHA, EVAL_RO, EVALSHA_RO: a Lua script (script/)
+	CmdScript      // SCRIPT LOAD|EXISTS|FLUSH|KILL|HELP: the script cache
 )
 
 // CmdFlags are a command's properties.
@@ -95,15 +97,17 @@ type SubSpec struct {
 type KeySpec struct {
 	First, Last, Step int8
 	Lock              bool
+	Eval              bool // EVAL's: numkeys at args[2], then that many keys
 }
 
 // The key specs of the table.
 var (
 	keysNone  = KeySpec{}
-	keysOne   = KeySpec{1, 1, 1, false}
-	keysAll   = KeySpec{1, -1, 1, false}
-	keysPairs = KeySpec{1, -1, 2, false}
-	keysLock  = KeySpec{1, 1, 1, true}
+	keysOne   = KeySpec{1, 1, 1, false, false}
+	keysAll   = KeySpec{1, -1, 1, false, false}
+	keysPairs = KeySpec{1, -1, 2, false, false}
+	keysLock  = KeySpec{1, 1, 1, true, false}
+	keysEval  = KeySpec{3, -1, 1, false, true}
 )
 
 // Categories, shorter, for the table.
@@ -122,6 +126,7 @@ const (
 	aTx         = acl.Transaction
 	aLock       = acl.Lock
 	aCluster    = acl.Cluster
+	aScripting  = acl.Scripting
 	aAdminCmd   = aAdmin | aSlow | aDangerous // CONFIG GET, ACL LIST, ...
 )
 
@@ -178,6 +183,11 @@ var table = []row{
 	{"AUTH", CmdAuth, OpNone, -2, CmdNoAuth, HashNone, aFast | aConnection, keysNone},
 	{"ACL", CmdACL, OpNone, -2, 0, HashNone, aSlow, keysNone},
 	{"SLOWLOG", CmdSlowlog, OpNone, -2, CmdAdmin, HashNone, aSlow, keysNone},
+	{"EVAL", CmdEval, OpNone, -3, 0, HashNone, aSlow | aScripting, keysEval},
+	{"EVALSHA", CmdEval, OpNone, -3, 0, HashNone, aSlow | aScripting, keysEval},
+	{"EVAL_RO", CmdEval, OpNone, -3, 0, HashNone, aSlow | aScripting, keysEval},
+	{"EVALSHA_RO", CmdEval, OpNone, -3, 0, HashNone, aSlow | aScripting, keysEval},
+	{"SCRIPT", CmdScript, OpNone, -2, 0, HashNone, aSlow, keysNone},
 
 	{"SET", CmdKV, OpSet, -3, CmdWrite | CmdDenyOOM | CmdMayWait, HashNone, aWrite | aString | aSlow, keysOne},
 	{"SETEX", CmdKV, OpSet, 4, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aSlow, keysOne},
@@ -244,6 +254,8 @@ var subcommands = map[string][]SubSpec{
 		{"INFO", -2, aSlow | aConnection, 0}, {"LIST", -2, aSlow | aConnection, 0}},
 	"ACL": {{"WHOAMI", 2, aSlow, 0}, {"CAT", -2, aSlow, 0}, {"LIST", 2, aAdminCmd, 0},
 		{"USERS", 2, aAdminCmd, 0}, {"LOAD", 2, aAdminCmd, 0}},
+	"SCRIPT": {{"LOAD", 3, aSlow | aScripting, 0}, {"EXISTS", -3, aSlow | aScripting, 0},
+		{"FLUSH", -2, aSlow | aScripting, 0}, {"KILL", 2, aSlow | aScripting, 0}, {"HELP", 2, aSlow | aScripting, 0}},
 	"SLOWLOG": {{"GET", -2, aAdminCmd, 0}, {"LEN", 2, aAdminCmd, 0}, {"RESET", 2, aAdminCmd, 0},
 		{"HELP", 2, aSlow, 0}},
 }
@@ -291,6 +303,12 @@ func (s *Spec) ACLID(args [][]byte) (int, bool) {
 
 // FirstKey is the index in args (a command line of s) of its first key; 0 if it has none.
 func (s *Spec) FirstKey(args [][]byte) int {
+	if s.Keys.Eval {
+		if n, ok := resp.ParseInt(args[2]); ok && n > 0 && n <= int64(len(args)-3) {
+			return 3
+		}
+		return 0
+	}
 	if k := int(s.Keys.First); k > 0 && k < len(args) {
 		return k
 	}
@@ -312,6 +330,10 @@ func (s *Spec) NextKey(args [][]byte, i int) int {
 		return 0
 	}
 	last := int(s.Keys.Last)
+	if s.Keys.Eval {
+		n, _ := resp.ParseInt(args[2]) // FirstKey checked it
+		last = 2 + int(n)
+	}
 	if last < 0 {
 		last += len(args)
 	}
