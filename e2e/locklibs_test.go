@@ -402,3 +402,44 @@ func TestLockLibFencingToken(t *testing.T) {
 		t.Fatalf("Unlock: %v, %v", ok, err)
 	}
 }
+
+// TestLockLibRedsyncCluster: redsync pointed at one member of a three-member cluster (at
+// QUORUM, the default) locks and extends through a follower; the lock survives the leader's
+// kill, and through another member after the failover a second mutex is refused, while the
+// holder's value still extends (redsync answers a NOSCRIPT with EVAL) and unlocks.
+func TestLockLibRedsyncCluster(t *testing.T) {
+	c := newCluster(t, 3)
+	c.bound(60 * time.Second)
+	lead := c.waitLeader(5*time.Second, nil)
+	fol := c.others(lead)
+	rs, _ := llRedsync(t, c.net.clientAddr(fol[0]))
+	m := rs.NewMutex("job", redsync.WithExpiry(30*time.Second), redsync.WithTries(1))
+	if err := m.Lock(); err != nil {
+		t.Fatalf("Lock through a follower: %v", err)
+	}
+	if ok, err := m.Extend(); !ok || err != nil {
+		t.Fatalf("Extend through a follower: %v, %v", ok, err)
+	}
+	c.kill(lead)
+	c.waitLeader(10*time.Second, fol)
+	rs2, _ := llRedsync(t, c.net.clientAddr(fol[1]))
+	// Until the new leader serves, commands may answer CLUSTERDOWN: ask again.
+	var err error
+	var taken *redsync.ErrTaken
+	if !waitUntil(time.Now().Add(10*time.Second), 50*time.Millisecond, func() bool {
+		err = rs2.NewMutex("job", redsync.WithTries(1)).Lock()
+		return !strings.Contains(fmt.Sprint(err), "CLUSTERDOWN")
+	}) || !errors.As(err, &taken) {
+		t.Fatalf("another mutex's Lock after the failover: %v, want ErrTaken", err)
+	}
+	held := rs2.NewMutex("job", redsync.WithValue(m.Value()), redsync.WithExpiry(30*time.Second))
+	if ok, err := held.Extend(); !ok || err != nil {
+		t.Fatalf("the holder's Extend after the failover: %v, %v", ok, err)
+	}
+	if ok, err := held.Unlock(); !ok || err != nil {
+		t.Fatalf("the holder's Unlock after the failover: %v, %v", ok, err)
+	}
+	if err := rs2.NewMutex("job", redsync.WithTries(1)).Lock(); err != nil {
+		t.Fatalf("Lock after the Unlock: %v", err)
+	}
+}
