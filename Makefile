@@ -56,6 +56,7 @@ deps:
 	-./scripts/ensure-yrmcds.sh
 	-./scripts/ensure-redis-tools.sh
 	-./scripts/ensure-python-redis.sh
+	-./scripts/ensure-node-redlock.sh
 	-./scripts/ensure-tmux.sh
 	-./scripts/ensure-iproute2.sh
 

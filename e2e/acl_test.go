@@ -207,16 +207,7 @@ func TestACLGoRedis(t *testing.T) {
 // TestACLRedisPy: redis-py logging in as the users sees the same results and exceptions
 // from both servers (testdata/acl_clients.py).
 func TestACLRedisPy(t *testing.T) {
-	py := ""
-	for _, p := range []string{"/usr/bin/python3", "python3"} {
-		if path, err := exec.LookPath(p); err == nil && exec.Command(path, "-c", "import redis").Run() == nil {
-			py = path
-			break
-		}
-	}
-	if py == "" {
-		t.Skip("redis-py is not installed: run scripts/ensure-python-redis.sh (Debian package python3-redis)")
-	}
+	py := needRedisPy(t)
 	refAddr, talAddr := aclServers(t)
 	run := func(addr string) string {
 		host, port, _ := strings.Cut(addr, ":")
