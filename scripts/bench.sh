@@ -80,6 +80,7 @@ wait_port "$tls_port" $! tallyd
 args+=(--target "tallyd=counter@127.0.0.1:$port" --pid "tallyd=$!")
 args+=(--endpoint "tallyd=pool@127.0.0.1:$pool_port" --endpoint "tallyd=slock@127.0.0.1:$slock_port"
 	--endpoint "tallyd=slock-text@127.0.0.1:$slock_port"
+	--endpoint "tallyd=redis-lock@127.0.0.1:$slock_port" --endpoint "tallyd=redis-lock-lua@127.0.0.1:$slock_port"
 	--endpoint "tallyd=slock+tls@127.0.0.1:$tls_port" --endpoint "tallyd=slock-text+tls@127.0.0.1:$tls_port"
 	--tls-ca "$tmp/tls/cert.pem")
 notes=("Servers: $(bin/tallyd --version 2>&1 | head -1 || true)")
@@ -103,6 +104,8 @@ if ((compare)); then
 	pids+=($!)
 	wait_port "$rport" $! redis
 	args+=(--target "redis=resp@127.0.0.1:$rport" --pid "redis=$!")
+	# The Redis lock rows: redis-server 7.0 has no DELEX, so its releases are all EVALSHA.
+	args+=(--endpoint "redis=redis-lock-lua@127.0.0.1:$rport")
 	notes+=("$(redis-server --version 2>&1 | cut -d' ' -f1-3 || true), persistence off")
 	if command -v yrmcdsd >/dev/null && [[ -z "${BENCH_NO_YRMCDS:-}" ]]; then
 		yport=$(free_port "${YRMCDS_PORT:-21315}")
