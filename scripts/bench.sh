@@ -87,7 +87,8 @@ notes=("Servers: $(bin/tallyd --version 2>&1 | head -1 || true)")
 
 if ((compare)); then
 	name=compare
-	if ! command -v redis-server >/dev/null || ! command -v yrmcdsd >/dev/null; then
+	# BENCH_NO_YRMCDS=1: compare with Redis only, and do not install yrmcds.
+	if ! command -v redis-server >/dev/null || { [[ -z "${BENCH_NO_YRMCDS:-}" ]] && ! command -v yrmcdsd >/dev/null; }; then
 		if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
 			echo "bench: installing redis-server and yrmcds with apt-get" >&2
 			(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server) >&2 ||

@@ -307,6 +307,11 @@ func TestRedisLockRuns(t *testing.T) {
 		if d := int64(res.Acquired) - int64(res.Released); d > 64 || d < -64 {
 			t.Errorf("%s: %d acquired, %d released", c.proto, res.Acquired, res.Released)
 		}
+		var text bytes.Buffer
+		res.WriteText(&text)
+		if !strings.Contains(text.String(), "  locks          "+Grouped(float64(res.Acquired))+" acquired, ") {
+			t.Errorf("%s: summary lacks the locks line:\n%s", c.proto, text.String())
+		}
 		if c.fake.flushEvery > 0 && res.Outcomes["resent"] == 0 {
 			t.Errorf("%s with the script cache flushed: no EVALSHA resent (%v)", c.proto, res.Outcomes)
 		}

@@ -191,6 +191,9 @@ func (r *Result) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "  %-14s %s\n", f.Name, f.Format(f.Value(r)))
 	}
 	writeCounts(w, "  replies", r.Outcomes)
+	if r.Acquired > 0 || r.Released > 0 {
+		fmt.Fprintf(w, "  locks          %s acquired, %s released\n", Grouped(float64(r.Acquired)), Grouped(float64(r.Released)))
+	}
 	if r.Waited > 0 {
 		fmt.Fprintf(w, "  waited         %s acquires waited for the lock (their probe was answered first)\n", Grouped(float64(r.Waited)))
 	}
