@@ -140,7 +140,7 @@ func newRunFlags(name string, errOut io.Writer) (*pflag.FlagSet, *runFlags) {
 	fs.Uint32Var(&c.Max, "max", 0, "counter maximum / semaphore initial / pool workers / slock holders at once (COUNT+1) (default 2^32-1; hot, wait, pool, slock: --n, so 1)")
 	fs.Uint32Var(&c.Queue, "maxqueue", 0, "pool: ACQ4ME maxqueue, holders and waiters a key may have (0: no limit)")
 	fs.DurationVar(&c.Timeout, "timeout", 100*time.Millisecond, "pool, slock: how long an acquire may wait for the lock (pool rounds up to whole seconds)")
-	fs.DurationVar(&c.Expiry, "expiry", 10*time.Second, "slock: how long a lock may be held before the server frees it (Expried)")
+	fs.DurationVar(&c.Expiry, "expiry", 10*time.Second, "slock: how long a lock may be held before the server frees it (Expried); redis-lock: SET's PX")
 	fs.BoolVar(&c.AwaitGrant, "await-grant", false, "pairs: send each release only once its acquire is answered (two round trips a pair; always so on shared keys of pool and slock)")
 	fs.Float64Var(&c.Churn, "churn", 0, "connect, one op, close cycles per second, beside the active connections")
 	fs.IntVar(&c.Sources, "sources", 256, "spread connections to a loopback target over this many 127.0.0.0/8 source addresses (0: one)")

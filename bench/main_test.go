@@ -423,3 +423,58 @@ func TestSuiteRunsTLSCases(t *testing.T) {
 		}
 	}
 }
+
+// The Redis lock cases run on both targets; one without DELEX runs the first as EVALSHA, and
+// the report says so and counts acquisitions and releases.
+func TestSuiteRunsRedisLockCasesBesideRedis(t *testing.T) {
+	_, addr := sink(t, "counter")
+	_, raddr := sink(t, "resp")
+	delex, daddr := sink(t, "redis-lock")
+	lua, laddr := sink(t, "redis-lock-lua")
+	rlua, rladdr := sink(t, "redis-lock-lua")
+	dir := t.TempDir()
+	var out, errOut bytes.Buffer
+	err := suiteCmd(context.Background(), []string{"--target", "tallyd=counter@" + addr, "--target", "redis=resp@" + raddr,
+		"--endpoint", "tallyd=redis-lock@" + daddr, "--endpoint", "tallyd=redis-lock-lua@" + laddr,
+		"--endpoint", "redis=redis-lock-lua@" + rladdr, "--cases", `^lock `, "--duration", "150ms", "--warmup", "0s",
+		"--out", dir, "-q"}, &out, &errOut)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut.String())
+	}
+	if delex.Requests() == 0 || lua.Requests() == 0 || rlua.Requests() == 0 {
+		t.Errorf("sinks answered DELEX %d, tallyd EVALSHA %d, redis EVALSHA %d requests", delex.Requests(), lua.Requests(), rlua.Requests())
+	}
+	var rep report.Report
+	js, _ := os.ReadFile(filepath.Join(dir, "latest.json"))
+	if err := json.Unmarshal(js, &rep); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][2]string{"lock SET NX PX + DELEX IFEQ": {"redis-lock", "redis-lock-lua"},
+		"lock release by EVALSHA": {"redis-lock-lua", "redis-lock-lua"}}
+	if len(rep.Cases) != len(want) {
+		t.Fatalf("%d cases, want %d", len(rep.Cases), len(want))
+	}
+	for _, c := range rep.Cases {
+		w, ok := want[c.Name]
+		td, rd := c.Results["tallyd"], c.Results["redis"]
+		if !ok || td == nil || rd == nil || td.Proto != w[0] || rd.Proto != w[1] {
+			t.Errorf("case %s: results %+v, want tallyd in %s, redis in %s", c.Name, c.Results, w[0], w[1])
+			continue
+		}
+		for _, r := range []*load.Result{td, rd} {
+			if r.Acquired == 0 || r.Released == 0 || len(r.Errors) != 0 {
+				t.Errorf("case %s on %s: acquired %d, released %d, errors %v", c.Name, r.Label, r.Acquired, r.Released, r.Errors)
+			}
+		}
+	}
+	md := out.String()
+	for _, s := range []string{"lock SET NX PX + DELEX IFEQ on redis: ran as protocol redis-lock-lua, as redis does not speak redis-lock.",
+		"lock release by EVALSHA on tallyd: ", " acquisitions/s ("} {
+		if !strings.Contains(md, s) {
+			t.Errorf("report lacks %q:\n%s", s, md)
+		}
+	}
+	if strings.Contains(md, "lock release by EVALSHA on tallyd: ran as") {
+		t.Errorf("report says a case ran in another protocol where it did not:\n%s", md)
+	}
+}

@@ -24,6 +24,7 @@ import (
 type caseDef struct {
 	name, about, series string
 	proto               string // the case's protocol, run where a target speaks it; "": each target's own
+	alt                 string // where a target does not speak proto: this protocol instead (the report says so)
 	cfg                 load.Config
 	halfOf              string // open loop: run at half the ops/s this case reached on the target
 	firstOnly           bool   // run on the first target only, in the first round
@@ -86,9 +87,26 @@ func standardCases(o suiteOpts) []caseDef {
 	// not weigh on the counter cases' figures and RSS. Fairness at the very end: it loads
 	// 100,000 keys.
 	cs = append(cs, lockCases(o)...)
+	cs = append(cs, redisLockCases()...)
 	cs = append(cs, tlsCases()...)
 	return append(cs, caseDef{name: report.CaseFair, proto: "slock-text", fair: true, firstRound: true,
 		about: "one connection pipelines 2,000 KEYS zzz* over 100,000 keys in one write, again and again; another sends PING after PING: an op is one PING, its latency what the other client waits (issue 21: the burst froze every port 16.7 s)"})
+}
+
+// redisLockCases are what Redis lock libraries send (issue 22), on tallyd's Redis-text port
+// and beside redis-server: a lock taken with SET NX PX and released by compare-and-delete,
+// by DELEX IFEQ (redis-server 7.0 has no DELEX: there the same compare-and-delete by
+// EVALSHA) and by EVALSHA of redis-py's release script.
+func redisLockCases() []caseDef {
+	cfg := load.Config{Workload: load.Pairs, Conns: 64, Pipeline: 16, Keys: 10_000, AwaitGrant: true, Expiry: 30 * time.Second}
+	const shape = "64 connections, each with 16 locks in flight on 10,000 shared keys (uniform), so some SETs find the key held (refused, busy); " +
+		"an op is SET key token NX PX 30000 (token unique to the op) and, once it is granted, "
+	return []caseDef{
+		{name: "lock SET NX PX + DELEX IFEQ", proto: "redis-lock", alt: "redis-lock-lua", cfg: cfg,
+			about: shape + "DELEX key IFEQ token (:1 released). A server without DELEX (redis-server 7.0) runs the same compare-and-delete as EVALSHA of the release script (protocol redis-lock-lua), and the notes below the table say so"},
+		{name: "lock release by EVALSHA", proto: "redis-lock-lua", cfg: cfg,
+			about: shape + "EVALSHA of redis-py's release script (if GET key == token then DEL key), loaded once a connection with SCRIPT LOAD (again after a NOSCRIPT, which resends the EVALSHA)"},
+	}
 }
 
 // tlsCases are slock cases over TLS, to read beside the same cases in plain text (run where
@@ -319,6 +337,11 @@ func suiteCmd(ctx context.Context, args []string, out, errOut io.Writer) error {
 					key += "+tls"
 				}
 				addr, ok := t.Endpoint(key)
+				proto := cd.proto
+				if !ok && cd.alt != "" {
+					addr, ok = t.Endpoint(cd.alt)
+					proto = cd.alt
+				}
 				if !ok {
 					continue // the target does not speak the case's protocol
 				}
@@ -330,8 +353,8 @@ func suiteCmd(ctx context.Context, args []string, out, errOut io.Writer) error {
 					}
 					cfg.TLS = tlsCfg
 				}
-				if cd.proto != "" {
-					cfg.Proto = cd.proto
+				if proto != "" {
+					cfg.Proto = proto
 				}
 				cfg.Warmup = o.warmup
 				if cfg.Duration == 0 {

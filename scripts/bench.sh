@@ -80,13 +80,15 @@ wait_port "$tls_port" $! tallyd
 args+=(--target "tallyd=counter@127.0.0.1:$port" --pid "tallyd=$!")
 args+=(--endpoint "tallyd=pool@127.0.0.1:$pool_port" --endpoint "tallyd=slock@127.0.0.1:$slock_port"
 	--endpoint "tallyd=slock-text@127.0.0.1:$slock_port"
+	--endpoint "tallyd=redis-lock@127.0.0.1:$slock_port" --endpoint "tallyd=redis-lock-lua@127.0.0.1:$slock_port"
 	--endpoint "tallyd=slock+tls@127.0.0.1:$tls_port" --endpoint "tallyd=slock-text+tls@127.0.0.1:$tls_port"
 	--tls-ca "$tmp/tls/cert.pem")
 notes=("Servers: $(bin/tallyd --version 2>&1 | head -1 || true)")
 
 if ((compare)); then
 	name=compare
-	if ! command -v redis-server >/dev/null || ! command -v yrmcdsd >/dev/null; then
+	# BENCH_NO_YRMCDS=1: compare with Redis only, and do not install yrmcds.
+	if ! command -v redis-server >/dev/null || { [[ -z "${BENCH_NO_YRMCDS:-}" ]] && ! command -v yrmcdsd >/dev/null; }; then
 		if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
 			echo "bench: installing redis-server and yrmcds with apt-get" >&2
 			(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server) >&2 ||
@@ -103,6 +105,8 @@ if ((compare)); then
 	pids+=($!)
 	wait_port "$rport" $! redis
 	args+=(--target "redis=resp@127.0.0.1:$rport" --pid "redis=$!")
+	# The Redis lock rows: redis-server 7.0 has no DELEX, so its releases are all EVALSHA.
+	args+=(--endpoint "redis=redis-lock-lua@127.0.0.1:$rport")
 	notes+=("$(redis-server --version 2>&1 | cut -d' ' -f1-3 || true), persistence off")
 	if command -v yrmcdsd >/dev/null && [[ -z "${BENCH_NO_YRMCDS:-}" ]]; then
 		yport=$(free_port "${YRMCDS_PORT:-21315}")

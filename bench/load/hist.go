@@ -62,6 +62,8 @@ type tally struct {
 	reqs     uint64  // replies received
 	ops      uint64  // ops completed
 	waited   uint64  // acquires that waited for the lock (seen by their probes)
+	acquired uint64  // acquires answered OK
+	released uint64  // releases answered OK
 	outcomes [NumOutcomes]uint64
 	errs     [numErrKinds]uint64
 	measured bool // whether these fall inside the measured window
@@ -73,7 +75,7 @@ func (t *tally) reset() {
 }
 
 func (t *tally) empty() bool {
-	if len(t.lat) > 0 || t.reqs > 0 || t.ops > 0 || t.waited > 0 {
+	if len(t.lat) > 0 || t.reqs > 0 || t.ops > 0 || t.waited > 0 || t.acquired > 0 || t.released > 0 {
 		return false
 	}
 	for _, e := range t.errs {
@@ -94,6 +96,8 @@ type counts struct {
 	reqs     uint64
 	ops      uint64
 	waited   uint64
+	acquired uint64
+	released uint64
 	outcomes [NumOutcomes]uint64
 	errs     [numErrKinds]uint64
 }
@@ -102,6 +106,8 @@ func (c *counts) add(t *tally) {
 	c.reqs += t.reqs
 	c.ops += t.ops
 	c.waited += t.waited
+	c.acquired += t.acquired
+	c.released += t.released
 	for i, v := range t.outcomes {
 		c.outcomes[i] += v
 	}

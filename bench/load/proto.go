@@ -56,8 +56,8 @@ const HoldWhileConnected = math.MaxUint32
 // Outcome is how the server answered one request.
 type Outcome uint8
 
-// Outcomes. OK, NotFound, Busy, NotHeld and TimedOut are answers a correct server gives
-// under contention; the rest are errors.
+// Outcomes. OK, NotFound, Busy, NotHeld, TimedOut, Expired and Resent are answers a
+// correct server may give; the rest are errors.
 const (
 	OK       Outcome = iota
 	NotFound         // the key does not exist
@@ -65,15 +65,17 @@ const (
 	NotHeld          // release of resources this connection does not hold
 	TimedOut         // a wait ran out of time
 	Expired          // a held lock ran out of time and the server said so (slock's pushed EXPRIED)
+	Resent           // the server asked for the request again, which the runner resends (Redis's NOSCRIPT)
 	Invalid          // the server called the request invalid
 	Unknown          // the server does not know the command
 	NoMemory         // the server is out of memory
 	Failed           // any other error reply
+	Lost             // a release found its lock gone or another's, which the workload never allows
 	NumOutcomes
 )
 
-var outcomeNames = [...]string{"ok", "not_found", "busy", "not_held", "timed_out", "expired",
-	"invalid", "unknown_command", "out_of_memory", "failed"}
+var outcomeNames = [...]string{"ok", "not_found", "busy", "not_held", "timed_out", "expired", "resent",
+	"invalid", "unknown_command", "out_of_memory", "failed", "lock_lost"}
 
 func (o Outcome) String() string {
 	if int(o) < len(outcomeNames) {
@@ -151,6 +153,9 @@ type Dialect struct {
 	// Durable says locks and queued waits outlive the connection (slock): the wait
 	// workload's holders then unlock only once the last waits have timed out.
 	Durable bool
+	// CountLocks says the result counts the acquires granted and the releases done apart
+	// (Result.Acquired, Result.Released), and the report shows them.
+	CountLocks bool
 }
 
 var dialects = map[string]*Dialect{}

@@ -215,13 +215,13 @@ func TestSinkAnswersRESP(t *testing.T) {
 }
 
 func TestLookup(t *testing.T) {
-	for _, name := range []string{"counter", "semaphore", "resp", "pool", "slock", "slock-text"} {
+	for _, name := range []string{"counter", "semaphore", "resp", "pool", "slock", "slock-text", "redis-lock", "redis-lock-lua"} {
 		d, err := Lookup(name)
 		if err != nil || d.Name != name || d.New() == nil {
 			t.Errorf("Lookup(%q) = %v, %v", name, d, err)
 		}
 	}
-	if _, err := Lookup("memcache"); err == nil || !strings.Contains(err.Error(), "counter, pool, resp, semaphore, slock, slock-text") {
+	if _, err := Lookup("memcache"); err == nil || !strings.Contains(err.Error(), "counter, pool, redis-lock, redis-lock-lua, resp, semaphore, slock, slock-text") {
 		t.Errorf("Lookup(memcache): %v", err)
 	}
 	d, _ := Lookup("resp")

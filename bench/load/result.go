@@ -19,7 +19,7 @@ func Merge(rs ...*Result) *Result {
 	m.hist = NewHistogram()
 	m.Outcomes = map[string]uint64{}
 	m.Errors = map[string]uint64{}
-	m.Rounds, m.Seconds, m.Requests, m.Ops, m.CPU, m.Waited = 0, 0, 0, 0, 0, 0
+	m.Rounds, m.Seconds, m.Requests, m.Ops, m.CPU, m.Waited, m.Acquired, m.Released = 0, 0, 0, 0, 0, 0, 0, 0
 	m.ByRound = nil
 	if rs[0].Churn != nil {
 		m.churn = NewHistogram()
@@ -36,6 +36,8 @@ func Merge(rs ...*Result) *Result {
 		m.Requests += r.Requests
 		m.Ops += r.Ops
 		m.Waited += r.Waited
+		m.Acquired += r.Acquired
+		m.Released += r.Released
 		m.CPU += r.CPU
 		if r.hist != nil {
 			m.hist.Merge(r.hist)
@@ -189,6 +191,9 @@ func (r *Result) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "  %-14s %s\n", f.Name, f.Format(f.Value(r)))
 	}
 	writeCounts(w, "  replies", r.Outcomes)
+	if r.Acquired > 0 || r.Released > 0 {
+		fmt.Fprintf(w, "  locks          %s acquired, %s released\n", Grouped(float64(r.Acquired)), Grouped(float64(r.Released)))
+	}
 	if r.Waited > 0 {
 		fmt.Fprintf(w, "  waited         %s acquires waited for the lock (their probe was answered first)\n", Grouped(float64(r.Waited)))
 	}

@@ -197,6 +197,10 @@ type Result struct {
 	Timeout  float64 `json:"timeout_ms,omitempty"`  // of the lock protocols and waits
 	Grant    bool    `json:"await_grant,omitempty"` // releases went out once granted
 	Waited   uint64  `json:"waited,omitempty"`      // acquires that waited for the lock
+	// Acquired and Released count the acquires granted and the releases done, of the
+	// protocols that count them apart (Dialect.CountLocks).
+	Acquired uint64 `json:"acquired,omitempty"`
+	Released uint64 `json:"released,omitempty"`
 	// FirstError is the first reply that broke a connection's stream (a protocol error),
 	// with the bytes the server sent.
 	FirstError string            `json:"first_protocol_error,omitempty"`
@@ -600,6 +604,9 @@ func (rn *runner) result(res *Result, done int64) {
 	res.hist = rn.rec.total
 	rn.rec.mu.Unlock()
 	res.Requests, res.Ops, res.Waited = n.reqs, n.ops, n.waited
+	if rn.dialect.CountLocks {
+		res.Acquired, res.Released = n.acquired, n.released
+	}
 	rn.errMu.Lock()
 	res.FirstError = rn.firstErr
 	rn.errMu.Unlock()

@@ -398,6 +398,18 @@ func (w *worker) answer(at int, o Outcome, now int64) {
 	s.answered = true
 	w.t.reqs++
 	w.t.outcomes[o]++
+	var again *Req // a request the server asked for again (Resent), sent once s is retired
+	switch {
+	case o == OK && s.req.Kind == Acquire:
+		w.t.acquired++
+	case o == OK && s.req.Kind == Release:
+		w.t.released++
+	case o == Resent && s.last && !s.grant && !s.probe && w.match == nil:
+		// Only the last request of an op, on an in-order protocol (Redis's EVALSHA after
+		// NOSCRIPT): the op goes on with the copy, and s, at the head, is retired below.
+		r := s.req
+		again, s.last = &r, false
+	}
 	switch {
 	case s.probe:
 		// The acquire right before it: retired (at the head) or answered, it did not wait.
@@ -429,6 +441,9 @@ func (w *worker) answer(at int, o Outcome, now int64) {
 	for w.size > 0 && w.ring[w.head].answered {
 		w.head = (w.head + 1) & w.mask
 		w.size--
+	}
+	if again != nil {
+		w.send(again, s.start, asLast)
 	}
 }
 

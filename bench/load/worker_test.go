@@ -198,6 +198,8 @@ func TestRequestPathDoesNotAllocate(t *testing.T) {
 		{Proto: "slock", Conns: 1, Pipeline: 16, Keys: 8},
 		{Proto: "slock-text", Conns: 1, Pipeline: 16},
 		{Proto: "slock-text", Conns: 1, Pipeline: 1, Keys: 8},
+		{Proto: "redis-lock", Conns: 1, Pipeline: 16, Keys: 1000, AwaitGrant: true},
+		{Proto: "redis-lock-lua", Conns: 1, Pipeline: 16, Keys: 1000, AwaitGrant: true},
 	} {
 		w := testWorker(t, c)
 		scratch := make([]byte, 0, 64<<10)

@@ -299,6 +299,15 @@ func (r *Report) extras() string {
 				fmt.Fprintf(&b, "- %s on %s: %s acquires waited for the lock, %.0f%% of the ops (each probe answered before its acquire).\n",
 					c.Name, t.Name, load.Grouped(float64(res.Waited)), 100*float64(res.Waited)/float64(res.Ops))
 			}
+			if c.Proto != "" && res.Proto != "" && res.Proto != c.Proto {
+				fmt.Fprintf(&b, "- %s on %s: ran as protocol %s, as %s does not speak %s.\n", c.Name, t.Name, res.Proto, t.Name, c.Proto)
+			}
+			if d, _ := load.Lookup(res.Proto); d != nil && d.CountLocks && res.Seconds > 0 {
+				fmt.Fprintf(&b, "- %s on %s: %s acquisitions/s (%s in all), %s releases, %s SETs refused (key held), %s releases that found the lock gone, %s NOSCRIPT resends.\n",
+					c.Name, t.Name, load.Grouped(float64(res.Acquired)/res.Seconds), load.Grouped(float64(res.Acquired)),
+					load.Grouped(float64(res.Released)), load.Grouped(float64(res.Outcomes["busy"])),
+					load.Grouped(float64(res.Outcomes["lock_lost"])), load.Grouped(float64(res.Outcomes["resent"])))
+			}
 			if ch := res.Churn; ch != nil {
 				fmt.Fprintf(&b, "- %s on %s: %s connect/op/close cycles (%s/s asked, %d failed, %d not started), cycle p50 %s, p99 %s.\n",
 					c.Name, t.Name, load.Grouped(float64(ch.Cycles)), load.Grouped(ch.Rate), ch.Failed, ch.Skipped,
