@@ -81,6 +81,9 @@ type options struct {
 	slowlogMaxLen        int
 	multiMaxCommands     int
 	multiMaxWork         time.Duration
+	notifyEvents         string
+	pubsubLimit          string
+	maxSubscriptions     int
 	counterEnabledByFile *bool
 	semaphoreEnabled     bool
 	cluster              clusterOptions
@@ -114,6 +117,9 @@ func newFlags(o *options, d loop.Config) *pflag.FlagSet {
 	fs.IntVar(&o.idleTimeout, "idle-timeout", int(d.IdleTimeout/time.Second), "close a connection that has sent no whole request for this many `SECONDS` and holds and awaits nothing (Redis's timeout); 0 = never")
 	fs.DurationVar(&o.connSlice, "conn-slice", d.ConnSlice, "how long one connection's requests run in a turn of the event loop before the other connections are served (memcached's reqs_per_event, in time); 0 = no limit")
 	fs.IntVar(&o.multiMaxCommands, "multi-max-commands", d.MultiMaxCommands, "commands one MULTI may queue; beyond: an error, and EXEC aborts (0 = unlimited)")
+	fs.StringVar(&o.notifyEvents, "notify-keyspace-events", "", "keyspace notifications to publish, as Redis's notify-keyspace-events (K, E, g, $, h, x, A, ...; L: tallyd's lock events); CONFIG SET changes it")
+	fs.StringVar(&o.pubsubLimit, "client-output-buffer-limit", "32mb 8mb 60", "a subscriber's unsent messages: hard limit, soft limit and soft seconds, as Redis's client-output-buffer-limit pubsub class; CONFIG SET changes it")
+	fs.IntVar(&o.maxSubscriptions, "max-subscriptions", loop.DefaultMaxSubscriptions, "channels and patterns one connection may subscribe to, together")
 	fs.DurationVar(&o.multiMaxWork, "multi-max-work", d.MultiMaxWork, "estimated time one EXEC may hold the event loop (its queue's commands, keys and bytes); beyond: an error while queueing, and EXEC aborts (0 = unlimited)")
 	fs.Int64Var(&o.slowlogSlowerThan, "slowlog-log-slower-than", d.SlowlogSlowerThan, "Redis-text commands that run at least this many `MICROSECONDS` are kept in SLOWLOG (negative: none, 0: all)")
 	fs.IntVar(&o.slowlogMaxLen, "slowlog-max-len", d.SlowlogMaxLen, "entries SLOWLOG keeps, the newest")
@@ -368,6 +374,10 @@ func (o *options) loopConfig(fs *pflag.FlagSet, d loop.Config) (loop.Config, err
 		return d, errors.New("--multi-max-commands and --multi-max-work cannot be negative (0 = unlimited)")
 	case o.slowlogMaxLen < 0:
 		return d, fmt.Errorf("--slowlog-max-len %d cannot be negative", o.slowlogMaxLen)
+	case !loop.ValidNotify(o.notifyEvents):
+		return d, fmt.Errorf("--notify-keyspace-events %q: a character is no event class (use 'Ag$lshzxeKEtmdnL')", o.notifyEvents)
+	case o.maxSubscriptions < 1:
+		return d, fmt.Errorf("--max-subscriptions %d must be at least 1", o.maxSubscriptions)
 	case o.metricsMaxConns < 1:
 		return d, fmt.Errorf("--metrics-max-connections %d must be at least 1", o.metricsMaxConns)
 	case o.backlog < 1:
@@ -403,6 +413,12 @@ func (o *options) loopConfig(fs *pflag.FlagSet, d loop.Config) (loop.Config, err
 		cfg.ConnSlice = -1 // no limit
 	}
 	cfg.MultiMaxCommands, cfg.MultiMaxWork = o.multiMaxCommands, o.multiMaxWork
+	cfg.NotifyKeyspaceEvents, cfg.MaxSubscriptions = o.notifyEvents, o.maxSubscriptions
+	pl, err := loop.ParsePubsubLimit(o.pubsubLimit)
+	if err != nil {
+		return d, fmt.Errorf("--client-output-buffer-limit %w", err)
+	}
+	cfg.PubsubLimit = pl
 	cfg.SlowlogSlowerThan, cfg.SlowlogMaxLen = o.slowlogSlowerThan, o.slowlogMaxLen
 	mem, err := int64(0), error(nil)
 	if o.maxMemory == defaultMaxMemory {

@@ -156,7 +156,14 @@ func (s *Server) write(cs *conn) {
 	} else {
 		cs.asked = min(cs.asked, cs.sent) // as the socket takes it, what it asked for is read
 	}
-	if cs.sent > s.cfg.MaxOutput && (cs.peer == nil || cs.sent > peerLimit) {
+	if cs.slock != nil && cs.slock.subscribed() {
+		// A subscriber's messages are wake-ups it cannot refuse: bounded by the pubsub class
+		// of client-output-buffer-limit instead of --max-output (pubsub.go).
+		if s.pubsubOver(cs) {
+			s.closeLater(cs)
+			return
+		}
+	} else if cs.sent > s.cfg.MaxOutput && (cs.peer == nil || cs.sent > peerLimit) {
 		if cs.peer != nil || cs.sent > cs.asked+s.cfg.MaxOutput {
 			s.log.Warn().Uint64("conn", uint64(cs.owner)).Stringer("proto", cs.proto).
 				Str("remote", remoteAddr(cs.c).String()).Int("unsent", cs.sent).Int("limit", s.cfg.MaxOutput).

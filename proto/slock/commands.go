@@ -49,6 +49,13 @@ const (
 	CmdAuth        // AUTH [user] password
 	CmdACL         // ACL WHOAMI|LIST|CAT|LOAD|USERS
 	CmdSlowlog     // SLOWLOG GET [n]|LEN|RESET|HELP: the commands that ran longer than a threshold
+	CmdSubscribe    // SUBSCRIBE channel...
+	CmdUnsubscribe  // UNSUBSCRIBE [channel...]
+	CmdPSubscribe   // PSUBSCRIBE pattern...
+	CmdPUnsubscribe // PUNSUBSCRIBE [pattern...]
+	CmdPublish      // PUBLISH channel message
+	CmdPubsub       // PUBSUB CHANNELS|NUMSUB|NUMPAT|HELP
+	CmdReset        // RESET: the connection's state as a new one's
 )
 
 // CmdFlags are a command's properties.
@@ -121,6 +128,7 @@ const (
 	aTx         = acl.Transaction
 	aLock       = acl.Lock
 	aCluster    = acl.Cluster
+	aPubSub     = acl.PubSub
 	aAdminCmd   = aAdmin | aSlow | aDangerous // CONFIG GET, ACL LIST, ...
 )
 
@@ -177,6 +185,13 @@ var table = []row{
 	{"AUTH", CmdAuth, OpNone, -2, CmdNoAuth, HashNone, aFast | aConnection, keysNone},
 	{"ACL", CmdACL, OpNone, -2, 0, HashNone, aSlow, keysNone},
 	{"SLOWLOG", CmdSlowlog, OpNone, -2, CmdAdmin, HashNone, aSlow, keysNone},
+	{"SUBSCRIBE", CmdSubscribe, OpNone, -2, 0, HashNone, aPubSub | aSlow, keysNone},
+	{"UNSUBSCRIBE", CmdUnsubscribe, OpNone, -1, 0, HashNone, aPubSub | aSlow, keysNone},
+	{"PSUBSCRIBE", CmdPSubscribe, OpNone, -2, 0, HashNone, aPubSub | aSlow, keysNone},
+	{"PUNSUBSCRIBE", CmdPUnsubscribe, OpNone, -1, 0, HashNone, aPubSub | aSlow, keysNone},
+	{"PUBLISH", CmdPublish, OpNone, 3, 0, HashNone, aPubSub | aFast, keysNone},
+	{"PUBSUB", CmdPubsub, OpNone, -2, 0, HashNone, aSlow, keysNone},
+	{"RESET", CmdReset, OpNone, 1, CmdTx | CmdNoAuth, HashNone, aFast | aConnection, keysNone},
 
 	{"SET", CmdKV, OpSet, -3, CmdWrite | CmdDenyOOM | CmdMayWait, HashNone, aWrite | aString | aSlow, keysOne},
 	{"SETEX", CmdKV, OpSet, 4, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aSlow, keysOne},
@@ -237,6 +252,8 @@ var subcommands = map[string][]SubSpec{
 		{"INFO", -2, aSlow | aConnection, 0}, {"LIST", -2, aSlow | aConnection, 0}},
 	"ACL": {{"WHOAMI", 2, aSlow, 0}, {"CAT", -2, aSlow, 0}, {"LIST", 2, aAdminCmd, 0},
 		{"USERS", 2, aAdminCmd, 0}, {"LOAD", 2, aAdminCmd, 0}},
+	"PUBSUB": {{"CHANNELS", -2, aPubSub | aSlow, 0}, {"NUMSUB", -2, aPubSub | aSlow, 0},
+		{"NUMPAT", 2, aPubSub | aSlow, 0}, {"HELP", 2, aSlow, 0}},
 	"SLOWLOG": {{"GET", -2, aAdminCmd, 0}, {"LEN", 2, aAdminCmd, 0}, {"RESET", 2, aAdminCmd, 0},
 		{"HELP", 2, aSlow, 0}},
 }
