@@ -282,7 +282,7 @@ func (s *Server) textLock(cs *conn, r *slock.Request, now int64) {
 	}
 	if r.Spec.Cmd == slock.CmdPush {
 		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK")) // PUSH does not wait for the result
-		sc.pushID = cmd.RequestID // its reply is published as a lock event (pubsub.go)
+		sc.pushID = cmd.RequestID                               // its reply is published as a lock event (pubsub.go)
 		s.runLock(cs, &cmd, now)
 		sc.pushID = [16]byte{}
 		return

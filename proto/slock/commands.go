@@ -49,13 +49,17 @@ const (
 	CmdAuth        // AUTH [user] password
 	CmdACL         // ACL WHOAMI|LIST|CAT|LOAD|USERS
 	CmdSlowlog     // SLOWLOG GET [n]|LEN|RESET|HELP: the commands that ran longer than a threshold
-	CmdSubscribe    // SUBSCRIBE channel...
-	CmdUnsubscribe  // UNSUBSCRIBE [channel...]
-	CmdPSubscribe   // PSUBSCRIBE pattern...
-	CmdPUnsubscribe // PUNSUBSCRIBE [pattern...]
-	CmdPublish      // PUBLISH channel message
-	CmdPubsub       // PUBSUB CHANNELS|NUMSUB|NUMPAT|HELP
-	CmdReset        // RESET: the connection's state as a new one's
+)
+
+// Pub/sub commands: numbered from 200, apart from the list above, which grows.
+const (
+	CmdSubscribe    Cmd = 200 + iota // SUBSCRIBE channel...
+	CmdUnsubscribe                   // UNSUBSCRIBE [channel...]
+	CmdPSubscribe                    // PSUBSCRIBE pattern...
+	CmdPUnsubscribe                  // PUNSUBSCRIBE [pattern...]
+	CmdPublish                       // PUBLISH channel message
+	CmdPubsub                        // PUBSUB CHANNELS|NUMSUB|NUMPAT|HELP
+	CmdReset                         // RESET: the connection's state as a new one's
 )
 
 // CmdFlags are a command's properties.
