@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tallyd/tallyd/proto/acl"
 	"github.com/tallyd/tallyd/proto/resp"
 	"github.com/tallyd/tallyd/proto/slock"
 	"github.com/tallyd/tallyd/store"
@@ -885,4 +886,35 @@ func (s *Server) muteExpiry(db uint8, key [16]byte) {
 		s.ps.muted = make(map[watchKey]struct{})
 	}
 	s.ps.muted[watchKey{db, key}] = struct{}{}
+}
+
+// noPermChannelText is Redis 7.0's error for a channel a user's &patterns do not allow.
+const noPermChannelText = "NOPERM this user has no permissions to access one of the channels used as arguments"
+
+// channelsAllowed reports whether u, restricted to its &patterns, may use the channels of
+// the command line args of spec, as Redis 7.0 checks them: a channel of SUBSCRIBE or PUBLISH
+// must match one of the patterns, a pattern of PSUBSCRIBE must be one of them, as written.
+func channelsAllowed(u *acl.User, spec *slock.Spec, args [][]byte) bool {
+	var names [][]byte
+	switch spec.Cmd {
+	case slock.CmdSubscribe, slock.CmdPSubscribe:
+		names = args[1:]
+	case slock.CmdPublish:
+		names = args[1:2]
+	default:
+		return true
+	}
+	for _, n := range names {
+		ok := false
+		for _, p := range u.Channels() {
+			if spec.Cmd == slock.CmdPSubscribe && p == string(n) || spec.Cmd != slock.CmdPSubscribe && slock.Match([]byte(p), n) {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
 }
