@@ -576,3 +576,92 @@ func TestPublishAllocs(t *testing.T) {
 		t.Fatalf("a keyspace notification: %.1f allocations, want 0", notes)
 	}
 }
+
+// TestPubsubFanout: 1,000 subscribers each receive every keyspace event of a counter, while
+// one subscriber that never reads is cut at its limit, and a normal client's commands keep
+// answering within a generous bound meanwhile.
+func TestPubsubFanout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("1,000 connections")
+	}
+	ts := startSlock(t, func(c *Config) {
+		c.NotifyKeyspaceEvents = "K$"
+		c.PubsubLimit = PubsubLimit{Hard: 1 << 20, Soft: 0, SoftFor: 0}
+	})
+	const subs, events = 1000, 100
+	var wg sync.WaitGroup
+	counts := make([]int, subs)
+	for i := range subs {
+		rc := dialResp(t, ts.slockAddr)
+		if got := showResp(rc.cmd("SUBSCRIBE", "__keyspace@0__:counter")); got != `["subscribe" "__keyspace@0__:counter" :1]` {
+			t.Fatalf("subscriber %d: %s", i, got)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for counts[i] < events {
+				r, err := rc.tryReply(20 * time.Second)
+				if err != nil {
+					return
+				}
+				if len(r.Elems) == 3 && string(r.Elems[2].Str) == "incrby" {
+					counts[i]++
+				}
+			}
+		}()
+	}
+	slow := dialRaw(t, ts.slockAddr)
+	slow.send("SUBSCRIBE", "__keyspace@0__:counter", "bulk")
+	slow.expect(subReply("subscribe", "__keyspace@0__:counter", 1) + subReply("subscribe", "bulk", 2))
+
+	// A normal client's latency, measured all along.
+	stop := make(chan struct{})
+	var worst time.Duration
+	var lat sync.WaitGroup
+	lat.Add(1)
+	go func() {
+		defer lat.Done()
+		rc := dialResp(t, ts.slockAddr)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			start := time.Now()
+			rc.cmd("GET", "counter")
+			worst = max(worst, time.Since(start))
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+
+	pub := dialResp(t, ts.slockAddr)
+	big := strings.Repeat("z", 64<<10)
+	cut := false
+	for i := range events {
+		pub.cmd("INCR", "counter")
+		if !cut && pub.cmd("PUBLISH", "bulk", big).Int == 0 {
+			cut = true
+		}
+		_ = i
+	}
+	for i := 0; !cut && i < 400; i++ {
+		cut = pub.cmd("PUBLISH", "bulk", big).Int == 0
+	}
+	wg.Wait()
+	close(stop)
+	lat.Wait()
+	if !cut {
+		t.Fatal("the subscriber that never reads was not cut")
+	}
+	for i, n := range counts {
+		if n != events {
+			t.Fatalf("subscriber %d received %d of %d events", i, n, events)
+		}
+	}
+	if worst > 2*time.Second {
+		t.Fatalf("a normal client's GET took up to %v while 1,000 subscribers were served", worst)
+	}
+	t.Logf("1,000 subscribers × %d events; worst GET latency meanwhile %v", events, worst)
+	ts.log.waitFor(t, "closing subscriber")
+}
