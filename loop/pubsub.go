@@ -449,8 +449,10 @@ func (s *Server) pubsubCmd(cs *conn, args [][]byte) {
 		for _, l := range lines {
 			b = resp.AppendSimple(b, l)
 		}
-	default:
+	case resp.Is(sub, "CHANNELS"):
 		b = resp.AppendError(b, "ERR unknown subcommand or wrong number of arguments for '"+clip(sub)+"'. Try PUBSUB HELP.")
+	default:
+		b = resp.AppendError(b, "ERR unknown subcommand '"+clip(sub)+"'. Try PUBSUB HELP.")
 	}
 	s.sendTo(cs, b)
 }

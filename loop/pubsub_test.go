@@ -135,7 +135,7 @@ func TestPubsubReplies(t *testing.T) {
 	pub.send("PUBSUB", "CHANNELS", "a", "b")
 	pub.expect("-ERR unknown subcommand or wrong number of arguments for 'CHANNELS'. Try PUBSUB HELP.\r\n")
 	pub.send("PUBSUB", "FOO")
-	pub.expect("-ERR unknown subcommand or wrong number of arguments for 'FOO'. Try PUBSUB HELP.\r\n")
+	pub.expect("-ERR unknown subcommand 'FOO'. Try PUBSUB HELP.\r\n")
 	pub.send("SUBSCRIBE")
 	pub.expect("-ERR wrong number of arguments for 'subscribe' command\r\n")
 	pub.send("PUBLISH", "a")
