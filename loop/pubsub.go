@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tallyd/tallyd/aof"
 	"github.com/tallyd/tallyd/proto/acl"
 	"github.com/tallyd/tallyd/proto/resp"
 	"github.com/tallyd/tallyd/proto/slock"
@@ -30,6 +31,7 @@ type pubsubState struct {
 	received uint64                // messages delivered to subscribers, for metrics
 	cut      uint64                // subscribers closed over client-output-buffer-limit pubsub
 	muted    map[watchKey]struct{} // keys a command deleted by a time past: their expiry is its event
+	relay    []byte                // cluster leader: the messages published since the last proposal, as records
 }
 
 // psChannel is a channel and its subscribers, in subscription order.
@@ -312,6 +314,9 @@ func (s *Server) publishCmd(cs *conn, ch, msg []byte) {
 // The work is the patterns plus the receivers; a channel's message is rendered once.
 func (s *Server) publish(ch, msg []byte) int {
 	ps := &s.ps
+	if s.cl != nil && s.cl.isLeader() {
+		ps.relay = aof.AppendMessage(ps.relay, ch, msg) // every member publishes it (relayed)
+	}
 	n := 0
 	if c := ps.channels[string(ch)]; c != nil {
 		ps.msg = appendMessage(ps.msg[:0], ch, msg)
@@ -569,7 +574,15 @@ const notifyErr = "ERR CONFIG SET failed (possibly related to argument 'notify-k
 // one of K and E is, and someone listens.
 func (s *Server) notifying(class notifyFlags) bool {
 	f := s.ps.notify
-	return f&class != 0 && f&(nKeyspace|nKeyevent) != 0 && (len(s.ps.channels) > 0 || len(s.ps.patterns) > 0)
+	if f&class == 0 || f&(nKeyspace|nKeyevent) == 0 {
+		return false
+	}
+	if s.cl != nil {
+		// In a cluster the leader publishes every change's events, for the other members'
+		// subscribers too; a follower publishes only what the leader's entries carry (relayed).
+		return s.cl.isLeader()
+	}
+	return len(s.ps.channels) > 0 || len(s.ps.patterns) > 0
 }
 
 // notifyKey publishes event on key of db, of class, as Redis's notifyKeyspaceEvent: on
@@ -771,8 +784,8 @@ func (s *Server) configSet(b []byte, args [][]byte) []byte {
 // event names, set (SET, SETEX, SETNX, GETSET, MSET...) then expire when it set an expiry,
 // incrby for the whole INCR family, append, del, expire (del for a time past), persist.
 func (s *Server) notifyKV(cs *conn, r *slock.LockReply) {
-	if s.ps.notify&(nKeyspace|nKeyevent) == 0 || len(s.ps.channels)+len(s.ps.patterns) == 0 {
-		return
+	if s.ps.notify&(nKeyspace|nKeyevent) == 0 {
+		return // (notifyKey checks the rest)
 	}
 	sc := cs.slock
 	kv := &sc.req.KV
@@ -919,4 +932,30 @@ func channelsAllowed(u *acl.User, spec *slock.Spec, args [][]byte) bool {
 		}
 	}
 	return true
+}
+
+// maxRelayBuf is the largest relay buffer kept between proposals.
+const maxRelayBuf = 1 << 20
+
+// relayed publishes a message a committed raft entry carries: one the leader published (a
+// PUBLISH, a keyspace notification) when it made the entry's changes. The leader does not
+// apply its own entries, so each member publishes each message once.
+func (s *Server) relayed(ch, msg []byte) {
+	s.publish(ch, msg)
+}
+
+// pubsubLocal reports whether spec runs on the member the client is connected to, never
+// forwarded to the leader: subscriptions are the connection's, and messages reach every
+// member (PUBLISH is forwarded, and relayed by the raft log).
+func pubsubLocal(sc *slockConn, spec *slock.Spec) bool {
+	if spec == nil {
+		return false
+	}
+	switch spec.Cmd {
+	case slock.CmdSubscribe, slock.CmdUnsubscribe, slock.CmdPSubscribe, slock.CmdPUnsubscribe, slock.CmdPubsub:
+		return true
+	case slock.CmdPing, slock.CmdReset:
+		return sc.subscribed()
+	}
+	return false
 }

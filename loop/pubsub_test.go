@@ -665,3 +665,55 @@ func TestPubsubFanout(t *testing.T) {
 	t.Logf("1,000 subscribers × %d events; worst GET latency meanwhile %v", events, worst)
 	ts.log.waitFor(t, "closing subscriber")
 }
+
+// TestSimPubsubCluster: in a cluster, a watcher on a follower sees the keyspace events of a
+// write made through the leader, and of one forwarded by another follower, exactly as the
+// leader's own watcher does; a PUBLISH on any member reaches subscribers on every member.
+func TestSimPubsubCluster(t *testing.T) {
+	for _, seed := range []uint64{1, 2} {
+		t.Run("seed"+strconv.FormatUint(seed, 10), func(t *testing.T) {
+			c := newSim(t, 3, seed, func(o *simOptions) {
+				o.mod = func(_ uint64, cfg *Config) { cfg.NotifyKeyspaceEvents = "KEA" }
+			})
+			l := c.elect()
+			f := c.others(l)
+			var watchers []*simClient
+			for _, id := range []uint64{l, f[0], f[1]} {
+				w := c.client(id)
+				if r := w.do("SUBSCRIBE", "__keyspace@0__:k", "news"); len(r.r.Elems) != 3 || r.r.Elems[2].Int != 1 {
+					t.Fatalf("SUBSCRIBE on m%d: %s", id, r)
+				}
+				if r := w.reply(simReplyWait); len(r.r.Elems) != 3 || r.r.Elems[2].Int != 2 {
+					t.Fatalf("SUBSCRIBE on m%d: %s", id, r)
+				}
+				watchers = append(watchers, w)
+			}
+			if r := c.client(l).do("SET", "k", "v"); !r.isOK() {
+				t.Fatalf("SET on the leader: %s", r)
+			}
+			if r := c.client(f[1]).do("INCR", "k2"); !r.isInt(1) {
+				t.Fatalf("INCR on a follower: %s", r)
+			}
+			if r := c.client(f[0]).do("DEL", "k"); !r.isInt(1) {
+				t.Fatalf("DEL on a follower: %s", r)
+			}
+			if r := c.client(f[1]).do("PUBLISH", "news", "hello"); r.raw == nil || r.r.Kind != ':' {
+				t.Fatalf("PUBLISH on a follower: %s", r)
+			}
+			want := []string{"__keyspace@0__:k set", "__keyspace@0__:k del", "news hello"}
+			for i, w := range watchers {
+				for _, ws := range want {
+					r := w.reply(5 * time.Second)
+					if len(r.r.Elems) != 3 || string(r.r.Elems[0].Str) != "message" ||
+						string(r.r.Elems[1].Str)+" "+string(r.r.Elems[2].Str) != ws {
+						t.Fatalf("watcher %d (on m%d, the leader is m%d): %s, want message %s", i, w.m.id, l, r, ws)
+					}
+				}
+				if r := w.reply(200 * time.Millisecond); !r.none {
+					t.Fatalf("watcher %d: one message too many: %s", i, r)
+				}
+			}
+			c.noPanics()
+		})
+	}
+}

@@ -94,6 +94,10 @@ func (s *Server) slockCommand(cs *conn, args [][]byte, raw []byte, now int64) (q
 	if cs.virt == nil && !s.permit(cs, spec, args) {
 		return false // NOAUTH or NOPERM (auth.go); a forwarded command was checked where it came from
 	}
+	if spec != nil && spec.ArityOK(len(args)) && sc.subscribed() && !subscribedAllows(spec) {
+		s.subscribedError(cs, spec, args) // as Redis 7.0 over RESP2 (pubsub.go)
+		return false
+	}
 	if sc.tx.active && (spec == nil || spec.Flags&slock.CmdTx == 0) {
 		s.txQueue(cs, spec, args, raw)
 		return false
@@ -131,10 +135,6 @@ func (s *Server) runCommand(cs *conn, spec *slock.Spec, args [][]byte, now int64
 			return false
 		}
 		s.textError(cs, spec.ArityError())
-		return false
-	}
-	if sc.subscribed() && !subscribedAllows(spec) {
-		s.subscribedError(cs, spec, args) // as Redis 7.0 over RESP2 (pubsub.go)
 		return false
 	}
 	if !sc.tx.exec && diskGuarded(spec) { // EXEC checked its queue once, before it began
