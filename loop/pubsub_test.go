@@ -717,3 +717,22 @@ func TestSimPubsubCluster(t *testing.T) {
 		})
 	}
 }
+
+// TestPubsubNotIdle: a subscriber is never closed by --idle-timeout, as Redis exempts pub/sub
+// clients from timeout; once it unsubscribes, it is idle again.
+func TestPubsubNotIdle(t *testing.T) {
+	ts := startSlock(t, func(c *Config) { c.IdleTimeout = 100 * time.Millisecond })
+	sub := dialRaw(t, ts.slockAddr)
+	sub.send("SUBSCRIBE", "ch")
+	sub.expect(subReply("subscribe", "ch", 1))
+	time.Sleep(1500 * time.Millisecond)
+	pub := dialResp(t, ts.slockAddr)
+	if n := pub.cmd("PUBLISH", "ch", "still here").Int; n != 1 {
+		t.Fatalf("PUBLISH after the idle timeout reached %d subscribers", n)
+	}
+	sub.expect(message("ch", "still here"))
+	sub.send("UNSUBSCRIBE")
+	sub.expect(subReply("unsubscribe", "ch", 0))
+	rc := &respClient{t: t, c: sub.c}
+	rc.expectClosed()
+}
