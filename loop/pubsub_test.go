@@ -360,6 +360,20 @@ func TestNotifyLocks(t *testing.T) {
 	expectEvents(t, "text LOCK", es.next(2), evs("job", "lock"))
 	rc.cmd("UNLOCK", "job")
 	expectEvents(t, "text UNLOCK", es.next(2), evs("job", "unlock"))
+	rc.cmd("PUSH", "pushed", "TIMEOUT", "0", "EXPRIED", "30")
+	expectEvents(t, "PUSH", es.next(2), evs("pushed", "lock"))
+
+	// A waiter granted the lock when its holder unlocks: unlock, then lock.
+	holder, waiter := dialResp(t, ts.slockAddr), dialResp(t, ts.slockAddr)
+	holder.cmd("LOCK", "w", "TIMEOUT", "0", "EXPRIED", "30")
+	expectEvents(t, "holder", es.next(2), evs("w", "lock"))
+	waiter.send("LOCK", "w", "TIMEOUT", "5", "EXPRIED", "30")
+	time.Sleep(20 * time.Millisecond)
+	holder.cmd("UNLOCK", "w")
+	if tl := parseTextLock(t, waiter.reply()); tl.Name != "OK" {
+		t.Fatalf("waiter: %s", tl.Name)
+	}
+	expectEvents(t, "handover", es.next(4), evs("w", "unlock", "w", "lock"))
 
 	bc := dialSlock(t, ts.slockAddr)
 	var bin [16]byte
