@@ -40,6 +40,9 @@ const outputStall = 2 * time.Second
 // keepOut is the largest output buffer kept for reuse once it has been written.
 const keepOut = 64 << 10
 
+// keepSub is the largest output buffer a subscriber keeps once it has been written.
+const keepSub = 4 << 10
+
 // freeBufs is how many empty output buffers the loop keeps for connections to take.
 const freeBufs = 256
 
@@ -182,7 +185,11 @@ func (s *Server) write(cs *conn) {
 func (s *Server) release(cs *conn) {
 	b := cs.out
 	cs.out, cs.gates = nil, cs.gates[:0]
-	if b != nil && cap(b) <= keepOut && len(s.free) < freeBufs {
+	switch {
+	case b == nil || cap(b) > keepOut:
+	case cap(b) <= keepSub && !cs.closed && cs.slock != nil && cs.slock.subscribed():
+		cs.out = b[:0] // a subscriber keeps a small buffer: its messages come unasked, many at a time (pubsub.go)
+	case len(s.free) < freeBufs:
 		s.free = append(s.free, b[:0])
 	}
 	if !cs.closed {

@@ -552,7 +552,8 @@ func TestPubsubSoftLimit(t *testing.T) {
 	ts.log.waitFor(t, `"limit":"soft"`)
 }
 
-// TestPublishAllocs: publishing to channel subscribers allocates nothing in steady state.
+// TestPublishAllocs: publishing to channel subscribers over real sockets allocates nothing in
+// steady state (TestPublishAllocsMany: more subscribers than the loop keeps free buffers).
 func TestPublishAllocs(t *testing.T) {
 	ts := startSlock(t, nil)
 	var subs []*rawConn
