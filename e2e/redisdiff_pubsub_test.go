@@ -157,6 +157,7 @@ func TestRedisDiffPubsub(t *testing.T) {
 		on(cmd, "PUBLISH", "c", "after reset"),
 		on(sub2, "MULTI"),
 		on(sub2, "SUBSCRIBE", "d"),
+		on(sub2, "SET", "after", "subscribe"), // EXEC runs it: the subscribed mode is checked as commands come
 		on(sub2, "EXEC"),
 		on(cmd, "PUBLISH", "d", "subscribed by EXEC"),
 		on(sub2, "QUIT"),

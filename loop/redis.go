@@ -94,7 +94,7 @@ func (s *Server) slockCommand(cs *conn, args [][]byte, raw []byte, now int64) (q
 	if cs.virt == nil && !s.permit(cs, spec, args) {
 		return false // NOAUTH or NOPERM (auth.go); a forwarded command was checked where it came from
 	}
-	if spec != nil && spec.ArityOK(len(args)) && sc.subscribed() && !subscribedAllows(spec) {
+	if spec != nil && !sc.tx.exec && spec.ArityOK(len(args)) && sc.subscribed() && !subscribedAllows(spec) {
 		s.subscribedError(cs, spec, args) // as Redis 7.0 over RESP2 (pubsub.go)
 		return false
 	}
