@@ -372,8 +372,8 @@ func (s *Server) push(cs *conn, m []byte) {
 // than its time.
 func (s *Server) pubsubOver(cs *conn) bool {
 	subs := cs.slock.subs
-	if subs == nil {
-		return false
+	if subs == nil || cs.closing {
+		return false // (closing: cut already, and logged once)
 	}
 	lim := s.pubsubLimit
 	unsent := int64(len(cs.out) + cs.sent)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/tallyd/tallyd/proto/resp"
 	"github.com/tallyd/tallyd/proto/slock"
+	"github.com/tallyd/tallyd/stats"
 )
 
 // rawConn is a connection that sends RESP commands and reads raw bytes.
@@ -526,6 +527,11 @@ func TestPubsubSlowSubscriber(t *testing.T) {
 	}
 	ts.log.waitFor(t, "closing subscriber: over client-output-buffer-limit pubsub")
 	ts.healthy(t)
+	var l stats.Loop
+	ts.onLoop(t, func() { l = ts.snapshot(time.Now()).Loop })
+	if l.PubsubCut != 1 || l.PubsubMessages < 200 || l.PubsubChannels != 1 {
+		t.Fatalf("metrics: %d cut, %d messages, %d channels; want 1, at least 200, 1", l.PubsubCut, l.PubsubMessages, l.PubsubChannels)
+	}
 }
 
 // TestPubsubSoftLimit: past the soft limit for its seconds, a subscriber is cut; below it
