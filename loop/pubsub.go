@@ -586,7 +586,9 @@ func (s *Server) notifying(class notifyFlags) bool {
 }
 
 // notifyKey publishes event on key of db, of class, as Redis's notifyKeyspaceEvent: on
-// __keyspace@<db>__:<key> the event, on __keyevent@<db>__:<event> the key.
+// __keyspace@<db>__:<key> the event, on __keyevent@<db>__:<event> the key. Every change
+// site calls it once the change is made (GETDEL: del, nGeneric; GETEX: expire or persist,
+// nGeneric, as Redis's); it costs nothing while notifications are off or nobody listens.
 func (s *Server) notifyKey(db uint8, key []byte, class notifyFlags, event string) {
 	if !s.notifying(class) {
 		return
