@@ -86,6 +86,9 @@ type options struct {
 	luaMaxMemory         int64
 	luaScriptsMax        int
 	luaScriptsMaxBytes   int64
+	notifyEvents         string
+	pubsubLimit          string
+	maxSubscriptions     int
 	counterEnabledByFile *bool
 	semaphoreEnabled     bool
 	cluster              clusterOptions
@@ -123,6 +126,9 @@ func newFlags(o *options, d loop.Config) *pflag.FlagSet {
 	fs.Int64Var(&o.luaMaxMemory, "lua-max-memory", script.DefaultLimits.MaxMemory, "bytes one script may allocate before it is stopped")
 	fs.IntVar(&o.luaScriptsMax, "lua-scripts-max", script.DefaultLimits.MaxScripts, "scripts sent only by EVAL kept by SHA1 for EVALSHA (the least recently used beyond are forgotten)")
 	fs.Int64Var(&o.luaScriptsMaxBytes, "lua-scripts-max-bytes", script.DefaultLimits.MaxBytes, "bytes of scripts kept in all; SCRIPT LOAD beyond answers an error")
+	fs.StringVar(&o.notifyEvents, "notify-keyspace-events", "", "keyspace notifications to publish, as Redis's notify-keyspace-events (K, E, g, $, h, x, A, ...; L: tallyd's lock events); CONFIG SET changes it")
+	fs.StringVar(&o.pubsubLimit, "client-output-buffer-limit", "32mb 8mb 60", "a subscriber's unsent messages: hard limit, soft limit and soft seconds, as Redis's client-output-buffer-limit pubsub class; CONFIG SET changes it")
+	fs.IntVar(&o.maxSubscriptions, "max-subscriptions", loop.DefaultMaxSubscriptions, "channels and patterns one connection may subscribe to, together")
 	fs.DurationVar(&o.multiMaxWork, "multi-max-work", d.MultiMaxWork, "estimated time one EXEC may hold the event loop (its queue's commands, keys and bytes); beyond: an error while queueing, and EXEC aborts (0 = unlimited)")
 	fs.Int64Var(&o.slowlogSlowerThan, "slowlog-log-slower-than", d.SlowlogSlowerThan, "Redis-text commands that run at least this many `MICROSECONDS` are kept in SLOWLOG (negative: none, 0: all)")
 	fs.IntVar(&o.slowlogMaxLen, "slowlog-max-len", d.SlowlogMaxLen, "entries SLOWLOG keeps, the newest")
@@ -379,6 +385,10 @@ func (o *options) loopConfig(fs *pflag.FlagSet, d loop.Config) (loop.Config, err
 		return d, errors.New("--lua-time-limit must be at least 1 ms, --lua-max-memory 1 MiB, --lua-scripts-max 1 and --lua-scripts-max-bytes 1 KiB")
 	case o.slowlogMaxLen < 0:
 		return d, fmt.Errorf("--slowlog-max-len %d cannot be negative", o.slowlogMaxLen)
+	case !loop.ValidNotify(o.notifyEvents):
+		return d, fmt.Errorf("--notify-keyspace-events %q: a character is no event class (use 'Ag$lshzxeKEtmdnL')", o.notifyEvents)
+	case o.maxSubscriptions < 1:
+		return d, fmt.Errorf("--max-subscriptions %d must be at least 1", o.maxSubscriptions)
 	case o.metricsMaxConns < 1:
 		return d, fmt.Errorf("--metrics-max-connections %d must be at least 1", o.metricsMaxConns)
 	case o.backlog < 1:
@@ -416,6 +426,12 @@ func (o *options) loopConfig(fs *pflag.FlagSet, d loop.Config) (loop.Config, err
 	cfg.MultiMaxCommands, cfg.MultiMaxWork = o.multiMaxCommands, o.multiMaxWork
 	cfg.LuaTimeLimit, cfg.LuaMaxMemory = time.Duration(o.luaTimeLimit)*time.Millisecond, o.luaMaxMemory
 	cfg.LuaScriptsMax, cfg.LuaScriptsMaxBytes = o.luaScriptsMax, o.luaScriptsMaxBytes
+	cfg.NotifyKeyspaceEvents, cfg.MaxSubscriptions = o.notifyEvents, o.maxSubscriptions
+	pl, err := loop.ParsePubsubLimit(o.pubsubLimit)
+	if err != nil {
+		return d, fmt.Errorf("--client-output-buffer-limit %w", err)
+	}
+	cfg.PubsubLimit = pl
 	cfg.SlowlogSlowerThan, cfg.SlowlogMaxLen = o.slowlogSlowerThan, o.slowlogMaxLen
 	mem, err := int64(0), error(nil)
 	if o.maxMemory == defaultMaxMemory {

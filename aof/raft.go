@@ -55,6 +55,7 @@ const (
 	kindEntry     = 0x22
 	kindSnapshot  = 0x23
 	kindPeers     = 0x24
+	kindMessage   = 0x25 // a pub/sub message in a raft entry's records (AppendMessage)
 
 	hsPayload    = 1 + 3*8
 	entryHead    = 1 + 1 + 8 + 8 + 1

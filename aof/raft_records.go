@@ -25,7 +25,27 @@ func AppendPeers(dst []byte, p map[uint64]string) []byte {
 // record, in order: b is a raft entry's records or a snapshot's data. The KeyState passed
 // to state is reused for the next record and its Value is a view into b. A record that is
 // cut off or damaged is an error naming its offset; the records before it have been passed.
+// Pub/sub messages (AppendMessage) are skipped: DecodeRecordsWith reports them.
 func DecodeRecords(b []byte, state func(*store.KeyState), peers func(map[uint64]string)) error {
+	return DecodeRecordsWith(b, state, peers, nil)
+}
+
+// AppendMessage appends a pub/sub message, channel ch and message msg, as one record: a raft
+// entry carries the messages its leader published, so that every member publishes them too.
+// Only raft entries hold them (never the single node's log nor a snapshot):
+//
+//	u8 kind 5 | u32 channel length | channel | message
+func AppendMessage(dst, ch, msg []byte) []byte {
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0, kindMessage)
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(ch)))
+	dst = append(append(dst, ch...), msg...)
+	return seal(dst, start)
+}
+
+// DecodeRecordsWith is DecodeRecords that also calls message (if not nil) for each pub/sub
+// message record, its channel and message views into b.
+func DecodeRecordsWith(b []byte, state func(*store.KeyState), peers func(map[uint64]string), message func(ch, msg []byte)) error {
 	var ks store.KeyState
 	for off := 0; off < len(b); {
 		if len(b)-off < recHead+1 {
@@ -48,6 +68,13 @@ func DecodeRecords(b []byte, state func(*store.KeyState), peers func(map[uint64]
 		case kindPeers:
 			if err = raftShaped(p); err == nil {
 				peers(decodePeers(p))
+			}
+		case kindMessage:
+			if len(p) < 5 || uint64(binary.LittleEndian.Uint32(p[1:])) > uint64(len(p)-5) {
+				err = errors.New("pub/sub message: channel length out of range")
+			} else if message != nil {
+				n := 5 + int(binary.LittleEndian.Uint32(p[1:]))
+				message(p[5:n], p[n:])
 			}
 		default:
 			err = errors.New("unknown record kind")

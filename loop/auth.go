@@ -141,6 +141,10 @@ func (s *Server) permit(cs *conn, spec *slock.Spec, args [][]byte) bool {
 			}
 		}
 	}
+	if !u.AllChannels() && !channelsAllowed(u, spec, args) { // pubsub.go
+		s.refuseCommand(cs, resp.AppendError(s.scratchFor(cs), noPermChannelText))
+		return false
+	}
 	return true
 }
 

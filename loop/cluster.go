@@ -688,7 +688,8 @@ func (s *Server) learnPeers(p map[uint64]string) {
 // applyRecords restores the keys of a run of records (and any peer table among them).
 func (s *Server) applyRecords(b []byte, now int64) {
 	restore := func(ks *store.KeyState) { s.locks.Restore(ks, now) }
-	if err := aof.DecodeRecords(b, restore, s.learnPeers); err != nil {
+	// The messages the leader published with these changes, published here too (pubsub.go).
+	if err := aof.DecodeRecordsWith(b, restore, s.learnPeers, s.relayed); err != nil {
 		s.log.Error().Err(err).Msg("cluster: bad records in the raft log")
 	}
 }
@@ -761,12 +762,17 @@ const maxProposalBuf = 16 << 20
 // proposeWindow proposals await their commit already.
 func (s *Server) propose() {
 	cl := s.cl
-	if !cl.serving() || !s.locks.Journaled() || cl.propSeq-cl.ackSeq[LevelQuorum] >= proposeWindow {
+	if !cl.serving() || !s.locks.Journaled() && len(s.ps.relay) == 0 || cl.propSeq-cl.ackSeq[LevelQuorum] >= proposeWindow {
 		return
 	}
 	p := &s.persist
 	p.buf = append(p.buf[:0], entRecords, 0, 0, 0, 0, 0, 0, 0, 0)
 	s.locks.Journal(p.lastNow, p.emit)
+	p.buf = append(p.buf, s.ps.relay...) // the messages published with these changes (pubsub.go)
+	s.ps.relay = s.ps.relay[:0]
+	if cap(s.ps.relay) > maxRelayBuf {
+		s.ps.relay = nil
+	}
 	if len(p.buf) == 9 {
 		return
 	}

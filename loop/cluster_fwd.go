@@ -177,6 +177,9 @@ func (s *Server) runsLocally(cs *conn, spec *slock.Spec) bool {
 	if sc.fwdTx {
 		return false // a transaction queues on the leader
 	}
+	if pubsubLocal(sc, spec) || sc.subscribed() {
+		return true // subscriptions are this member's (pubsub.go)
+	}
 	switch spec.Cmd {
 	case slock.CmdPing, slock.CmdEcho, slock.CmdQuit, slock.CmdSelect, slock.CmdTimeout, slock.CmdInfo,
 		slock.CmdHello, slock.CmdConsistency, slock.CmdCommand, slock.CmdConfig, slock.CmdClient,

@@ -383,6 +383,7 @@ func (s *Server) tick(context.Context) error {
 	s.metricsTick(now)
 	s.infoTick(now.UnixNano())
 	s.advance(now.UnixNano())
+	clear(s.ps.muted) // expiries commands caused came in this advance at the latest (pubsub.go)
 	s.persistTick(now)
 	s.clusterTick(now)
 	s.idleSweep(now.UnixNano())

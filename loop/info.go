@@ -156,6 +156,7 @@ func (s *Server) fillInfo(in *resp.Info, now int64) {
 		in.Blocked += uint64(ls.WaitCount)
 		in.Stats.Expired += uint64(ls.ExpriedCount)
 	}
+	in.Stats.Channels, in.Stats.Patterns = s.pubsubCounts()
 }
 
 // rss is the process's resident set in bytes (/proc/self/statm), 0 where it cannot be read.

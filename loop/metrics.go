@@ -444,7 +444,8 @@ func (s *Server) snapshot(at time.Time) *stats.Snapshot {
 		Memory: stats.Memory{Budget: uint64(s.cfg.MaxMemory), Input: uint64(s.mem.in), Output: uint64(s.mem.out),
 			Wills: uint64(s.mem.wills), Store: uint64(s.store.Bytes()), Closed: m.memClosed, Refused: m.memRefused, Evicted: m.memEvicted},
 		Loop: stats.Loop{Turns: s.fair.turnHist.snapshot(latencySeconds), MaxTurn: float64(s.fair.maxTurn) / 1e9,
-			Yields: s.fair.yields, Slowlog: s.slow.total}}
+			Yields: s.fair.yields, Slowlog: s.slow.total,
+			PubsubChannels: len(s.ps.channels), PubsubPatterns: len(s.ps.patterns), PubsubMessages: s.ps.received, PubsubCut: s.ps.cut}}
 	for i, p := range m.protos {
 		st := &s.stats[p]
 		ps := &snap.Protos[i]

@@ -40,6 +40,9 @@ const outputStall = 2 * time.Second
 // keepOut is the largest output buffer kept for reuse once it has been written.
 const keepOut = 64 << 10
 
+// keepSub is the largest output buffer a subscriber keeps once it has been written.
+const keepSub = 4 << 10
+
 // freeBufs is how many empty output buffers the loop keeps for connections to take.
 const freeBufs = 256
 
@@ -156,7 +159,14 @@ func (s *Server) write(cs *conn) {
 	} else {
 		cs.asked = min(cs.asked, cs.sent) // as the socket takes it, what it asked for is read
 	}
-	if cs.sent > s.cfg.MaxOutput && (cs.peer == nil || cs.sent > peerLimit) {
+	if cs.slock != nil && cs.slock.subscribed() {
+		// A subscriber's messages are wake-ups it cannot refuse: bounded by the pubsub class
+		// of client-output-buffer-limit instead of --max-output (pubsub.go).
+		if s.pubsubOver(cs) {
+			s.closeLater(cs)
+			return
+		}
+	} else if cs.sent > s.cfg.MaxOutput && (cs.peer == nil || cs.sent > peerLimit) {
 		if cs.peer != nil || cs.sent > cs.asked+s.cfg.MaxOutput {
 			s.log.Warn().Uint64("conn", uint64(cs.owner)).Stringer("proto", cs.proto).
 				Str("remote", remoteAddr(cs.c).String()).Int("unsent", cs.sent).Int("limit", s.cfg.MaxOutput).
@@ -175,7 +185,11 @@ func (s *Server) write(cs *conn) {
 func (s *Server) release(cs *conn) {
 	b := cs.out
 	cs.out, cs.gates = nil, cs.gates[:0]
-	if b != nil && cap(b) <= keepOut && len(s.free) < freeBufs {
+	switch {
+	case b == nil || cap(b) > keepOut:
+	case cap(b) <= keepSub && !cs.closed && cs.slock != nil && cs.slock.subscribed():
+		cs.out = b[:0] // a subscriber keeps a small buffer: its messages come unasked, many at a time (pubsub.go)
+	case len(s.free) < freeBufs:
 		s.free = append(s.free, b[:0])
 	}
 	if !cs.closed {

@@ -94,6 +94,10 @@ func (s *Server) slockCommand(cs *conn, args [][]byte, raw []byte, now int64) (q
 	if cs.virt == nil && !s.permit(cs, spec, args) {
 		return false // NOAUTH or NOPERM (auth.go); a forwarded command was checked where it came from
 	}
+	if spec != nil && !sc.tx.exec && spec.ArityOK(len(args)) && sc.subscribed() && !subscribedAllows(spec) {
+		s.subscribedError(cs, spec, args) // as Redis 7.0 over RESP2 (pubsub.go)
+		return false
+	}
 	if sc.tx.active && (spec == nil || spec.Flags&slock.CmdTx == 0) {
 		s.txQueue(cs, spec, args, raw)
 		return false
@@ -160,6 +164,11 @@ func (s *Server) runCommand(cs *conn, spec *slock.Spec, args [][]byte, now int64
 	case slock.CmdKV:
 		s.slockKV(cs, now)
 	case slock.CmdPing:
+		if sc.subscribed() { // in subscribed mode, as Redis: a pong push
+			b := resp.AppendBulkString(resp.AppendArray(s.scratchFor(cs), 2), "pong")
+			s.sendTo(cs, resp.AppendBulk(b, argAt(args, 1)))
+			break
+		}
 		if len(args) > 1 {
 			s.sendTo(cs, resp.AppendBulk(s.scratchFor(cs), args[1]))
 		} else {
@@ -233,6 +242,16 @@ func (s *Server) runCommand(cs *conn, spec *slock.Spec, args [][]byte, now int64
 		s.evalCmd(cs, spec, args, now)
 	case slock.CmdScript:
 		s.scriptCmd(cs, args)
+	case slock.CmdSubscribe, slock.CmdPSubscribe:
+		s.subscribe(cs, args[1:], spec.Cmd == slock.CmdPSubscribe)
+	case slock.CmdUnsubscribe, slock.CmdPUnsubscribe:
+		s.unsubscribe(cs, args[1:], spec.Cmd == slock.CmdPUnsubscribe)
+	case slock.CmdPublish:
+		s.publishCmd(cs, args[1], args[2])
+	case slock.CmdPubsub:
+		s.pubsubCmd(cs, args)
+	case slock.CmdReset:
+		s.resetCmd(cs)
 	case slock.CmdGetFence:
 		f := s.locks.KeyFence(sc.text.DB, sc.text.KeyID(args[1]))
 		s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), int64(f)))
@@ -269,7 +288,9 @@ func (s *Server) textLock(cs *conn, r *slock.Request, now int64) {
 	}
 	if r.Spec.Cmd == slock.CmdPush {
 		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK")) // PUSH does not wait for the result
+		sc.pushID = cmd.RequestID                               // its reply is published as a lock event (pubsub.go)
 		s.runLock(cs, &cmd, now)
+		sc.pushID = [16]byte{}
 		return
 	}
 	sc.waiting, sc.waitID, sc.waitLock = true, cmd.RequestID, cmd.Type == uint8(slock.TypeLock)

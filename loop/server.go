@@ -97,6 +97,12 @@ type Config struct {
 	// its EXEC is estimated to take (txwork.go); 0: no bound.
 	MultiMaxCommands int
 	MultiMaxWork     time.Duration
+	// NotifyKeyspaceEvents is Redis's notify-keyspace-events (pubsub.go); "" publishes none.
+	NotifyKeyspaceEvents string
+	// PubsubLimit is client-output-buffer-limit's pubsub class; MaxSubscriptions bounds the
+	// channels and patterns of one connection (pubsub.go).
+	PubsubLimit      PubsubLimit
+	MaxSubscriptions int
 	Backlog          int // listen backlog of each listener
 	// IdleTimeout closes a connection that has sent no whole request for this long and
 	// holds and awaits nothing (0 = never; see idle.go).
@@ -183,6 +189,8 @@ func Defaults() Config {
 		SlowlogMaxLen:          DefaultSlowlogMaxLen,
 		MultiMaxCommands:       DefaultMultiMaxCommands,
 		MultiMaxWork:           DefaultMultiMaxWork,
+		PubsubLimit:            DefaultPubsubLimit,
+		MaxSubscriptions:       DefaultMaxSubscriptions,
 		Tick:                   5 * time.Millisecond,
 		ProtectedMode:          true,
 		Version:                "dev",
@@ -228,6 +236,10 @@ type Server struct {
 	slockBin  binaryHandler
 	slockText textHandler
 	sl        slockState
+	ps        pubsubState // pub/sub and keyspace notifications (pubsub.go)
+	// pubsubLimit is client-output-buffer-limit's pubsub class, as CONFIG SET left it.
+	pubsubLimit PubsubLimit
+	obuf        [3]PubsubLimit // client-output-buffer-limit's normal and slave classes, shown only
 
 	// The one output path (output.go).
 	cur      *conn   // the connection whose OnTraffic is running
@@ -306,6 +318,13 @@ func New(cfg Config) (*Server, error) {
 	if err := checkTLS(&cfg); err != nil {
 		return nil, err
 	}
+	notify, ok := parseNotify(cfg.NotifyKeyspaceEvents)
+	if !ok {
+		return nil, fmt.Errorf("notify-keyspace-events %q: a character is no event class (use 'Ag$lshzxeKEtmdnL')", cfg.NotifyKeyspaceEvents)
+	}
+	if cfg.MaxSubscriptions <= 0 {
+		cfg.MaxSubscriptions = DefaultMaxSubscriptions
+	}
 	s := &Server{
 		cfg:    cfg,
 		fair:   fairState{slice: int64(cfg.ConnSlice)},
@@ -352,6 +371,9 @@ func New(cfg Config) (*Server, error) {
 	s.slockBin = binaryHandler{s: s, dec: slock.Decoder{MaxData: cfg.SlockMaxData, MaxCall: cfg.SlockMaxData}}
 	s.slockText = textHandler{s: s, args: make([][]byte, 0, 32)}
 	s.sl = slockState{clients: make(map[[16]byte]*conn), closed: make(map[store.Owner][16]byte)}
+	s.ps.notify, s.pubsubLimit = notify, cfg.PubsubLimit
+	s.obuf[1] = PubsubLimit{Hard: 256 << 20, Soft: 64 << 20, SoftFor: 60 * time.Second} // Redis's default, shown only
+	s.locks.KeepGone = notify&(nExpired|nLock) != 0
 	s.yrmcds[ProtoCounter] = yrmcdsHandler{s: s, dec: counter.Decoder{Dialect: counter.Counter, MaxBody: cfg.MaxBody}}
 	s.yrmcds[ProtoSemaphore] = yrmcdsHandler{s: s, dec: counter.Decoder{Dialect: counter.Semaphore, MaxBody: cfg.MaxBody}}
 	s.started = now.UnixNano()

@@ -31,6 +31,11 @@ type slockConn struct {
 	tx       txState       // MULTI/EXEC and WATCH (redis.go)
 	cont     *textCont     // a command going on across turns (textcont.go)
 	name     string        // CLIENT SETNAME's
+	subs     *connSubs     // its pub/sub subscriptions (pubsub.go)
+	kvName   []byte        // the name of the key req.KV's awaited reply is about, for notifications
+	kvKeep   []byte        // kvName copied, while the command waits
+	kvPast   bool          // req.KV is an EXPIRE to a time past: the key is deleted
+	pushID   [16]byte      // the RequestId of the PUSH being run (its reply is not awaited)
 
 	client    uint64 // its cluster-wide client id (fence.go), 0 until it needs one
 	lockedOne bool   // cluster mode: it took a lock at CONSISTENCY ONE (lost at a failover, maybe)
@@ -327,7 +332,11 @@ func (s *Server) drainLocks(now int64) {
 // dropped (locks outlive their connections), as are replies to discard's commands.
 func (s *Server) deliverLock(r *store.LockReply, discard store.Owner) {
 	s.m.lockReply(r)
+	if s.ps.notify != 0 && r.Result == store.LockExpried {
+		s.notifyExpiry(r) // pubsub.go
+	}
 	if r.Owner == discard && r.Owner != 0 {
+		s.notifyLockReply(r) // a WILL's lock or unlock
 		return
 	}
 	cs := s.conns[r.Owner]
@@ -345,6 +354,9 @@ func (s *Server) deliverLock(r *store.LockReply, discard store.Owner) {
 	sc := cs.slock
 	if sc.kind != slock.Binary {
 		if !sc.waiting || r.RequestID != sc.waitID {
+			if r.RequestID == sc.pushID && r.Owner == cs.owner {
+				s.notifyLockReply(r) // a PUSH's, unanswered
+			}
 			return // text connections see only the reply they wait for
 		}
 		sc.waiting = false
@@ -363,9 +375,11 @@ func (s *Server) deliverLock(r *store.LockReply, discard store.Owner) {
 			}
 		}
 		s.sendTo(cs, slock.AppendTextLockReply(s.scratchFor(cs), &rep))
+		s.notifyLockReply(r)
 		return
 	}
 	s.sendTo(cs, slock.AppendLockReply(s.scratchFor(cs), &rep))
+	s.notifyLockReply(r)
 }
 
 // scratchFor returns cs's output buffer, to append a reply to (an alias of out).
@@ -386,6 +400,7 @@ func (s *Server) slockClose(cs *conn, now int64) {
 		}
 	}
 	s.unwatchAll(cs)
+	s.unsubscribeAll(cs)
 	for _, w := range sc.wills {
 		s.sl.willQueue = append(s.sl.willQueue, pendingWill{owner: cs.owner, cmd: w})
 	}

@@ -132,6 +132,7 @@ func (s *Server) slockKV(cs *conn, now int64) {
 			sc.kvMulti, sc.kvN = true, 0
 			for i := range kv.Keys {
 				kv.KeyFrame(&sc.text, func() [16]byte { return s.textID(cs) }, i)
+				sc.kvName = kv.Keys[i]
 				if op == slock.OpDel && s.locks.LockedByOther(db, kv.Frame.Key, cs.owner, s.clientOf(cs)) {
 					continue // another's lock: not deleted, not counted
 				}
@@ -153,6 +154,10 @@ func (s *Server) slockKV(cs *conn, now int64) {
 	if err = s.kvFits(kv, db); err != nil {
 		s.textError(cs, err)
 		return
+	}
+	sc.kvName, sc.kvPast = kv.Keys[0], kvPast(kv, now)
+	if sc.kvPast && s.ps.notify != 0 && s.locks.Value(db, kv.Frame.Key) != nil {
+		s.muteExpiry(db, kv.Frame.Key) // its deletion is published as the command's (pubsub.go)
 	}
 	s.runKV(cs, now)
 	kv.Keys, kv.Value = nil, nil // views into the request: gone once it is served
@@ -212,6 +217,7 @@ func (s *Server) kvMSet(cs *conn, args [][]byte, nx bool, now int64) {
 	sc.kvMulti, sc.kvN = true, 0
 	for i := 1; i < len(args); i += 2 {
 		s.sl.dataBuf, _ = kv.SetPair(args, i, &sc.text, newID, s.sl.dataBuf[:0])
+		sc.kvName = args[i]
 		s.runKV(cs, now)
 	}
 	sc.kvMulti = false
@@ -259,6 +265,10 @@ func (s *Server) runKV(cs *conn, now int64) {
 	}
 	sc.waiting, sc.waitID, sc.waitLock, sc.kvActive = true, cmd.RequestID, false, true
 	s.runLock(cs, &cmd, now)
+	if sc.waiting && sc.kvActive { // it waits for a lock: its key's name outlives the request
+		sc.kvKeep = append(sc.kvKeep[:0], sc.kvName...)
+		sc.kvName = sc.kvKeep
+	}
 }
 
 // kvReply answers the key/value command cs waited for with the reply to its lock command.
@@ -269,6 +279,7 @@ func (s *Server) kvReply(cs *conn, r *slock.LockReply, res store.LockResult) {
 		if slock.KVCount(sc.req.KV.Op, r.Result, r.Value) {
 			sc.kvN++
 		}
+		s.notifyKV(cs, r) // pubsub.go
 		return
 	}
 	switch res {
@@ -284,6 +295,7 @@ func (s *Server) kvReply(cs *conn, r *slock.LockReply, res store.LockResult) {
 			s.locks.RaiseFence(r.DB, r.Key, f) // the fenced write is done: older tokens are refused from now on
 		}
 		s.sendTo(cs, slock.AppendKVReply(s.scratchFor(cs), &sc.req.KV, r.Result, r.Value))
+		s.notifyKV(cs, r) // pubsub.go
 	}
 }
 
@@ -374,6 +386,9 @@ func (s *Server) kvHash(cs *conn, h *slock.Hash, now int64) {
 	}
 	s.drainLocks(now) // what the write led to for others (the text connection waits for nothing)
 	s.sendTo(cs, slock.AppendHashWrite(s.scratchFor(cs), h, result, n))
+	if result == slock.ResultOK || result == slock.ResultLockedError {
+		s.notifyHash(db, h, n, s.locks.Value(db, h.Frame.Key) == nil) // pubsub.go
+	}
 }
 
 // hashKinds maps hash writes to the store's.
@@ -422,7 +437,7 @@ func (s *Server) slockAdmin(cs *conn, args [][]byte) {
 				b = resp.AppendBulkString(resp.AppendBulkString(b, kv[0]), kv[1])
 			}
 		case resp.Is(sub, "SET") && n >= 4:
-			b = resp.AppendError(b, "ERR CONFIG SET is not supported: restart tallyd with other flags")
+			b = s.configSet(b, args) // notify-keyspace-events, client-output-buffer-limit (pubsub.go)
 		case resp.Is(sub, "RESETSTAT") && n == 2:
 			b = resp.AppendSimple(b, "OK")
 		default:
@@ -523,6 +538,7 @@ func (s *Server) configItems(admin bool) [][2]string {
 		{"slowlog-log-slower-than", strconv.FormatInt(s.cfg.SlowlogSlowerThan, 10)},
 		{"slowlog-max-len", strconv.Itoa(s.cfg.SlowlogMaxLen)},
 		{"lua-time-limit", strconv.FormatInt(s.luaTimeLimit().Milliseconds(), 10)},
+		{"notify-keyspace-events", s.ps.notify.String()}, {"client-output-buffer-limit", s.obufLimits()},
 	}
 }
 

@@ -31,6 +31,11 @@ type Loop struct {
 	MaxTurn float64   // the longest turn since start, seconds
 	Yields  uint64    // connection slices that ended with requests left (--conn-slice)
 	Slowlog uint64    // commands SLOWLOG has logged since start
+
+	// Pub/sub: channels and patterns with a subscriber, messages delivered to subscribers
+	// since start, subscribers cut over client-output-buffer-limit pubsub.
+	PubsubChannels, PubsubPatterns int
+	PubsubMessages, PubsubCut      uint64
 }
 
 // Memory is what the memory budget counts, in bytes, and what it did.

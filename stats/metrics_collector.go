@@ -29,6 +29,12 @@ var (
 		"Times a connection's slice of a turn (--conn-slice) ended with requests left, which it served in a later turn.", nil, nil)
 	descSlowlog = prometheus.NewDesc("tallyd_slowlog_entries_total",
 		"Redis-text commands logged in SLOWLOG (run longer than --slowlog-log-slower-than) since start.", nil, nil)
+	descPubsub = prometheus.NewDesc("tallyd_pubsub_subscriptions",
+		"Pub/sub channels and patterns with at least one subscriber now.", []string{"kind"}, nil)
+	descPubsubMessages = prometheus.NewDesc("tallyd_pubsub_messages_total",
+		"Pub/sub messages delivered to subscribers (PUBLISH, keyspace notifications), one per receiver.", nil, nil)
+	descPubsubCut = prometheus.NewDesc("tallyd_pubsub_subscribers_cut_total",
+		"Subscribers closed over client-output-buffer-limit pubsub: they did not read their messages.", nil, nil)
 
 	descConns = prometheus.NewDesc("tallyd_connections",
 		"Client connections open now.", []string{"proto"}, nil)
@@ -95,7 +101,7 @@ func NewCollector(source func() *Snapshot) *Collector {
 // Describe sends every metric's description.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descBuild, descStart, descAge, descTicks, descTickLag,
-		descTurns, descMaxTurn, descYields, descSlowlog,
+		descTurns, descMaxTurn, descYields, descSlowlog, descPubsub, descPubsubMessages, descPubsubCut,
 		descConns, descConnsTotal, descRejected, descRequests, descBytesIn, descBytesOut, descLatency,
 		descWaitsIn, descWaitsOut, descWaiting, descHeld, descObjects, descMemory, descGCRuns, descGCSeconds,
 		descExpired, descMemBudget, descMemUsed, descMemClosed, descMemRefused, descMemEvicted} {
@@ -130,6 +136,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descMaxTurn, s.Loop.MaxTurn)
 	counter(descYields, float64(s.Loop.Yields))
 	counter(descSlowlog, float64(s.Loop.Slowlog))
+	gauge(descPubsub, float64(s.Loop.PubsubChannels), "channel")
+	gauge(descPubsub, float64(s.Loop.PubsubPatterns), "pattern")
+	counter(descPubsubMessages, float64(s.Loop.PubsubMessages))
+	counter(descPubsubCut, float64(s.Loop.PubsubCut))
 	gauge(descMemBudget, float64(s.Memory.Budget))
 	gauge(descMemUsed, float64(s.Memory.Input), "input")
 	gauge(descMemUsed, float64(s.Memory.Output), "output")

@@ -67,6 +67,11 @@ type LockReply struct {
 	// Token is the fencing token of the holder a LockOK made or reentered
 	// (0 for anything else): see locks_fence.go.
 	Token uint64
+
+	// Gone is, with Locks.KeepGone, the value record a key held when this
+	// expiry (LockExpried) emptied it, and so deleted it; nil otherwise. It is
+	// valid until the next call on the Locks.
+	Gone []byte
 }
 
 // Exec is an EXECUTE inner command to run as if Owner had sent it. Frame is
@@ -247,6 +252,10 @@ const (
 // and the EXECUTE inner commands to run next. Value and Frame slices in
 // them point into a buffer of the Locks that the next call reuses.
 type Locks struct {
+	// KeepGone asks for the value a key held when an expiry emptied it, in the expiry's
+	// reply (LockReply.Gone): the caller names the key in a notification from it.
+	KeepGone bool
+
 	dbs    [MaxLockDB + 1]*lockDB
 	nkeys  int
 	dl     *deadlines // waits and holds, by when they are due
@@ -1361,14 +1370,16 @@ func (l *Locks) expired(h *lockItem, now int64) {
 	l.removeHolder(h)
 	k.db.st.ExpriedCount++
 	empty := k.hold.n == 0 && k.wait.n == 0
-	var v []byte
+	var v, gone []byte
 	if !empty {
 		v = l.current(k)
+	} else if l.KeepGone {
+		gone = l.current(k)
 	}
 	l.out = append(l.out, LockReply{
 		Owner: h.owner, Type: 1, RequestID: h.cmd.RequestID, Result: LockExpried, DB: k.db.id,
 		LockID: h.cmd.LockID, Key: k.key, Lcount: uint16(k.levels), Count: h.cmd.Count, Rcount: h.cmd.Rcount,
-		Value: v,
+		Value: v, Gone: gone,
 	})
 	l.fire(h, stageExpried, empty)
 	l.wake(k, now)

@@ -20,8 +20,8 @@ type User struct {
 	hashes      [][sha256.Size]byte
 	allKeys     bool
 	keys        [][]byte
-	allChannels bool     // shown only: tallyd has no pub/sub
-	channels    []string // shown only
+	allChannels bool     // may use every pub/sub channel (&* or allchannels)
+	channels    []string // else the channel patterns it may use (Redis globs)
 	allBase     bool     // the command rules start from +@all (else -@all)
 	rules       []string // the command rules since, compacted as Redis 7.0 does ("+get", "-@write")
 	allowed     []uint64 // bit set over t: the commands it may run
@@ -287,6 +287,13 @@ func (u *User) AllKeys() bool { return u.allKeys }
 // Patterns are the user's key patterns (Redis globs) unless AllKeys. The caller must not
 // change them.
 func (u *User) Patterns() [][]byte { return u.keys }
+
+// AllChannels reports whether the user may use every pub/sub channel (&* or allchannels).
+func (u *User) AllChannels() bool { return u.allChannels }
+
+// Channels are the user's channel patterns (Redis globs) unless AllChannels. The caller
+// must not change them.
+func (u *User) Channels() []string { return u.channels }
 
 // Describe is the user as ACL LIST shows it, as Redis 7.0 writes it: user, name, flags,
 // password hashes, key patterns, channels, command rules.

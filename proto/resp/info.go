@@ -77,6 +77,8 @@ type InfoStats struct {
 	Expired         uint64  // expired_keys
 	Hits, Misses    uint64  // keyspace_hits, keyspace_misses
 	ErrorReplies    uint64  // total_error_replies
+	Channels        int     // pubsub_channels: channels with a subscriber
+	Patterns        int     // pubsub_patterns: patterns with a subscriber
 }
 
 // InfoAOF are the Persistence section's figures when the append-only log is on.
@@ -153,7 +155,9 @@ func AppendInfo(dst []byte, in *Info) []byte {
 	dst = append(dst, "\r\nevicted_keys:0"...) // no key or value is evicted: writes past the budget are refused
 	dst = appendField(dst, "\r\nkeyspace_hits:", st.Hits)
 	dst = appendField(dst, "\r\nkeyspace_misses:", st.Misses)
-	dst = append(dst, "\r\npubsub_channels:0\r\npubsub_patterns:0\r\nlatest_fork_usec:0"...)
+	dst = strconv.AppendInt(append(dst, "\r\npubsub_channels:"...), int64(st.Channels), 10)
+	dst = strconv.AppendInt(append(dst, "\r\npubsub_patterns:"...), int64(st.Patterns), 10)
+	dst = append(dst, "\r\nlatest_fork_usec:0"...)
 	dst = appendField(dst, "\r\ntotal_error_replies:", st.ErrorReplies)
 	dst = append(dst, "\r\n\r\n# Replication\r\nrole:master\r\nconnected_slaves:0\r\n\r\n# CPU\r\nused_cpu_sys:"...)
 	dst = strconv.AppendFloat(dst, in.CPUSys, 'f', 6, 64)

@@ -54,6 +54,17 @@ const (
 	CmdScript      // SCRIPT LOAD|EXISTS|FLUSH|KILL|HELP: the script cache
 )
 
+// Pub/sub commands: numbered from 200, apart from the list above, which grows.
+const (
+	CmdSubscribe    Cmd = 200 + iota // SUBSCRIBE channel...
+	CmdUnsubscribe                   // UNSUBSCRIBE [channel...]
+	CmdPSubscribe                    // PSUBSCRIBE pattern...
+	CmdPUnsubscribe                  // PUNSUBSCRIBE [pattern...]
+	CmdPublish                       // PUBLISH channel message
+	CmdPubsub                        // PUBSUB CHANNELS|NUMSUB|NUMPAT|HELP
+	CmdReset                         // RESET: the connection's state as a new one's
+)
+
 // CmdFlags are a command's properties.
 type CmdFlags uint16
 
@@ -127,6 +138,7 @@ const (
 	aLock       = acl.Lock
 	aCluster    = acl.Cluster
 	aScripting  = acl.Scripting
+	aPubSub     = acl.PubSub
 	aAdminCmd   = aAdmin | aSlow | aDangerous // CONFIG GET, ACL LIST, ...
 )
 
@@ -188,6 +200,13 @@ var table = []row{
 	{"EVAL_RO", CmdEval, OpNone, -3, 0, HashNone, aSlow | aScripting, keysEval},
 	{"EVALSHA_RO", CmdEval, OpNone, -3, 0, HashNone, aSlow | aScripting, keysEval},
 	{"SCRIPT", CmdScript, OpNone, -2, 0, HashNone, aSlow, keysNone},
+	{"SUBSCRIBE", CmdSubscribe, OpNone, -2, 0, HashNone, aPubSub | aSlow, keysNone},
+	{"UNSUBSCRIBE", CmdUnsubscribe, OpNone, -1, 0, HashNone, aPubSub | aSlow, keysNone},
+	{"PSUBSCRIBE", CmdPSubscribe, OpNone, -2, 0, HashNone, aPubSub | aSlow, keysNone},
+	{"PUNSUBSCRIBE", CmdPUnsubscribe, OpNone, -1, 0, HashNone, aPubSub | aSlow, keysNone},
+	{"PUBLISH", CmdPublish, OpNone, 3, 0, HashNone, aPubSub | aFast, keysNone},
+	{"PUBSUB", CmdPubsub, OpNone, -2, 0, HashNone, aSlow, keysNone},
+	{"RESET", CmdReset, OpNone, 1, CmdTx | CmdNoAuth, HashNone, aFast | aConnection, keysNone},
 
 	{"SET", CmdKV, OpSet, -3, CmdWrite | CmdDenyOOM | CmdMayWait, HashNone, aWrite | aString | aSlow, keysOne},
 	{"SETEX", CmdKV, OpSet, 4, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aSlow, keysOne},
@@ -256,6 +275,8 @@ var subcommands = map[string][]SubSpec{
 		{"USERS", 2, aAdminCmd, 0}, {"LOAD", 2, aAdminCmd, 0}},
 	"SCRIPT": {{"LOAD", 3, aSlow | aScripting, 0}, {"EXISTS", -3, aSlow | aScripting, 0},
 		{"FLUSH", -2, aSlow | aScripting, 0}, {"KILL", 2, aSlow | aScripting, 0}, {"HELP", 2, aSlow | aScripting, 0}},
+	"PUBSUB": {{"CHANNELS", -2, aPubSub | aSlow, 0}, {"NUMSUB", -2, aPubSub | aSlow, 0},
+		{"NUMPAT", 2, aPubSub | aSlow, 0}, {"HELP", 2, aSlow, 0}},
 	"SLOWLOG": {{"GET", -2, aAdminCmd, 0}, {"LEN", 2, aAdminCmd, 0}, {"RESET", 2, aAdminCmd, 0},
 		{"HELP", 2, aSlow, 0}},
 }

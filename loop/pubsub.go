@@ -1,0 +1,963 @@
+package loop
+
+import (
+	"encoding/hex"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tallyd/tallyd/aof"
+	"github.com/tallyd/tallyd/proto/acl"
+	"github.com/tallyd/tallyd/proto/resp"
+	"github.com/tallyd/tallyd/proto/slock"
+	"github.com/tallyd/tallyd/store"
+)
+
+// This file is pub/sub on the slock port's Redis-text side, as Redis 7.0 serves it over
+// RESP2: SUBSCRIBE, PSUBSCRIBE, their UNSUBSCRIBEs, PUBLISH, PUBSUB, the subscribed mode,
+// and keyspace notifications (notify-keyspace-events). A message is rendered once per
+// channel or pattern and appended to each subscriber's output with put, so it goes out
+// behind the log write of the change it reports (persist.go), as a reply would.
+
+// pubsubState is the loop's channels and patterns, with their subscribers.
+type pubsubState struct {
+	channels map[string]*psChannel // channels with at least one subscriber
+	patterns []*psPattern          // distinct patterns with at least one subscriber
+	notify   notifyFlags           // notify-keyspace-events
+	msg      []byte                // the message being delivered, rendered once
+	ch       []byte                // a notification's channel name, built here
+	ev       []byte                // a notification's event name
+	name     []byte                // a lock key's name (lockKeyName)
+	received uint64                // messages delivered to subscribers, for metrics
+	cut      uint64                // subscribers closed over client-output-buffer-limit pubsub
+	muted    map[watchKey]struct{} // keys a command deleted by a time past: their expiry is its event
+	relay    []byte                // cluster leader: the messages published since the last proposal, as records
+}
+
+// psChannel is a channel and its subscribers, in subscription order.
+type psChannel struct {
+	name string
+	subs []*conn
+}
+
+// psPattern is a pattern and its subscribers.
+type psPattern struct {
+	pat  []byte
+	subs []*conn
+}
+
+// connSubs is one connection's subscriptions; while it has any, it is in subscribed mode.
+type connSubs struct {
+	channels map[string]struct{}
+	patterns []string // in subscription order, as Redis keeps them
+	softAt   int64    // nanotime its output went over the pubsub soft limit (0: under it)
+}
+
+func (cs *connSubs) count() int {
+	if cs == nil {
+		return 0
+	}
+	return len(cs.channels) + len(cs.patterns)
+}
+
+// DefaultMaxSubscriptions is how many channels and patterns one connection may subscribe
+// to, together (--max-subscriptions).
+const DefaultMaxSubscriptions = 100_000
+
+// PubsubLimit is Redis's client-output-buffer-limit for the pubsub class: a subscriber whose
+// unsent output passes Hard is closed at once, one that stays past Soft for SoftFor is closed
+// then (0 turns either off).
+type PubsubLimit struct {
+	Hard, Soft int64
+	SoftFor    time.Duration
+}
+
+// DefaultPubsubLimit is Redis's default: 32 MB hard, 8 MB for 60 seconds.
+var DefaultPubsubLimit = PubsubLimit{Hard: 32 << 20, Soft: 8 << 20, SoftFor: 60 * time.Second}
+
+// subscribed reports whether cs is in subscribed mode.
+func (sc *slockConn) subscribed() bool { return sc.subs.count() > 0 }
+
+// Channel lists and counts for INFO.
+func (s *Server) pubsubCounts() (channels, patterns int) {
+	return len(s.ps.channels), len(s.ps.patterns)
+}
+
+// subscribedAllows reports whether spec may run in subscribed mode (RESP2), as Redis 7.0.
+func subscribedAllows(spec *slock.Spec) bool {
+	switch spec.Cmd {
+	case slock.CmdSubscribe, slock.CmdUnsubscribe, slock.CmdPSubscribe, slock.CmdPUnsubscribe,
+		slock.CmdPing, slock.CmdQuit, slock.CmdReset:
+		return true
+	}
+	return false
+}
+
+// subscribedError answers a command refused in subscribed mode with Redis 7.0's error.
+func (s *Server) subscribedError(cs *conn, spec *slock.Spec, args [][]byte) {
+	name := strings.ToLower(spec.Name)
+	if len(spec.Subs) > 0 && len(args) > 1 {
+		name += "|" + strings.ToLower(string(args[1]))
+	}
+	s.sendTo(cs, resp.AppendError(s.scratchFor(cs), "ERR Can't execute '"+name+
+		"': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"))
+}
+
+// appendSubReply appends a subscribe-family confirmation: kind, the channel or pattern (nil:
+// none), and the connection's subscription count.
+func appendSubReply(b []byte, kind string, name []byte, n int) []byte {
+	b = resp.AppendArray(b, 3)
+	b = resp.AppendBulkString(b, kind)
+	if name == nil {
+		b = resp.AppendNull(b)
+	} else {
+		b = resp.AppendBulk(b, name)
+	}
+	return resp.AppendInt(b, int64(n))
+}
+
+// subscribe answers SUBSCRIBE channel... (pattern: PSUBSCRIBE pattern...).
+func (s *Server) subscribe(cs *conn, names [][]byte, pattern bool) {
+	sc := cs.slock
+	if sc.subs == nil {
+		sc.subs = &connSubs{}
+	}
+	kind := "subscribe"
+	if pattern {
+		kind = "psubscribe"
+	}
+	b := s.scratchFor(cs)
+	for _, n := range names {
+		if !s.hasSub(cs, n, pattern) {
+			if sc.subs.count() >= s.cfg.MaxSubscriptions {
+				b = resp.AppendError(b, "ERR max subscriptions per connection reached ("+
+					strconv.Itoa(s.cfg.MaxSubscriptions)+", --max-subscriptions): not subscribed to '"+clip(n)+"'")
+				continue
+			}
+			s.addSub(cs, n, pattern)
+		}
+		b = appendSubReply(b, kind, n, sc.subs.count())
+	}
+	s.sendTo(cs, b)
+}
+
+// unsubscribe answers UNSUBSCRIBE [channel...] (pattern: PUNSUBSCRIBE [pattern...]); no names
+// means every one, and with none subscribed one reply with a null name.
+func (s *Server) unsubscribe(cs *conn, names [][]byte, pattern bool) {
+	sc := cs.slock
+	kind := "unsubscribe"
+	if pattern {
+		kind = "punsubscribe"
+	}
+	b := s.scratchFor(cs)
+	if len(names) == 0 {
+		all := s.subNames(cs, pattern)
+		if len(all) == 0 {
+			b = appendSubReply(b, kind, nil, sc.subs.count())
+		}
+		for _, n := range all {
+			s.removeSub(cs, n, pattern)
+			b = appendSubReply(b, kind, n, sc.subs.count())
+		}
+		s.sendTo(cs, b)
+		return
+	}
+	for _, n := range names {
+		s.removeSub(cs, n, pattern)
+		b = appendSubReply(b, kind, n, sc.subs.count())
+	}
+	s.sendTo(cs, b)
+}
+
+// subNames lists cs's channels (or patterns), copied.
+func (s *Server) subNames(cs *conn, pattern bool) [][]byte {
+	subs := cs.slock.subs
+	if subs == nil {
+		return nil
+	}
+	var out [][]byte
+	if pattern {
+		for _, p := range subs.patterns {
+			out = append(out, []byte(p))
+		}
+		return out
+	}
+	for c := range subs.channels {
+		out = append(out, []byte(c))
+	}
+	return out
+}
+
+// hasSub reports whether cs is subscribed to channel (or pattern) n.
+func (s *Server) hasSub(cs *conn, n []byte, pattern bool) bool {
+	subs := cs.slock.subs
+	if subs == nil {
+		return false
+	}
+	if !pattern {
+		_, ok := subs.channels[string(n)]
+		return ok
+	}
+	for _, p := range subs.patterns {
+		if p == string(n) {
+			return true
+		}
+	}
+	return false
+}
+
+// addSub subscribes cs to channel (or pattern) n, which it is not subscribed to yet.
+func (s *Server) addSub(cs *conn, n []byte, pattern bool) {
+	subs := cs.slock.subs
+	name := string(n)
+	if !pattern {
+		if subs.channels == nil {
+			subs.channels = make(map[string]struct{})
+		}
+		subs.channels[name] = struct{}{}
+		if s.ps.channels == nil {
+			s.ps.channels = make(map[string]*psChannel)
+		}
+		c := s.ps.channels[name]
+		if c == nil {
+			c = &psChannel{name: name}
+			s.ps.channels[name] = c
+		}
+		c.subs = append(c.subs, cs)
+		return
+	}
+	subs.patterns = append(subs.patterns, name)
+	for _, p := range s.ps.patterns {
+		if string(p.pat) == name {
+			p.subs = append(p.subs, cs)
+			return
+		}
+	}
+	s.ps.patterns = append(s.ps.patterns, &psPattern{pat: []byte(name), subs: []*conn{cs}})
+}
+
+// removeSub unsubscribes cs from channel (or pattern) n, if it is subscribed.
+func (s *Server) removeSub(cs *conn, n []byte, pattern bool) {
+	subs := cs.slock.subs
+	if subs == nil {
+		return
+	}
+	if !pattern {
+		if _, ok := subs.channels[string(n)]; !ok {
+			return
+		}
+		delete(subs.channels, string(n))
+		c := s.ps.channels[string(n)]
+		if c == nil {
+			return
+		}
+		c.subs = dropConn(c.subs, cs)
+		if len(c.subs) == 0 {
+			delete(s.ps.channels, string(n))
+		}
+		return
+	}
+	i := 0
+	for i < len(subs.patterns) && subs.patterns[i] != string(n) {
+		i++
+	}
+	if i == len(subs.patterns) {
+		return
+	}
+	subs.patterns = append(subs.patterns[:i], subs.patterns[i+1:]...)
+	for j, p := range s.ps.patterns {
+		if string(p.pat) == string(n) {
+			p.subs = dropConn(p.subs, cs)
+			if len(p.subs) == 0 {
+				s.ps.patterns = append(s.ps.patterns[:j], s.ps.patterns[j+1:]...)
+			}
+			return
+		}
+	}
+}
+
+// dropConn removes cs from subs, keeping the order of the others.
+func dropConn(subs []*conn, cs *conn) []*conn {
+	for i, c := range subs {
+		if c == cs {
+			copy(subs[i:], subs[i+1:])
+			subs[len(subs)-1] = nil
+			return subs[:len(subs)-1]
+		}
+	}
+	return subs
+}
+
+// unsubscribeAll ends every subscription of cs, answering nothing (its close, RESET).
+func (s *Server) unsubscribeAll(cs *conn) {
+	subs := cs.slock.subs
+	if subs == nil {
+		return
+	}
+	for c := range subs.channels {
+		s.removeSub(cs, []byte(c), false)
+	}
+	for len(subs.patterns) > 0 {
+		s.removeSub(cs, []byte(subs.patterns[0]), true)
+	}
+	cs.slock.subs = nil
+}
+
+// publishCmd answers PUBLISH channel message: how many subscriptions received it.
+func (s *Server) publishCmd(cs *conn, ch, msg []byte) {
+	n := s.publish(ch, msg)
+	s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), int64(n)))
+}
+
+// publish delivers msg on channel ch to its subscribers, then to the subscribers of each
+// pattern that matches it (each pattern is matched once); it returns how many received it.
+// The work is the patterns plus the receivers; a channel's message is rendered once.
+func (s *Server) publish(ch, msg []byte) int {
+	ps := &s.ps
+	if s.cl != nil && s.cl.isLeader() {
+		ps.relay = aof.AppendMessage(ps.relay, ch, msg) // every member publishes it (relayed)
+	}
+	n := 0
+	if c := ps.channels[string(ch)]; c != nil {
+		ps.msg = appendMessage(ps.msg[:0], ch, msg)
+		for _, cs := range c.subs {
+			s.push(cs, ps.msg)
+		}
+		n += len(c.subs)
+	}
+	for _, p := range ps.patterns {
+		if !slock.Match(p.pat, ch) {
+			continue
+		}
+		ps.msg = appendPMessage(ps.msg[:0], p.pat, ch, msg)
+		for _, cs := range p.subs {
+			s.push(cs, ps.msg)
+		}
+		n += len(p.subs)
+	}
+	ps.received += uint64(n)
+	return n
+}
+
+// appendMessage renders a message push: message, the channel, the message.
+func appendMessage(b, ch, msg []byte) []byte {
+	b = append(b, "*3\r\n$7\r\nmessage\r\n"...)
+	return resp.AppendBulk(resp.AppendBulk(b, ch), msg)
+}
+
+// appendPMessage renders a pattern's message push: pmessage, the pattern, the channel, the
+// message.
+func appendPMessage(b, pat, ch, msg []byte) []byte {
+	b = append(b, "*4\r\n$8\r\npmessage\r\n"...)
+	return resp.AppendBulk(resp.AppendBulk(resp.AppendBulk(b, pat), ch), msg)
+}
+
+// push appends a rendered message to a subscriber's output, and closes the subscriber once
+// its unsent output passes the pubsub hard limit (or has stayed past the soft limit too long).
+func (s *Server) push(cs *conn, m []byte) {
+	if cs.closed || cs.closing {
+		return
+	}
+	b := s.out(cs)
+	b = append(b, m...)
+	s.put(cs, b)
+	if s.pubsubOver(cs) {
+		s.closeLater(cs)
+	}
+}
+
+// pubsubOver reports whether subscriber cs is over the pubsub class of
+// client-output-buffer-limit and must be closed (and logs it): its unsent output (its
+// buffer and what gnet still holds) past the hard limit, or past the soft limit for longer
+// than its time.
+func (s *Server) pubsubOver(cs *conn) bool {
+	subs := cs.slock.subs
+	if subs == nil || cs.closing {
+		return false // (closing: cut already, and logged once)
+	}
+	lim := s.pubsubLimit
+	unsent := int64(len(cs.out) + cs.sent)
+	why := ""
+	switch {
+	case lim.Hard > 0 && unsent > lim.Hard:
+		why = "hard"
+	case lim.Soft > 0 && unsent > lim.Soft:
+		now := nanotime()
+		if subs.softAt == 0 {
+			subs.softAt = now
+		}
+		if time.Duration(now-subs.softAt) >= lim.SoftFor {
+			why = "soft"
+		}
+	default:
+		subs.softAt = 0
+	}
+	if why == "" {
+		return false
+	}
+	s.log.Warn().Uint64("conn", uint64(cs.owner)).Str("remote", remoteAddr(cs.c).String()).
+		Int64("unsent", unsent).Int64("hard", lim.Hard).Int64("soft", lim.Soft).Dur("soft_seconds", lim.SoftFor).
+		Str("limit", why).Msg("closing subscriber: over client-output-buffer-limit pubsub (it does not read its messages)")
+	s.ps.cut++
+	return true
+}
+
+// pubsubCmd answers PUBSUB CHANNELS [pattern] | NUMSUB [channel...] | NUMPAT | HELP.
+func (s *Server) pubsubCmd(cs *conn, args [][]byte) {
+	b := s.scratchFor(cs)
+	sub := args[1]
+	switch {
+	case (resp.Is(sub, "NUMPAT") || resp.Is(sub, "HELP")) && len(args) != 2:
+		b = resp.AppendError(b, "ERR wrong number of arguments for 'pubsub|"+strings.ToLower(string(sub))+"' command")
+	case resp.Is(sub, "CHANNELS") && len(args) <= 3:
+		var pat []byte
+		if len(args) == 3 {
+			pat = args[2]
+		}
+		n := 0
+		for name := range s.ps.channels {
+			if pat == nil || slock.Match(pat, []byte(name)) {
+				n++
+			}
+		}
+		b = resp.AppendArray(b, n)
+		for name := range s.ps.channels {
+			if pat == nil || slock.Match(pat, []byte(name)) {
+				b = resp.AppendBulkString(b, name)
+			}
+		}
+	case resp.Is(sub, "NUMSUB"):
+		b = resp.AppendArray(b, 2*(len(args)-2))
+		for _, ch := range args[2:] {
+			n := 0
+			if c := s.ps.channels[string(ch)]; c != nil {
+				n = len(c.subs)
+			}
+			b = resp.AppendInt(resp.AppendBulk(b, ch), int64(n))
+		}
+	case resp.Is(sub, "NUMPAT"):
+		b = resp.AppendInt(b, int64(len(s.ps.patterns)))
+	case resp.Is(sub, "HELP"):
+		lines := []string{
+			"PUBSUB <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+			"CHANNELS [<pattern>]",
+			"    Return the currently active channels matching a <pattern> (default: '*').",
+			"NUMPAT",
+			"    Return number of subscriptions to patterns.",
+			"NUMSUB [<channel> ...]",
+			"    Return the number of subscribers for the specified channels, excluding",
+			"    pattern subscriptions(default: no channels).",
+			"HELP",
+			"    Print this help.",
+		}
+		b = resp.AppendArray(b, len(lines))
+		for _, l := range lines {
+			b = resp.AppendSimple(b, l)
+		}
+	case resp.Is(sub, "CHANNELS"):
+		b = resp.AppendError(b, "ERR unknown subcommand or wrong number of arguments for '"+clip(sub)+"'. Try PUBSUB HELP.")
+	default:
+		b = resp.AppendError(b, "ERR unknown subcommand '"+clip(sub)+"'. Try PUBSUB HELP.")
+	}
+	s.sendTo(cs, b)
+}
+
+// resetCmd answers RESET: the connection as a new one, as Redis 7.0's: no transaction, no
+// WATCH, no subscription, database 0, slock's text semantics off, logged out.
+func (s *Server) resetCmd(cs *conn) {
+	sc := cs.slock
+	if sc.tx.active {
+		s.txReset(cs)
+	}
+	s.unwatchAll(cs)
+	s.unsubscribeAll(cs)
+	sc.text.DB = 0
+	sc.text.Slock = false
+	sc.user = nil
+	s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "RESET"))
+}
+
+// notifyFlags are notify-keyspace-events' classes, as Redis's.
+type notifyFlags uint32
+
+// The classes, as Redis's letters, and tallyd's own: L, slock's locks.
+const (
+	nGeneric  notifyFlags = 1 << iota // g
+	nString                           // $
+	nList                             // l
+	nSet                              // s
+	nHash                             // h
+	nZset                             // z
+	nExpired                          // x
+	nEvicted                          // e
+	nStream                           // t
+	nModule                           // d
+	nNew                              // n
+	nKeyMiss                          // m
+	nKeyspace                         // K
+	nKeyevent                         // E
+	nLock                             // L: tallyd's lock and unlock events (not in A)
+	nAll      = nGeneric | nString | nList | nSet | nHash | nZset | nExpired | nEvicted | nStream | nModule
+)
+
+// classLetters are the classes in the order CONFIG GET writes them.
+var classLetters = []struct {
+	f notifyFlags
+	c byte
+}{{nGeneric, 'g'}, {nString, '$'}, {nList, 'l'}, {nSet, 's'}, {nHash, 'h'}, {nZset, 'z'},
+	{nExpired, 'x'}, {nEvicted, 'e'}, {nStream, 't'}, {nModule, 'd'}, {nNew, 'n'}}
+
+// parseNotify parses a notify-keyspace-events value; false if it has a character that is no
+// class.
+func parseNotify(v string) (notifyFlags, bool) {
+	var f notifyFlags
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; c {
+		case 'A':
+			f |= nAll
+		case 'K':
+			f |= nKeyspace
+		case 'E':
+			f |= nKeyevent
+		case 'm':
+			f |= nKeyMiss
+		case 'L':
+			f |= nLock
+		default:
+			ok := false
+			for _, l := range classLetters {
+				if l.c == c {
+					f |= l.f
+					ok = true
+				}
+			}
+			if !ok {
+				return 0, false
+			}
+		}
+	}
+	return f, true
+}
+
+// String is the value as CONFIG GET answers it, normalised as Redis 7.0 does (A for all
+// its classes, then K, E, m); tallyd's L follows the classes.
+func (f notifyFlags) String() string {
+	var b []byte
+	if f&nAll == nAll {
+		b = append(b, 'A')
+	} else {
+		for _, l := range classLetters {
+			if f&l.f != 0 {
+				b = append(b, l.c)
+			}
+		}
+	}
+	if f&nLock != 0 {
+		b = append(b, 'L')
+	}
+	if f&nKeyspace != 0 {
+		b = append(b, 'K')
+	}
+	if f&nKeyevent != 0 {
+		b = append(b, 'E')
+	}
+	if f&nKeyMiss != 0 {
+		b = append(b, 'm')
+	}
+	return string(b)
+}
+
+// notifyErr is Redis 7.0's CONFIG SET error for a notify-keyspace-events value.
+const notifyErr = "ERR CONFIG SET failed (possibly related to argument 'notify-keyspace-events') - Invalid event class character. Use 'Ag$lshzxeKEtmdn'."
+
+// notifying reports whether an event of class would be published at all: the class is on,
+// one of K and E is, and someone listens.
+func (s *Server) notifying(class notifyFlags) bool {
+	f := s.ps.notify
+	if f&class == 0 || f&(nKeyspace|nKeyevent) == 0 {
+		return false
+	}
+	if s.cl != nil {
+		// In a cluster the leader publishes every change's events, for the other members'
+		// subscribers too; a follower publishes only what the leader's entries carry (relayed).
+		return s.cl.isLeader()
+	}
+	return len(s.ps.channels) > 0 || len(s.ps.patterns) > 0
+}
+
+// notifyKey publishes event on key of db, of class, as Redis's notifyKeyspaceEvent: on
+// __keyspace@<db>__:<key> the event, on __keyevent@<db>__:<event> the key. Every change
+// site calls it once the change is made (GETDEL: del, nGeneric; GETEX: expire or persist,
+// nGeneric, as Redis's); it costs nothing while notifications are off or nobody listens.
+func (s *Server) notifyKey(db uint8, key []byte, class notifyFlags, event string) {
+	if !s.notifying(class) {
+		return
+	}
+	ps := &s.ps
+	ps.ev = append(ps.ev[:0], event...)
+	if ps.notify&nKeyspace != 0 {
+		ps.ch = append(ps.ch[:0], "__keyspace@"...)
+		ps.ch = strconv.AppendUint(ps.ch, uint64(db), 10)
+		ps.ch = append(append(ps.ch, "__:"...), key...)
+		s.publish(ps.ch, ps.ev)
+	}
+	if ps.notify&nKeyevent != 0 {
+		ps.ch = append(ps.ch[:0], "__keyevent@"...)
+		ps.ch = strconv.AppendUint(ps.ch, uint64(db), 10)
+		ps.ch = append(append(ps.ch, "__:"...), event...)
+		s.publish(ps.ch, key)
+	}
+}
+
+// lockKeyName is the name a lock key has in notifications: the text name of a key whose
+// LockKey is a short text name's (1 to 15 bytes, right-aligned after zero bytes), else its 32
+// hex digits (a binary key, or a long text name, which is hashed).
+func lockKeyName(dst []byte, key [16]byte) []byte {
+	i := 0
+	for i < len(key) && key[i] == 0 {
+		i++
+	}
+	if i > 0 {
+		return append(dst, key[i:]...)
+	}
+	return hex.AppendEncode(dst, key[:])
+}
+
+// notifyLock publishes a lock event (class L) on a lock key.
+func (s *Server) notifyLock(db uint8, key [16]byte, event string) {
+	if !s.notifying(nLock) {
+		return
+	}
+	s.ps.name = lockKeyName(s.ps.name[:0], key)
+	s.notifyKey(db, s.ps.name, nLock, event)
+}
+
+// obufClasses are client-output-buffer-limit's client classes, in the order CONFIG GET
+// writes them; only pubsub is enforced here (a normal client's output is --max-output's).
+var obufClasses = [3]string{"normal", "slave", "pubsub"}
+
+// obufLimits renders client-output-buffer-limit as CONFIG GET answers it.
+func (s *Server) obufLimits() string {
+	var b []byte
+	for i, c := range obufClasses {
+		l := s.obuf[i]
+		if i == 2 {
+			l = s.pubsubLimit
+		}
+		if i > 0 {
+			b = append(b, ' ')
+		}
+		b = append(append(b, c...), ' ')
+		b = strconv.AppendInt(b, l.Hard, 10)
+		b = strconv.AppendInt(append(b, ' '), l.Soft, 10)
+		b = strconv.AppendInt(append(b, ' '), int64(l.SoftFor/time.Second), 10)
+	}
+	return string(b)
+}
+
+// obufErr is Redis 7.0's CONFIG SET error for a client-output-buffer-limit value.
+func obufErr(why string) string {
+	return "ERR CONFIG SET failed (possibly related to argument 'client-output-buffer-limit') - " + why
+}
+
+// parseObuf parses a client-output-buffer-limit value, "class hard soft seconds"...,
+// into the limits it sets (by class index), or Redis 7.0's error.
+func parseObuf(v string, into *[3]PubsubLimit, set *[3]bool) string {
+	f := strings.Fields(v)
+	if len(f)%4 != 0 {
+		return obufErr("Wrong number of arguments in buffer limit configuration.")
+	}
+	for i := 0; i < len(f); i += 4 {
+		c := -1
+		switch strings.ToLower(f[i]) {
+		case "normal":
+			c = 0
+		case "slave", "replica":
+			c = 1
+		case "pubsub":
+			c = 2
+		}
+		if c < 0 {
+			return obufErr("Invalid client class specified in buffer limit configuration.")
+		}
+		hard, ok1 := memBytes(f[i+1])
+		soft, ok2 := memBytes(f[i+2])
+		secs, err := strconv.ParseInt(f[i+3], 10, 64)
+		if !ok1 || !ok2 || err != nil || secs < 0 || secs > int64(1<<62)/int64(time.Second) {
+			return obufErr("Error in hard, soft or soft_seconds setting in buffer limit configuration.")
+		}
+		into[c], set[c] = PubsubLimit{Hard: hard, Soft: soft, SoftFor: time.Duration(secs) * time.Second}, true
+	}
+	return ""
+}
+
+// memBytes parses a Redis memory size: digits with an optional unit, k/m/g (powers of
+// 1000) or kb/mb/gb (of 1024), in any case.
+func memBytes(v string) (int64, bool) {
+	mul := int64(1)
+	l := strings.ToLower(v)
+	for _, u := range []struct {
+		s string
+		m int64
+	}{{"kb", 1 << 10}, {"mb", 1 << 20}, {"gb", 1 << 30}, {"k", 1e3}, {"m", 1e6}, {"g", 1e9}, {"b", 1}} {
+		if strings.HasSuffix(l, u.s) {
+			mul, l = u.m, l[:len(l)-len(u.s)]
+			break
+		}
+	}
+	if l == "" || l[0] < '0' || l[0] > '9' {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(l, 10, 64)
+	if err != nil || n > (1<<62)/mul {
+		return 0, false
+	}
+	return n * mul, true
+}
+
+// ParsePubsubLimit parses the --client-output-buffer-limit flag: Redis's value for the
+// pubsub class ("32mb 8mb 60"), or with class names ("pubsub 32mb 8mb 60").
+func ParsePubsubLimit(v string) (PubsubLimit, error) {
+	if f := strings.Fields(v); len(f) == 3 {
+		v = "pubsub " + v
+	}
+	var l [3]PubsubLimit
+	var set [3]bool
+	l[2] = DefaultPubsubLimit
+	if why := parseObuf(v, &l, &set); why != "" {
+		return PubsubLimit{}, &configError{v, why[strings.LastIndex(why, " - ")+3:]}
+	}
+	return l[2], nil
+}
+
+// ValidNotify reports whether v is a notify-keyspace-events value (for the flag's check).
+func ValidNotify(v string) bool {
+	_, ok := parseNotify(v)
+	return ok
+}
+
+// configError is a flag value refused, with Redis's reason.
+type configError struct{ v, why string }
+
+func (e *configError) Error() string { return strconv.Quote(e.v) + ": " + e.why }
+
+// configSet answers CONFIG SET param value...: notify-keyspace-events and
+// client-output-buffer-limit change at once; any other parameter is refused (tallyd's
+// settings are its flags), and nothing is changed unless every pair is valid.
+func (s *Server) configSet(b []byte, args [][]byte) []byte {
+	if len(args)%2 != 0 {
+		return resp.AppendError(b, "ERR syntax error")
+	}
+	notify, obuf := s.ps.notify, [3]PubsubLimit{s.obuf[0], s.obuf[1], s.pubsubLimit}
+	var seen [2]bool
+	for i := 2; i < len(args); i += 2 {
+		v := string(args[i+1])
+		k := -1
+		switch {
+		case resp.Is(args[i], "notify-keyspace-events"):
+			k = 0
+			f, ok := parseNotify(v)
+			if !ok {
+				return resp.AppendError(b, notifyErr)
+			}
+			notify = f
+		case resp.Is(args[i], "client-output-buffer-limit"):
+			k = 1
+			var set [3]bool
+			if why := parseObuf(v, &obuf, &set); why != "" {
+				return resp.AppendError(b, why)
+			}
+		default:
+			return resp.AppendError(b, "ERR CONFIG SET is not supported for '"+clip(args[i])+
+				"': restart tallyd with other flags (only notify-keyspace-events and client-output-buffer-limit change at run time)")
+		}
+		if seen[k] {
+			return resp.AppendError(b, "ERR CONFIG SET failed (possibly related to argument '"+
+				strings.ToLower(string(args[i]))+"') - duplicate parameter")
+		}
+		seen[k] = true
+	}
+	s.ps.notify, s.obuf[0], s.obuf[1], s.pubsubLimit = notify, obuf[0], obuf[1], obuf[2]
+	s.locks.KeepGone = notify&(nExpired|nLock) != 0
+	return resp.AppendSimple(b, "OK")
+}
+
+// notifyKV publishes the events of a key/value command's reply r (one key of it): Redis's
+// event names, set (SET, SETEX, SETNX, GETSET, MSET...) then expire when it set an expiry,
+// incrby for the whole INCR family, append, del, expire (del for a time past), persist.
+func (s *Server) notifyKV(cs *conn, r *slock.LockReply) {
+	if s.ps.notify&(nKeyspace|nKeyevent) == 0 {
+		return // (notifyKey checks the rest)
+	}
+	sc := cs.slock
+	kv := &sc.req.KV
+	name, db := sc.kvName, r.DB
+	ok := r.Result == slock.ResultOK || r.Result == slock.ResultLockedError
+	if !ok {
+		return
+	}
+	switch kv.Op {
+	case slock.OpSet, slock.OpGetSet, slock.OpSetNX:
+		if !slock.HasValue(r.Value) {
+			s.notifyKey(db, name, nNew, "new")
+		}
+		s.notifyKey(db, name, nString, "set")
+		if kv.ExpireAt != 0 && !kv.KeepTTL || sc.kvPast {
+			s.notifyKey(db, name, nGeneric, "expire")
+		}
+		if sc.kvPast { // EXAT or PXAT past: the key is gone at once, where Redis's goes at its next look
+			s.notifyKey(db, name, nExpired, "expired")
+		}
+	case slock.OpIncr:
+		s.notifyKey(db, name, nString, "incrby")
+	case slock.OpAppend:
+		if !slock.HasValue(r.Value) {
+			s.notifyKey(db, name, nNew, "new")
+		}
+		s.notifyKey(db, name, nString, "append")
+	case slock.OpDel:
+		if r.Result == slock.ResultOK {
+			s.notifyKey(db, name, nGeneric, "del")
+		}
+	case slock.OpExpire:
+		if sc.kvPast {
+			s.notifyKey(db, name, nGeneric, "del")
+		} else {
+			s.notifyKey(db, name, nGeneric, "expire")
+		}
+	case slock.OpPersist:
+		s.notifyKey(db, name, nGeneric, "persist")
+	}
+}
+
+// notifyHash publishes the events of a hash write that succeeded: hset, hincrby, hdel (when
+// it removed a field, n) and del when the last field went (gone).
+func (s *Server) notifyHash(db uint8, h *slock.Hash, n int64, gone bool) {
+	switch h.Op {
+	case slock.HashSet:
+		s.notifyKey(db, h.Key, nHash, "hset")
+	case slock.HashIncr:
+		s.notifyKey(db, h.Key, nHash, "hincrby")
+	case slock.HashDel:
+		if n > 0 {
+			s.notifyKey(db, h.Key, nHash, "hdel")
+		}
+		if gone {
+			s.notifyKey(db, h.Key, nGeneric, "del")
+		}
+	}
+}
+
+// notifyExpiry publishes an expiry the store reported: expired (class x) for a key whose value
+// went with it, named by its value record, as Redis's; else lock-expired (class L) for a lock.
+func (s *Server) notifyExpiry(r *store.LockReply) {
+	if len(s.ps.muted) > 0 {
+		w := watchKey{r.DB, r.Key}
+		if _, ok := s.ps.muted[w]; ok {
+			delete(s.ps.muted, w)
+			return
+		}
+	}
+	if r.Gone != nil {
+		name, ok := slock.KeyName(r.Gone)
+		if !ok {
+			s.ps.name = lockKeyName(s.ps.name[:0], r.Key)
+			name = s.ps.name
+		}
+		s.notifyKey(r.DB, name, nExpired, "expired")
+		return
+	}
+	s.notifyLock(r.DB, r.Key, "lock-expired")
+}
+
+// notifyLockReply publishes a lock or unlock (class L) that a LOCK or UNLOCK (text or binary,
+// a WILL, an EXECUTE) made.
+func (s *Server) notifyLockReply(r *store.LockReply) {
+	if r.Result != store.LockOK || !s.notifying(nLock) {
+		return
+	}
+	if r.Type == uint8(slock.TypeUnlock) {
+		s.notifyLock(r.DB, r.Key, "unlock")
+	} else {
+		s.notifyLock(r.DB, r.Key, "lock")
+	}
+}
+
+// kvPast reports whether kv, a key/value command, deletes its key by a time already past:
+// EXPIRE and its kin to a time past, SET with EXAT or PXAT past.
+func kvPast(kv *slock.KV, now int64) bool {
+	switch kv.Op {
+	case slock.OpExpire:
+		return kv.When <= now/1e6
+	case slock.OpSet:
+		return kv.Frame.Expried == 0 && kv.ExpireAt == 0 && !kv.KeepTTL
+	}
+	return false
+}
+
+// muteExpiry keeps the store's expiry of key, which a command is deleting by a time past, from
+// being published as expired: the command publishes its own event. Each tick forgets what
+// is left (the expiry comes at the next advance).
+func (s *Server) muteExpiry(db uint8, key [16]byte) {
+	if s.ps.muted == nil {
+		s.ps.muted = make(map[watchKey]struct{})
+	}
+	s.ps.muted[watchKey{db, key}] = struct{}{}
+}
+
+// noPermChannelText is Redis 7.0's error for a channel a user's &patterns do not allow.
+const noPermChannelText = "NOPERM this user has no permissions to access one of the channels used as arguments"
+
+// channelsAllowed reports whether u, restricted to its &patterns, may use the channels of
+// the command line args of spec, as Redis 7.0 checks them: a channel of SUBSCRIBE or PUBLISH
+// must match one of the patterns, a pattern of PSUBSCRIBE must be one of them, as written.
+func channelsAllowed(u *acl.User, spec *slock.Spec, args [][]byte) bool {
+	var names [][]byte
+	switch spec.Cmd {
+	case slock.CmdSubscribe, slock.CmdPSubscribe:
+		names = args[1:]
+	case slock.CmdPublish:
+		names = args[1:2]
+	default:
+		return true
+	}
+	for _, n := range names {
+		ok := false
+		for _, p := range u.Channels() {
+			if spec.Cmd == slock.CmdPSubscribe && p == string(n) || spec.Cmd != slock.CmdPSubscribe && slock.Match([]byte(p), n) {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// maxRelayBuf is the largest relay buffer kept between proposals.
+const maxRelayBuf = 1 << 20
+
+// relayed publishes a message a committed raft entry carries: one the leader published (a
+// PUBLISH, a keyspace notification) when it made the entry's changes. The leader does not
+// apply its own entries, so each member publishes each message once.
+func (s *Server) relayed(ch, msg []byte) {
+	s.publish(ch, msg)
+}
+
+// pubsubLocal reports whether spec runs on the member the client is connected to, never
+// forwarded to the leader: subscriptions are the connection's, and messages reach every
+// member (PUBLISH is forwarded, and relayed by the raft log).
+func pubsubLocal(sc *slockConn, spec *slock.Spec) bool {
+	if spec == nil {
+		return false
+	}
+	switch spec.Cmd {
+	case slock.CmdSubscribe, slock.CmdUnsubscribe, slock.CmdPSubscribe, slock.CmdPUnsubscribe, slock.CmdPubsub:
+		return true
+	case slock.CmdPing, slock.CmdReset:
+		return sc.subscribed()
+	}
+	return false
+}
