@@ -784,7 +784,8 @@ func (s *Server) configSet(b []byte, args [][]byte) []byte {
 
 // notifyKV publishes the events of a key/value command's reply r (one key of it): Redis's
 // event names, set (SET, SETEX, SETNX, GETSET, MSET...) then expire when it set an expiry,
-// incrby for the whole INCR family, append, del, expire (del for a time past), persist.
+// incrby for the whole INCR family, append, del (DEL, DELEX, DELIFEQ, GETDEL), expire (del for a
+// time past), persist, and GETEX's expire, persist or del.
 func (s *Server) notifyKV(cs *conn, r *slock.LockReply) {
 	if s.ps.notify&(nKeyspace|nKeyevent) == 0 {
 		return // (notifyKey checks the rest)
@@ -792,8 +793,7 @@ func (s *Server) notifyKV(cs *conn, r *slock.LockReply) {
 	sc := cs.slock
 	kv := &sc.req.KV
 	name, db := sc.kvName, r.DB
-	ok := r.Result == slock.ResultOK || r.Result == slock.ResultLockedError
-	if !ok {
+	if !kv.Applied(r.Result) {
 		return
 	}
 	switch kv.Op {
@@ -815,9 +815,18 @@ func (s *Server) notifyKV(cs *conn, r *slock.LockReply) {
 			s.notifyKey(db, name, nNew, "new")
 		}
 		s.notifyKey(db, name, nString, "append")
-	case slock.OpDel:
+	case slock.OpDel, slock.OpDelEx, slock.OpGetDel:
 		if r.Result == slock.ResultOK {
 			s.notifyKey(db, name, nGeneric, "del")
+		}
+	case slock.OpGetEx: // as Redis 7's GETEX: del for a time past, else persist or expire
+		switch {
+		case sc.kvPast:
+			s.notifyKey(db, name, nGeneric, "del")
+		case kv.Persist:
+			s.notifyKey(db, name, nGeneric, "persist")
+		default:
+			s.notifyKey(db, name, nGeneric, "expire")
 		}
 	case slock.OpExpire:
 		if sc.kvPast {
@@ -884,13 +893,15 @@ func (s *Server) notifyLockReply(r *store.LockReply) {
 }
 
 // kvPast reports whether kv, a key/value command, deletes its key by a time already past:
-// EXPIRE and its kin to a time past, SET with EXAT or PXAT past.
+// EXPIRE and its kin to a time past, SET or GETEX with EXAT or PXAT past.
 func kvPast(kv *slock.KV, now int64) bool {
 	switch kv.Op {
 	case slock.OpExpire:
 		return kv.When <= now/1e6
 	case slock.OpSet:
 		return kv.Frame.Expried == 0 && kv.ExpireAt == 0 && !kv.KeepTTL
+	case slock.OpGetEx:
+		return kv.Frame.Type != 0 && !kv.Persist && kv.ExpireAt == 0
 	}
 	return false
 }

@@ -284,6 +284,23 @@ func TestNotifyEvents(t *testing.T) {
 		{c("HDEL", "h", "f"), evs("h", "hdel")},
 		{c("HDEL", "h", "g"), evs("h", "hdel", "h", "del")},
 		{c("SET", "a long key name over sixteen bytes", "v"), evs("a long key name over sixteen bytes", "set")},
+		// Redis 8.4's compare-and-set, Valkey's DELIFEQ, Redis 7's GETDEL and GETEX.
+		{c("SET", "q", "v", "IFEQ", "other"), nil},
+		{c("SET", "q", "w", "IFNE", "other"), evs("q", "set")},
+		{c("DELEX", "q", "IFEQ", "other"), nil},
+		{c("DELEX", "q", "IFEQ", "w"), evs("q", "del")},
+		{c("SET", "q", "v"), evs("q", "set")},
+		{c("DELIFEQ", "q", "v"), evs("q", "del")},
+		{c("DELEX", "q"), nil},
+		{c("SET", "q", "v"), evs("q", "set")},
+		{c("GETEX", "q"), nil},
+		{c("GETEX", "q", "EX", "100"), evs("q", "expire")},
+		{c("GETEX", "q", "PERSIST"), evs("q", "persist")},
+		{c("GETEX", "q", "PERSIST"), nil},
+		{c("GETEX", "q", "PXAT", "1"), evs("q", "del")},
+		{c("SET", "q", "v"), evs("q", "set")},
+		{c("GETDEL", "q"), evs("q", "del")},
+		{c("GETDEL", "q"), nil},
 	} {
 		rc.cmd(tc.cmd...)
 		rc.send("PUBLISH", "fence", "x") // a marker: everything before it was published

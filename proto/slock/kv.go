@@ -604,7 +604,7 @@ func Int(rec []byte) (int64, error) {
 // it made) as its Redis reply. DEL and EXISTS of several keys are counted by the caller
 // (KVCount) instead.
 func AppendKVReply(dst []byte, kv *KV, result Result, value []byte) []byte {
-	ok := result == ResultOK || result == ResultLockedError
+	ok := kv.Applied(result)
 	if kv.NX && result == ResultLockedError {
 		// NX under the key's LockId: the store refused the reentry, so the key exists
 		// and nothing was set.
@@ -613,6 +613,8 @@ func AppendKVReply(dst []byte, kv *KV, result Result, value []byte) []byte {
 			return resp.AppendNull(dst)
 		case OpSetNX:
 			return resp.AppendInt(dst, 0)
+		case OpGetSet: // SET ... NX GET: the value, nothing set
+			return AppendValue(dst, value, kv.Numbers)
 		}
 	}
 	switch kv.Op {
@@ -682,6 +684,13 @@ func AppendKVReply(dst []byte, kv *KV, result Result, value []byte) []byte {
 		return AppendValue(dst, value, kv.Numbers)
 	}
 	return resp.AppendError(dst, "ERR "+strconv.Itoa(int(result)))
+}
+
+// Applied reports whether kv's lock command, with result, did what it asked: OK, or a
+// reentry of the key's own LockId (an update) — except for NX, whose reentry means the key
+// exists and nothing was set.
+func (kv *KV) Applied(result Result) bool {
+	return result == ResultOK || result == ResultLockedError && !kv.NX
 }
 
 // KVCount reports whether one key of a command on several counts: DEL unlocked it, EXISTS
