@@ -100,6 +100,7 @@ func (s *Server) forwarded(cs *conn, f *peer.Frame, now int64) {
 		sc.client = f.Client // what it locks is its client's, whichever session it came on
 	}
 	sc.lvl = Level(f.Level)
+	s.virtUser(vc, f.User)
 	vc.virt.in = append(vc.virt.in, f.Data...)
 	s.serveVirt(vc, now)
 }
@@ -406,8 +407,8 @@ func (s *Server) forward(cs *conn, lnk *conn, kind uint8, raw []byte) {
 	if sc.outstanding == 0 || kind == peer.KindBinary {
 		sc.fwdSince = s.persist.lastNow
 	}
-	s.put(lnk, peer.AppendForward(s.out(lnk), sc.session, s.clientOf(cs), kind, uint8(sc.level()), sc.text.DB,
-		sc.text.Timeout, sc.text.TimeoutFlag, raw))
+	s.put(lnk, peer.AppendForwardAs(s.out(lnk), sc.session, s.clientOf(cs), kind, uint8(sc.level()), sc.text.DB,
+		sc.text.Timeout, sc.text.TimeoutFlag, s.userOf(cs).Name, raw))
 }
 
 // relayReply passes the leader's replies to a session on to its client.

@@ -94,6 +94,9 @@ func (s *Server) slockCommand(cs *conn, args [][]byte, raw []byte, now int64) (q
 	if cs.virt == nil && !s.permit(cs, spec, args) {
 		return false // NOAUTH or NOPERM (auth.go); a forwarded command was checked where it came from
 	}
+	if sc.noUser && !s.permitVirt(cs, spec, args) {
+		return false // forwarded for a user this member does not know (auth.go)
+	}
 	if sc.tx.active && (spec == nil || spec.Flags&slock.CmdTx == 0) {
 		s.txQueue(cs, spec, args, raw)
 		return false

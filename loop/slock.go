@@ -37,6 +37,7 @@ type slockConn struct {
 
 	// Access (auth.go, admit.go).
 	user   *acl.User // logged in as (AUTH, HELLO AUTH); nil: the default user, if it needs no password
+	noUser bool      // a virtual connection whose follower named a user this member does not have (or has off)
 	gate   gate      // what it may speak, decided at accept
 	remote net.Addr  // where it comes from, as admit judged it (remoteAddr)
 
