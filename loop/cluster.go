@@ -176,6 +176,12 @@ type clusterState struct {
 	waiting     []*conn // connections whose next command waits for a leader, a ready leader, or its replies
 	rerun       []*conn // virtual connections to serve again
 
+	// WAIT (wait.go).
+	replWaits []*conn // connections blocked in WAIT
+	waitIdx   uint64  // the index replicasHolding counts voters at
+	waitN     int64   // and its count
+	countAt   func(uint64, raft.ProgressType, tracker.Progress)
+
 	joinAt   int64 // Unix ns of the next join request (--join, until a member)
 	joinTo   string
 	promoted map[uint64]bool
@@ -248,6 +254,7 @@ func (s *Server) openCluster() (err error) {
 	cl := &clusterState{cfg: *cc, ms: raft.NewMemoryStorage(), addrs: make(map[uint64]string),
 		links: make(map[uint64]*peerLink), sessions: make(map[uint64]*conn), virts: make(map[virtKey]*conn),
 		promoted: make(map[uint64]bool), peerTLS: s.cfg.TLS.PeerClient != nil}
+	cl.countAt = cl.countVoter
 	s.cl = cl
 	s.persist.lastNow = s.now().UnixNano()
 	s.persist.emit = s.appendRecord
@@ -612,6 +619,7 @@ func (s *Server) updateAcks() {
 		}
 		done = min(done, i)
 	}
+	s.checkWaits(0) // before own forgets entries: what raft learned of the followers may answer blocked WAITs
 	if done > 0 {
 		cl.own = cl.own[:copy(cl.own, cl.own[done:])]
 	}
@@ -858,6 +866,7 @@ func (s *Server) abdicate(why string) {
 		}
 		s.failHeld(cs, "CLUSTERDOWN leader changed")
 	}
+	s.abdicateWaits()
 	cl.own = cl.own[:0]
 	s.resetFromLog()
 }
@@ -996,6 +1005,7 @@ func (s *Server) clusterTick(now time.Time) {
 	s.joinTick(ns)
 	s.promoteLearners()
 	s.expireHeld(ns)
+	s.checkWaits(ns)
 	s.expireWaiting(ns)
 	s.expireSessions(ns)
 	s.maybeSnapshot(ns)

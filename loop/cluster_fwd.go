@@ -364,6 +364,8 @@ func (s *Server) clusterText(cs *conn, spec *slock.Spec, raw []byte) bool {
 		sc.fwdTx = false
 	case slock.CmdLock, slock.CmdUnlock, slock.CmdPush, slock.CmdWatch:
 		sc.touched = true
+	case slock.CmdWait:
+		sc.fwdWait = true // its reply may rightly take longer than --cluster-timeout (expireSessions)
 	default:
 		if sc.level() == LevelOne && spec.Flags&slock.CmdWrite != 0 {
 			sc.touched = true // what it wrote at ONE may be lost with the leader: it is told by a close
@@ -423,6 +425,7 @@ func (s *Server) relayReply(session uint64, data []byte) {
 	sc.fwdSince = s.persist.lastNow
 	if sc.kind != slock.Binary {
 		sc.outstanding = max(sc.outstanding-countReplies(data), 0)
+		sc.fwdWait = sc.fwdWait && sc.outstanding > 0
 		if sc.outstanding < maxForwarded && (sc.onWaiting || cs.busy) {
 			s.kick(cs)
 		}
@@ -436,6 +439,7 @@ func (s *Server) sessionLost(cs *conn, err string) {
 	sc := cs.slock
 	delete(s.cl.sessions, sc.session)
 	sc.session, sc.link = 0, nil
+	sc.fwdWait = false
 	if sc.kind == slock.Binary || sc.touched {
 		s.closeLater(cs)
 		return
@@ -465,13 +469,14 @@ func (s *Server) endSession(cs *conn) {
 
 // expireSessions gives up on forwarded commands the leader has not answered within
 // --cluster-timeout (and a little more: the leader answers CLUSTERDOWN itself by then when it
-// can): their outcome is unknown.
+// can): their outcome is unknown. A session with a WAIT among them is not given up this way
+// (WAIT may rightly wait longer, 0 for ever): a lost link or leader still ends it.
 func (s *Server) expireSessions(now int64) {
 	cl := s.cl
 	limit := int64(cl.cfg.Timeout) + int64(cl.cfg.Timeout)/2
 	for _, cs := range cl.sessions {
 		sc := cs.slock
-		if sc.outstanding > 0 && now-sc.fwdSince > limit {
+		if sc.outstanding > 0 && now-sc.fwdSince > limit && !sc.fwdWait {
 			if l := sc.link; l != nil && !l.closed {
 				s.put(l, peer.AppendClose(s.out(l), sc.session, 0))
 			}

@@ -53,6 +53,11 @@ type slockConn struct {
 	onWaiting   bool   // on clusterState.waiting
 	expired     bool   // it waited past --cluster-timeout: its commands are answered CLUSTERDOWN
 	local       bool   // the command being served only touches the connection's own settings
+	fwdWait     bool   // a follower's: a WAIT is among the commands forwarded (it may wait for long)
+
+	// WAIT (wait.go).
+	wr   writeMark // its last write, on a leader
+	repl replWait  // a WAIT that blocks it
 }
 
 // level is the connection's consistency level.
