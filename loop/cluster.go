@@ -178,9 +178,7 @@ type clusterState struct {
 
 	// WAIT (wait.go).
 	replWaits []*conn // connections blocked in WAIT
-	waitIdx   uint64  // the index replicasHolding counts voters at
-	waitN     int64   // and its count
-	countAt   func(uint64, raft.ProgressType, tracker.Progress)
+	readyIdx  uint64  // the index of this leader's first entry of its term
 
 	joinAt   int64 // Unix ns of the next join request (--join, until a member)
 	joinTo   string
@@ -254,7 +252,6 @@ func (s *Server) openCluster() (err error) {
 	cl := &clusterState{cfg: *cc, ms: raft.NewMemoryStorage(), addrs: make(map[uint64]string),
 		links: make(map[uint64]*peerLink), sessions: make(map[uint64]*conn), virts: make(map[virtKey]*conn),
 		promoted: make(map[uint64]bool), peerTLS: s.cfg.TLS.PeerClient != nil}
-	cl.countAt = cl.countVoter
 	s.cl = cl
 	s.persist.lastNow = s.now().UnixNano()
 	s.persist.emit = s.appendRecord
@@ -663,6 +660,7 @@ func (s *Server) applyEntry(e *raftpb.Entry, now int64) {
 	if cl.isLeader() && e.GetTerm() == cl.term {
 		if !cl.ready && len(d) == 0 {
 			cl.ready = true // this term's first entry: everything before it is applied
+			cl.readyIdx = e.GetIndex()
 			if !cl.secret {
 				s.proposeSecret()
 			}

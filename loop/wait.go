@@ -87,8 +87,12 @@ func (s *Server) writeIndex(sc *slockConn) (uint64, bool) {
 	cl := s.cl
 	m := &sc.wr
 	switch {
-	case m.term != cl.term || m.seq == 0:
-		return 0, true // none while this node leads (one made in an earlier term is another leader's to count)
+	case m.seq == 0:
+		return 0, true
+	case m.term != cl.term:
+		// Made while this node led before: if it was committed, this term's first entry
+		// follows it; if not, it was answered -CLUSTERDOWN and may be lost.
+		return cl.readyIdx, true
 	case m.idx != 0:
 		return m.idx, true
 	case m.seq > cl.propSeq:
@@ -118,17 +122,13 @@ func (s *Server) replicasHolding(sc *slockConn) int64 {
 		return 0
 	}
 	cl := s.cl
-	cl.waitIdx, cl.waitN = idx, 0
-	cl.rn.WithProgress(cl.countAt)
-	return cl.waitN
-}
-
-// countVoter is the visitor replicasHolding counts with (as clusterState.countAt, a method
-// value made once: no allocation per WAIT).
-func (cl *clusterState) countVoter(id uint64, typ raft.ProgressType, pr tracker.Progress) {
-	if typ == raft.ProgressTypePeer && id != cl.cfg.NodeID && pr.Match >= cl.waitIdx && cl.isVoter(id) {
-		cl.waitN++
-	}
+	var n int64
+	cl.rn.WithProgress(func(id uint64, typ raft.ProgressType, pr tracker.Progress) { // does not escape: no allocation
+		if typ == raft.ProgressTypePeer && id != cl.cfg.NodeID && pr.Match >= idx && cl.isVoter(id) {
+			n++
+		}
+	})
+	return n
 }
 
 // checkWaits answers the blocked WAITs whose count is reached, and, when now is not 0,

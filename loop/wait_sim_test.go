@@ -163,3 +163,35 @@ func TestSimWaitAbdicate(t *testing.T) {
 	}
 	c.noPanics()
 }
+
+// WAIT allocates nothing in steady state: the write's index is resolved once, and the
+// voters are counted with a visitor made once.
+func TestWaitAllocs(t *testing.T) {
+	c := newSim(t, 3, 24)
+	l := c.elect()
+	a := c.client(l)
+	if r := a.do("SET", "k", "v"); !r.isOK() {
+		t.Fatalf("SET: %s", r)
+	}
+	if r := a.do("WAIT", "2", "0"); !r.isInt(2) {
+		t.Fatalf("WAIT 2 0: %s", r)
+	}
+	s := c.ms[l].s
+	var cs *conn
+	for _, x := range s.conns {
+		if x.slock != nil && x.slock.wr.term != 0 {
+			cs = x
+		}
+	}
+	if cs == nil {
+		t.Fatal("no connection on the leader has a write")
+	}
+	args := [][]byte{[]byte("WAIT"), []byte("2"), []byte("0")}
+	n := testing.AllocsPerRun(100, func() {
+		s.waitCmd(cs, args, 0)
+		cs.out, cs.gates = cs.out[:0], cs.gates[:0]
+	})
+	if n != 0 || cs.slock.repl.active {
+		t.Fatalf("WAIT 2 0: %v allocations a call (blocked: %v), want 0", n, cs.slock.repl.active)
+	}
+}
