@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/tallyd/tallyd/proto/acl"
 	"github.com/tallyd/tallyd/proto/resp"
@@ -146,6 +147,44 @@ func (s *Server) permit(cs *conn, spec *slock.Spec, args [][]byte) bool {
 		return false
 	}
 	return true
+}
+
+// virtUser makes virtual connection vc run as the user a follower named in its Forward
+// frame (name; empty from members that do not send it: the default user), looked up in this
+// member's own users (members share the ACL file). A name this member does not have, or has
+// off, makes vc's commands refused (permitVirt).
+func (s *Server) virtUser(vc *conn, name []byte) {
+	sc := vc.slock
+	if u := sc.user; u != nil && u.Name == string(name) || u == nil && len(name) == 0 && !sc.noUser {
+		return // as for its last frame
+	}
+	sc.user, sc.noUser = nil, false
+	if len(name) == 0 {
+		return
+	}
+	u := s.auth.users.Get(name)
+	if u == nil || !u.Enabled() {
+		sc.noUser = true
+		return
+	}
+	sc.user = u
+}
+
+// permitVirt refuses the command of a virtual connection whose user this member does not
+// know (virtUser), with the NOPERM error Redis gives a user that may not run it: the
+// leader cannot check its scripts' commands, so it runs nothing of it.
+func (s *Server) permitVirt(cs *conn, spec *slock.Spec, args [][]byte) bool {
+	if spec == nil || !spec.ArityOK(len(args)) {
+		return true // answered unknown, or its arity
+	}
+	name := strings.ToLower(spec.Name)
+	if id, ok := spec.ACLID(args); ok {
+		name = slock.ACLTable().Name(id)
+	}
+	b := append(s.scratchFor(cs), "-NOPERM this user has no permissions to run the '"...)
+	b = append(b, name...)
+	s.refuseCommand(cs, append(b, "' command\r\n"...))
+	return false
 }
 
 // authLocal reports whether spec runs on the member the client is connected to, never

@@ -1,9 +1,6 @@
 package loop
 
 import (
-	"go.etcd.io/raft/v3"
-	"go.etcd.io/raft/v3/tracker"
-
 	"github.com/tallyd/tallyd/proto/resp"
 	"github.com/tallyd/tallyd/proto/slock"
 )
@@ -75,49 +72,4 @@ func (s *Server) casSet(cs *conn, kv *slock.KV, db uint8) bool {
 		return false
 	}
 	return true
-}
-
-// waitCmd answers WAIT numreplicas timeout, with Redis 7's errors. A single node has no
-// replicas: 0 at once, as Redis without replicas. In a cluster (WAIT is forwarded to the leader, which ran the connection's writes) it answers
-// at once how many other voters' logs reach the leader's last index, so hold every write
-// the connection made: a count that never overstates, though it may understate a write
-// still on its way; it does not wait for numreplicas.
-func (s *Server) waitCmd(cs *conn, args [][]byte) {
-	if _, ok := resp.ParseInt(args[1]); !ok {
-		s.textError(cs, &slock.TextError{Msg: "value is not an integer or out of range"})
-		return
-	}
-	t, ok := resp.ParseInt(args[2])
-	switch {
-	case !ok:
-		s.textError(cs, &slock.TextError{Msg: "timeout is not an integer or out of range"})
-		return
-	case t < 0:
-		s.textError(cs, &slock.TextError{Msg: "timeout is negative"})
-		return
-	}
-	s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), s.votersHolding()))
-}
-
-// votersHolding is how many voters other than this leader have in their logs everything
-// the leader has: its last index, its commit and what it has written (0 when this node is
-// not a cluster's leader).
-func (s *Server) votersHolding() int64 {
-	cl := s.cl
-	if cl == nil || !cl.isLeader() {
-		return 0
-	}
-	last := max(cl.commit, cl.stable)
-	cl.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
-		if id == cl.cfg.NodeID {
-			last = max(last, pr.Match)
-		}
-	})
-	var n int64
-	cl.rn.WithProgress(func(id uint64, typ raft.ProgressType, pr tracker.Progress) {
-		if typ == raft.ProgressTypePeer && id != cl.cfg.NodeID && cl.isVoter(id) && pr.Match >= last {
-			n++
-		}
-	})
-	return n
 }

@@ -176,6 +176,10 @@ type clusterState struct {
 	waiting     []*conn // connections whose next command waits for a leader, a ready leader, or its replies
 	rerun       []*conn // virtual connections to serve again
 
+	// WAIT (wait.go).
+	replWaits []*conn // connections blocked in WAIT
+	readyIdx  uint64  // the index of this leader's first entry of its term
+
 	joinAt   int64 // Unix ns of the next join request (--join, until a member)
 	joinTo   string
 	promoted map[uint64]bool
@@ -612,6 +616,7 @@ func (s *Server) updateAcks() {
 		}
 		done = min(done, i)
 	}
+	s.checkWaits(0) // before own forgets entries: what raft learned of the followers may answer blocked WAITs
 	if done > 0 {
 		cl.own = cl.own[:copy(cl.own, cl.own[done:])]
 	}
@@ -655,6 +660,7 @@ func (s *Server) applyEntry(e *raftpb.Entry, now int64) {
 	if cl.isLeader() && e.GetTerm() == cl.term {
 		if !cl.ready && len(d) == 0 {
 			cl.ready = true // this term's first entry: everything before it is applied
+			cl.readyIdx = e.GetIndex()
 			if !cl.secret {
 				s.proposeSecret()
 			}
@@ -864,6 +870,7 @@ func (s *Server) abdicate(why string) {
 		}
 		s.failHeld(cs, "CLUSTERDOWN leader changed")
 	}
+	s.abdicateWaits()
 	cl.own = cl.own[:0]
 	s.resetFromLog()
 }
@@ -1002,6 +1009,7 @@ func (s *Server) clusterTick(now time.Time) {
 	s.joinTick(ns)
 	s.promoteLearners()
 	s.expireHeld(ns)
+	s.checkWaits(ns)
 	s.expireWaiting(ns)
 	s.expireSessions(ns)
 	s.maybeSnapshot(ns)

@@ -100,6 +100,7 @@ func (s *Server) forwarded(cs *conn, f *peer.Frame, now int64) {
 		sc.client = f.Client // what it locks is its client's, whichever session it came on
 	}
 	sc.lvl = Level(f.Level)
+	s.virtUser(vc, f.User)
 	vc.virt.in = append(vc.virt.in, f.Data...)
 	s.serveVirt(vc, now)
 }
@@ -366,6 +367,8 @@ func (s *Server) clusterText(cs *conn, spec *slock.Spec, raw []byte) bool {
 		sc.fwdTx = false
 	case slock.CmdLock, slock.CmdUnlock, slock.CmdPush, slock.CmdWatch:
 		sc.touched = true
+	case slock.CmdWait:
+		sc.fwdWait = true // its reply may rightly take longer than --cluster-timeout (expireSessions)
 	default:
 		if sc.level() == LevelOne && spec.Flags&slock.CmdWrite != 0 {
 			sc.touched = true // what it wrote at ONE may be lost with the leader: it is told by a close
@@ -409,8 +412,8 @@ func (s *Server) forward(cs *conn, lnk *conn, kind uint8, raw []byte) {
 	if sc.outstanding == 0 || kind == peer.KindBinary {
 		sc.fwdSince = s.persist.lastNow
 	}
-	s.put(lnk, peer.AppendForward(s.out(lnk), sc.session, s.clientOf(cs), kind, uint8(sc.level()), sc.text.DB,
-		sc.text.Timeout, sc.text.TimeoutFlag, raw))
+	s.put(lnk, peer.AppendForwardAs(s.out(lnk), sc.session, s.clientOf(cs), kind, uint8(sc.level()), sc.text.DB,
+		sc.text.Timeout, sc.text.TimeoutFlag, s.userOf(cs).Name, raw))
 }
 
 // relayReply passes the leader's replies to a session on to its client.
@@ -425,6 +428,7 @@ func (s *Server) relayReply(session uint64, data []byte) {
 	sc.fwdSince = s.persist.lastNow
 	if sc.kind != slock.Binary {
 		sc.outstanding = max(sc.outstanding-countReplies(data), 0)
+		sc.fwdWait = sc.fwdWait && sc.outstanding > 0
 		if sc.outstanding < maxForwarded && (sc.onWaiting || cs.busy) {
 			s.kick(cs)
 		}
@@ -438,6 +442,7 @@ func (s *Server) sessionLost(cs *conn, err string) {
 	sc := cs.slock
 	delete(s.cl.sessions, sc.session)
 	sc.session, sc.link = 0, nil
+	sc.fwdWait = false
 	if sc.kind == slock.Binary || sc.touched {
 		s.closeLater(cs)
 		return
@@ -467,13 +472,14 @@ func (s *Server) endSession(cs *conn) {
 
 // expireSessions gives up on forwarded commands the leader has not answered within
 // --cluster-timeout (and a little more: the leader answers CLUSTERDOWN itself by then when it
-// can): their outcome is unknown.
+// can): their outcome is unknown. A session with a WAIT among them is not given up this way
+// (WAIT may rightly wait longer, 0 for ever): a lost link or leader still ends it.
 func (s *Server) expireSessions(now int64) {
 	cl := s.cl
 	limit := int64(cl.cfg.Timeout) + int64(cl.cfg.Timeout)/2
 	for _, cs := range cl.sessions {
 		sc := cs.slock
-		if sc.outstanding > 0 && now-sc.fwdSince > limit {
+		if sc.outstanding > 0 && now-sc.fwdSince > limit && !sc.fwdWait {
 			if l := sc.link; l != nil && !l.closed {
 				s.put(l, peer.AppendClose(s.out(l), sc.session, 0))
 			}

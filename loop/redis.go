@@ -56,12 +56,12 @@ func (h *textHandler) exec(cs *conn, now int64) {
 		cs.quit = true
 	}
 	h.raw = nil
-	cs.busy = cs.slock.waiting || cs.slock.contActive()
+	cs.busy = cs.slock.waiting || cs.slock.contActive() || cs.slock.repl.active
 }
 
 func (h *textHandler) more(cs *conn, now int64) {
 	h.s.contMore(cs, now) // a command going on across turns (textcont.go)
-	cs.busy = cs.slock.waiting || cs.slock.contActive()
+	cs.busy = cs.slock.waiting || cs.slock.contActive() || cs.slock.repl.active
 }
 func (h *textHandler) closed(cs *conn, now int64) {
 	h.s.slockClose(cs, now)
@@ -94,6 +94,9 @@ func (s *Server) slockCommand(cs *conn, args [][]byte, raw []byte, now int64) (q
 	if cs.virt == nil && !s.permit(cs, spec, args) {
 		return false // NOAUTH or NOPERM (auth.go); a forwarded command was checked where it came from
 	}
+	if sc.noUser && !s.permitVirt(cs, spec, args) {
+		return false // forwarded for a user this member does not know (auth.go)
+	}
 	if spec != nil && !sc.tx.exec && spec.ArityOK(len(args)) && sc.subscribed() && !subscribedAllows(spec) {
 		s.subscribedError(cs, spec, args) // as Redis 7.0 over RESP2 (pubsub.go)
 		return false
@@ -109,7 +112,11 @@ func (s *Server) slockCommand(cs *conn, args [][]byte, raw []byte, now int64) (q
 	s.advance(now)         // a key that an earlier command of this batch expired is gone for this one
 	t := s.textBegin(cs, args[0])
 	sc.local = s.cl != nil && connLocal(spec)
+	changes := s.locks.Changes()
 	quit = s.runCommand(cs, spec, args, now)
+	if s.cl != nil && s.locks.Changes() != changes {
+		s.noteWrite(cs) // what WAIT counts (wait.go)
+	}
 	sc.local = false
 	sc.req.Args, sc.req.Arg = nil, nil // views into the input: gone once served
 	s.textDone(t)
@@ -237,7 +244,7 @@ func (s *Server) runCommand(cs *conn, spec *slock.Spec, args [][]byte, now int64
 	case slock.CmdSlowlog:
 		s.slowlogCmd(cs, args)
 	case slock.CmdWait:
-		s.waitCmd(cs, args)
+		s.waitCmd(cs, args, now)
 	case slock.CmdEval:
 		s.evalCmd(cs, spec, args, now)
 	case slock.CmdScript:

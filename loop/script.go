@@ -163,10 +163,10 @@ func (s *Server) moveGates(cs *conn, at int) {
 }
 
 // scriptPermit checks a script's command against the ACL of the user running the script,
-// as Redis does: nil if allowed, else Redis's error. A virtual connection (a command a
-// follower forwarded) has no user here: its EVAL was checked where it came from.
+// as Redis does: nil if allowed, else Redis's error. A virtual connection (a script a
+// follower forwarded) runs as the user the follower named (virtUser).
 func (s *Server) scriptPermit(cs *conn, spec *slock.Spec, args [][]byte) []byte {
-	if !s.auth.checks || cs.virt != nil {
+	if !s.auth.checks {
 		return nil
 	}
 	u := s.userOf(cs)

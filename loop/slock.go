@@ -42,6 +42,7 @@ type slockConn struct {
 
 	// Access (auth.go, admit.go).
 	user   *acl.User // logged in as (AUTH, HELLO AUTH); nil: the default user, if it needs no password
+	noUser bool      // a virtual connection whose follower named a user this member does not have (or has off)
 	gate   gate      // what it may speak, decided at accept
 	remote net.Addr  // where it comes from, as admit judged it (remoteAddr)
 
@@ -57,6 +58,11 @@ type slockConn struct {
 	onWaiting   bool   // on clusterState.waiting
 	expired     bool   // it waited past --cluster-timeout: its commands are answered CLUSTERDOWN
 	local       bool   // the command being served only touches the connection's own settings
+	fwdWait     bool   // a follower's: a WAIT is among the commands forwarded (it may wait for long)
+
+	// WAIT (wait.go).
+	wr   writeMark // its last write, on a leader
+	repl replWait  // a WAIT that blocks it
 }
 
 // level is the connection's consistency level.

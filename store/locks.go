@@ -256,13 +256,14 @@ type Locks struct {
 	// reply (LockReply.Gone): the caller names the key in a notification from it.
 	KeepGone bool
 
-	dbs    [MaxLockDB + 1]*lockDB
-	nkeys  int
-	dl     *deadlines // waits and holds, by when they are due
-	shared bool       // dl and aging are a Store's
-	owners map[Owner]*lockOwner
-	gone   []Owner // recently closed connections, a ring
-	goneAt int
+	dbs     [MaxLockDB + 1]*lockDB
+	nkeys   int
+	dl      *deadlines // waits and holds, by when they are due
+	shared  bool       // dl and aging are a Store's
+	owners  map[Owner]*lockOwner
+	gone    []Owner // recently closed connections, a ring
+	goneAt  int
+	changes uint64 // Changes: what the journal took, counted
 
 	// The memory budget (Bytes, memcost.go).
 	valueBytes int64 // the keys' value buffers, live and kept for reuse (lockKey.vbytes)
@@ -800,6 +801,7 @@ func (l *Locks) settle(k *lockKey) {
 	if k.logged {
 		if k.gen == d.gen { // a flushed key's is in the flush's record
 			l.goneKeys = append(l.goneKeys, keyRef{d.id, k.key})
+			l.changes++
 		}
 		l.setLogged(k, false)
 	}

@@ -179,6 +179,7 @@ func (l *Locks) journalFlush(db uint8) {
 		l.flushes = l.flushes[:0]
 	}
 	l.flushes = append(l.flushes, db)
+	l.changes++
 }
 
 // live returns key in d for a command that uses it: a key of d's current generation, or nil;

@@ -62,7 +62,11 @@ func (a *agedItem) deadline() *deadline { return &a.pdl }
 
 // changed notes that k's persistent state may have changed.
 func (l *Locks) changed(k *lockKey) {
-	if !l.cfg.Persist || k.dirty {
+	if !l.cfg.Persist {
+		return
+	}
+	l.changes++
+	if k.dirty {
 		return
 	}
 	k.dirty = true
@@ -211,6 +215,11 @@ func (l *Locks) Journal(now int64, emit func(*KeyState)) {
 		l.dirty = nil
 	}
 }
+
+// Changes counts the changes to persistent state the journal took since the Locks were
+// made: a caller that reads it before and after an operation learns whether the operation
+// gave the next Journal something to emit.
+func (l *Locks) Changes() uint64 { return l.changes }
 
 // Journaled reports whether Journal has anything to emit.
 func (l *Locks) Journaled() bool {

@@ -73,8 +73,14 @@ func model(buf []byte, limit int) (f Frame, n int, bad bool) {
 	case TypeRaft:
 		f.Msg = rest()
 	case TypeForward:
-		f.Session, f.Client, f.Kind, f.Level, f.DB, f.Timeout, f.TimeoutFlag, f.Data = u64(), u64(), u8(), u8(), u8(), u16(), u16(), rest()
-		bad = f.Kind != 1 && f.Kind != 2 || f.Level == 0 || f.Level > 3
+		f.Session, f.Client, f.Kind, f.Level, f.DB, f.Timeout, f.TimeoutFlag = u64(), u64(), u8(), u8(), u8(), u16(), u16()
+		if f.Kind >= 0x80 { // a user's name follows, and it is never empty
+			f.Kind -= 0x80
+			f.User = str()
+			bad = len(f.User) == 0
+		}
+		f.Data = rest()
+		bad = bad || f.Kind < 1 || f.Kind > 3 || f.Level == 0 || f.Level > 3
 	case TypeReply:
 		f.Session, f.Data = u64(), rest()
 	case TypeClose:
@@ -100,7 +106,7 @@ func model(buf []byte, limit int) (f Frame, n int, bad bool) {
 func eqFrame(a, b Frame) bool {
 	return a.Type == b.Type && a.From == b.From && a.ClusterID == b.ClusterID && bytes.Equal(a.Addr, b.Addr) &&
 		bytes.Equal(a.Msg, b.Msg) && a.Session == b.Session && a.Client == b.Client && a.Kind == b.Kind && a.Level == b.Level &&
-		a.DB == b.DB && a.Timeout == b.Timeout && a.TimeoutFlag == b.TimeoutFlag && bytes.Equal(a.Data, b.Data) &&
+		a.DB == b.DB && a.Timeout == b.Timeout && a.TimeoutFlag == b.TimeoutFlag && bytes.Equal(a.Data, b.Data) && bytes.Equal(a.User, b.User) &&
 		a.Why == b.Why && a.ID == b.ID && a.OK == b.OK && a.LeaderID == b.LeaderID &&
 		bytes.Equal(a.LeaderAddr, b.LeaderAddr) && bytes.Equal(a.Err, b.Err) && bytes.Equal(a.Auth, b.Auth)
 }
@@ -113,7 +119,7 @@ func reencode(f Frame) []byte {
 	case TypeRaft:
 		return AppendRaft(nil, f.Msg)
 	case TypeForward:
-		return AppendForward(nil, f.Session, f.Client, f.Kind, f.Level, f.DB, f.Timeout, f.TimeoutFlag, f.Data)
+		return AppendForwardAs(nil, f.Session, f.Client, f.Kind, f.Level, f.DB, f.Timeout, f.TimeoutFlag, string(f.User), f.Data)
 	case TypeReply:
 		return AppendReply(nil, f.Session, f.Data)
 	case TypeClose:
@@ -145,6 +151,7 @@ func FuzzPeerParse(f *testing.F) {
 	// More seeds live in testdata/fuzz/FuzzPeerParse.
 	f.Add(AppendReply(AppendHello(nil, 1, 7, "10.0.0.1:7000"), 3, []byte("+OK\r\n")), uint16(0))
 	f.Add(AppendForward(nil, 9, 9<<32|5, KindText, LevelQuorum, 0, 5, 0, []byte("*1\r\n$4\r\nPING\r\n")), uint16(20))
+	f.Add(AppendForwardAs(nil, 9, 9<<32|5, KindSlock, LevelAll, 2, 0, 0, "alice", []byte("*1\r\n$4\r\nPING\r\n")), uint16(0))
 	f.Add(AppendJoinReply(AppendJoin(nil, 4, "h:1"), false, 2, "10.0.0.2:7000", "not the leader")[:30], uint16(0))
 	f.Fuzz(func(t *testing.T, data []byte, limit uint16) {
 		for buf := data; ; {
@@ -165,7 +172,7 @@ func FuzzPeerParse(f *testing.F) {
 				return
 			}
 			frame := buf[:n]
-			for _, v := range [][]byte{got.Addr, got.Msg, got.Data, got.LeaderAddr, got.Err} {
+			for _, v := range [][]byte{got.Addr, got.Msg, got.User, got.Data, got.LeaderAddr, got.Err} {
 				if len(v) > 0 && (!inside(v, frame) || cap(v) != len(v)) {
 					t.Fatalf("%q is not a capped view into the frame %q", v, frame)
 				}

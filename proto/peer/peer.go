@@ -12,7 +12,8 @@ package peer
 //
 //	Hello      u64 From, u64 ClusterID (0: none), str Addr
 //	Raft       rest Msg (a marshalled raftpb.Message, not looked into)
-//	Forward    u64 Session, u64 Client, u8 Kind, u8 Level, u8 DB, u16 Timeout, u16 TimeoutFlag, rest Data
+//	Forward    u64 Session, u64 Client, u8 Kind, u8 Level, u8 DB, u16 Timeout, u16 TimeoutFlag,
+//	           [str User, when Kind has KindUser], rest Data
 //	Reply      u64 Session, rest Data
 //	Close      u64 Session, u8 Why
 //	Join       u64 ID, str Addr
@@ -62,6 +63,11 @@ const (
 	KindText   uint8 = 1 // Redis text commands
 	KindBinary uint8 = 2 // slock binary commands
 	KindSlock  uint8 = 3 // Redis text commands of a connection with CLIENT SLOCK ON (slock's text semantics)
+
+	// KindUser is a flag of a Forward's kind byte on the wire: the ACL user's name the
+	// client runs as follows the fixed fields (Frame.User). Frames of members that do not
+	// send it (tallyd before it) have no flag and no name. Frame.Kind never has it.
+	KindUser uint8 = 0x80
 )
 
 // Consistency levels of a forwarded command (Frame.Level).
@@ -127,6 +133,7 @@ type Frame struct {
 	DB          uint8  // Forward: the session's database
 	Timeout     uint16 // Forward: slock timeout of the command
 	TimeoutFlag uint16 // Forward: its flag
+	User        []byte // Forward: the ACL user the client runs as; empty when the sender did not say
 	Data        []byte // Forward: client bytes, whole commands; Reply: reply bytes
 	Why         uint8  // Close: why the session ended (not interpreted here)
 
@@ -201,7 +208,14 @@ func ParseLimit(buf []byte, limit int) (f Frame, n int, err error) {
 		f.Session, f.Client, f.Kind, f.Level, f.DB = u64(b), u64(b[8:]), b[16], b[17], b[18]
 		f.Timeout, f.TimeoutFlag = binary.BigEndian.Uint16(b[19:]), binary.BigEndian.Uint16(b[21:])
 		f.Data, b, ok = b[forwardFixed:], nil, true
+		if f.Kind&KindUser != 0 {
+			f.Kind &^= KindUser
+			if f.User, f.Data, ok = str(f.Data); ok && len(f.User) == 0 {
+				return Frame{}, 0, fmt.Errorf("%w: Forward with an empty user name", ErrMalformed)
+			}
+		}
 		switch {
+		case !ok:
 		case f.Kind != KindText && f.Kind != KindBinary && f.Kind != KindSlock:
 			return Frame{}, 0, fmt.Errorf("%w: Forward of kind %d", ErrMalformed, f.Kind)
 		case f.Level < LevelOne || f.Level > LevelAll:
@@ -272,15 +286,30 @@ func AppendRaft(dst, msg []byte) []byte {
 	return append(AppendHeader(dst, TypeRaft, len(msg)), msg...)
 }
 
-// AppendForward appends a Forward frame. kind and level should be one of the
-// Kind and Level constants: Parse rejects others.
+// AppendForward appends a Forward frame without a user. kind and level should
+// be one of the Kind and Level constants: Parse rejects others.
 func AppendForward(dst []byte, session, client uint64, kind, level, db uint8, timeout, timeoutFlag uint16, data []byte) []byte {
-	dst = AppendHeader(dst, TypeForward, forwardFixed+len(data))
+	return AppendForwardAs(dst, session, client, kind, level, db, timeout, timeoutFlag, "", data)
+}
+
+// AppendForwardAs appends a Forward frame whose client runs as ACL user user
+// (cut to MaxString bytes; "" sends none).
+func AppendForwardAs(dst []byte, session, client uint64, kind, level, db uint8, timeout, timeoutFlag uint16, user string, data []byte) []byte {
+	user = cut(user)
+	size := forwardFixed + len(data)
+	if user != "" {
+		kind |= KindUser
+		size += 2 + len(user)
+	}
+	dst = AppendHeader(dst, TypeForward, size)
 	dst = binary.BigEndian.AppendUint64(dst, session)
 	dst = binary.BigEndian.AppendUint64(dst, client)
 	dst = append(dst, kind, level, db)
 	dst = binary.BigEndian.AppendUint16(dst, timeout)
 	dst = binary.BigEndian.AppendUint16(dst, timeoutFlag)
+	if user != "" {
+		dst = appendStr(dst, user)
+	}
 	return append(dst, data...)
 }
 
