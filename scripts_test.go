@@ -22,6 +22,9 @@ import (
 
 const exampleConf = "scripts/tallyd.conf"
 
+// configDoc is the page whose table lists every config key.
+const configDoc = "docs/operations.md"
+
 // acceptedKeys is every config key applyConfigFile understands.
 func acceptedKeys(t *testing.T) []string {
 	t.Helper()
@@ -129,21 +132,21 @@ func readFile(t *testing.T, name string) string {
 	return string(b)
 }
 
-// README's config table has a row for every key (aliases in their key's row), with the flag
-// it sets and whether SIGHUP reloads it.
+// The config table (docs/operations.md) has a row for every key (aliases in their key's row),
+// with the flag it sets and whether SIGHUP reloads it.
 func TestReadmeConfigTable(t *testing.T) {
-	readme := readFile(t, "README.md")
+	readme := readFile(t, configDoc)
 	for _, k := range confKeys {
 		if k.alias != "" {
 			if !strings.Contains(readme, "(alias `"+k.key+"`)") {
-				t.Errorf("README's config table does not give alias %s", k.key)
+				t.Errorf("the config table does not give alias %s", k.key)
 			}
 			continue
 		}
 		row := regexp.MustCompile("(?m)^\\| `" + regexp.QuoteMeta(k.key) + "`[^|]*\\| ([^|]*) \\| ([^|]*) \\|")
 		m := row.FindStringSubmatch(readme)
 		if m == nil {
-			t.Errorf("README's config table has no row for %s", k.key)
+			t.Errorf("the config table has no row for %s", k.key)
 			continue
 		}
 		wantFlag, wantLive := "", ""
@@ -154,7 +157,7 @@ func TestReadmeConfigTable(t *testing.T) {
 			wantLive = "yes"
 		}
 		if strings.TrimSpace(m[1]) != wantFlag || strings.TrimSpace(m[2]) != wantLive {
-			t.Errorf("README's row for %s: flag %q, SIGHUP %q; want %q, %q", k.key, m[1], m[2], wantFlag, wantLive)
+			t.Errorf("the config table's row for %s: flag %q, SIGHUP %q; want %q, %q", k.key, m[1], m[2], wantFlag, wantLive)
 		}
 	}
 }

@@ -11,10 +11,10 @@ import (
 	"time"
 )
 
-// TestClientFromAnotherModule builds client/examples/hello, the program README shows, in a
+// TestClientFromAnotherModule builds client/examples/hello, the program docs/client.md shows, in a
 // module of its own that requires github.com/tallyd/tallyd (replaced by this checkout, and
 // offline: GOPROXY=off, the dependencies from the module cache), and runs it against a
-// tallyd: the client is importable by other modules, and README's program works (issue 15
+// tallyd: the client is importable by other modules, and the page's program works (issue 15
 // item 4: the module path was "tallyd", which no other module can import).
 func TestClientFromAnotherModule(t *testing.T) {
 	goBin, err := exec.LookPath("go")
@@ -81,14 +81,14 @@ func TestClientFromAnotherModule(t *testing.T) {
 	}
 }
 
-// TestReadmeShowsHello: README's complete program is client/examples/hello, which
-// TestClientFromAnotherModule builds and runs, so README's copy cannot rot.
+// TestReadmeShowsHello: docs/client.md's complete program is client/examples/hello, which
+// TestClientFromAnotherModule builds and runs, so the page's copy cannot rot.
 func TestReadmeShowsHello(t *testing.T) {
 	src, err := os.ReadFile(filepath.Join("examples", "hello", "main.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join("..", "docs", "client.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,9 +97,9 @@ func TestReadmeShowsHello(t *testing.T) {
 		t.Fatal("hello has no package clause")
 	}
 	if !strings.Contains(string(readme), "```go\npackage main\n"+prog+"```\n") {
-		t.Error("README.md does not show client/examples/hello/main.go (from its package clause) in a go block: copy it again")
+		t.Error("docs/client.md does not show client/examples/hello/main.go (from its package clause) in a go block: copy it again")
 	}
 	if !strings.Contains(string(readme), "go get github.com/tallyd/tallyd/client\n") {
-		t.Error("README.md does not show go get github.com/tallyd/tallyd/client")
+		t.Error("docs/client.md does not show go get github.com/tallyd/tallyd/client")
 	}
 }
