@@ -15,7 +15,7 @@ import (
 	"github.com/tallyd/tallyd/loop"
 )
 
-// clusterOptions are the cluster-mode flags (README "Cluster").
+// clusterOptions are the cluster-mode flags (docs/cluster.md).
 type clusterOptions struct {
 	cluster   string
 	nodeID    uint64

@@ -19,7 +19,7 @@ type confKey struct {
 	key   string
 	flag  string                                           // the flag it sets; "" for a key of its own
 	apply func(o *options, e confEntry, file string) error // a key of its own
-	doc   string                                           // what a key of its own means (man page, README)
+	doc   string                                           // what a key of its own means (man page, docs/operations.md)
 	alias string                                           // the key it is another name for, if any
 }
 

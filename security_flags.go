@@ -11,7 +11,7 @@ import (
 	"github.com/tallyd/tallyd/loop"
 )
 
-// securityOptions are the flags of who may connect and who may do what (README "Security").
+// securityOptions are the flags of who may connect and who may do what (docs/security.md).
 type securityOptions struct {
 	requirePass   string
 	aclFile       string

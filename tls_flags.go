@@ -13,7 +13,7 @@ import (
 	"github.com/tallyd/tallyd/tlsbridge"
 )
 
-// tlsOptions are the TLS flags (README "Security"): TLS ports for clients with their
+// tlsOptions are the TLS flags (docs/security.md): TLS ports for clients with their
 // certificate, and peer TLS, as etcd's peer flags.
 type tlsOptions struct {
 	slockPort, counterPort, poolPort int

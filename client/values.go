@@ -109,7 +109,7 @@ func (v *Values) Del(ctx context.Context, key string) (bool, error) {
 	return existed, err
 }
 
-// Level is a tallyd cluster's consistency level for a durable-value call (README "Cluster").
+// Level is a tallyd cluster's consistency level for a durable-value call (docs/cluster.md).
 type Level string
 
 // The consistency levels.

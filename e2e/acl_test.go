@@ -141,7 +141,7 @@ func TestACLDifferential(t *testing.T) {
 			c("ACL", "CAT", "a", "b"), c("ACL", "LIST", "x"), c("ACL", "WHOAMI", "x"), c("ACL", "USERS", "x"),
 			c("ACL", "LOAD", "x"), c("ACL"), c("ACL", "NOSUCH"), c("acl", "whoami"),
 			// Last: after it Redis closes every connection of a user but default, this one too;
-			// tallyd only those of users the file changed (README "Security").
+			// tallyd only those of users the file changed (docs/security.md).
 			c("ACL", "LOAD"),
 		)
 	})

@@ -162,7 +162,7 @@ func (b *bclient) close() {
 	}
 }
 
-// binKey is the LockKey a text key name of 1 to 15 bytes has (README: right-aligned).
+// binKey is the LockKey a text key name of 1 to 15 bytes has (docs/redis.md "Key names": right-aligned).
 func binKey(name string) (k [16]byte) {
 	copy(k[16-len(name):], name)
 	return k

@@ -370,7 +370,7 @@ func llToken(ctx context.Context, c *redis.Client, key, value string) (uint64, e
 	return n, nil
 }
 
-// TestLockLibFencingToken: README's recipe for a fencing token of a redsync lock (MULTI, GET,
+// TestLockLibFencingToken: docs/lock-libraries.md's recipe for a fencing token of a redsync lock (MULTI, GET,
 // TOKEN, EXEC) gives a token that grows from one holder to the next and that Extend keeps,
 // and a write fenced with the older holder's token is refused once the newer one has written.
 func TestLockLibFencingToken(t *testing.T) {

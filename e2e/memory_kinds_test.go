@@ -407,7 +407,7 @@ func waitersFill(t *testing.T, e *rssEnv, i, n int, data []byte) bool {
 // The server runs with GOGC=10 so that its resident memory follows what is live: with Go's
 // default the collector lets the heap grow to twice what is live (up to the memory limit,
 // the budget + 64 MiB), the runtime's headroom rather than anything a client keeps, which
-// README "Memory" accounts for separately.
+// docs/operations.md "Memory" accounts for separately.
 func TestMemoryRSSPerKind(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fills nine servers to a 64 MiB budget")

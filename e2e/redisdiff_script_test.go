@@ -9,7 +9,7 @@ import (
 
 // TestRedisDifferentialScripts sends the same EVAL, EVALSHA, EVAL_RO and SCRIPT lines to
 // redis-server (7.0) and tallyd and compares the replies byte for byte, error texts (with
-// the script's SHA1 and line) included. The differences listed (differs) are README's
+// the script's SHA1 and line) included. The differences listed (differs) are docs/redis.md's
 // "Scripting" exceptions: gopher-lua's own error texts, RESP3, the libraries not provided.
 func TestRedisDifferentialScripts(t *testing.T) {
 	refAddr := rdStartRedis(t)
@@ -125,7 +125,7 @@ func TestRedisDifferentialScripts(t *testing.T) {
 	})
 
 	// gopher-lua's own texts: its compile errors and some runtime errors are worded
-	// differently from Lua 5.1's (README "Scripting"); the libraries tallyd does not provide.
+	// differently from Lua 5.1's (docs/redis.md "Scripting"); the libraries tallyd does not provide.
 	t.Run("gopher-lua", func(t *testing.T) {
 		d.t = t
 		d.run(false,

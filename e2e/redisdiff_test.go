@@ -2,7 +2,7 @@ package e2e
 
 // tallyd's Redis-text commands against the real redis-server (Debian's, 7.0): the same
 // commands, sent the same way, must get replies of the same type and value, except where
-// README's command table says tallyd differs on purpose.
+// docs/redis.md's command table says tallyd differs on purpose.
 
 import (
 	"bytes"
@@ -124,7 +124,7 @@ type rdCase struct {
 	args []string
 	mode rdMode
 	// want is tallyd's reply where it differs from Redis on purpose (mode rdDiffers): the
-	// README's command table says why.
+	// docs/redis.md's command table says why.
 	want string
 }
 
@@ -599,7 +599,7 @@ func TestRedisDifferential(t *testing.T) {
 			cases = append(cases, c(args...))
 		}
 		d.run(false, cases...)
-		// slock's text INCR and DECR take a delta as a third argument (README).
+		// slock's text INCR and DECR take a delta as a third argument (docs/redis.md).
 		d.run(false, c("INCR", "a", "5").differs(":5"), c("DECR", "a", "2").differs(":3"), c("DEL", "a").differs(":1"))
 	})
 

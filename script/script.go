@@ -42,7 +42,7 @@ type Limits struct {
 	MaxBytes   int64         // bytes of script bodies kept in all
 }
 
-// DefaultLimits are the limits tallyd starts with (README "Scripting").
+// DefaultLimits are the limits tallyd starts with (docs/redis.md "Scripting").
 var DefaultLimits = Limits{Time: 100 * time.Millisecond, MaxMemory: 64 << 20, MaxString: 4 << 20,
 	MaxScripts: 500, MaxBytes: 64 << 20}
 

@@ -25,7 +25,7 @@ import (
 
 const version = "0.1.0"
 
-// Defaults: tallyd's own (see its README), the semaphore variant's port being
+// Defaults: tallyd's own (see docs/operations.md), the semaphore variant's port being
 // the one `semaphore.enable = true` gives it.
 const (
 	defaultHost          = "127.0.0.1"

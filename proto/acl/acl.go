@@ -1,6 +1,6 @@
 // Package acl is Redis 6+/7's access control for tallyd's Redis-text side: users with
 // passwords, permissions by command and by category, and key patterns, read from an ACL
-// file in Redis's syntax (the subset README "Security" lists). It knows neither a wire
+// file in Redis's syntax (the subset docs/security.md lists). It knows neither a wire
 // format nor a server: proto/slock's command table gives it the commands (Table), the loop
 // asks a User what it may run, and ACL LIST's lines come from Describe.
 //

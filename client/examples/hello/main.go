@@ -1,5 +1,5 @@
-// Command hello is a complete program using the Go client from a module of its own (the
-// README shows it, and a test builds it against a running tallyd in a separate module):
+// Command hello is a complete program using the Go client from a module of its own
+// (docs/client.md shows it, and a test builds it against a running tallyd in a separate module):
 // it takes a yrmcds counter, runs a function under a PoolCounter lock and increments a
 // durable value.
 //
