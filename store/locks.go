@@ -355,25 +355,25 @@ type lockKey struct {
 
 // lockItem is one holder or one queued request.
 type lockItem struct {
-	dl           deadline
-	k            *lockKey
-	prev, next   *lockItem // in the key's holders or waiters; next links the free list
-	oprev, onext *lockItem // in the owner's keep-alive list
-	ko           *lockOwner
-	cmd          LockCommand // the Lock (or Update) that made it, Data nil
-	owner        Owner
-	arrived      int64  // when the request that made it arrived
-	start        int64  // holder: when it was granted
-	data         []byte // waiter: its data record, applied at grant
-	execs        []byte // holder: attached EXECUTEs, each stage u8, first-or-last u8, u32 len, frame
-	levels       uint8
-	prio         uint8
-	waiting      bool
-	hasData      bool     // waiter: data holds a record
-	dataFrame    bool     // holder: the latest frame on it carried a data record (flag 0x20)
-	waitsCounted bool     // counted in its owner's waiters
-	pdl          deadline // in Locks.aging
-	token        uint64   // holder: its fencing token
+	dl              deadline
+	k               *lockKey
+	links[lockItem]                 // in the key's holders or waiters; next links the free list
+	kl              links[keptItem] // in the owner's keep-alive list
+	ko              *lockOwner
+	cmd             LockCommand // the Lock (or Update) that made it, Data nil
+	owner           Owner
+	arrived         int64  // when the request that made it arrived
+	start           int64  // holder: when it was granted
+	data            []byte // waiter: its data record, applied at grant
+	execs           []byte // holder: attached EXECUTEs, each stage u8, first-or-last u8, u32 len, frame
+	levels          uint8
+	prio            uint8
+	waiting         bool
+	hasData         bool     // waiter: data holds a record
+	dataFrame       bool     // holder: the latest frame on it carried a data record (flag 0x20)
+	waitsCounted    bool     // counted in its owner's waiters
+	pdl             deadline // in Locks.aging
+	token           uint64   // holder: its fencing token
 }
 
 func (it *lockItem) deadline() *deadline { return &it.dl }
@@ -384,93 +384,21 @@ func (it *lockItem) deadline() *deadline { return &it.dl }
 type lockOwner struct {
 	id      Owner
 	waiters int
-	keep    itemList // linked through oprev, onext
+	keep    list[keptItem, *keptItem]
 	gone    bool
 	inRing  bool
 	next    *lockOwner // free list
 }
 
-// itemList is a list of items, linked through prev and next (or, for an
-// owner's keep list, oprev and onext).
-type itemList struct {
-	head, tail *lockItem
-	n          int
-}
+// itemList is a key's holders or waiters, linked through prev and next.
+type itemList = list[lockItem, *lockItem]
 
-func (l *itemList) pushBack(it *lockItem) {
-	it.prev, it.next = l.tail, nil
-	if l.tail != nil {
-		l.tail.next = it
-	} else {
-		l.head = it
-	}
-	l.tail = it
-	l.n++
-}
+func (it *lockItem) link() *links[lockItem] { return &it.links }
 
-// insertAfter puts it after at, or first if at is nil.
-func (l *itemList) insertAfter(at, it *lockItem) {
-	if at == nil {
-		it.prev, it.next = nil, l.head
-		if l.head != nil {
-			l.head.prev = it
-		} else {
-			l.tail = it
-		}
-		l.head = it
-		l.n++
-		return
-	}
-	it.prev, it.next = at, at.next
-	if at.next != nil {
-		at.next.prev = it
-	} else {
-		l.tail = it
-	}
-	at.next = it
-	l.n++
-}
+// keptItem is an item as its owner's keep-alive list sees it.
+type keptItem lockItem
 
-func (l *itemList) remove(it *lockItem) {
-	if it.prev != nil {
-		it.prev.next = it.next
-	} else {
-		l.head = it.next
-	}
-	if it.next != nil {
-		it.next.prev = it.prev
-	} else {
-		l.tail = it.prev
-	}
-	it.prev, it.next = nil, nil
-	l.n--
-}
-
-func (l *itemList) keepPush(it *lockItem) {
-	it.oprev, it.onext = l.tail, nil
-	if l.tail != nil {
-		l.tail.onext = it
-	} else {
-		l.head = it
-	}
-	l.tail = it
-	l.n++
-}
-
-func (l *itemList) keepRemove(it *lockItem) {
-	if it.oprev != nil {
-		it.oprev.onext = it.onext
-	} else {
-		l.head = it.onext
-	}
-	if it.onext != nil {
-		it.onext.oprev = it.oprev
-	} else {
-		l.tail = it.oprev
-	}
-	it.oprev, it.onext = nil, nil
-	l.n--
-}
+func (k *keptItem) link() *links[keptItem] { return &k.kl }
 
 // NewLocks returns an empty lock namespace.
 func NewLocks(cfg LocksConfig) *Locks {
@@ -588,7 +516,8 @@ func (l *Locks) Disconnected(owner Owner, now int64) {
 		l.goneAt = (l.goneAt + 1) % lockGoneRing
 	}
 	o.inRing = true
-	for it := o.keep.head; it != nil; it = o.keep.head {
+	for o.keep.head != nil {
+		it := (*lockItem)(o.keep.head)
 		l.unkeep(it)
 		if it.waiting {
 			l.dl.add(it, dueAt(now, it.cmd.Timeout, it.cmd.TimeoutFlag))
@@ -947,7 +876,7 @@ func (l *Locks) unkeep(it *lockItem) {
 	if r == nil {
 		return
 	}
-	r.keep.keepRemove(it)
+	r.keep.remove((*keptItem)(it))
 	it.ko = nil
 	l.forget(r)
 }
@@ -955,7 +884,7 @@ func (l *Locks) unkeep(it *lockItem) {
 // keep puts it, not scheduled, on its owner's keep-alive list.
 func (l *Locks) keep(it *lockItem) {
 	r := l.owner(it.owner)
-	r.keep.keepPush(it)
+	r.keep.push((*keptItem)(it))
 	it.ko = r
 }
 
@@ -1001,7 +930,7 @@ func (k *lockKey) find(id [16]byte) *lockItem {
 
 // addHolder makes h, not in any list, the newest holder of k with one level.
 func (l *Locks) addHolder(k *lockKey, h *lockItem) {
-	k.hold.pushBack(h)
+	k.hold.push(h)
 	h.levels = 1
 	k.levels++
 	l.held(h)

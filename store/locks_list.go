@@ -366,12 +366,12 @@ func (l *Locks) Check() error {
 			ring++
 		}
 		n := 0
-		var prev *lockItem
-		for it := r.keep.head; it != nil; it = it.onext {
+		var prev *keptItem
+		for it := r.keep.head; it != nil; it = it.kl.next {
 			if n++; n > r.keep.n {
 				return fmt.Errorf("store: lock owner %d: keep list longer than its count %d", id, r.keep.n)
 			}
-			if it.oprev != prev || it.ko != r || it.owner != id {
+			if it.kl.prev != prev || it.ko != r || it.owner != id {
 				return fmt.Errorf("store: lock owner %d: bad keep-alive item %x", id, it.cmd.LockID)
 			}
 			prev = it
