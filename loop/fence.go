@@ -26,7 +26,7 @@ func (s *Server) stampLock(cs *conn, cmd *store.LockCommand) {
 		lvl = cs.slock.level()
 	}
 	switch {
-	case s.cl == nil || cmd.Type != uint8(slock.TypeLock):
+	case s.cl == nil || cmd.Kind != store.KindLock:
 	case lvl >= LevelQuorum:
 		cmd.ExpriedFlag = cmd.ExpriedFlag&^persistNever | persistAtOnce
 	case cs != nil && cs.slock != nil:

@@ -309,12 +309,12 @@ func TestListings(t *testing.T) {
 // Unlock; other types are UNKNOWN_COMMAND.
 func TestOtherTypes(t *testing.T) {
 	h := newLkh(t, store.LocksConfig{})
-	h.one(1, with(lockc(1, "a", "k"), func(c *store.LockCommand) { c.Type = 8 }), rp{o: 1, req: 1, id: "a", key: "k", lc: 1, lr: 1})
-	h.one(1, with(unlockc(2, "a", "k"), func(c *store.LockCommand) { c.Type = 9 }), rp{o: 1, t: 2, req: 2, id: "a", key: "k"})
-	for _, typ := range []uint8{0, 3, 7, 10, 200} {
-		c := with(lockc(3, "a", "k"), func(c *store.LockCommand) { c.Type = typ })
+	h.one(1, with(lockc(1, "a", "k"), func(c *store.LockCommand) { c.Kind = 8 }), rp{o: 1, req: 1, id: "a", key: "k", lc: 1, lr: 1})
+	h.one(1, with(unlockc(2, "a", "k"), func(c *store.LockCommand) { c.Kind = 9 }), rp{o: 1, t: 2, req: 2, id: "a", key: "k"})
+	for _, typ := range []store.LockKind{0, 3, 7, 10, 200} {
+		c := with(lockc(3, "a", "k"), func(c *store.LockCommand) { c.Kind = typ })
 		got := h.do(1, c)
-		if len(got) != 1 || got[0].Type != typ || got[0].Result != store.LockUnknownCommand || got[0].RequestID != rid(3) || got[0].Owner != 1 {
+		if len(got) != 1 || got[0].Kind != typ || got[0].Result != store.LockUnknownCommand || got[0].RequestID != rid(3) || got[0].Owner != 1 {
 			t.Fatalf("type %d: %+v", typ, got)
 		}
 	}
