@@ -485,7 +485,7 @@ func (s *Server) snapshot(at time.Time) *stats.Snapshot {
 					ps.Objects += uint64(ls.KeyCount)
 					ps.Held += uint64(ls.LockedCount)
 					ps.Waiting += uint64(ls.WaitCount)
-					ps.Expired += uint64(ls.ExpriedCount)
+					ps.Expired += uint64(ls.ExpiredCount)
 				}
 			}
 		}

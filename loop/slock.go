@@ -244,7 +244,7 @@ func stateOf(db uint8, st store.LockState, exists bool) *slock.State {
 		out.DBState = 1
 		out.LockCount, out.UnlockCount = st.LockCount, st.UnLockCount
 		out.LockedCount, out.WaitCount = st.LockedCount, st.WaitCount
-		out.TimeoutedCount, out.ExpriedCount = st.TimeoutedCount, st.ExpriedCount
+		out.TimeoutedCount, out.ExpriedCount = st.TimeoutedCount, st.ExpiredCount
 		out.UnlockErrorCount, out.KeyCount = st.UnlockErrorCount, st.KeyCount
 	}
 	return out

@@ -70,6 +70,31 @@ func (c *LockCommand) holdReverses() bool  { return c.ExpriedFlag&timeReverse !=
 func (c *LockCommand) persistsNow() bool   { return c.ExpriedFlag&persistNow != 0 }   // persists as soon as granted
 func (c *LockCommand) persistsNever() bool { return c.ExpriedFlag&persistNever != 0 } // never persists
 
+// probes reports whether c is a probe: a Lock that asks for no hold, and
+// keeps none.
+func (c *LockCommand) probes() bool { return c.Expried == 0 }
+
+// keepsHold reports whether c, an Update, keeps the holder's expiry as it is.
+func (c *LockCommand) keepsHold() bool { return c.neverExpires() && c.Expried == 0xFFFF }
+
+// hold is the hold a command asks for, as it gave it.
+type hold struct{ n, flag uint16 }
+
+func (c *LockCommand) holdOf() hold   { return hold{c.Expried, c.ExpriedFlag} }
+func (c *LockCommand) setHold(h hold) { c.Expried, c.ExpriedFlag = h.n, h.flag }
+func (c *LockCommand) clearFlags()    { c.Flag = 0 }
+func (c *LockCommand) plainWait()     { c.TimeoutFlag = 0 }                       // the same wait, in seconds, with no behaviours
+func (c *LockCommand) holdAsWait()    { c.Expried, c.ExpriedFlag = c.Timeout, 0 } // a hold as long as the wait, in seconds, with no behaviours
+
+// copyTimes gives c the wait and the hold of from.
+func (c *LockCommand) copyTimes(from *LockCommand) {
+	c.Timeout, c.TimeoutFlag, c.Expried, c.ExpriedFlag = from.Timeout, from.TimeoutFlag, from.Expried, from.ExpriedFlag
+}
+
+// PersistAtOnce makes the hold c asks for persist as soon as it is granted,
+// even if c asked that it never persist.
+func (c *LockCommand) PersistAtOnce() { c.ExpriedFlag = c.ExpriedFlag&^persistNever | persistNow }
+
 // span is a length of time as a Lock gives it: n of unit.
 type span struct {
 	n    uint16

@@ -168,7 +168,7 @@ type LockState struct {
 	LockedCount      uint32 // levels held now
 	WaitCount        uint32 // requests queued now
 	TimeoutedCount   uint32 // queued requests that timed out
-	ExpriedCount     uint32 // holders that expired
+	ExpiredCount     uint32 // holders that expired
 	UnlockErrorCount uint32 // Unlocks answered UNLOCK_ERROR or UNOWN_ERROR
 	KeyCount         uint32 // keys with holders or waiters now
 }
@@ -1008,13 +1008,13 @@ func (l *Locks) lock(o Owner, c *LockCommand, data []byte, now int64) {
 	if k == nil {
 		k = l.getKey(d, c.Key)
 	}
-	if c.Expried != 0 && l.overKeys(k) {
+	if !c.probes() && l.overKeys(k) {
 		l.reply(o, c, LockUnknownError, c.LockID, 0, 0, nil)
 		l.settle(k)
 		return
 	}
 	l.grant(o, k, c, data, nil, now, now)
-	if k.wait.n > 0 && c.Expried != 0 {
+	if k.wait.n > 0 && !c.probes() {
 		l.wake(k, now)
 	}
 	l.settle(k)
@@ -1032,13 +1032,14 @@ func (l *Locks) relock(o Owner, h *lockItem, c *LockCommand, data []byte, now in
 			l.applyData(k, h, o, c.DB, data, k.levels == 1)
 		}
 		// Expried 0xFFFF with 0x4000 keeps the holder's expiry as it is.
-		keep := c.neverExpires() && c.Expried == 0xFFFF
-		e, ef, at, was := h.cmd.Expried, h.cmd.ExpriedFlag, h.cmd.ExpireAt, h.owner
+		keep := c.keepsHold()
+		old, at, was := h.cmd.holdOf(), h.cmd.ExpireAt, h.owner
 		l.setParams(h, o, c, data != nil, now)
 		if !keep {
 			l.armHold(h, now)
 		} else {
-			h.cmd.Expried, h.cmd.ExpriedFlag, h.cmd.ExpireAt = e, ef, at
+			h.cmd.setHold(old)
+			h.cmd.ExpireAt = at
 			// A keep-alive holder follows its new owner's connection.
 			if h.cmd.holdKept() && !h.cmd.neverExpires() && was != o && (h.ko != nil || !l.closed(o)) {
 				l.armHold(h, now)
@@ -1053,7 +1054,7 @@ func (l *Locks) relock(o Owner, h *lockItem, c *LockCommand, data []byte, now in
 		return
 	}
 	k.db.st.LockCount++
-	if c.Expried == 0 {
+	if c.probes() {
 		l.reply(o, c, LockOK, c.LockID, k.levels, h.levels, l.current(k))
 		l.out[len(l.out)-1].Token = h.token
 		return
@@ -1088,7 +1089,7 @@ func (l *Locks) setParams(h *lockItem, o Owner, c *LockCommand, data bool, now i
 func (l *Locks) grant(o Owner, k *lockKey, c *LockCommand, data []byte, w *lockItem, arrived, now int64) {
 	before := l.current(k)
 	k.db.st.LockCount++
-	if c.Expried == 0 {
+	if c.probes() {
 		if data != nil {
 			l.applyData(k, nil, o, c.DB, data, k.levels == 1)
 		}
@@ -1244,7 +1245,7 @@ func (l *Locks) timedOut(w *lockItem, now int64) {
 	if w.cmd.waitReverses() {
 		c := w.cmd
 		c.Key = reversed(c.Key)
-		c.TimeoutFlag = 0
+		c.plainWait()
 		var data []byte
 		if w.hasData {
 			data = w.data
@@ -1260,7 +1261,7 @@ func (l *Locks) timedOut(w *lockItem, now int64) {
 func (l *Locks) expired(h *lockItem, now int64) {
 	k := h.k
 	l.removeHolder(h)
-	k.db.st.ExpriedCount++
+	k.db.st.ExpiredCount++
 	empty := k.hold.n == 0 && k.wait.n == 0
 	var v, gone []byte
 	if !empty {
@@ -1273,14 +1274,13 @@ func (l *Locks) expired(h *lockItem, now int64) {
 		LockID: h.cmd.LockID, Key: k.key, Lcount: uint16(k.levels), Count: h.cmd.Count, Rcount: h.cmd.Rcount,
 		Value: v, Gone: gone,
 	})
-	l.fire(h, stageExpried, empty)
+	l.fire(h, stageExpired, empty)
 	l.wake(k, now)
 	l.settle(k)
 	if h.cmd.holdReverses() {
 		c := h.cmd
 		c.Key = reversed(c.Key)
-		c.ExpriedFlag = 0
-		c.Expried = c.Timeout
+		c.holdAsWait()
 		l.lock(h.owner, &c, nil, now)
 	}
 	l.freeItem(h)
@@ -1350,7 +1350,7 @@ func (l *Locks) unlock(o Owner, c *LockCommand, now int64) bool {
 		h = k.hold.head
 		hc := &h.cmd
 		c.LockID = hc.LockID
-		c.Timeout, c.TimeoutFlag, c.Expried, c.ExpriedFlag = hc.Timeout, hc.TimeoutFlag, hc.Expried, hc.ExpriedFlag
+		c.copyTimes(hc)
 		c.Count, c.Rcount = hc.Count, hc.Rcount
 	}
 	return l.unhold(o, h, c, now)

@@ -101,7 +101,8 @@ func (l *Locks) Hash(owner Owner, cmd *LockCommand, op *HashOp, now int64, repli
 	case !changed:
 		l.reply(owner, &c, LockOK, c.LockID, k.levelsOf(), 0, l.current(k))
 	case len(l.htmp) == 0:
-		c.Kind, c.Flag, c.Rcount, c.Data = KindUnlock, 0, 0, unsetRecord
+		c.Kind, c.Rcount, c.Data = KindUnlock, 0, unsetRecord
+		c.clearFlags()
 		for l.unlock(owner, &c, now) {
 		}
 	default:

@@ -238,10 +238,10 @@ func TestStateCounters(t *testing.T) {
 	h.do(1, with(unlockc(3, "a", "k"), func(c *store.LockCommand) { c.DB = 3; c.Rcount = 1 }))
 	h.state(3, store.LockState{LockCount: 4, UnLockCount: 1, LockedCount: 2, WaitCount: 1, KeyCount: 2, UnlockErrorCount: 2})
 	h.advance(3 * time.Second) // a and c expire; b is granted and, waiting since 0, has 2 s more
-	h.state(3, store.LockState{LockCount: 5, UnLockCount: 1, LockedCount: 1, KeyCount: 1, ExpriedCount: 2, UnlockErrorCount: 2})
+	h.state(3, store.LockState{LockCount: 5, UnLockCount: 1, LockedCount: 1, KeyCount: 1, ExpiredCount: 2, UnlockErrorCount: 2})
 	h.do(5, with(re, func(c *store.LockCommand) { c.LockID = id16("d"); c.Timeout = 1 }))
 	h.advance(2 * time.Second)
-	h.state(3, store.LockState{LockCount: 5, UnLockCount: 1, LockedCount: 1, KeyCount: 1, TimeoutedCount: 1, ExpriedCount: 2, UnlockErrorCount: 2})
+	h.state(3, store.LockState{LockCount: 5, UnLockCount: 1, LockedCount: 1, KeyCount: 1, TimeoutedCount: 1, ExpiredCount: 2, UnlockErrorCount: 2})
 	if st, ok := h.l.State(0); ok || st != (store.LockState{}) {
 		t.Fatalf("State(0) = %+v, %v; want nothing", st, ok)
 	}

@@ -493,7 +493,7 @@ func (m *lockModel) expire(now int64) {
 			continue
 		}
 		m.removeHolder(fk, first)
-		st.ExpriedCount++
+		st.ExpiredCount++
 		var v []byte
 		if len(fk.holders) > 0 || len(fk.waiters) > 0 {
 			v = fk.value

@@ -63,7 +63,7 @@ func (l *Locks) unhold(o Owner, h *lockItem, c *LockCommand, now int64) bool {
 	if requeue {
 		rc := h.cmd
 		rc.LockID = id
-		rc.Timeout, rc.TimeoutFlag, rc.Expried, rc.ExpriedFlag = c.Timeout, c.TimeoutFlag, c.Expried, c.ExpriedFlag
+		rc.copyTimes(c)
 		rc.ExpireAt = c.ExpireAt
 		rc.Count, rc.Rcount = c.Count, c.Rcount
 		if l.waitersFull(k, h.owner) {

@@ -133,7 +133,7 @@ func TestMemoryCosts(t *testing.T) {
 		holders("holders with 10-byte values", set(10), never),
 		holders("holders with 200-byte values", set(200), never),
 		holders("holders with 5000-byte values", set(5000), never),
-		holders("holders with a 300-byte EXECUTE attached", execute(stageExpried, 300), never),
+		holders("holders with a 300-byte EXECUTE attached", execute(stageExpired, 300), never),
 		holders("holders, 16 on each key", nil, func(i int) LockCommand {
 			return LockCommand{Kind: 1, LockID: key(i), Key: key(i / 16), Timeout: 5, Expried: 0xFFFF, ExpriedFlag: timeVersion, Count: 0xFFFF}
 		}),
