@@ -141,7 +141,7 @@ func (c *Counters) GC(now int64) int {
 		c.q.move(&c.gc, c.gcNext())
 	}
 	n := 0
-	for o := c.t.idle.head; o != nil; {
+	for o := c.t.idle; o != nil; {
 		next := o.next
 		if o.last < b {
 			c.t.delete(o)

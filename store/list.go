@@ -28,11 +28,6 @@ func (l *list[T, P]) push(it *T) {
 	l.n++
 }
 
-// pushFront puts it at the front.
-func (l *list[T, P]) pushFront(it *T) {
-	l.insertAfter(nil, it)
-}
-
 // insertAfter puts it after at, which is on l, or first if at is nil.
 func (l *list[T, P]) insertAfter(at, it *T) {
 	ln := P(it).link()

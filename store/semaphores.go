@@ -94,7 +94,7 @@ func (s *Semaphores) Drop(l *Ledger, now int64) {
 // deleted. It costs O(such semaphores).
 func (s *Semaphores) GC() int {
 	n := 0
-	for o := s.t.idle.head; o != nil; {
+	for o := s.t.idle; o != nil; {
 		next := o.next
 		s.t.delete(o)
 		n++

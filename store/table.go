@@ -20,13 +20,13 @@ func nameCost(name int) uint64 { return uint64(objectCost + allocSize(name)) }
 // object is one named thing that ledgers hold amounts of. The table keeps held
 // and the idle list; the family interprets top and last.
 type object struct {
-	name          string
-	held          uint32 // sum of every ledger's entry for it
-	top           uint32 // counter: max consumption in the interval; semaphore: initial value
-	last          int64  // counter: last update, Unix seconds; unused by semaphores
-	acquired      uint64 // counter: Acquires granted since it was created; unused by semaphores
-	links[object]        // on the idle list while held == 0
-	dead          bool   // removed from the table; a dump snapshot may still point at it
+	name       string
+	held       uint32  // sum of every ledger's entry for it
+	top        uint32  // counter: max consumption in the interval; semaphore: initial value
+	last       int64   // counter: last update, Unix seconds; unused by semaphores
+	acquired   uint64  // counter: Acquires granted since it was created; unused by semaphores
+	prev, next *object // links on the idle list while held == 0
+	dead       bool    // removed from the table; a dump snapshot may still point at it
 }
 
 // table is the core every "amounts per owner" family shares: named objects,
@@ -34,11 +34,13 @@ type object struct {
 // 0), so a family's garbage collection costs O(idle objects), not O(objects).
 type table struct {
 	objs    map[string]*object
-	idle    list[object, *object] // objects nobody holds, the newest first
-	nents   int                   // entries of every ledger, for Bytes
-	ledgers []*Ledger             // ledgers that hold something; Ledger.slot is index+1
-	max     int                   // object limit, <= 0 for none
-	peak    int                   // most objects since the map was last built
+	idle    *object   // head of the idle list: the newest idle object
+	oldest  *object   // tail of the idle list
+	nidle   int       // length of the idle list
+	nents   int       // entries of every ledger, for Bytes
+	ledgers []*Ledger // ledgers that hold something; Ledger.slot is index+1
+	max     int       // object limit, <= 0 for none
+	peak    int       // most objects since the map was last built
 	info    Info
 }
 
@@ -93,8 +95,8 @@ func (t *table) bytes() int64 {
 // evict deletes idle objects, oldest first (the longest idle), until what they cost adds
 // up to need bytes or none is left; it returns the bytes and the number of objects.
 func (t *table) evict(need int64) (freed int64, n int) {
-	for freed < need && t.idle.tail != nil {
-		o := t.idle.tail
+	for freed < need && t.oldest != nil {
+		o := t.oldest
 		freed += int64(nameCost(len(o.name)))
 		t.delete(o)
 		n++
@@ -120,13 +122,37 @@ func (t *table) shrink() {
 	t.objs, t.peak = m, len(m)
 }
 
-func (o *object) link() *links[object] { return &o.links }
+// The idle list is linked by hand rather than with list (list.go): Drop and
+// Acquire/Release link and unlink on every call, and the generic list's calls
+// through its type dictionary made Drop twice as slow.
 
 // link puts o at the head of the idle list.
-func (t *table) link(o *object) { t.idle.pushFront(o) }
+func (t *table) link(o *object) {
+	o.prev, o.next = nil, t.idle
+	if t.idle != nil {
+		t.idle.prev = o
+	} else {
+		t.oldest = o
+	}
+	t.idle = o
+	t.nidle++
+}
 
 // unlink takes o off the idle list.
-func (t *table) unlink(o *object) { t.idle.remove(o) }
+func (t *table) unlink(o *object) {
+	if o.prev != nil {
+		o.prev.next = o.next
+	} else {
+		t.idle = o.next
+	}
+	if o.next != nil {
+		o.next.prev = o.prev
+	} else {
+		t.oldest = o.prev
+	}
+	o.prev, o.next = nil, nil
+	t.nidle--
+}
 
 // hold adds n of o to l. The caller has checked that o.held+n fits.
 func (t *table) hold(l *Ledger, o *object, n uint32) {
@@ -259,7 +285,7 @@ func (t *table) check(kind string, each func(o *object) error) error {
 	}
 	n := 0
 	var prev *object
-	for o := t.idle.head; o != nil; o = o.next {
+	for o := t.idle; o != nil; o = o.next {
 		if n++; n > len(t.objs) {
 			return fmt.Errorf("store: idle list longer than the %d %ss", len(t.objs), kind)
 		}
@@ -268,8 +294,8 @@ func (t *table) check(kind string, each func(o *object) error) error {
 		}
 		prev = o
 	}
-	if n != idle || n != t.idle.n || t.idle.tail != prev {
-		return fmt.Errorf("store: %d idle %ss, %d on the idle list, counted %d, tail right %v", idle, kind, n, t.idle.n, t.idle.tail == prev)
+	if n != idle || n != t.nidle || t.oldest != prev {
+		return fmt.Errorf("store: %d idle %ss, %d on the idle list, counted %d, tail right %v", idle, kind, n, t.nidle, t.oldest == prev)
 	}
 	ents := 0
 	for _, l := range t.ledgers {
