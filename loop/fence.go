@@ -11,9 +11,6 @@ import (
 // This file is who holds a lock, across members and failovers, and the parts of fencing
 // tokens (store/locks_fence.go) that belong to the loop.
 
-// persistNever is the ExpriedFlag bit asking that a lock never be logged.
-const persistNever = 0x0200
-
 // stampLock completes a lock command of connection cs (nil: closed) before the store runs
 // it: the client id its holder keeps, and, in cluster mode at QUORUM or ALL, the flag that
 // logs a grant at once. A grant is then in the raft entry its reply waits for: it survives
@@ -26,9 +23,9 @@ func (s *Server) stampLock(cs *conn, cmd *store.LockCommand) {
 		lvl = cs.slock.level()
 	}
 	switch {
-	case s.cl == nil || cmd.Type != uint8(slock.TypeLock):
+	case s.cl == nil || cmd.Kind != store.KindLock:
 	case lvl >= LevelQuorum:
-		cmd.ExpriedFlag = cmd.ExpriedFlag&^persistNever | persistAtOnce
+		cmd.PersistAtOnce()
 	case cs != nil && cs.slock != nil:
 		cs.slock.lockedOne = true // the leader's abdicate closes it: its holder is told
 	}

@@ -150,11 +150,11 @@ func (s *Server) fillInfo(in *resp.Info, now int64) {
 		}
 		d := resp.InfoDB{DB: uint8(db), Values: s.locks.ValueCount(uint8(db)), Keys: ls.KeyCount,
 			Locked: ls.LockedCount, Waiting: ls.WaitCount, LockCount: ls.LockCount, UnlockCount: ls.UnLockCount,
-			Timeouted: ls.TimeoutedCount, Expried: ls.ExpriedCount, UnlockErrors: ls.UnlockErrorCount}
+			Timeouted: ls.TimeoutedCount, Expried: ls.ExpiredCount, UnlockErrors: ls.UnlockErrorCount}
 		d.Expires, d.AvgTTL = s.locks.ValueExpiries(uint8(db), now, infoSample)
 		in.DBs = append(in.DBs, d)
 		in.Blocked += uint64(ls.WaitCount)
-		in.Stats.Expired += uint64(ls.ExpriedCount)
+		in.Stats.Expired += uint64(ls.ExpiredCount)
 	}
 	in.Stats.Channels, in.Stats.Patterns = s.pubsubCounts()
 }

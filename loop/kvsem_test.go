@@ -177,7 +177,7 @@ func TestSlockKVNameClash(t *testing.T) {
 	rec := slock.AppendDataRecord(nil, slock.DataSet, slock.StageCurrent, 0, []slock.Property{{Code: slock.PropKey, Value: []byte("other")}}, []byte("theirs"))
 	ts.onLoop(t, func() {
 		id := ts.keys.KeyID([]byte(long))
-		c := store.LockCommand{Type: 1, Flag: 0x02 | slock.FlagData, LockID: id, Key: id, Expried: 0x7FFF, ExpriedFlag: 0x4000, Data: rec}
+		c := store.LockCommand{Kind: store.KindLock, Flag: 0x02 | slock.FlagData, LockID: id, Key: id, Expried: 0x7FFF, ExpriedFlag: 0x4000, Data: rec}
 		ts.locks.Do(0, &c, time.Now().UnixNano(), nil, nil)
 	})
 	want := `-ERR key "` + long + `" maps to the LockKey of key "other", which holds a value: refused`

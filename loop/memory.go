@@ -333,7 +333,7 @@ func mayAddData(rec []byte) bool {
 // textUnlockOOM reports whether a text UNLOCK must be refused for the budget (lockOOM), and
 // then answers it with Redis's -OOM.
 func (s *Server) textUnlockOOM(cs *conn, cmd *store.LockCommand) bool {
-	if s.cfg.MaxMemory <= 0 || cmd.Type != uint8(slock.TypeUnlock) || !mayAddData(cmd.Data) || !s.overBudget() {
+	if s.cfg.MaxMemory <= 0 || cmd.Kind != store.KindUnlock || !mayAddData(cmd.Data) || !s.overBudget() {
 		return false
 	}
 	s.refuseOOM(cs, "UNLOCK with data")

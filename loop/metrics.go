@@ -355,7 +355,7 @@ func (m *metrics) lockBegin(owner store.Owner, cmd *store.LockCommand, inner boo
 	if cmd == nil {
 		return
 	}
-	m.lk = lockRun{owner: owner, id: cmd.RequestID, typ: cmd.Type, inner: inner, text: m.inText && !inner, pending: true}
+	m.lk = lockRun{owner: owner, id: cmd.RequestID, typ: uint8(cmd.Kind), inner: inner, text: m.inText && !inner, pending: true}
 }
 
 // lockFinish ends following a command: its result is that of its own reply, or queued (a
@@ -387,11 +387,11 @@ func (m *metrics) lockFinish() {
 // followed command's own reply gives its result; any other reply to a lock ends a wait.
 func (m *metrics) lockReply(r *store.LockReply) {
 	lk := &m.lk
-	if lk.pending && !lk.matched && r.Owner == lk.owner && r.RequestID == lk.id && r.Type == lk.typ {
+	if lk.pending && !lk.matched && r.Owner == lk.owner && r.RequestID == lk.id && uint8(r.Kind) == lk.typ {
 		lk.matched, lk.result = true, uint8(slockResults[r.Result])
 		return
 	}
-	if r.Type != uint8(slock.TypeLock) {
+	if r.Kind != store.KindLock {
 		return
 	}
 	switch r.Result {
@@ -485,7 +485,7 @@ func (s *Server) snapshot(at time.Time) *stats.Snapshot {
 					ps.Objects += uint64(ls.KeyCount)
 					ps.Held += uint64(ls.LockedCount)
 					ps.Waiting += uint64(ls.WaitCount)
-					ps.Expired += uint64(ls.ExpriedCount)
+					ps.Expired += uint64(ls.ExpiredCount)
 				}
 			}
 		}

@@ -885,7 +885,7 @@ func (s *Server) notifyLockReply(r *store.LockReply) {
 	if r.Result != store.LockOK || !s.notifying(nLock) {
 		return
 	}
-	if r.Type == uint8(slock.TypeUnlock) {
+	if r.Kind == store.KindUnlock {
 		s.notifyLock(r.DB, r.Key, "unlock")
 	} else {
 		s.notifyLock(r.DB, r.Key, "lock")

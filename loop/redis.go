@@ -300,7 +300,7 @@ func (s *Server) textLock(cs *conn, r *slock.Request, now int64) {
 		sc.pushID = [16]byte{}
 		return
 	}
-	sc.waiting, sc.waitID, sc.waitLock = true, cmd.RequestID, cmd.Type == uint8(slock.TypeLock)
+	sc.waiting, sc.waitID, sc.waitLock = true, cmd.RequestID, slock.Type(cmd.Kind) == slock.TypeLock
 	s.runLock(cs, &cmd, now)
 }
 

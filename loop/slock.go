@@ -226,14 +226,14 @@ const persistAtOnce = 0x0100
 
 // frameCommand converts a decoded frame to the store's command (Data stays a view).
 func frameCommand(f *slock.Frame) store.LockCommand {
-	t := uint8(f.Type)
+	kind := store.LockKind(f.Type) // the kinds' values are slock's frame types
 	switch f.Type {
 	case slock.TypeWillLock:
-		t = uint8(slock.TypeLock)
+		kind = store.KindLock
 	case slock.TypeWillUnlock:
-		t = uint8(slock.TypeUnlock)
+		kind = store.KindUnlock
 	}
-	return store.LockCommand{Type: t, RequestID: f.RequestID, Flag: f.Flag, DB: f.DB,
+	return store.LockCommand{Kind: kind, RequestID: f.RequestID, Flag: f.Flag, DB: f.DB,
 		LockID: f.LockID, Key: f.Key, Timeout: f.Timeout, TimeoutFlag: f.TimeoutFlag,
 		Expried: f.Expried, ExpriedFlag: f.ExpriedFlag, Count: f.Count, Rcount: f.Rcount, Data: f.Data}
 }
@@ -244,7 +244,7 @@ func stateOf(db uint8, st store.LockState, exists bool) *slock.State {
 		out.DBState = 1
 		out.LockCount, out.UnlockCount = st.LockCount, st.UnLockCount
 		out.LockedCount, out.WaitCount = st.LockedCount, st.WaitCount
-		out.TimeoutedCount, out.ExpriedCount = st.TimeoutedCount, st.ExpriedCount
+		out.TimeoutedCount, out.ExpriedCount = st.TimeoutedCount, st.ExpiredCount
 		out.UnlockErrorCount, out.KeyCount = st.UnlockErrorCount, st.KeyCount
 	}
 	return out
@@ -354,7 +354,7 @@ func (s *Server) deliverLock(r *store.LockReply, discard store.Owner) {
 	if cs == nil || cs.closed || cs.slock == nil {
 		return
 	}
-	rep := slock.LockReply{Type: slock.Type(r.Type), RequestID: r.RequestID, Result: slockResults[r.Result],
+	rep := slock.LockReply{Type: slock.Type(r.Kind), RequestID: r.RequestID, Result: slockResults[r.Result],
 		DB: r.DB, LockID: r.LockID, Key: r.Key, Lcount: r.Lcount, Count: r.Count, Lrcount: r.Lrcount,
 		Rcount: r.Rcount, Value: r.Value, Token: r.Token}
 	sc := cs.slock

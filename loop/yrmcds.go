@@ -43,11 +43,15 @@ func (h *yrmcdsHandler) more(cs *conn, now int64) {
 
 func (h *yrmcdsHandler) closed(cs *conn, now int64) {
 	cs.dump = nil
-	if cs.proto == ProtoCounter {
-		h.s.counters.Drop(cs.ledger, now)
-	} else {
-		h.s.semaphores.Drop(cs.ledger, now)
+	h.s.family(cs.proto).Drop(cs.ledger, now)
+}
+
+// family is the store family a yrmcds listener of proto serves.
+func (s *Server) family(proto Proto) store.Family {
+	if proto == ProtoCounter {
+		return s.counters
 	}
+	return s.semaphores
 }
 
 // yrmcdsReq applies one decoded request and appends its reply; it returns the reply's status
@@ -61,53 +65,31 @@ func (s *Server) yrmcdsReq(cs *conn, r *counter.Request, out []byte, now int64) 
 		st.Commands[cmd]++
 	}
 	isCounter := cs.proto == ProtoCounter
+	fam := s.family(cs.proto)
 	switch r.Opcode {
 	case counter.OpNoop:
 		return counter.AppendOK(out, r.Opcode, r.Opaque), counter.StatusOK
 	case counter.OpGet:
-		var v uint32
-		var ok bool
-		if isCounter {
-			v, ok = s.counters.Get(r.Name)
-		} else {
-			v, ok = s.semaphores.Get(r.Name)
-		}
+		v, ok := fam.Get(r.Name)
 		if !ok {
 			return counter.AppendError(out, r.Opcode, counter.StatusNotFound, r.Opaque), counter.StatusNotFound
 		}
 		return counter.AppendUint32(out, r.Opcode, r.Opaque, v), counter.StatusOK
 	case counter.OpAcquire:
-		var res store.Result
 		if s.cfg.MaxMemory > 0 && s.yrmcdsOOM(cs, r.Name) {
 			return counter.AppendError(out, r.Opcode, counter.StatusOutOfMemory, r.Opaque), counter.StatusOutOfMemory
 		}
-		if isCounter {
-			res = s.counters.Acquire(cs.ledger, r.Name, r.Resources, r.Maximum, now)
-		} else {
-			res = s.semaphores.Acquire(cs.ledger, r.Name, r.Resources, r.Maximum, now)
-		}
-		if res != store.OK {
+		if res := fam.Acquire(cs.ledger, r.Name, r.Resources, r.Maximum, now); res != store.OK {
 			return s.storeError(cs, out, r, res)
 		}
 		return counter.AppendUint32(out, r.Opcode, r.Opaque, r.Resources), counter.StatusOK
 	case counter.OpRelease:
-		var res store.Result
-		if isCounter {
-			res = s.counters.Release(cs.ledger, r.Name, r.Resources, now)
-		} else {
-			res = s.semaphores.Release(cs.ledger, r.Name, r.Resources, now)
-		}
-		if res != store.OK {
+		if res := fam.Release(cs.ledger, r.Name, r.Resources, now); res != store.OK {
 			return s.storeError(cs, out, r, res)
 		}
 		return counter.AppendOK(out, r.Opcode, r.Opaque), counter.StatusOK
 	case counter.OpStats:
-		var info store.Info
-		if isCounter {
-			info = s.counters.Info()
-		} else {
-			info = s.semaphores.Info()
-		}
+		info := fam.Info()
 		return counter.AppendServerStats(out, r.Opaque, &counter.ServerStats{
 			Objects: info.Objects, TotalObjects: info.TotalObjects, UsedMemory: info.UsedMemory,
 			GCCount: st.GCCount, LastGCElapsed: st.LastGCElapsed, TotalGCElapsed: st.TotalGCElapsed,

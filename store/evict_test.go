@@ -136,7 +136,7 @@ func TestLocksBytesGiveBack(t *testing.T) {
 	}
 	for i := range n {
 		c := key(i)
-		c.Type, c.Data = 2, nil
+		c.Kind, c.Data = 2, nil
 		rs, ex = l.Do(1, &c, at(1), rs[:0], ex[:0])
 	}
 	if err := s.Check(); err != nil {

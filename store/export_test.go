@@ -16,7 +16,7 @@ const (
 	StageCurrent = stageCurrent
 	StageUnlock  = stageUnlock
 	StageTimeout = stageTimeout
-	StageExpried = stageExpried
+	StageExpired = stageExpired
 )
 
 // MapPeak is the most counters the table's map has held since it was last built.

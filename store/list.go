@@ -28,6 +28,27 @@ func (l *list[T, P]) push(it *T) {
 	l.n++
 }
 
+// insertAfter puts it after at, which is on l, or first if at is nil.
+func (l *list[T, P]) insertAfter(at, it *T) {
+	ln := P(it).link()
+	if at == nil {
+		ln.prev, ln.next = nil, l.head
+	} else {
+		ln.prev, ln.next = at, P(at).link().next
+	}
+	if ln.prev != nil {
+		P(ln.prev).link().next = it
+	} else {
+		l.head = it
+	}
+	if ln.next != nil {
+		P(ln.next).link().prev = it
+	} else {
+		l.tail = it
+	}
+	l.n++
+}
+
 // remove takes it, which is on l, off it.
 func (l *list[T, P]) remove(it *T) {
 	ln := P(it).link()

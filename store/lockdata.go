@@ -32,7 +32,7 @@ const (
 	stageCurrent = 0 // apply as part of the command
 	stageUnlock  = 1 // EXECUTE when the carrying holder is fully released by an Unlock
 	stageTimeout = 2 // EXECUTE when a holder awaiting replication times out: never on a standalone server
-	stageExpried = 3 // EXECUTE when the carrying holder expires
+	stageExpired = 3 // EXECUTE when the carrying holder expires
 )
 
 // Data flag bits (byte 5 of a record).

@@ -31,8 +31,8 @@ func FuzzLockData(f *testing.F) {
 			with(l, func(c *store.LockCommand) { c.Data = pipe }),
 			with(l, func(c *store.LockCommand) { c.Flag = 0x02; c.Data = r }),
 			with(l, func(c *store.LockCommand) { c.LockID = id16("b"); c.Data = r }),
-			with(l, func(c *store.LockCommand) { c.Type = 2; c.Rcount = 1; c.Data = r }),
-			with(l, func(c *store.LockCommand) { c.Type = 2; c.Data = pipe }),
+			with(l, func(c *store.LockCommand) { c.Kind = 2; c.Rcount = 1; c.Data = r }),
+			with(l, func(c *store.LockCommand) { c.Kind = 2; c.Data = pipe }),
 		} {
 			if mode&1 != 0 {
 				c.DB = 7

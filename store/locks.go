@@ -6,10 +6,21 @@ import (
 	"strconv"
 )
 
+// LockKind is what a LockCommand asks for; its values are slock's frame types.
+type LockKind uint8
+
+// The kinds of LockCommand the Locks run; any other is answered UNKNOWN_COMMAND.
+const (
+	KindLock       LockKind = 1
+	KindUnlock     LockKind = 2
+	KindWillLock   LockKind = 8 // run as KindLock
+	KindWillUnlock LockKind = 9 // run as KindUnlock
+)
+
 // LockCommand is one Lock or Unlock as a client sent it (binary frame, or
 // built from a text command).
 type LockCommand struct {
-	Type        uint8 // 1 Lock, 2 Unlock (8 and 9, the WILL forms, are taken as 1 and 2)
+	Kind        LockKind
 	RequestID   [16]byte
 	Flag        uint8
 	DB          uint8
@@ -46,8 +57,8 @@ type LockCommand struct {
 // cancelled wait, second replies of reverse-key and requeue, tree-unlock
 // chain).
 type LockReply struct {
-	Owner     Owner // the connection the frame is for: the owner that sent the request, or last locked the holder
-	Type      uint8 // 1 or 2
+	Owner     Owner    // the connection the frame is for: the owner that sent the request, or last locked the holder
+	Kind      LockKind // KindLock or KindUnlock, or the unknown kind of the command
 	RequestID [16]byte
 	Result    LockResult
 	DB        uint8
@@ -126,35 +137,6 @@ func (r LockResult) String() string {
 	return "LockResult(" + strconv.Itoa(int(r)) + ")"
 }
 
-// Lock flags (byte 19 of a Lock).
-const (
-	lockShow   = 0x01
-	lockUpdate = 0x02
-	lockCheck  = 0x08 // concurrent check
-	lockTree   = 0x10
-)
-
-// Unlock flags (byte 19 of an Unlock).
-const (
-	unlockHead    = 0x01
-	unlockCancel  = 0x02
-	unlockRequeue = 0x08
-	unlockTree    = 0x10
-)
-
-// TimeoutFlag and ExpriedFlag bits.
-const (
-	timeData     = 0x0008 // TimeoutFlag: time out at once rather than queue when the key has a value
-	timePriority = 0x0010 // TimeoutFlag: Rcount is a priority
-	timeMinutes  = 0x0040
-	timeReverse  = 0x0080 // lock the reversed key on a queued timeout / on expiry
-	timeArrival  = 0x0100 // TimeoutFlag: the hold time counts from the arrival of the request
-	timeUnlocked = 0x0200 // TimeoutFlag: wait while the key is unlocked
-	timeMillis   = 0x0400
-	timeVersion  = 0x4000 // TimeoutFlag: less-lock-version; ExpriedFlag: never expires
-	timeKeep     = 0x8000 // keep alive while the owning connection lives
-)
-
 // MaxLockDB is the highest DbId; 255 is UNKNOWN_DB.
 const MaxLockDB = 254
 
@@ -186,7 +168,7 @@ type LockState struct {
 	LockedCount      uint32 // levels held now
 	WaitCount        uint32 // requests queued now
 	TimeoutedCount   uint32 // queued requests that timed out
-	ExpriedCount     uint32 // holders that expired
+	ExpiredCount     uint32 // holders that expired
 	UnlockErrorCount uint32 // Unlocks answered UNLOCK_ERROR or UNOWN_ERROR
 	KeyCount         uint32 // keys with holders or waiters now
 }
@@ -355,25 +337,25 @@ type lockKey struct {
 
 // lockItem is one holder or one queued request.
 type lockItem struct {
-	dl           deadline
-	k            *lockKey
-	prev, next   *lockItem // in the key's holders or waiters; next links the free list
-	oprev, onext *lockItem // in the owner's keep-alive list
-	ko           *lockOwner
-	cmd          LockCommand // the Lock (or Update) that made it, Data nil
-	owner        Owner
-	arrived      int64  // when the request that made it arrived
-	start        int64  // holder: when it was granted
-	data         []byte // waiter: its data record, applied at grant
-	execs        []byte // holder: attached EXECUTEs, each stage u8, first-or-last u8, u32 len, frame
-	levels       uint8
-	prio         uint8
-	waiting      bool
-	hasData      bool     // waiter: data holds a record
-	dataFrame    bool     // holder: the latest frame on it carried a data record (flag 0x20)
-	waitsCounted bool     // counted in its owner's waiters
-	pdl          deadline // in Locks.aging
-	token        uint64   // holder: its fencing token
+	dl              deadline
+	k               *lockKey
+	links[lockItem]                 // in the key's holders or waiters; next links the free list
+	kl              links[keptItem] // in the owner's keep-alive list
+	ko              *lockOwner
+	cmd             LockCommand // the Lock (or Update) that made it, Data nil
+	owner           Owner
+	arrived         int64  // when the request that made it arrived
+	start           int64  // holder: when it was granted
+	data            []byte // waiter: its data record, applied at grant
+	execs           []byte // holder: attached EXECUTEs, each stage u8, first-or-last u8, u32 len, frame
+	levels          uint8
+	prio            uint8
+	waiting         bool
+	hasData         bool     // waiter: data holds a record
+	dataFrame       bool     // holder: the latest frame on it carried a data record (flag 0x20)
+	waitsCounted    bool     // counted in its owner's waiters
+	pdl             deadline // in Locks.aging
+	token           uint64   // holder: its fencing token
 }
 
 func (it *lockItem) deadline() *deadline { return &it.dl }
@@ -384,93 +366,21 @@ func (it *lockItem) deadline() *deadline { return &it.dl }
 type lockOwner struct {
 	id      Owner
 	waiters int
-	keep    itemList // linked through oprev, onext
+	keep    list[keptItem, *keptItem]
 	gone    bool
 	inRing  bool
 	next    *lockOwner // free list
 }
 
-// itemList is a list of items, linked through prev and next (or, for an
-// owner's keep list, oprev and onext).
-type itemList struct {
-	head, tail *lockItem
-	n          int
-}
+// itemList is a key's holders or waiters, linked through prev and next.
+type itemList = list[lockItem, *lockItem]
 
-func (l *itemList) pushBack(it *lockItem) {
-	it.prev, it.next = l.tail, nil
-	if l.tail != nil {
-		l.tail.next = it
-	} else {
-		l.head = it
-	}
-	l.tail = it
-	l.n++
-}
+func (it *lockItem) link() *links[lockItem] { return &it.links }
 
-// insertAfter puts it after at, or first if at is nil.
-func (l *itemList) insertAfter(at, it *lockItem) {
-	if at == nil {
-		it.prev, it.next = nil, l.head
-		if l.head != nil {
-			l.head.prev = it
-		} else {
-			l.tail = it
-		}
-		l.head = it
-		l.n++
-		return
-	}
-	it.prev, it.next = at, at.next
-	if at.next != nil {
-		at.next.prev = it
-	} else {
-		l.tail = it
-	}
-	at.next = it
-	l.n++
-}
+// keptItem is an item as its owner's keep-alive list sees it.
+type keptItem lockItem
 
-func (l *itemList) remove(it *lockItem) {
-	if it.prev != nil {
-		it.prev.next = it.next
-	} else {
-		l.head = it.next
-	}
-	if it.next != nil {
-		it.next.prev = it.prev
-	} else {
-		l.tail = it.prev
-	}
-	it.prev, it.next = nil, nil
-	l.n--
-}
-
-func (l *itemList) keepPush(it *lockItem) {
-	it.oprev, it.onext = l.tail, nil
-	if l.tail != nil {
-		l.tail.onext = it
-	} else {
-		l.head = it
-	}
-	l.tail = it
-	l.n++
-}
-
-func (l *itemList) keepRemove(it *lockItem) {
-	if it.oprev != nil {
-		it.oprev.onext = it.onext
-	} else {
-		l.head = it.onext
-	}
-	if it.onext != nil {
-		it.onext.oprev = it.oprev
-	} else {
-		l.tail = it.oprev
-	}
-	it.oprev, it.onext = nil, nil
-	l.n--
-}
+func (k *keptItem) link() *links[keptItem] { return &k.kl }
 
 // NewLocks returns an empty lock namespace.
 func NewLocks(cfg LocksConfig) *Locks {
@@ -503,22 +413,22 @@ func idKey(cfg LocksConfig) [16]byte {
 // Do or Expire whose replies include its grant or its TIMEOUT.
 func (l *Locks) Do(owner Owner, cmd *LockCommand, now int64, replies []LockReply, execs []Exec) ([]LockReply, []Exec) {
 	l.begin(replies, execs)
-	switch cmd.Type {
-	case 1, 8:
+	switch cmd.Kind {
+	case KindLock, KindWillLock:
 		c := *cmd
-		c.Type = 1
+		c.Kind = KindLock
 		if c.Add {
 			l.add(owner, &c, now)
 			break
 		}
 		l.lock(owner, &c, cmd.Data, now)
-	case 2, 9:
+	case KindUnlock, KindWillUnlock:
 		c := *cmd
-		c.Type = 2
+		c.Kind = KindUnlock
 		for l.unlock(owner, &c, now) {
 		}
 	default:
-		l.out = append(l.out, LockReply{Owner: owner, Type: cmd.Type, RequestID: cmd.RequestID, Result: LockUnknownCommand})
+		l.out = append(l.out, LockReply{Owner: owner, Kind: cmd.Kind, RequestID: cmd.RequestID, Result: LockUnknownCommand})
 	}
 	return l.end()
 }
@@ -588,12 +498,13 @@ func (l *Locks) Disconnected(owner Owner, now int64) {
 		l.goneAt = (l.goneAt + 1) % lockGoneRing
 	}
 	o.inRing = true
-	for it := o.keep.head; it != nil; it = o.keep.head {
+	for o.keep.head != nil {
+		it := (*lockItem)(o.keep.head)
 		l.unkeep(it)
 		if it.waiting {
-			l.dl.add(it, dueAt(now, it.cmd.Timeout, it.cmd.TimeoutFlag))
+			l.dl.add(it, dueAt(now, it.cmd.waitSpan()))
 		} else {
-			l.dl.add(it, dueAt(now, it.cmd.Expried, it.cmd.ExpriedFlag))
+			l.dl.add(it, dueAt(now, it.cmd.holdSpan()))
 		}
 	}
 }
@@ -642,12 +553,8 @@ func (l *Locks) TTLAsked(db uint8, key [16]byte) int64 {
 	switch {
 	case c.ExpireAt != 0:
 		return math.MaxInt64 // exact: TTL is what was asked
-	case c.ExpriedFlag&timeMillis != 0:
-		return int64(c.Expried)
-	case c.ExpriedFlag&timeMinutes != 0:
-		return int64(c.Expried) * 60_000
 	}
-	return int64(c.Expried) * 1000
+	return c.holdSpan().millis()
 }
 
 // begin starts a call that appends to replies and execs.
@@ -675,23 +582,6 @@ func (l *Locks) key(db uint8, key [16]byte) *lockKey {
 		return nil
 	}
 	return l.dbs[db].keys[key]
-}
-
-// dueAt returns when a wait or hold of v in the unit flag gives, counted
-// from base, is due.
-func dueAt(base int64, v, flag uint16) int64 {
-	if flag&timeMillis != 0 {
-		return base + int64(v)*1e6
-	}
-	s := int64(v)
-	if flag&timeMinutes != 0 {
-		s *= 60
-	}
-	sec := base / 1e9
-	if base%1e9 < 0 {
-		sec--
-	}
-	return (sec + s + 1) * 1e9
 }
 
 // version is the less-lock-version of a LockId: its bytes 0–7, little-endian.
@@ -739,7 +629,7 @@ func (l *Locks) current(k *lockKey) []byte {
 // reply appends a reply to c by its sender o.
 func (l *Locks) reply(o Owner, c *LockCommand, result LockResult, lockID [16]byte, levels uint32, lr uint8, value []byte) {
 	l.out = append(l.out, LockReply{
-		Owner: o, Type: c.Type, RequestID: c.RequestID, Result: result, DB: c.DB,
+		Owner: o, Kind: c.Kind, RequestID: c.RequestID, Result: result, DB: c.DB,
 		LockID: lockID, Key: c.Key, Lcount: uint16(levels), Count: c.Count, Lrcount: lr, Rcount: c.Rcount,
 		Value: value,
 	})
@@ -947,7 +837,7 @@ func (l *Locks) unkeep(it *lockItem) {
 	if r == nil {
 		return
 	}
-	r.keep.keepRemove(it)
+	r.keep.remove((*keptItem)(it))
 	it.ko = nil
 	l.forget(r)
 }
@@ -955,7 +845,7 @@ func (l *Locks) unkeep(it *lockItem) {
 // keep puts it, not scheduled, on its owner's keep-alive list.
 func (l *Locks) keep(it *lockItem) {
 	r := l.owner(it.owner)
-	r.keep.keepPush(it)
+	r.keep.push((*keptItem)(it))
 	it.ko = r
 }
 
@@ -967,13 +857,13 @@ func (l *Locks) armHold(h *lockItem, base int64) {
 	l.touch(h)
 	c := &h.cmd
 	switch {
-	case c.ExpriedFlag&timeVersion != 0:
-	case c.ExpriedFlag&timeKeep != 0 && !l.closed(h.owner):
+	case c.neverExpires():
+	case c.holdKept() && !l.closed(h.owner):
 		l.keep(h)
 	case c.ExpireAt != 0:
 		l.dl.add(h, msDeadline(c.ExpireAt))
 	default:
-		l.dl.add(h, dueAt(base, c.Expried, c.ExpriedFlag))
+		l.dl.add(h, dueAt(base, c.holdSpan()))
 	}
 }
 
@@ -1001,7 +891,7 @@ func (k *lockKey) find(id [16]byte) *lockItem {
 
 // addHolder makes h, not in any list, the newest holder of k with one level.
 func (l *Locks) addHolder(k *lockKey, h *lockItem) {
-	k.hold.pushBack(h)
+	k.hold.push(h)
 	h.levels = 1
 	k.levels++
 	l.held(h)
@@ -1054,7 +944,7 @@ func admits(k *lockKey, c *LockCommand) bool {
 	if c.Count != 0xFFFF && k.levels > uint32(c.Count) || head.cmd.Count != 0xFFFF && k.levels > uint32(head.cmd.Count) {
 		return false
 	}
-	return c.TimeoutFlag&timeVersion == 0 || version(&c.LockID) <= version(&head.cmd.LockID)
+	return !c.lessVersion() || version(&c.LockID) <= version(&head.cmd.LockID)
 }
 
 // lock runs Lock c (data: its record or nil) from o, arrived at now.
@@ -1067,19 +957,19 @@ func (l *Locks) lock(o Owner, c *LockCommand, data []byte, now int64) {
 	k := l.live(d, c.Key)
 	levels := k.levelsOf()
 
-	if c.Flag&lockCheck != 0 && c.Timeout == 0 {
-		if c.Count < 0xFFFF && levels > uint32(c.Count) || c.TimeoutFlag&timeUnlocked != 0 && levels == 0 {
+	if c.checks() && c.Timeout == 0 {
+		if c.Count < 0xFFFF && levels > uint32(c.Count) || c.whileUnlocked() && levels == 0 {
 			l.reply(o, c, LockTimeout, c.LockID, levels, 0, l.current(k))
 			return
 		}
 	}
 	if levels > 0 {
 		var h *lockItem
-		if c.Flag&lockShow != 0 {
+		if c.shows() {
 			head := k.hold.head
-			if c.Flag&lockUpdate == 0 {
+			if !c.updates() {
 				l.out = append(l.out, LockReply{
-					Owner: o, Type: 1, RequestID: c.RequestID, Result: LockUnownError, DB: c.DB,
+					Owner: o, Kind: KindLock, RequestID: c.RequestID, Result: LockUnownError, DB: c.DB,
 					LockID: head.cmd.LockID, Key: c.Key, Lcount: uint16(levels), Count: head.cmd.Count,
 					Lrcount: head.levels, Rcount: head.cmd.Rcount, Value: l.current(k),
 				})
@@ -1095,7 +985,7 @@ func (l *Locks) lock(o Owner, c *LockCommand, data []byte, now int64) {
 			return
 		}
 	}
-	if levels == 0 && c.TimeoutFlag&timeUnlocked != 0 {
+	if levels == 0 && c.whileUnlocked() {
 		if k != nil && k.wait.n > 0 && c.Count == 0 {
 			l.reply(o, c, LockUnownError, c.LockID, 0, 0, l.current(k))
 			return
@@ -1107,7 +997,7 @@ func (l *Locks) lock(o Owner, c *LockCommand, data []byte, now int64) {
 	if !admitted {
 		if k.wait.n == 0 {
 			admitted = admits(k, c)
-		} else if c.TimeoutFlag&timePriority != 0 && c.Rcount > k.wait.head.prio {
+		} else if c.byPriority() && c.Rcount > k.wait.head.prio {
 			admitted = admits(k, c)
 		}
 	}
@@ -1118,13 +1008,13 @@ func (l *Locks) lock(o Owner, c *LockCommand, data []byte, now int64) {
 	if k == nil {
 		k = l.getKey(d, c.Key)
 	}
-	if c.Expried != 0 && l.overKeys(k) {
+	if !c.probes() && l.overKeys(k) {
 		l.reply(o, c, LockUnknownError, c.LockID, 0, 0, nil)
 		l.settle(k)
 		return
 	}
 	l.grant(o, k, c, data, nil, now, now)
-	if k.wait.n > 0 && c.Expried != 0 {
+	if k.wait.n > 0 && !c.probes() {
 		l.wake(k, now)
 	}
 	l.settle(k)
@@ -1134,7 +1024,7 @@ func (l *Locks) lock(o Owner, c *LockCommand, data []byte, now int64) {
 // (flag 0x02) or a reentry.
 func (l *Locks) relock(o Owner, h *lockItem, c *LockCommand, data []byte, now int64) {
 	k := h.k
-	if c.Flag&lockUpdate != 0 {
+	if c.updates() {
 		before := l.current(k)
 		l.modified(k) // an Update sets the value or the expiry
 		if data != nil {
@@ -1142,15 +1032,16 @@ func (l *Locks) relock(o Owner, h *lockItem, c *LockCommand, data []byte, now in
 			l.applyData(k, h, o, c.DB, data, k.levels == 1)
 		}
 		// Expried 0xFFFF with 0x4000 keeps the holder's expiry as it is.
-		keep := c.ExpriedFlag&timeVersion != 0 && c.Expried == 0xFFFF
-		e, ef, at, was := h.cmd.Expried, h.cmd.ExpriedFlag, h.cmd.ExpireAt, h.owner
+		keep := c.keepsHold()
+		old, at, was := h.cmd.holdOf(), h.cmd.ExpireAt, h.owner
 		l.setParams(h, o, c, data != nil, now)
 		if !keep {
 			l.armHold(h, now)
 		} else {
-			h.cmd.Expried, h.cmd.ExpriedFlag, h.cmd.ExpireAt = e, ef, at
+			h.cmd.setHold(old)
+			h.cmd.ExpireAt = at
 			// A keep-alive holder follows its new owner's connection.
-			if ef&timeKeep != 0 && ef&timeVersion == 0 && was != o && (h.ko != nil || !l.closed(o)) {
+			if h.cmd.holdKept() && !h.cmd.neverExpires() && was != o && (h.ko != nil || !l.closed(o)) {
 				l.armHold(h, now)
 			}
 		}
@@ -1158,12 +1049,12 @@ func (l *Locks) relock(o Owner, h *lockItem, c *LockCommand, data []byte, now in
 		l.out[len(l.out)-1].Token = h.token // a refresh keeps its token
 		return
 	}
-	if h.levels >= 255 || uint32(h.levels) > uint32(c.Rcount) || c.TimeoutFlag&timePriority != 0 {
+	if h.levels >= 255 || uint32(h.levels) > uint32(c.Rcount) || c.byPriority() {
 		l.reply(o, c, LockLockedError, c.LockID, k.levels, h.levels, l.current(k))
 		return
 	}
 	k.db.st.LockCount++
-	if c.Expried == 0 {
+	if c.probes() {
 		l.reply(o, c, LockOK, c.LockID, k.levels, h.levels, l.current(k))
 		l.out[len(l.out)-1].Token = h.token
 		return
@@ -1198,7 +1089,7 @@ func (l *Locks) setParams(h *lockItem, o Owner, c *LockCommand, data bool, now i
 func (l *Locks) grant(o Owner, k *lockKey, c *LockCommand, data []byte, w *lockItem, arrived, now int64) {
 	before := l.current(k)
 	k.db.st.LockCount++
-	if c.Expried == 0 {
+	if c.probes() {
 		if data != nil {
 			l.applyData(k, nil, o, c.DB, data, k.levels == 1)
 		}
@@ -1221,7 +1112,7 @@ func (l *Locks) grant(o Owner, k *lockKey, c *LockCommand, data []byte, w *lockI
 		l.applyData(k, h, o, c.DB, data, k.levels == 1)
 	}
 	base := now
-	if c.TimeoutFlag&timeArrival != 0 {
+	if c.fromArrival() {
 		base = arrived
 	}
 	l.armHold(h, base)
@@ -1234,7 +1125,7 @@ func (l *Locks) grant(o Owner, k *lockKey, c *LockCommand, data []byte, w *lockI
 // TIMEOUT at once.
 func (l *Locks) refuse(o Owner, d *lockDB, k *lockKey, c *LockCommand, data []byte, now int64) {
 	levels := k.levelsOf()
-	if c.TimeoutFlag&timeVersion != 0 && k != nil && k.hold.head != nil && version(&c.LockID) < version(&k.hold.head.cmd.LockID) {
+	if c.lessVersion() && k != nil && k.hold.head != nil && version(&c.LockID) < version(&k.hold.head.cmd.LockID) {
 		before := l.current(k)
 		d.st.LockCount++
 		if data != nil {
@@ -1243,7 +1134,7 @@ func (l *Locks) refuse(o Owner, d *lockDB, k *lockKey, c *LockCommand, data []by
 		l.reply(o, c, LockOK, k.hold.head.cmd.LockID, levels, 0, before)
 		return
 	}
-	if c.Timeout == 0 || c.TimeoutFlag&timeData != 0 && k != nil && k.has || l.waitersFull(k, o) {
+	if c.Timeout == 0 || c.failsOnValue() && k != nil && k.has || l.waitersFull(k, o) {
 		l.reply(o, c, LockTimeout, c.LockID, levels, 0, l.current(k))
 		return
 	}
@@ -1271,7 +1162,7 @@ func (l *Locks) refuse(o Owner, d *lockDB, k *lockKey, c *LockCommand, data []by
 func (l *Locks) enqueue(w *lockItem) {
 	k := w.k
 	w.waiting = true
-	if w.cmd.TimeoutFlag&timePriority != 0 {
+	if w.cmd.byPriority() {
 		w.prio = w.cmd.Rcount
 	}
 	at := k.wait.tail
@@ -1289,10 +1180,10 @@ func (l *Locks) enqueue(w *lockItem) {
 	if r.gone {
 		l.orphans++
 	}
-	if w.cmd.TimeoutFlag&timeKeep != 0 && !r.gone {
+	if w.cmd.waitKept() && !r.gone {
 		l.keep(w)
 	} else {
-		l.dl.add(w, dueAt(w.arrived, w.cmd.Timeout, w.cmd.TimeoutFlag))
+		l.dl.add(w, dueAt(w.arrived, w.cmd.waitSpan()))
 	}
 }
 
@@ -1351,10 +1242,10 @@ func (l *Locks) timedOut(w *lockItem, now int64) {
 	k.db.st.TimeoutedCount++
 	l.reply(w.owner, &w.cmd, LockTimeout, w.cmd.LockID, k.levels, 0, l.current(k))
 	l.settle(k)
-	if w.cmd.TimeoutFlag&timeReverse != 0 {
+	if w.cmd.waitReverses() {
 		c := w.cmd
 		c.Key = reversed(c.Key)
-		c.TimeoutFlag = 0
+		c.plainWait()
 		var data []byte
 		if w.hasData {
 			data = w.data
@@ -1370,7 +1261,7 @@ func (l *Locks) timedOut(w *lockItem, now int64) {
 func (l *Locks) expired(h *lockItem, now int64) {
 	k := h.k
 	l.removeHolder(h)
-	k.db.st.ExpriedCount++
+	k.db.st.ExpiredCount++
 	empty := k.hold.n == 0 && k.wait.n == 0
 	var v, gone []byte
 	if !empty {
@@ -1379,18 +1270,17 @@ func (l *Locks) expired(h *lockItem, now int64) {
 		gone = l.current(k)
 	}
 	l.out = append(l.out, LockReply{
-		Owner: h.owner, Type: 1, RequestID: h.cmd.RequestID, Result: LockExpried, DB: k.db.id,
+		Owner: h.owner, Kind: KindLock, RequestID: h.cmd.RequestID, Result: LockExpried, DB: k.db.id,
 		LockID: h.cmd.LockID, Key: k.key, Lcount: uint16(k.levels), Count: h.cmd.Count, Rcount: h.cmd.Rcount,
 		Value: v, Gone: gone,
 	})
-	l.fire(h, stageExpried, empty)
+	l.fire(h, stageExpired, empty)
 	l.wake(k, now)
 	l.settle(k)
-	if h.cmd.ExpriedFlag&timeReverse != 0 {
+	if h.cmd.holdReverses() {
 		c := h.cmd
 		c.Key = reversed(c.Key)
-		c.ExpriedFlag = 0
-		c.Expried = c.Timeout
+		c.holdAsWait()
 		l.lock(h.owner, &c, nil, now)
 	}
 	l.freeItem(h)
@@ -1431,7 +1321,7 @@ func (l *Locks) unlock(o Owner, c *LockCommand, now int64) bool {
 	}
 	h := k.find(c.LockID)
 	if h == nil {
-		if c.Flag&unlockCancel != 0 {
+		if c.cancels() {
 			if w := k.findWaiter(c.LockID); w != nil {
 				l.unqueue(w)
 				d.st.UnLockCount++
@@ -1448,11 +1338,11 @@ func (l *Locks) unlock(o Owner, c *LockCommand, now int64) bool {
 			d.st.UnlockErrorCount++
 			l.reply(o, c, LockUnlockError, c.LockID, 0, 0, l.current(k))
 			return false
-		case c.Flag&unlockHead == 0 && c.Flag&unlockCancel != 0:
+		case !c.unlocksHead() && c.cancels():
 			d.st.UnlockErrorCount++
 			l.reply(o, c, LockUnlockError, c.LockID, k.levels, 0, l.current(k))
 			return false
-		case c.Flag&unlockHead == 0:
+		case !c.unlocksHead():
 			d.st.UnlockErrorCount++
 			l.reply(o, c, LockUnownError, c.LockID, k.levels, 0, l.current(k))
 			return false
@@ -1460,7 +1350,7 @@ func (l *Locks) unlock(o Owner, c *LockCommand, now int64) bool {
 		h = k.hold.head
 		hc := &h.cmd
 		c.LockID = hc.LockID
-		c.Timeout, c.TimeoutFlag, c.Expried, c.ExpriedFlag = hc.Timeout, hc.TimeoutFlag, hc.Expried, hc.ExpriedFlag
+		c.copyTimes(hc)
 		c.Count, c.Rcount = hc.Count, hc.Rcount
 	}
 	return l.unhold(o, h, c, now)

@@ -11,7 +11,7 @@ import (
 // kvSet is the Lock of a Redis SET of key to value: LockId = key, Update, a SET record
 // with the key as its KEY property, never expiring.
 func kvSet(req uint16, key string, value []byte) store.LockCommand {
-	return store.LockCommand{Type: 1, RequestID: rid(req), Flag: 0x02 | 0x20, LockID: id16(key), Key: id16(key),
+	return store.LockCommand{Kind: 1, RequestID: rid(req), Flag: 0x02 | 0x20, LockID: id16(key), Key: id16(key),
 		Expried: 0x7FFF, ExpriedFlag: 0x4000 | 0x0100 | 0x2000, Data: recp(0, 0, keyProp(key), value)}
 }
 

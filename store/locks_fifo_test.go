@@ -84,7 +84,7 @@ func TestManyHolders(t *testing.T) {
 	}
 	for i := 39; i >= 0; i-- {
 		u := r(i)
-		u.Type, u.Rcount = 2, 0
+		u.Kind, u.Rcount = 2, 0
 		if rs := h.do(1, u); len(rs) != 1 || rs[0].Result != store.LockOK || rs[0].Lrcount != 0 {
 			t.Fatalf("unlock %d: %+v", i, rs)
 		}

@@ -94,14 +94,15 @@ func (l *Locks) Hash(owner Owner, cmd *LockCommand, op *HashOp, now int64, repli
 		return r, e, 0, err
 	}
 	c := *cmd
-	c.Type, c.Timeout = 1, 0
+	c.Kind, c.Timeout = KindLock, 0
 	switch {
 	case !changed && c.DB > MaxLockDB:
 		l.reply(owner, &c, LockUnknownDB, c.LockID, 0, 0, nil)
 	case !changed:
 		l.reply(owner, &c, LockOK, c.LockID, k.levelsOf(), 0, l.current(k))
 	case len(l.htmp) == 0:
-		c.Type, c.Flag, c.Rcount, c.Data = 2, 0, 0, unsetRecord
+		c.Kind, c.Rcount, c.Data = KindUnlock, 0, unsetRecord
+		c.clearFlags()
 		for l.unlock(owner, &c, now) {
 		}
 	default:

@@ -17,13 +17,13 @@ const kvFlags = 0x4000 | 0x0100 | 0x2000
 // hashc is the Lock a hash write runs as: the Update APPEND uses, its record the
 // template of a new hash (KV flag, the key's name as property).
 func hashc(req uint16, key string) store.LockCommand {
-	return store.LockCommand{Type: 1, RequestID: rid(req), Flag: 0x02 | 0x20, LockID: id16(key), Key: id16(key),
+	return store.LockCommand{Kind: 1, RequestID: rid(req), Flag: 0x02 | 0x20, LockID: id16(key), Key: id16(key),
 		Expried: 0xFFFF, ExpriedFlag: kvFlags, Data: recp(0, 0x04, keyProp(key))}
 }
 
 // setc is SET key value as the text side runs it.
 func setc(req uint16, key, value string) store.LockCommand {
-	return store.LockCommand{Type: 1, RequestID: rid(req), Flag: 0x02 | 0x20, LockID: id16(key), Key: id16(key),
+	return store.LockCommand{Kind: 1, RequestID: rid(req), Flag: 0x02 | 0x20, LockID: id16(key), Key: id16(key),
 		Expried: 0x7FFF, ExpriedFlag: kvFlags, Data: recp(0, 0, keyProp(key), []byte(value))}
 }
 

@@ -29,13 +29,13 @@ func rid(n uint16) (id [16]byte) {
 
 // lockc is a Lock: wait 5 s, hold 10 s, exclusive, not reentrant.
 func lockc(req uint16, id, key string) store.LockCommand {
-	return store.LockCommand{Type: 1, RequestID: rid(req), LockID: id16(id), Key: id16(key), Timeout: 5, Expried: 10}
+	return store.LockCommand{Kind: 1, RequestID: rid(req), LockID: id16(id), Key: id16(key), Timeout: 5, Expried: 10}
 }
 
 // unlockc is an Unlock with the same defaults.
 func unlockc(req uint16, id, key string) store.LockCommand {
 	c := lockc(req, id, key)
-	c.Type = 2
+	c.Kind = 2
 	return c
 }
 
@@ -84,7 +84,7 @@ func u32At(b []byte, n uint32) []byte { return binary.LittleEndian.AppendUint32(
 // record if it has one (flag 0x20 is then set).
 func frame(c store.LockCommand) []byte {
 	b := make([]byte, 64)
-	b[0], b[1], b[2] = 0x56, 0x01, c.Type
+	b[0], b[1], b[2] = 0x56, 0x01, uint8(c.Kind)
 	copy(b[3:19], c.RequestID[:])
 	b[19], b[20] = c.Flag, c.DB
 	copy(b[21:37], c.LockID[:])
@@ -106,7 +106,7 @@ func frame(c store.LockCommand) []byte {
 // unframe decodes a frame made by frame (or handed back as an Exec).
 func unframe(b []byte) store.LockCommand {
 	le := binary.LittleEndian
-	c := store.LockCommand{Type: b[2], Flag: b[19], DB: b[20],
+	c := store.LockCommand{Kind: store.LockKind(b[2]), Flag: b[19], DB: b[20],
 		Timeout: le.Uint16(b[53:]), TimeoutFlag: le.Uint16(b[55:]), Expried: le.Uint16(b[57:]),
 		ExpriedFlag: le.Uint16(b[59:]), Count: le.Uint16(b[61:]), Rcount: b[63]}
 	copy(c.RequestID[:], b[3:19])
@@ -190,7 +190,7 @@ func (h *lkh) state(db uint8, want store.LockState) {
 // rp is an expected reply; req -1 matches any RequestId.
 type rp struct {
 	o       store.Owner
-	t       uint8 // 0 means 1
+	t       store.LockKind // 0 means 1
 	req     int
 	res     store.LockResult
 	db      uint8
@@ -203,10 +203,10 @@ type rp struct {
 }
 
 func (w rp) reply() store.LockReply {
-	r := store.LockReply{Owner: w.o, Type: w.t, Result: w.res, DB: w.db, LockID: id16(w.id), Key: id16(w.key),
+	r := store.LockReply{Owner: w.o, Kind: w.t, Result: w.res, DB: w.db, LockID: id16(w.id), Key: id16(w.key),
 		Lcount: w.lc, Count: w.c, Lrcount: w.lr, Rcount: w.rc, Value: w.v}
-	if r.Type == 0 {
-		r.Type = 1
+	if r.Kind == 0 {
+		r.Kind = 1
 	}
 	if w.req >= 0 {
 		r.RequestID = rid(uint16(w.req))
@@ -230,7 +230,7 @@ func expect(t *testing.T, what string, got []store.LockReply, want ...rp) {
 		if want[i].req < 0 {
 			g.RequestID = w.RequestID
 		}
-		ok = g.Owner == w.Owner && g.Type == w.Type && g.RequestID == w.RequestID && g.Result == w.Result &&
+		ok = g.Owner == w.Owner && g.Kind == w.Kind && g.RequestID == w.RequestID && g.Result == w.Result &&
 			g.DB == w.DB && g.LockID == w.LockID && g.Key == w.Key && g.Lcount == w.Lcount && g.Count == w.Count &&
 			g.Lrcount == w.Lrcount && g.Rcount == w.Rcount && bytes.Equal(g.Value, w.Value) && (g.Value == nil) == (w.Value == nil)
 	}
@@ -260,12 +260,12 @@ func name(id [16]byte) string {
 
 func show(c store.LockCommand) string {
 	return fmt.Sprintf("{type %d req %x flag %#x db %d id %s key %s timeout %d/%#x expried %d/%#x count %d rcount %d data %x}",
-		c.Type, c.RequestID[12:], c.Flag, c.DB, name(c.LockID), name(c.Key), c.Timeout, c.TimeoutFlag,
+		c.Kind, c.RequestID[12:], c.Flag, c.DB, name(c.LockID), name(c.Key), c.Timeout, c.TimeoutFlag,
 		c.Expried, c.ExpriedFlag, c.Count, c.Rcount, c.Data)
 }
 
 func showReply(r store.LockReply) string {
 	return fmt.Sprintf("{owner %d type %d req %x result %v db %d id %s key %s lcount %d count %d lrcount %d rcount %d value %x(nil %v)}",
-		r.Owner, r.Type, r.RequestID[12:], r.Result, r.DB, name(r.LockID), name(r.Key), r.Lcount, r.Count,
+		r.Owner, r.Kind, r.RequestID[12:], r.Result, r.DB, name(r.LockID), name(r.Key), r.Lcount, r.Count,
 		r.Lrcount, r.Rcount, r.Value, r.Value == nil)
 }

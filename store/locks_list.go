@@ -78,7 +78,7 @@ func (l *Locks) ListLocked(db uint8, key [16]byte, out []HolderInfo) (LockInfo, 
 	for h := k.hold.head; h != nil; h = h.next {
 		hi := HolderInfo{
 			LockID: h.cmd.LockID, Start: h.start / 1e9, Levels: h.levels, Command: h.cmd,
-			Timeout: dueAt(h.arrived, h.cmd.Timeout, h.cmd.TimeoutFlag) / 1e9, Expires: math.MaxInt64,
+			Timeout: dueAt(h.arrived, h.cmd.waitSpan()) / 1e9, Expires: math.MaxInt64,
 		}
 		if h.dl.scheduled() {
 			hi.Expires = h.dl.at / 1e9
@@ -212,7 +212,7 @@ func (l *Locks) Check() error {
 					case k.byID != nil && k.byID[h.cmd.LockID] != h:
 						return fmt.Errorf("store: lock key %x: holder %x missing from the index", name, h.cmd.LockID)
 					}
-					if err := l.checkTimed(h, h.cmd.ExpriedFlag, h.cmd.ExpriedFlag&timeVersion != 0); err != nil {
+					if err := l.checkTimed(h, h.cmd.holdKept(), h.cmd.neverExpires()); err != nil {
 						return fmt.Errorf("store: lock key %x: holder %x: %v", name, h.cmd.LockID, err)
 					}
 					if h.dl.scheduled() {
@@ -267,7 +267,7 @@ func (l *Locks) Check() error {
 					case len(w.execs) != 0:
 						return fmt.Errorf("store: lock key %x: waiter %x has EXECUTEs attached", name, w.cmd.LockID)
 					}
-					if err := l.checkTimed(w, w.cmd.TimeoutFlag, false); err != nil {
+					if err := l.checkTimed(w, w.cmd.waitKept(), false); err != nil {
 						return fmt.Errorf("store: lock key %x: waiter %x: %v", name, w.cmd.LockID, err)
 					}
 					if w.dl.scheduled() {
@@ -366,12 +366,12 @@ func (l *Locks) Check() error {
 			ring++
 		}
 		n := 0
-		var prev *lockItem
-		for it := r.keep.head; it != nil; it = it.onext {
+		var prev *keptItem
+		for it := r.keep.head; it != nil; it = it.kl.next {
 			if n++; n > r.keep.n {
 				return fmt.Errorf("store: lock owner %d: keep list longer than its count %d", id, r.keep.n)
 			}
-			if it.oprev != prev || it.ko != r || it.owner != id {
+			if it.kl.prev != prev || it.ko != r || it.owner != id {
 				return fmt.Errorf("store: lock owner %d: bad keep-alive item %x", id, it.cmd.LockID)
 			}
 			prev = it
@@ -397,8 +397,9 @@ func (l *Locks) Check() error {
 }
 
 // checkTimed checks that it is scheduled xor kept alive by its open
-// connection, unless never is set, in which case it must be neither.
-func (l *Locks) checkTimed(it *lockItem, flag uint16, never bool) error {
+// connection (which it may be if kept), unless never is set, in which case
+// it must be neither.
+func (l *Locks) checkTimed(it *lockItem, kept, never bool) error {
 	s, k := it.dl.scheduled(), it.ko != nil
 	switch {
 	case s && l.dl.h[it.dl.i-1].d != &it.dl:
@@ -409,12 +410,12 @@ func (l *Locks) checkTimed(it *lockItem, flag uint16, never bool) error {
 		return nil
 	case s == k:
 		return fmt.Errorf("scheduled %v, kept alive %v", s, k)
-	case k && flag&timeKeep == 0:
+	case k && !kept:
 		return fmt.Errorf("kept alive without the keep-alive flag")
 	case k && (it.ko.gone || it.ko.id != it.owner):
 		return fmt.Errorf("kept alive by a closed connection or another owner")
 	}
-	if r := l.owners[it.owner]; s && flag&timeKeep != 0 && r != nil && !r.gone {
+	if r := l.owners[it.owner]; s && kept && r != nil && !r.gone {
 		return fmt.Errorf("scheduled, but kept alive by its open connection")
 	}
 	return nil

@@ -238,10 +238,10 @@ func TestStateCounters(t *testing.T) {
 	h.do(1, with(unlockc(3, "a", "k"), func(c *store.LockCommand) { c.DB = 3; c.Rcount = 1 }))
 	h.state(3, store.LockState{LockCount: 4, UnLockCount: 1, LockedCount: 2, WaitCount: 1, KeyCount: 2, UnlockErrorCount: 2})
 	h.advance(3 * time.Second) // a and c expire; b is granted and, waiting since 0, has 2 s more
-	h.state(3, store.LockState{LockCount: 5, UnLockCount: 1, LockedCount: 1, KeyCount: 1, ExpriedCount: 2, UnlockErrorCount: 2})
+	h.state(3, store.LockState{LockCount: 5, UnLockCount: 1, LockedCount: 1, KeyCount: 1, ExpiredCount: 2, UnlockErrorCount: 2})
 	h.do(5, with(re, func(c *store.LockCommand) { c.LockID = id16("d"); c.Timeout = 1 }))
 	h.advance(2 * time.Second)
-	h.state(3, store.LockState{LockCount: 5, UnLockCount: 1, LockedCount: 1, KeyCount: 1, TimeoutedCount: 1, ExpriedCount: 2, UnlockErrorCount: 2})
+	h.state(3, store.LockState{LockCount: 5, UnLockCount: 1, LockedCount: 1, KeyCount: 1, TimeoutedCount: 1, ExpiredCount: 2, UnlockErrorCount: 2})
 	if st, ok := h.l.State(0); ok || st != (store.LockState{}) {
 		t.Fatalf("State(0) = %+v, %v; want nothing", st, ok)
 	}
@@ -309,12 +309,12 @@ func TestListings(t *testing.T) {
 // Unlock; other types are UNKNOWN_COMMAND.
 func TestOtherTypes(t *testing.T) {
 	h := newLkh(t, store.LocksConfig{})
-	h.one(1, with(lockc(1, "a", "k"), func(c *store.LockCommand) { c.Type = 8 }), rp{o: 1, req: 1, id: "a", key: "k", lc: 1, lr: 1})
-	h.one(1, with(unlockc(2, "a", "k"), func(c *store.LockCommand) { c.Type = 9 }), rp{o: 1, t: 2, req: 2, id: "a", key: "k"})
-	for _, typ := range []uint8{0, 3, 7, 10, 200} {
-		c := with(lockc(3, "a", "k"), func(c *store.LockCommand) { c.Type = typ })
+	h.one(1, with(lockc(1, "a", "k"), func(c *store.LockCommand) { c.Kind = 8 }), rp{o: 1, req: 1, id: "a", key: "k", lc: 1, lr: 1})
+	h.one(1, with(unlockc(2, "a", "k"), func(c *store.LockCommand) { c.Kind = 9 }), rp{o: 1, t: 2, req: 2, id: "a", key: "k"})
+	for _, typ := range []store.LockKind{0, 3, 7, 10, 200} {
+		c := with(lockc(3, "a", "k"), func(c *store.LockCommand) { c.Kind = typ })
 		got := h.do(1, c)
-		if len(got) != 1 || got[0].Type != typ || got[0].Result != store.LockUnknownCommand || got[0].RequestID != rid(3) || got[0].Owner != 1 {
+		if len(got) != 1 || got[0].Kind != typ || got[0].Result != store.LockUnknownCommand || got[0].RequestID != rid(3) || got[0].Owner != 1 {
 			t.Fatalf("type %d: %+v", typ, got)
 		}
 	}

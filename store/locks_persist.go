@@ -49,12 +49,6 @@ type HolderState struct {
 	Client                                     uint64 // the client id that made it (LockCommand.Client)
 }
 
-// ExpriedFlag bits that decide persistence.
-const (
-	persistNow   = 0x0100
-	persistNever = 0x0200
-)
-
 // agedItem is a holder as Locks.aging sees it: by when it persists.
 type agedItem lockItem
 
@@ -78,7 +72,7 @@ func (l *Locks) touch(h *lockItem) {
 	if !l.cfg.Persist || h.k == nil || h.waiting {
 		return
 	}
-	if h.k.logged || h.cmd.ExpriedFlag&persistNow != 0 {
+	if h.k.logged || h.cmd.persistsNow() {
 		l.changed(h.k)
 	}
 	l.age(h)
@@ -89,7 +83,7 @@ func (l *Locks) held(h *lockItem) {
 	if !l.cfg.Persist {
 		return
 	}
-	if h.k.logged || h.k.has || h.cmd.ExpriedFlag&persistNow != 0 {
+	if h.k.logged || h.k.has || h.cmd.persistsNow() {
 		l.changed(h.k)
 	}
 	l.age(h)
@@ -98,8 +92,7 @@ func (l *Locks) held(h *lockItem) {
 // age schedules h, whose persistence depends on how long it has been held, to be
 // looked at again when it has been held PersistAfter.
 func (l *Locks) age(h *lockItem) {
-	ef := h.cmd.ExpriedFlag
-	if ef&(persistNever|persistNow|timeKeep) != 0 || h.pdl.scheduled() {
+	if c := &h.cmd; c.persistsNever() || c.persistsNow() || c.holdKept() || h.pdl.scheduled() {
 		return
 	}
 	l.aging.add((*agedItem)(h), h.start+l.cfg.PersistAfter)
@@ -115,13 +108,12 @@ func (l *Locks) released(h *lockItem) {
 
 // persists reports whether holder h of k is in k's persistent state at now.
 func (l *Locks) persists(k *lockKey, h *lockItem, now int64) bool {
-	ef := h.cmd.ExpriedFlag
-	switch {
-	case ef&persistNever != 0:
+	switch c := &h.cmd; {
+	case c.persistsNever():
 		return false
-	case l.all || ef&persistNow != 0:
+	case l.all || c.persistsNow():
 		return true // asked for (a replicated grant), or a graceful stop (PersistAll)
-	case ef&timeKeep != 0:
+	case c.holdKept():
 		return false
 	}
 	return k.has || now-h.start >= l.cfg.PersistAfter
@@ -140,7 +132,7 @@ func (l *Locks) PersistAll(now int64) {
 		}
 		for _, k := range d.keys {
 			for h := k.hold.head; h != nil; h = h.next {
-				if h.cmd.ExpriedFlag&persistNever == 0 && !l.persists(k, h, now) {
+				if !h.cmd.persistsNever() && !l.persists(k, h, now) {
 					l.changed(k) // a holder the log does not have yet: only such keys are written again
 					break
 				}
@@ -344,7 +336,7 @@ func (l *Locks) Restore(s *KeyState, now int64) {
 			k = l.getKey(d, s.Key)
 		}
 		l.setLogged(k, true)
-		c := LockCommand{Type: 1, Flag: hs.Flag, DB: s.DB, LockID: hs.LockID, Key: s.Key,
+		c := LockCommand{Kind: KindLock, Flag: hs.Flag, DB: s.DB, LockID: hs.LockID, Key: s.Key,
 			Timeout: hs.Timeout, TimeoutFlag: hs.TimeoutFlag, Expried: hs.Expried, ExpriedFlag: hs.ExpriedFlag,
 			Count: hs.Count, Rcount: hs.Rcount, ExpireAt: hs.ExpireAt, Client: hs.Client}
 		h := l.newItem(k, 0, &c, hs.Start)

@@ -55,9 +55,9 @@ func TestJournalReplaysToTheSameState(t *testing.T) {
 			c.DB = uint8(rnd.IntN(2))
 			c.Key[15] = byte(rnd.IntN(6))
 			c.LockID[15] = byte(rnd.IntN(4))
-			c.Type = 1
+			c.Kind = 1
 			if rnd.IntN(3) == 0 {
-				c.Type = 2
+				c.Kind = 2
 			}
 			c.Count = uint16(rnd.IntN(3))
 			if rnd.IntN(4) == 0 {
@@ -134,7 +134,7 @@ func BenchmarkRewriteSnapshot(b *testing.B) {
 	var ex []store.Exec
 	for i := range keys {
 		var c store.LockCommand
-		c.Type, c.Flag = 1, 0x20
+		c.Kind, c.Flag = 1, 0x20
 		binary.BigEndian.PutUint64(c.Key[8:], uint64(i))
 		c.LockID = c.Key
 		c.Expried, c.ExpriedFlag = 0x7FFF, 0x4000|0x0100

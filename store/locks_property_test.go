@@ -85,7 +85,7 @@ func newLockModel(maxWK, maxWO int) *lockModel {
 }
 
 func (m *lockModel) reply(o store.Owner, c *store.LockCommand, res store.LockResult, id [16]byte, levels, lr int, v []byte) {
-	m.out = append(m.out, store.LockReply{Owner: o, Type: c.Type, RequestID: c.RequestID, Result: res, DB: c.DB,
+	m.out = append(m.out, store.LockReply{Owner: o, Kind: c.Kind, RequestID: c.RequestID, Result: res, DB: c.DB,
 		LockID: id, Key: c.Key, Lcount: uint16(levels), Count: c.Count, Lrcount: uint8(lr), Rcount: c.Rcount, Value: bytes.Clone(v)})
 }
 
@@ -220,7 +220,7 @@ func (m *lockModel) lock(o store.Owner, c store.LockCommand, now int64) {
 		if c.Flag&0x01 != 0 {
 			head := k.holders[0]
 			if c.Flag&0x02 == 0 {
-				m.out = append(m.out, store.LockReply{Owner: o, Type: 1, RequestID: c.RequestID, Result: store.LockUnownError, DB: c.DB, LockID: head.cmd.LockID,
+				m.out = append(m.out, store.LockReply{Owner: o, Kind: 1, RequestID: c.RequestID, Result: store.LockUnownError, DB: c.DB, LockID: head.cmd.LockID,
 					Key: c.Key, Lcount: uint16(lv), Count: head.cmd.Count, Lrcount: uint8(head.levels), Rcount: head.cmd.Rcount, Value: bytes.Clone(k.value)})
 				return
 			}
@@ -493,13 +493,13 @@ func (m *lockModel) expire(now int64) {
 			continue
 		}
 		m.removeHolder(fk, first)
-		st.ExpriedCount++
+		st.ExpiredCount++
 		var v []byte
 		if len(fk.holders) > 0 || len(fk.waiters) > 0 {
 			v = fk.value
 		}
 		c := first.cmd
-		m.out = append(m.out, store.LockReply{Owner: first.owner, Type: 1, RequestID: c.RequestID, Result: store.LockExpried, DB: fk.db, LockID: c.LockID,
+		m.out = append(m.out, store.LockReply{Owner: first.owner, Kind: 1, RequestID: c.RequestID, Result: store.LockExpried, DB: fk.db, LockID: c.LockID,
 			Key: fk.key, Lcount: uint16(fk.levels()), Count: c.Count, Rcount: c.Rcount, Value: bytes.Clone(v)})
 		m.wake(fk, now)
 		m.settle(fk)
@@ -623,7 +623,7 @@ func randomLock(r *rand.Rand, seq uint16) (store.LockCommand, store.Owner) {
 		}
 		return 0
 	}
-	c := store.LockCommand{Type: 1, RequestID: rid(seq), DB: uint8(r.IntN(2))}
+	c := store.LockCommand{Kind: 1, RequestID: rid(seq), DB: uint8(r.IntN(2))}
 	if r.IntN(200) == 0 {
 		c.DB = 255
 	}
@@ -631,7 +631,7 @@ func randomLock(r *rand.Rand, seq uint16) (store.LockCommand, store.Owner) {
 	c.LockID[0] = byte(r.IntN(2)) // the less-lock-version
 	c.Key = id16(string(rune('k' + r.IntN(3))))
 	if r.IntN(100) < 40 {
-		c.Type = 2
+		c.Kind = 2
 		c.Flag = uint8(pick(0, 0, 0, 0x01, 0x02, 0x08))
 		c.TimeoutFlag = bit(20, 0x4000)
 		c.Rcount = uint8(pick(0, 1))
@@ -695,7 +695,7 @@ func runLocksModel(t *testing.T, seed uint64, steps int) {
 			c, o := randomLock(r, uint16(step))
 			log = append(log, fmt.Sprintf("%d @%d owner %d: %s", step, (now-at(0))/1e6, o, show(c)))
 			got, _ = l.Do(o, &c, now, nil, nil)
-			if c.Type == 1 {
+			if c.Kind == 1 {
 				m.lock(o, c, now)
 			} else {
 				m.unlock(o, c, now)

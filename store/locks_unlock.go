@@ -8,7 +8,7 @@ import "encoding/binary"
 func (l *Locks) unhold(o Owner, h *lockItem, c *LockCommand, now int64) bool {
 	k, d := h.k, h.k.db
 	one := h.levels == 1
-	full := one || c.Rcount == 0 || c.TimeoutFlag&timePriority != 0
+	full := one || c.Rcount == 0 || c.byPriority()
 	before := l.current(k)
 	released := h.cmd.LockID
 	if full {
@@ -29,16 +29,16 @@ func (l *Locks) unhold(o Owner, h *lockItem, c *LockCommand, now int64) bool {
 		l.fire(h, stageUnlock, k.hold.n == 0 && k.wait.n == 0)
 	}
 
-	requeue := c.Flag&unlockRequeue != 0 && one && c.Timeout > 0
+	requeue := c.requeues() && one && c.Timeout > 0
 	id := c.LockID
-	if requeue && h.cmd.TimeoutFlag&timeVersion != 0 {
+	if requeue && h.cmd.lessVersion() {
 		binary.LittleEndian.PutUint64(id[:8], version(&id)+1)
 	}
 	var next LockCommand
 	chain := false
-	tree := c.Flag&unlockTree != 0 && full && c.Flag&unlockRequeue == 0
+	tree := c.unlocksTree() && full && !c.requeues()
 	switch {
-	case tree && k.levels == 1 && k.hold.head.cmd.Flag&lockTree != 0:
+	case tree && k.levels == 1 && k.hold.head.cmd.locksTree():
 		// The last holder is a tree link: unlock it next.
 		t := k.hold.head.cmd.LockID
 		l.reply(o, c, LockOK, t, 1, 0, before)
@@ -47,7 +47,7 @@ func (l *Locks) unhold(o Owner, h *lockItem, c *LockCommand, now int64) bool {
 	case tree && k.levels == 0:
 		// Nothing left: unlock the parent, the key named by the released LockId.
 		l.out = append(l.out, LockReply{
-			Owner: o, Type: 2, RequestID: c.RequestID, Result: LockOK, DB: c.DB,
+			Owner: o, Kind: KindUnlock, RequestID: c.RequestID, Result: LockOK, DB: c.DB,
 			LockID: c.Key, Key: released, Count: c.Count, Rcount: c.Rcount, Value: before,
 		})
 		next, chain = *c, true
@@ -63,7 +63,7 @@ func (l *Locks) unhold(o Owner, h *lockItem, c *LockCommand, now int64) bool {
 	if requeue {
 		rc := h.cmd
 		rc.LockID = id
-		rc.Timeout, rc.TimeoutFlag, rc.Expried, rc.ExpriedFlag = c.Timeout, c.TimeoutFlag, c.Expried, c.ExpriedFlag
+		rc.copyTimes(c)
 		rc.ExpireAt = c.ExpireAt
 		rc.Count, rc.Rcount = c.Count, c.Rcount
 		if l.waitersFull(k, h.owner) {

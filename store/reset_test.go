@@ -32,7 +32,7 @@ func resetScene(t *testing.T, now int64, noLocks bool) *Store {
 	}
 	lock := func(o Owner, key, id byte, timeout, expried, ef uint16, replies int) {
 		t.Helper()
-		cmd := LockCommand{Type: 1, Timeout: timeout, Expried: expried, ExpriedFlag: ef}
+		cmd := LockCommand{Kind: 1, Timeout: timeout, Expried: expried, ExpriedFlag: ef}
 		cmd.Key[15], cmd.LockID[15] = key, id
 		if rs, _ := s.Locks.Do(o, &cmd, now, nil, nil); len(rs) != replies {
 			t.Fatalf("lock %d of key %d by %d: %+v", id, key, o, rs)
@@ -158,7 +158,7 @@ func TestResetLocksThenRestore(t *testing.T) {
 		t.Fatalf("restored %d logged keys", s.Locks.LoggedKeys())
 	}
 	// A new lock waits behind the restored holder of key 'n', granted when it expires at +4 s (3 s after the second of its grant).
-	cmd := LockCommand{Type: 1, Timeout: 10, Expried: 10}
+	cmd := LockCommand{Kind: 1, Timeout: 10, Expried: 10}
 	cmd.Key[15], cmd.LockID[15] = 'n', 9
 	if rs, _ := s.Locks.Do(20, &cmd, now+1, nil, nil); len(rs) != 0 {
 		t.Fatalf("lock of a restored held key: %+v", rs)

@@ -290,7 +290,7 @@ func TestStoreMatchesFamiliesAlone(t *testing.T) {
 			switch r := rnd.IntN(10); {
 			case r < 4: // slock
 				var c store.LockCommand
-				c.Type = 1 + uint8(rnd.IntN(3)/2)
+				c.Kind = 1 + store.LockKind(rnd.IntN(3)/2)
 				c.DB = uint8(rnd.IntN(2))
 				c.Key[15] = byte(rnd.IntN(5))
 				c.LockID[15] = byte(rnd.IntN(4))
