@@ -21,6 +21,7 @@ import (
 	"github.com/tallyd/tallyd/aof"
 	"github.com/tallyd/tallyd/proto/resp"
 	"github.com/tallyd/tallyd/proto/slock"
+	"github.com/tallyd/tallyd/raftlog"
 	"github.com/tallyd/tallyd/store"
 )
 
@@ -32,7 +33,7 @@ import (
 // held, with the append-only log's gate marks (persist.go), until its change reaches the
 // connection's consistency level; reads at QUORUM or ALL wait for a ReadIndex round.
 //
-// The raft log (aof.RaftLog) is written by its own goroutine: a Ready's entries and hard state
+// The raft log (raftlog.RaftLog) is written by its own goroutine: a Ready's entries and hard state
 // are handed to it, and the Ready is finished (messages sent, committed entries applied,
 // Advance) once it reports them fsynced. Everything that arrives meanwhile goes into the
 // next Ready: one fsync and one round for all of it (group commit).
@@ -122,7 +123,7 @@ type clusterState struct {
 	cfg   ClusterConfig
 	rn    *raft.RawNode
 	ms    *raft.MemoryStorage
-	log   *aof.RaftLog
+	log   *raftlog.RaftLog
 	addrs map[uint64]string
 	links map[uint64]*peerLink
 
@@ -255,7 +256,7 @@ func (s *Server) openCluster() (err error) {
 	s.cl = cl
 	s.persist.lastNow = s.now().UnixNano()
 	s.persist.emit = s.appendRecord
-	lg, st, err := aof.OpenRaft(filepath.Join(s.cfg.DataDir, raftDir), s.raftProgress)
+	lg, st, err := raftlog.OpenRaft(filepath.Join(s.cfg.DataDir, raftDir), s.raftProgress)
 	if err != nil {
 		return err
 	}
@@ -374,7 +375,7 @@ func bootstrapOnly(snap *raftpb.Snapshot, ents []*raftpb.Entry) bool {
 }
 
 // raftProgress runs on the raft log's goroutine after each batch.
-func (s *Server) raftProgress(pr aof.RaftProgress) {
+func (s *Server) raftProgress(pr raftlog.RaftProgress) {
 	if pr.Err != nil {
 		// As with appendfsync always: what cannot be made durable is never acknowledged, and
 		// the node stops rather than vote or acknowledge on a log it cannot write.
@@ -816,7 +817,7 @@ func (s *Server) snapshotData(now int64) []byte {
 	if cl.secret {
 		d = append([]byte{entSecret}, cl.secretKey[:]...)
 	}
-	p.buf = aof.AppendPeers(append(d, entRecords), cl.addrs)
+	p.buf = raftlog.AppendPeers(append(d, entRecords), cl.addrs)
 	s.locks.SnapshotAll(now, p.emit)
 	d, p.buf = p.buf, nil
 	return d
