@@ -254,6 +254,7 @@ func (s *Server) openCluster() (err error) {
 		links: make(map[uint64]*peerLink), sessions: make(map[uint64]*conn), virts: make(map[virtKey]*conn),
 		promoted: make(map[uint64]bool), peerTLS: s.cfg.TLS.PeerClient != nil}
 	s.cl = cl
+	s.replies = raftGate{s}
 	s.persist.lastNow = s.now().UnixNano()
 	s.persist.emit = s.appendRecord
 	lg, st, err := raftlog.OpenRaft(filepath.Join(s.cfg.DataDir, raftDir), s.raftProgress)
@@ -916,9 +917,8 @@ func (s *Server) failHeld(cs *conn, err string) {
 		b = append(b, err...)
 		b = append(b, '\r', '\n')
 	}
-	cs.out = b
 	cs.gates = cs.gates[:0]
-	s.pend(cs)
+	s.putSettled(cs, b)
 }
 
 // releaseHeld re-examines the connections whose replies wait, once something acknowledged
@@ -933,10 +933,24 @@ func (s *Server) releaseHeld() {
 	s.pendHeld()
 }
 
-// clusterGateReply runs as a reply is added to slock connection cs's output at offset from, on
-// a leader: it waits until the changes made so far reach cs's level and, at QUORUM and ALL,
-// until a read barrier confirms this node still leads.
-func (s *Server) clusterGateReply(cs *conn, from int) {
+// raftGate is the reply gate of a cluster: on a leader, a reply waits until the changes made
+// before it reach its connection's level in raft.
+type raftGate struct{ s *Server }
+
+func (g raftGate) turn() { g.s.clusterTurn() }
+
+func (g raftGate) failing() string {
+	if g.s.cl.log == nil {
+		return ""
+	}
+	return g.s.cl.log.Failing()
+}
+
+// mark runs as a reply is added to slock connection cs's output at offset from, on a leader:
+// it waits until the changes made so far reach cs's level and, at QUORUM and ALL, until a
+// read barrier confirms this node still leads.
+func (g raftGate) mark(cs *conn, from int) {
+	s := g.s
 	cl := s.cl
 	if !cl.isLeader() {
 		return
@@ -956,8 +970,9 @@ func (s *Server) clusterGateReply(cs *conn, from int) {
 	s.hold(cs)
 }
 
-// clusterGate returns how much of cs's output may be written now.
-func (s *Server) clusterGate(cs *conn) int {
+// writable returns how much of cs's output may be written now.
+func (rg raftGate) writable(cs *conn) int {
+	s := rg.s
 	cl := s.cl
 	g := cs.gates
 	for j := range g {
