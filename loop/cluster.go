@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tallyd/tallyd/aof"
+	"github.com/tallyd/tallyd/cluster"
 	"github.com/tallyd/tallyd/proto/resp"
 	"github.com/tallyd/tallyd/proto/slock"
 	"github.com/tallyd/tallyd/raftlog"
@@ -99,12 +100,6 @@ const (
 	entSecret  byte = 2 // the cluster's 32-byte key-name secret
 )
 
-// Timing, in raft ticks.
-const (
-	electionTicks  = 10
-	heartbeatTicks = 1
-)
-
 // ownEntry maps a proposal of this leader to its raft index.
 type ownEntry struct{ index, seq uint64 }
 
@@ -122,8 +117,7 @@ type peerLink struct {
 type clusterState struct {
 	cfg   ClusterConfig
 	rn    *raft.RawNode
-	ms    *raft.MemoryStorage
-	log   *raftlog.RaftLog
+	st    *cluster.Storage // raft's storage: its memory and the raft log on disk
 	addrs map[uint64]string
 	links map[uint64]*peerLink
 
@@ -148,13 +142,10 @@ type clusterState struct {
 	dropLog    rateLog
 	peerTLS    bool // links go through the TLS bridge, certificates verified both ways (tls.go)
 
-	appends []appendDone // raft log appends in flight, in order
-	synced  uint64       // the last log batch fsynced
-
-	applied, commit, stable, all uint64 // indexes: applied here, committed, fsynced here, on every voter
-	snapIndex                    uint64 // the last snapshot's index
-	snapSoon                     bool   // the membership changed: snapshot at the next chance
-	confState                    *raftpb.ConfState
+	applied, commit, all uint64 // indexes: applied here, committed, on every voter (st.Stable: fsynced here)
+	snapIndex            uint64 // the last snapshot's index
+	snapSoon             bool   // the membership changed: snapshot at the next chance
+	confState            *raftpb.ConfState
 
 	// Proposals and what acknowledges them.
 	propSeq uint64
@@ -198,36 +189,6 @@ func (cl *clusterState) isLeader() bool { return cl.role == raft.StateLeader }
 // earlier entry.
 func (cl *clusterState) serving() bool { return cl.role == raft.StateLeader && cl.ready }
 
-// raftLogger sends raft's own log lines to tallyd's log.
-type raftLogger struct{ s *Server }
-
-func (l raftLogger) Debug(v ...any)                 {}
-func (l raftLogger) Debugf(format string, v ...any) {}
-func (l raftLogger) Info(v ...any)                  { l.s.log.Debug().Msg("raft: " + fmt.Sprint(v...)) }
-func (l raftLogger) Infof(format string, v ...any) {
-	l.s.log.Info().Msg("raft: " + fmt.Sprintf(format, v...))
-}
-func (l raftLogger) Warning(v ...any) { l.s.log.Warn().Msg("raft: " + fmt.Sprint(v...)) }
-func (l raftLogger) Warningf(format string, v ...any) {
-	l.s.log.Warn().Msg("raft: " + fmt.Sprintf(format, v...))
-}
-func (l raftLogger) Error(v ...any) { l.s.log.Error().Msg("raft: " + fmt.Sprint(v...)) }
-func (l raftLogger) Errorf(format string, v ...any) {
-	l.s.log.Error().Msg("raft: " + fmt.Sprintf(format, v...))
-}
-func (l raftLogger) Fatal(v ...any) { l.Panic(v...) }
-func (l raftLogger) Fatalf(format string, v ...any) {
-	l.Panicf(format, v...)
-}
-func (l raftLogger) Panic(v ...any) {
-	l.s.log.Error().Msg("raft: " + fmt.Sprint(v...))
-	panic(fmt.Sprint(v...))
-}
-func (l raftLogger) Panicf(format string, v ...any) {
-	l.s.log.Error().Msg("raft: " + fmt.Sprintf(format, v...))
-	panic(fmt.Sprintf(format, v...))
-}
-
 // raftDir is the raft log's directory in the data directory.
 const raftDir = "raft"
 
@@ -250,7 +211,7 @@ func (s *Server) openCluster() (err error) {
 	if cc.SnapshotEntries == 0 {
 		cc.SnapshotEntries = 20000
 	}
-	cl := &clusterState{cfg: *cc, ms: raft.NewMemoryStorage(), addrs: make(map[uint64]string),
+	cl := &clusterState{cfg: *cc, st: cluster.NewStorage(), addrs: make(map[uint64]string),
 		links: make(map[uint64]*peerLink), sessions: make(map[uint64]*conn), virts: make(map[virtKey]*conn),
 		promoted: make(map[uint64]bool), peerTLS: s.cfg.TLS.PeerClient != nil}
 	s.cl = cl
@@ -261,7 +222,7 @@ func (s *Server) openCluster() (err error) {
 	if err != nil {
 		return err
 	}
-	cl.log = lg
+	cl.st.Log = lg
 	if st.TruncatedBytes > 0 {
 		s.log.Warn().Str("dir", filepath.Join(s.cfg.DataDir, raftDir)).Int64("bytes_cut", st.TruncatedBytes).
 			Str("why", st.TailWhy).Msg("raft log: torn tail cut off")
@@ -281,7 +242,7 @@ func (s *Server) openCluster() (err error) {
 	fresh := true
 	if st.Snapshot != nil && !raft.IsEmptySnap(st.Snapshot) {
 		fresh = false
-		if err := cl.ms.ApplySnapshot(st.Snapshot); err != nil {
+		if err := cl.st.Mem.ApplySnapshot(st.Snapshot); err != nil {
 			return fmt.Errorf("raft snapshot: %w", err)
 		}
 		s.restoreSnapshot(st.Snapshot.GetData(), now)
@@ -293,31 +254,27 @@ func (s *Server) openCluster() (err error) {
 	}
 	if st.HardState != nil && !raft.IsEmptyHardState(st.HardState) {
 		fresh = false
-		if err := cl.ms.SetHardState(st.HardState); err != nil {
+		if err := cl.st.Mem.SetHardState(st.HardState); err != nil {
 			return err
 		}
 		cl.loadedTo = st.HardState.GetCommit()
 	}
 	if len(st.Entries) > 0 {
 		fresh = false
-		if err := cl.ms.Append(st.Entries); err != nil {
+		if err := cl.st.Mem.Append(st.Entries); err != nil {
 			return fmt.Errorf("raft entries: %w", err)
 		}
 	}
-	rc := &raft.Config{ID: cc.NodeID, ElectionTick: electionTicks, HeartbeatTick: heartbeatTicks, Storage: cl.ms,
-		Applied: cl.applied, MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 1024, MaxCommittedSizePerReady: 64 << 20,
-		CheckQuorum: true, PreVote: true, ReadOnlyOption: raft.ReadOnlySafe, DisableProposalForwarding: true,
-		StepDownOnRemoval: true, AsyncStorageWrites: true, Logger: raftLogger{s}}
-	cl.rn, err = raft.NewRawNode(rc)
+	cl.rn, err = raft.NewRawNode(cluster.RaftConfig(cc.NodeID, cl.applied, cl.st, cluster.Logger{Log: &s.log}))
 	if err != nil {
 		return fmt.Errorf("raft: %w", err)
 	}
 	cl.fresh = fresh
-	if !fresh && bootstrapOnly(st.Snapshot, st.Entries) {
+	if !fresh && cluster.BootstrapOnly(st.Snapshot, st.Entries) {
 		// It bootstrapped (or restarted after bootstrapping) and no leader's entry ever
 		// reached it: as empty as a new member, whatever it held before it lost its data.
 		cl.fresh = true
-		cl.bootLast, _ = cl.ms.LastIndex()
+		cl.bootLast, _ = cl.st.Mem.LastIndex()
 	}
 	switch {
 	case !fresh:
@@ -354,27 +311,6 @@ func (s *Server) openCluster() (err error) {
 	return nil
 }
 
-// bootstrapOnly says whether a raft log read back holds nothing but a bootstrap: the
-// configuration entries of the initial members (or a snapshot of just those), and no entry a
-// leader appended.
-func bootstrapOnly(snap *raftpb.Snapshot, ents []*raftpb.Entry) bool {
-	n := uint64(0) // the configuration's members so far
-	last := uint64(0)
-	if snap != nil && !raft.IsEmptySnap(snap) {
-		cs := snap.GetMetadata().GetConfState()
-		n = uint64(len(cs.GetVoters()) + len(cs.GetLearners()))
-		last = snap.GetMetadata().GetIndex()
-	}
-	for _, e := range ents {
-		if e.GetType() != raftpb.EntryType_EntryConfChange {
-			return false
-		}
-		n++
-		last = e.GetIndex()
-	}
-	return last > 0 && last <= n
-}
-
 // raftProgress runs on the raft log's goroutine after each batch.
 func (s *Server) raftProgress(pr raftlog.RaftProgress) {
 	if pr.Err != nil {
@@ -392,20 +328,9 @@ func (s *Server) raftProgress(pr raftlog.RaftProgress) {
 // raftSynced takes the log's progress on the loop: the appends it made durable deliver
 // their responses.
 func (s *Server) raftSynced(seq uint64) {
-	cl := s.cl
-	if seq > cl.synced {
-		cl.synced = seq
-	}
+	s.cl.st.Synced(seq)
 	s.deliverAppends()
 	s.clusterTurn()
-}
-
-// appendDone is a raft log append in flight: its batch in the log, the responses raft
-// asked to be delivered once it is durable, and its last entry's index.
-type appendDone struct {
-	seq   uint64
-	resps []*raftpb.Message
-	last  uint64
 }
 
 // clusterTurn runs at every flush: the changes this turn made are proposed, a read barrier
@@ -464,38 +389,19 @@ func (s *Server) clusterTurn() {
 // writer; its responses wait until it is durable.
 func (s *Server) storageAppend(m *raftpb.Message) {
 	cl := s.cl
-	var hs *raftpb.HardState
-	if m.Term != nil {
-		hs = &raftpb.HardState{Term: m.Term, Vote: m.Vote, Commit: m.Commit}
-		_ = cl.ms.SetHardState(hs)
-	}
-	snap := m.GetSnapshot()
-	if snap != nil && raft.IsEmptySnap(snap) {
-		snap = nil
-	}
-	if snap != nil {
-		if err := cl.ms.ApplySnapshot(snap); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {
-			s.log.Error().Err(err).Msg("cluster: snapshot")
-		}
-		s.installSnapshot(snap)
-	}
-	ents := m.GetEntries()
-	var last uint64
-	if len(ents) > 0 && cl.fresh && ents[len(ents)-1].GetIndex() > cl.bootLast {
-		cl.fresh = false // a leader's entries: it is being caught up (its log is a prefix of the leader's)
-	}
-	if len(ents) > 0 {
-		if err := cl.ms.Append(ents); err != nil {
-			s.log.Error().Err(err).Msg("cluster: append")
-		}
-		last = ents[len(ents)-1].GetIndex()
-		if cl.isLeader() {
-			s.noteOwn(ents)
-		}
-	}
-	seq := cl.log.Save(hs, ents, snap)
-	cl.appends = append(cl.appends, appendDone{seq, m.GetResponses(), last})
-	if cl.synced >= seq {
+	durable := cl.st.Append(m, cluster.AppendHooks{
+		Snapshot: s.installSnapshot,
+		Entries: func(ents []*raftpb.Entry) {
+			if cl.fresh && ents[len(ents)-1].GetIndex() > cl.bootLast {
+				cl.fresh = false // a leader's entries: it is being caught up (its log is a prefix of the leader's)
+			}
+			if cl.isLeader() {
+				s.noteOwn(ents)
+			}
+		},
+		Fail: func(what string, err error) { s.log.Error().Err(err).Msg("cluster: " + what) },
+	})
+	if durable {
 		s.deliverAppends()
 	}
 }
@@ -503,22 +409,7 @@ func (s *Server) storageAppend(m *raftpb.Message) {
 // deliverAppends delivers the responses of the appends the log has made durable, in order.
 func (s *Server) deliverAppends() {
 	cl := s.cl
-	n := 0
-	for ; n < len(cl.appends) && cl.appends[n].seq <= cl.synced; n++ {
-		a := &cl.appends[n]
-		cl.stable = max(cl.stable, a.last)
-		for _, r := range a.resps {
-			if r.GetTo() == cl.cfg.NodeID {
-				_ = cl.rn.Step(r)
-			} else {
-				s.sendRaft(r)
-			}
-		}
-		a.resps = nil
-	}
-	if n > 0 {
-		cl.appends = cl.appends[:copy(cl.appends, cl.appends[n:])]
-	}
+	cl.st.Deliver(cl.cfg.NodeID, func(r *raftpb.Message) { _ = cl.rn.Step(r) }, s.sendRaft)
 }
 
 // storageApply applies committed entries (on the loop, at once) and tells raft.
@@ -601,14 +492,14 @@ func (s *Server) updateAcks() {
 	if !cl.isLeader() {
 		return
 	}
-	all := cl.stable
+	all := cl.st.Stable()
 	cl.rn.WithProgress(func(id uint64, typ raft.ProgressType, pr tracker.Progress) {
 		if typ == raft.ProgressTypePeer && id != cl.cfg.NodeID && cl.isVoter(id) {
 			all = min(all, pr.Match)
 		}
 	})
 	cl.all = all
-	idx := [LevelAll + 1]uint64{LevelOne: cl.stable, LevelQuorum: cl.commit, LevelAll: min(all, cl.commit)}
+	idx := [LevelAll + 1]uint64{LevelOne: cl.st.Stable(), LevelQuorum: cl.commit, LevelAll: min(all, cl.commit)}
 	done := len(cl.own)
 	for l := LevelOne; l <= LevelAll; l++ {
 		i := 0
@@ -753,7 +644,7 @@ func (s *Server) applyConfChange(cc *raftpb.ConfChange) {
 		}
 		s.log.Info().Uint64("node_id", id).Msg("cluster: member removed")
 	}
-	cl.log.SavePeers(cl.addrs)
+	cl.st.Log.SavePeers(cl.addrs)
 }
 
 // proposeWindow is how many of this leader's proposals may await their commit: changes
@@ -837,16 +728,16 @@ func (s *Server) maybeSnapshot(now int64) {
 	}
 	start := time.Now()
 	data := s.snapshotData(now)
-	snap, err := cl.ms.CreateSnapshot(cl.applied, cl.confState, data)
+	snap, err := cl.st.Mem.CreateSnapshot(cl.applied, cl.confState, data)
 	if err != nil {
 		s.log.Error().Err(err).Msg("cluster: snapshot")
 		return
 	}
 	keep := uint64(5000) // entries kept for followers a little behind
 	if cl.applied > keep {
-		_ = cl.ms.Compact(cl.applied - keep)
+		_ = cl.st.Mem.Compact(cl.applied - keep)
 	}
-	cl.log.Compact(snap)
+	cl.st.Log.Compact(snap)
 	cl.snapIndex = cl.applied
 	cl.snapSoon = false
 	s.log.Info().Uint64("index", cl.applied).Int("bytes", len(data)).Dur("took", time.Since(start)).Msg("cluster: snapshot taken")
@@ -884,13 +775,13 @@ func (s *Server) resetFromLog() {
 	now := s.now().UnixNano()
 	s.store.ResetLocks()
 	s.locks = s.store.Locks
-	snap, err := cl.ms.Snapshot()
+	snap, err := cl.st.Mem.Snapshot()
 	if err == nil && !raft.IsEmptySnap(snap) {
 		s.restoreSnapshot(snap.GetData(), now)
 	}
-	first, _ := cl.ms.FirstIndex()
+	first, _ := cl.st.Mem.FirstIndex()
 	if cl.applied >= first {
-		ents, err := cl.ms.Entries(first, cl.applied+1, math.MaxUint64)
+		ents, err := cl.st.Mem.Entries(first, cl.applied+1, math.MaxUint64)
 		if err != nil {
 			s.log.Error().Err(err).Msg("cluster: rebuilding the store")
 		}
@@ -940,10 +831,10 @@ type raftGate struct{ s *Server }
 func (g raftGate) turn() { g.s.clusterTurn() }
 
 func (g raftGate) failing() string {
-	if g.s.cl.log == nil {
+	if g.s.cl.st.Log == nil {
 		return ""
 	}
-	return g.s.cl.log.Failing()
+	return g.s.cl.st.Log.Failing()
 }
 
 // mark runs as a reply is added to slock connection cs's output at offset from, on a leader:
@@ -1074,7 +965,7 @@ func (s *Server) clusterInfo() *resp.InfoCluster {
 		return nil
 	}
 	st := cl.rn.BasicStatus()
-	ls := cl.log.Stats()
+	ls := cl.st.Log.Stats()
 	c := &resp.InfoCluster{NodeID: cl.cfg.NodeID, Role: "follower", LeaderID: st.Lead, Term: st.GetTerm(),
 		Commit: st.GetCommit(), Applied: cl.applied, SnapshotIndex: cl.snapIndex, LeaderReady: cl.serving(),
 		PeerAuth: cl.peerAuth(), PeerAuthWarning: cl.peerAuthWarning(),
@@ -1122,8 +1013,8 @@ func (cl *clusterState) isLearner(id uint64) bool {
 
 // closeCluster stops the raft log's writer (after the engine stopped).
 func (s *Server) closeCluster() {
-	if s.cl != nil && s.cl.log != nil {
+	if s.cl != nil && s.cl.st.Log != nil {
 		s.cl.stopping = true
-		s.cl.log.Close()
+		s.cl.st.Log.Close()
 	}
 }

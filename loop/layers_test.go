@@ -12,7 +12,7 @@ import (
 )
 
 // layerRoots are the packages the rules speak of, as go list patterns.
-var layerRoots = []string{"github.com/tallyd/tallyd/store", "github.com/tallyd/tallyd/proto/...", "github.com/tallyd/tallyd/stats", "github.com/tallyd/tallyd/bench/...", "github.com/tallyd/tallyd/tlsbridge", "github.com/tallyd/tallyd/script", "github.com/tallyd/tallyd/logfile", "github.com/tallyd/tallyd/raftlog"}
+var layerRoots = []string{"github.com/tallyd/tallyd/store", "github.com/tallyd/tallyd/proto/...", "github.com/tallyd/tallyd/stats", "github.com/tallyd/tallyd/bench/...", "github.com/tallyd/tallyd/tlsbridge", "github.com/tallyd/tallyd/script", "github.com/tallyd/tallyd/logfile", "github.com/tallyd/tallyd/raftlog", "github.com/tallyd/tallyd/cluster"}
 
 // layerRule says which module packages pkg may depend on (directly or not); std reports a
 // standard-library package. It returns "" when dep is allowed, else the rule it breaks.
@@ -36,6 +36,14 @@ func layerRule(pkg, dep string, std bool) string {
 		// the append-only log whose records they carry (aof imports it, not the reverse).
 		if under(dep, "github.com/tallyd/tallyd") && dep != "github.com/tallyd/tallyd/logfile" {
 			return "raftlog imports only logfile of the module"
+		}
+	case pkg == "github.com/tallyd/tallyd/cluster":
+		// The raft member apart from the loop: the loop imports it and calls it, never the
+		// reverse, and it does no network I/O of its own (the loop's links carry its messages).
+		for _, bad := range []string{"github.com/tallyd/tallyd/loop", "github.com/tallyd/tallyd/stats", "github.com/tallyd/tallyd/tlsbridge", "github.com/tallyd/tallyd/script", "github.com/panjf2000/gnet"} {
+			if under(dep, bad) {
+				return "cluster imports neither loop, stats, tlsbridge, script nor gnet"
+			}
 		}
 	case pkg == "github.com/tallyd/tallyd/proto/acl":
 		if !std {
@@ -108,7 +116,7 @@ func TestLayers(t *testing.T) {
 			}
 		}
 	}
-	if pkgs < 11 { // store, stats, four proto packages, bench and two under it, tlsbridge, logfile, raftlog
+	if pkgs < 12 { // store, stats, four proto packages, bench and two under it, tlsbridge, logfile, raftlog, cluster
 		t.Fatalf("go list found only %d packages under %v", pkgs, layerRoots)
 	}
 }
@@ -135,6 +143,9 @@ func TestLayerRule(t *testing.T) {
 		{"github.com/tallyd/tallyd/raftlog", "go.etcd.io/raft/v3/raftpb", false, true},
 		{"github.com/tallyd/tallyd/raftlog", "github.com/tallyd/tallyd/aof", false, false},
 		{"github.com/tallyd/tallyd/raftlog", "github.com/tallyd/tallyd/store", false, false},
+		{"github.com/tallyd/tallyd/cluster", "github.com/tallyd/tallyd/raftlog", false, true},
+		{"github.com/tallyd/tallyd/cluster", "github.com/tallyd/tallyd/loop", false, false},
+		{"github.com/tallyd/tallyd/cluster", "github.com/panjf2000/gnet/v2", false, false},
 		{"github.com/tallyd/tallyd/proto/acl", "github.com/tallyd/tallyd/proto/resp", false, false},
 		{"github.com/tallyd/tallyd/proto/acl", "golang.org/x/crypto/bcrypt", false, false},
 		{"github.com/tallyd/tallyd/proto/slock", "google.golang.org/protobuf/encoding/protowire", false, true},

@@ -307,8 +307,8 @@ func (c *sim) settle(m *simMember) {
 	for _, d := range ds {
 		c.dial(m, d)
 	}
-	if cl := m.s.cl; cl != nil && cl.log != nil {
-		cl.log.Step()
+	if cl := m.s.cl; cl != nil && cl.st.Log != nil {
+		cl.st.Log.Step()
 	}
 	for _, r := range m.loop.take() {
 		at := c.now.Add(c.opt.fsync)
@@ -432,9 +432,9 @@ func (c *sim) boot(m *simMember, first bool, mods ...simMod) error {
 		err = errors.New("openCluster panicked: " + m.panicked)
 	}
 	if err != nil {
-		if s.cl != nil && s.cl.log != nil {
-			s.cl.log.Unstepped()
-			s.cl.log.Close()
+		if s.cl != nil && s.cl.st.Log != nil {
+			s.cl.st.Log.Unstepped()
+			s.cl.st.Log.Close()
 		}
 		m.bootErr = err
 		c.tracef(false, "m%d start failed: %v", m.id, err)
@@ -496,9 +496,9 @@ func (c *sim) crash(m *simMember) {
 	}
 	m.conns = nil
 	m.loop.take()
-	if cl := m.s.cl; cl != nil && cl.log != nil {
-		cl.log.Unstepped()
-		cl.log.Close()
+	if cl := m.s.cl; cl != nil && cl.st.Log != nil {
+		cl.st.Log.Unstepped()
+		cl.st.Log.Close()
 	}
 }
 
@@ -514,8 +514,8 @@ func (c *sim) stop(m *simMember, err error) {
 	m.inc++
 	m.conns = nil
 	m.loop.take()
-	if cl := m.s.cl; cl != nil && cl.log != nil {
-		cl.log.Unstepped()
+	if cl := m.s.cl; cl != nil && cl.st.Log != nil {
+		cl.st.Log.Unstepped()
 		m.s.closeCluster()
 	}
 }
