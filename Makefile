@@ -72,7 +72,7 @@ e2e:
 	$(GO) test -count=1 -timeout 45m ./e2e/
 
 race:
-	$(GO) test -count=1 -timeout 45m -race ./store/... ./loop/... ./aof/... ./raftlog/... ./logfile/... ./stats/... ./client/... ./tlsbridge/...
+	$(GO) test -count=1 -timeout 45m -race ./store/... ./loop/... ./aof/... ./raftlog/... ./logfile/... ./cluster/... ./stats/... ./client/... ./tlsbridge/...
 
 # A short pass of every fuzz target: the codecs, the store's record functions and the log's replay
 # (seed corpora live in testdata/fuzz).

@@ -6,6 +6,7 @@ package cluster
 
 import (
 	"errors"
+	"fmt"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -35,6 +36,31 @@ type appendDone struct {
 
 // NewStorage returns an empty storage; its Log is set once the raft log is opened.
 func NewStorage() *Storage { return &Storage{Mem: raft.NewMemoryStorage()} }
+
+// Load puts what the raft log read back (OpenRaft) into raft's memory: its snapshot, hard
+// state and entries. fresh says there was none of them.
+func (st *Storage) Load(rs *raftlog.RaftState) (fresh bool, err error) {
+	fresh = true
+	if rs.Snapshot != nil && !raft.IsEmptySnap(rs.Snapshot) {
+		fresh = false
+		if err := st.Mem.ApplySnapshot(rs.Snapshot); err != nil {
+			return false, fmt.Errorf("raft snapshot: %w", err)
+		}
+	}
+	if rs.HardState != nil && !raft.IsEmptyHardState(rs.HardState) {
+		fresh = false
+		if err := st.Mem.SetHardState(rs.HardState); err != nil {
+			return false, err
+		}
+	}
+	if len(rs.Entries) > 0 {
+		fresh = false
+		if err := st.Mem.Append(rs.Entries); err != nil {
+			return false, fmt.Errorf("raft entries: %w", err)
+		}
+	}
+	return fresh, nil
+}
 
 // AppendHooks are the loop's parts of an append, called in this order.
 type AppendHooks struct {
@@ -106,6 +132,25 @@ func (st *Storage) Deliver(self uint64, step, send func(*raftpb.Message)) {
 	if n > 0 {
 		st.appends = st.appends[:copy(st.appends, st.appends[n:])]
 	}
+}
+
+// keepEntries is how many entries a snapshot leaves before its index, for followers a
+// little behind.
+const keepEntries = 5000
+
+// Snapshot takes a snapshot of the state at index applied (data, the configuration cs) into
+// raft's memory and the log on disk, and drops the entries before it but the last
+// keepEntries. An error means none was taken.
+func (st *Storage) Snapshot(applied uint64, cs *raftpb.ConfState, data []byte) error {
+	snap, err := st.Mem.CreateSnapshot(applied, cs, data)
+	if err != nil {
+		return err
+	}
+	if applied > keepEntries {
+		_ = st.Mem.Compact(applied - keepEntries)
+	}
+	st.Log.Compact(snap)
+	return nil
 }
 
 // Stable returns the last entry index this member's log has made durable.

@@ -239,12 +239,11 @@ func (s *Server) openCluster() (err error) {
 		cl.addrs[id] = a
 	}
 	now := s.now().UnixNano()
-	fresh := true
+	fresh, err := cl.st.Load(st)
+	if err != nil {
+		return err
+	}
 	if st.Snapshot != nil && !raft.IsEmptySnap(st.Snapshot) {
-		fresh = false
-		if err := cl.st.Mem.ApplySnapshot(st.Snapshot); err != nil {
-			return fmt.Errorf("raft snapshot: %w", err)
-		}
 		s.restoreSnapshot(st.Snapshot.GetData(), now)
 		cl.snapIndex = st.Snapshot.GetMetadata().GetIndex()
 		cl.applied = cl.snapIndex
@@ -253,17 +252,7 @@ func (s *Server) openCluster() (err error) {
 		}
 	}
 	if st.HardState != nil && !raft.IsEmptyHardState(st.HardState) {
-		fresh = false
-		if err := cl.st.Mem.SetHardState(st.HardState); err != nil {
-			return err
-		}
 		cl.loadedTo = st.HardState.GetCommit()
-	}
-	if len(st.Entries) > 0 {
-		fresh = false
-		if err := cl.st.Mem.Append(st.Entries); err != nil {
-			return fmt.Errorf("raft entries: %w", err)
-		}
 	}
 	cl.rn, err = raft.NewRawNode(cluster.RaftConfig(cc.NodeID, cl.applied, cl.st, cluster.Logger{Log: &s.log}))
 	if err != nil {
@@ -728,16 +717,10 @@ func (s *Server) maybeSnapshot(now int64) {
 	}
 	start := time.Now()
 	data := s.snapshotData(now)
-	snap, err := cl.st.Mem.CreateSnapshot(cl.applied, cl.confState, data)
-	if err != nil {
+	if err := cl.st.Snapshot(cl.applied, cl.confState, data); err != nil {
 		s.log.Error().Err(err).Msg("cluster: snapshot")
 		return
 	}
-	keep := uint64(5000) // entries kept for followers a little behind
-	if cl.applied > keep {
-		_ = cl.st.Mem.Compact(cl.applied - keep)
-	}
-	cl.st.Log.Compact(snap)
 	cl.snapIndex = cl.applied
 	cl.snapSoon = false
 	s.log.Info().Uint64("index", cl.applied).Int("bytes", len(data)).Dur("took", time.Since(start)).Msg("cluster: snapshot taken")
