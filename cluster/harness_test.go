@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -34,6 +35,10 @@ type harness struct {
 	members []*member
 	queue   []*raftpb.Message // sent, not yet delivered
 	cut     map[uint64]bool   // members whose messages are dropped both ways
+	// With rng set, each round delivers its messages in a random order, drops one in drop
+	// and keeps one in delay back for a later round.
+	rng         *rand.Rand
+	drop, delay float64
 }
 
 var nopLog = zerolog.Nop()
@@ -78,40 +83,59 @@ func (h *harness) deliver(m *member) {
 	m.st.Deliver(m.id, func(r *raftpb.Message) { _ = m.rn.Step(r) }, func(r *raftpb.Message) { h.send(m.id, r) })
 }
 
+// readies is a member's side of its Readies in the harness, as the loop's (HandleReadies).
+type readies struct {
+	h *harness
+	m *member
+}
+
+func (r readies) SoftState(*raft.SoftState) {}
+func (r readies) ReadState([]byte)          {}
+func (r readies) Send(msg *raftpb.Message)  { r.h.send(r.m.id, msg) }
+
+func (r readies) Append(msg *raftpb.Message) {
+	m := r.m
+	if m.st.Append(msg, AppendHooks{Snapshot: func(*raftpb.Snapshot) {}, Entries: func([]*raftpb.Entry) {},
+		Fail: func(what string, err error) { r.h.t.Errorf("member %d: %s: %v", m.id, what, err) }}) {
+		r.h.deliver(m)
+	}
+}
+
+func (r readies) Apply(msg *raftpb.Message) {
+	m := r.m
+	for _, e := range msg.GetEntries() {
+		if e.GetType() == raftpb.EntryType_EntryNormal && len(e.GetData()) > 0 {
+			m.applied = append(m.applied, string(e.GetData()))
+		}
+	}
+	for _, resp := range msg.GetResponses() {
+		_ = m.rn.Step(resp)
+	}
+}
+
 // round handles every member's Readies as the loop does (appends to the storage, applies,
 // messages out), has each log write what it was handed, and then delivers the messages sent.
 func (h *harness) round() {
 	for _, m := range h.members {
-		for m.rn.HasReady() {
-			rd := m.rn.Ready()
-			for _, msg := range rd.Messages {
-				switch msg.GetTo() {
-				case raft.LocalAppendThread:
-					if m.st.Append(msg, AppendHooks{Snapshot: func(*raftpb.Snapshot) {}, Entries: func([]*raftpb.Entry) {},
-						Fail: func(what string, err error) { h.t.Errorf("member %d: %s: %v", m.id, what, err) }}) {
-						h.deliver(m)
-					}
-				case raft.LocalApplyThread:
-					for _, e := range msg.GetEntries() {
-						if e.GetType() == raftpb.EntryType_EntryNormal && len(e.GetData()) > 0 {
-							m.applied = append(m.applied, string(e.GetData()))
-						}
-					}
-					for _, r := range msg.GetResponses() {
-						_ = m.rn.Step(r)
-					}
-				default:
-					h.send(m.id, msg)
-				}
-			}
-		}
+		HandleReadies(m.rn, readies{h, m})
 		m.st.Log.Step()
 		m.st.Synced(m.synced.Load())
 		h.deliver(m)
 	}
 	q := h.queue
 	h.queue = nil
+	if h.rng != nil {
+		h.rng.Shuffle(len(q), func(i, j int) { q[i], q[j] = q[j], q[i] })
+	}
 	for _, msg := range q {
+		switch {
+		case h.rng == nil:
+		case h.rng.Float64() < h.drop:
+			continue
+		case h.rng.Float64() < h.delay:
+			h.queue = append(h.queue, msg)
+			continue
+		}
 		_ = h.members[msg.GetTo()-1].rn.Step(msg)
 	}
 }
@@ -194,4 +218,65 @@ func TestHarnessReplicates(t *testing.T) {
 	}
 	delete(h.cut, follower.id)
 	h.until("c applied by the member cut off", 100, all("a", "b", "c"))
+}
+
+// TestHarnessUnreliableLinks: five members whose links reorder, delay and drop messages
+// still elect leaders and apply the same proposals in the same order everywhere (a proposal
+// a leader took just before losing its term may be lost, never reordered or applied twice).
+func TestHarnessUnreliableLinks(t *testing.T) {
+	for seed := range uint64(5) {
+		h := newHarness(t, 5)
+		h.rng, h.drop, h.delay = rand.New(rand.NewPCG(seed, 23)), 0.1, 0.2
+		var want []string
+		propose := func(d string) {
+			h.until(fmt.Sprintf("seed %d: a leader", seed), 500, func() bool { return h.leader() != nil })
+			if h.leader().rn.Propose([]byte(d)) == nil {
+				want = append(want, d)
+			}
+		}
+		for i := range 10 {
+			propose(fmt.Sprintf("p%d", i))
+			h.tick()
+		}
+		// An end marker, proposed again until every member applied it.
+		everywhere := func() bool {
+			for _, m := range h.members {
+				if !slices.Contains(m.applied, "end") {
+					return false
+				}
+			}
+			return true
+		}
+		for try := 0; !everywhere(); try++ {
+			if try == 40 {
+				t.Fatalf("seed %d: the end marker is not applied everywhere", seed)
+			}
+			propose("end")
+			for range 50 {
+				if everywhere() {
+					break
+				}
+				h.tick()
+			}
+		}
+		first := h.members[0].applied
+		for _, m := range h.members {
+			if n := min(len(m.applied), len(first)); !slices.Equal(m.applied[:n], first[:n]) {
+				t.Fatalf("seed %d: member %d applied %v, member 1 %v", seed, m.id, m.applied, first)
+			}
+		}
+		k := 0 // what was applied is what was proposed, in order, without repeats but the marker's
+		for _, d := range first {
+			if d == "end" {
+				continue
+			}
+			for k < len(want) && want[k] != d {
+				k++
+			}
+			if k == len(want) {
+				t.Fatalf("seed %d: applied %v, out of the order proposed %v", seed, first, want)
+			}
+			k++
+		}
+	}
 }

@@ -339,29 +339,7 @@ func (s *Server) clusterTurn() {
 		binary.BigEndian.PutUint64(cl.ctx[:], cl.readSeq)
 		cl.rn.ReadIndex(append([]byte(nil), cl.ctx[:]...))
 	}
-	for cl.rn.HasReady() {
-		rd := cl.rn.Ready()
-		if rd.SoftState != nil {
-			s.softState(rd.SoftState)
-		}
-		for _, r := range rd.ReadStates {
-			if len(r.RequestCtx) == 8 {
-				if n := binary.BigEndian.Uint64(r.RequestCtx); n > cl.readDone {
-					cl.readDone = n
-				}
-			}
-		}
-		for _, m := range rd.Messages {
-			switch m.GetTo() {
-			case raft.LocalAppendThread:
-				s.storageAppend(m)
-			case raft.LocalApplyThread:
-				s.storageApply(m)
-			default:
-				s.sendRaft(m)
-			}
-		}
-	}
+	cluster.HandleReadies(cl.rn, raftReadies{s})
 	// Committed means on a majority's disks already: QUORUM replies need not wait for this
 	// node's own write of the commit index.
 	if c := cl.rn.BasicStatus().GetCommit(); c > cl.commit {
@@ -371,6 +349,23 @@ func (s *Server) clusterTurn() {
 	s.releaseHeld()
 	if cl.serving() && s.locks.Journaled() && cl.propSeq-cl.ackSeq[LevelQuorum] < proposeWindow {
 		s.clusterTurn() // a commit opened the window: what waited in the journal goes now
+	}
+}
+
+// raftReadies is the loop's side of raft's Readies (cluster.HandleReadies).
+type raftReadies struct{ s *Server }
+
+func (r raftReadies) SoftState(ss *raft.SoftState) { r.s.softState(ss) }
+func (r raftReadies) Append(m *raftpb.Message)     { r.s.storageAppend(m) }
+func (r raftReadies) Apply(m *raftpb.Message)      { r.s.storageApply(m) }
+func (r raftReadies) Send(m *raftpb.Message)       { r.s.sendRaft(m) }
+
+// ReadState: a read barrier this leader asked for (clusterTurn) has passed.
+func (r raftReadies) ReadState(ctx []byte) {
+	if cl := r.s.cl; len(ctx) == 8 {
+		if n := binary.BigEndian.Uint64(ctx); n > cl.readDone {
+			cl.readDone = n
+		}
 	}
 }
 
