@@ -72,12 +72,12 @@ e2e:
 	$(GO) test -count=1 -timeout 45m ./e2e/
 
 race:
-	$(GO) test -count=1 -timeout 45m -race ./store/... ./loop/... ./aof/... ./stats/... ./client/... ./tlsbridge/...
+	$(GO) test -count=1 -timeout 45m -race ./store/... ./loop/... ./aof/... ./raftlog/... ./logfile/... ./cluster/... ./stats/... ./client/... ./tlsbridge/...
 
 # A short pass of every fuzz target: the codecs, the store's record functions and the log's replay
 # (seed corpora live in testdata/fuzz).
 fuzz:
-	GO="$(GO)" FUZZTIME="$(FUZZTIME)" ./scripts/fuzz.sh ./proto/... ./store/... ./aof/...
+	GO="$(GO)" FUZZTIME="$(FUZZTIME)" ./scripts/fuzz.sh ./proto/... ./store/... ./aof/... ./raftlog/...
 
 clean:
 	rm -rf $(BIN)

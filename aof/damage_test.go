@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tallyd/tallyd/logfile"
 	"github.com/tallyd/tallyd/store"
 )
 
@@ -324,14 +325,14 @@ func TestScanEveryFlip(t *testing.T) {
 				tr := damageTrial{b: bytes.Clone(full[:cut]), keys: keys, starts: starts, flips: []int{at}, cut: cut}
 				tr.b[at] ^= 1 << bit
 				intact := tr.intact()
-				_, dmg, keep := scanLog(&aofFormat{}, tr.b, len(Header))
+				_, dmg, keep := logfile.Scan(&aofFormat{}, tr.b, len(Header))
 				if len(dmg) == 0 {
 					t.Fatalf("flip at %d.%d: no damage found", at, bit)
 				}
 				if dmg[0].Tail() && !isSubsequence(intact, names(tr.b[:dmg[0].Offset])) {
 					t.Fatalf("flip at %d.%d, cut %d: start-up would cut at %d and lose intact records", at, bit, cut, dmg[0].Offset)
 				}
-				fixed := names(repair(tr.b, Header, keep))
+				fixed := names(logfile.Repair(tr.b, Header, keep))
 				if !isSubsequence(intact, fixed) || tr.oneWholeFlip() && !isSubsequence(fixed, keys) {
 					t.Fatalf("flip at %d.%d, cut %d: the fix keeps %v; intact %v (damage %+v)", at, bit, cut, fixed, intact, dmg)
 				}

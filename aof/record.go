@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/crc32"
 
+	"github.com/tallyd/tallyd/logfile"
 	"github.com/tallyd/tallyd/store"
 )
 
@@ -36,7 +37,7 @@ import (
 const Header = "TALLYAOF\x00\x00\x00\x01"
 
 const (
-	recHead    = 8
+	recHead    = logfile.RecHead
 	kindState1 = 1
 	kindState  = 2
 	kindCeil   = 3
@@ -54,7 +55,7 @@ const (
 	MaxRecord = 64 << 20
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+var castagnoli = logfile.Castagnoli
 
 // AppendState appends s as one record.
 func AppendState(dst []byte, s *store.KeyState) []byte {
@@ -100,12 +101,7 @@ func AppendState(dst []byte, s *store.KeyState) []byte {
 }
 
 // seal fills in the header of the record appended to dst from start.
-func seal(dst []byte, start int) []byte {
-	p := dst[start+recHead:]
-	binary.LittleEndian.PutUint32(dst[start:], uint32(len(p)))
-	binary.LittleEndian.PutUint32(dst[start+4:], crc32.Checksum(p, castagnoli))
-	return dst
-}
+func seal(dst []byte, start int) []byte { return logfile.Seal(dst, start) }
 
 // errShort is a record cut off by the end of the bytes.
 var errShort = errors.New("record cut off")

@@ -6,44 +6,12 @@ import (
 	"io"
 	"os"
 
+	"github.com/tallyd/tallyd/logfile"
 	"github.com/tallyd/tallyd/store"
 )
 
-// CorruptError is a damaged record with valid records after it (or itself whole but for
-// its length field): the log cannot be replayed past it without losing them, so start-up
-// stops and changes nothing. tallyd check-log --fix repairs the file.
-type CorruptError struct {
-	Kind     string // "append-only log" or "raft log"
-	Path     string
-	Offset   int64  // where the damage starts
-	Why      string // what is wrong with the record there
-	Next     int64  // where valid records resume
-	After    int    // valid records from Next on
-	Repaired bool   // the record at Offset is whole but for its length field
-}
-
-func (e *CorruptError) Error() string {
-	what := fmt.Sprintf("%d valid records follow it (the first at offset %d)", e.After, e.Next)
-	if e.Repaired {
-		what = fmt.Sprintf("the record there is whole but for its length field (its payload, to offset %d, matches its checksum), "+
-			"and %d valid records follow it", e.Next, e.After)
-	}
-	return fmt.Sprintf("%s %s is damaged at offset %d (%s), and %s: tallyd does not start on it, so as not to "+
-		"destroy them, and has changed nothing. `tallyd check-log %s` reports the damage; `tallyd check-log --fix %s` "+
-		"keeps the original as %s.broken-TIME and writes a log of every valid record without the damaged bytes",
-		e.Kind, e.Path, e.Offset, e.Why, what, e.Path, e.Path, e.Path)
-}
-
-// corruptAt returns the *CorruptError for the bad record at off in b (b is the file from
-// off to its end), or nil and why when it is a tail with no valid record after it.
-func corruptAt(f logFormat, kind, path string, b []byte, off int64) (why string, err *CorruptError) {
-	_, dmg, _ := scanLog(f, b, 0)
-	d := dmg[0]
-	if d.Tail() {
-		return d.Why, nil
-	}
-	return d.Why, &CorruptError{Kind: kind, Path: path, Offset: off, Why: d.Why, Next: off + d.End, After: d.After, Repaired: d.Repaired}
-}
+// CorruptError is a damaged record with valid records after it: start-up stops on it.
+type CorruptError = logfile.CorruptError
 
 // Replayed says what Replay found.
 type Replayed struct {
@@ -79,17 +47,11 @@ func Replay(path string, apply func(*store.KeyState)) (Replayed, error) {
 		if string(head) != Header[:size] {
 			return r, fmt.Errorf("%s is not a tallyd append-only log (bad header)", path)
 		}
-		if err := f.Truncate(0); err != nil {
-			return r, err
-		}
-		if _, err := f.WriteAt([]byte(Header), 0); err != nil {
-			return r, err
-		}
 		if size > 0 {
 			r.Truncated, r.TailWhy = size, "header cut off"
 		}
 		r.Size = int64(len(Header))
-		return r, f.Sync()
+		return r, logfile.Rehead(f, Header)
 	}
 	br := bufio.NewReaderSize(f, 1<<20)
 	head := make([]byte, len(Header))
@@ -126,16 +88,13 @@ func Replay(path string, apply func(*store.KeyState)) (Replayed, error) {
 			if _, err := f.ReadAt(rest, off); err != nil && err != io.EOF {
 				return r, err
 			}
-			why, cerr := corruptAt(&aofFormat{}, "append-only log", path, rest, off)
+			why, cerr := logfile.CorruptAt(&aofFormat{}, "append-only log", path, rest, off)
 			if cerr != nil {
 				return r, cerr
 			}
-			if err := f.Truncate(off); err != nil {
-				return r, err
-			}
 			r.Truncated, r.TailWhy = size-off, why
 			r.Size = off
-			return r, f.Sync()
+			return r, logfile.Cut(f, off)
 		}
 		apply(&ks)
 		r.Records++

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/tallyd/tallyd/logfile"
+	"github.com/tallyd/tallyd/raftlog"
 	"github.com/tallyd/tallyd/store"
 )
 
@@ -24,10 +26,10 @@ func scratchFile(f *testing.F) string {
 
 // fuzzLog is a log of six records whose values (entries' data in a raft log) are the
 // fuzzer's bytes, and where each record starts (the last start is the end).
-func fuzzLog(raft bool, v1, v2 []byte) ([]byte, []int, logFormat, string) {
-	head, f := Header, logFormat(&aofFormat{})
+func fuzzLog(raft bool, v1, v2 []byte) ([]byte, []int, logfile.Format, string) {
+	head, f := Header, logfile.Format(&aofFormat{})
 	if raft {
-		head, f = RaftHeader, raftFormat{}
+		head, f = raftlog.RaftHeader, raftlog.LogKind.Format
 	}
 	b := []byte(head)
 	starts := []int{len(b)}
@@ -38,9 +40,9 @@ func fuzzLog(raft bool, v1, v2 []byte) ([]byte, []int, logFormat, string) {
 		}
 		switch {
 		case raft && i == 3:
-			b = appendHardState(b, 1, 1, uint64(i))
+			b = raftlog.AppendHardState(b, 1, 1, uint64(i))
 		case raft:
-			b = appendEntry(b, rent(uint64(i+1), 1, string(v)))
+			b = raftlog.AppendEntry(b, rent(uint64(i+1), 1, string(v)))
 		case i == 3:
 			s := state(0, "", "", 0)
 			s.Ceil = 77
@@ -66,8 +68,8 @@ func FuzzLogDamage(f *testing.F) {
 	rec := AppendState(nil, &inner)
 	f.Add(false, []byte("v"), rec, uint16(40), uint8(3), uint16(10))
 	f.Add(false, rec, append(bytes.Clone(rec), rec...), uint16(3), uint8(0), uint16(0))
-	f.Add(true, appendHardState(nil, 1, 2, 3), []byte("data"), uint16(60), uint8(5), uint16(7))
-	f.Add(true, []byte{}, appendEntry(nil, rent(9, 9, "x")), uint16(1), uint8(7), uint16(30))
+	f.Add(true, raftlog.AppendHardState(nil, 1, 2, 3), []byte("data"), uint16(60), uint8(5), uint16(7))
+	f.Add(true, []byte{}, raftlog.AppendEntry(nil, rent(9, 9, "x")), uint16(1), uint8(7), uint16(30))
 	path := scratchFile(f)
 	f.Fuzz(func(t *testing.T, raft bool, v1, v2 []byte, flip uint16, bit uint8, cut uint16) {
 		full, starts, fm, head := fuzzLog(raft, v1, v2)
@@ -86,7 +88,7 @@ func FuzzLogDamage(f *testing.F) {
 				intact = append(intact, [2]int{starts[i], starts[i+1]})
 			}
 		}
-		records, dmg, keep := scanLog(fm, b, len(head))
+		records, dmg, keep := logfile.Scan(fm, b, len(head))
 		if len(dmg) == 0 {
 			t.Fatalf("flip at %d, cut %d: no damage found", at, c)
 		}
@@ -98,19 +100,19 @@ func FuzzLogDamage(f *testing.F) {
 			}
 		}
 		for _, r := range intact {
-			if !slices.ContainsFunc(keep, func(p piece) bool { return !p.fixLen && p.start <= r[0] && r[1] <= p.end }) {
+			if !slices.ContainsFunc(keep, func(p logfile.Piece) bool { return !p.FixLen && p.Start <= r[0] && r[1] <= p.End }) {
 				t.Fatalf("flip at %d, cut %d: a repair loses the intact record [%d, %d): keeps %v", at, c, r[0], r[1], keep)
 			}
 		}
 		if tr.oneWholeFlip() {
 			for _, p := range keep {
-				if !slices.Contains(starts, p.start) || !slices.Contains(starts, p.end) {
-					t.Fatalf("flip at %d, cut %d: a repair keeps [%d, %d), not the log's own records %v", at, c, p.start, p.end, starts)
+				if !slices.Contains(starts, p.Start) || !slices.Contains(starts, p.End) {
+					t.Fatalf("flip at %d, cut %d: a repair keeps [%d, %d), not the log's own records %v", at, c, p.Start, p.End, starts)
 				}
 			}
 		}
-		out := repair(b, head, keep)
-		if again, more, _ := scanLog(fm, out, len(head)); again != records || len(more) != 0 {
+		out := logfile.Repair(b, head, keep)
+		if again, more, _ := logfile.Scan(fm, out, len(head)); again != records || len(more) != 0 {
 			t.Fatalf("flip at %d, cut %d: the repaired log has %d records and damage %+v, want %d and none", at, c, again, more, records)
 		}
 		if raft {
@@ -137,16 +139,16 @@ func FuzzScanLog(f *testing.F) {
 	aofSeed, _ := setLog(8)
 	f.Add(false, aofSeed[len(Header):])
 	f.Add(false, aofSeed[len(Header):len(aofSeed)-9])
-	f.Add(true, seedRaftLog()[len(RaftHeader):])
+	f.Add(true, seedRaftLog()[len(raftlog.RaftHeader):])
 	f.Add(true, []byte{0xff, 0xff, 0xff, 0xff, 1, 2, 3, 4, 5})
 	path := scratchFile(f)
 	f.Fuzz(func(t *testing.T, raft bool, data []byte) {
-		head, fm := Header, logFormat(&aofFormat{})
+		head, fm := Header, logfile.Format(&aofFormat{})
 		if raft {
-			head, fm = RaftHeader, raftFormat{}
+			head, fm = raftlog.RaftHeader, raftlog.LogKind.Format
 		}
 		b := append([]byte(head), data...)
-		records, dmg, keep := scanLog(fm, b, len(head))
+		records, dmg, keep := logfile.Scan(fm, b, len(head))
 		// Pieces kept and damaged stretches cover the file once, in order (a record whole
 		// but for its length is both).
 		off, k, d := len(head), 0, 0
@@ -157,15 +159,15 @@ func FuzzScanLog(f *testing.F) {
 					t.Fatalf("damage %+v at %d of %d", dmg[d], off, len(b))
 				}
 				if dmg[d].Repaired {
-					if k >= len(keep) || !keep[k].fixLen || keep[k].start != off || int64(keep[k].end) != dmg[d].End {
+					if k >= len(keep) || !keep[k].FixLen || keep[k].Start != off || int64(keep[k].End) != dmg[d].End {
 						t.Fatalf("repaired %+v is not kept", dmg[d])
 					}
 					k++
 				}
 				off = int(dmg[d].End)
 				d++
-			case k < len(keep) && keep[k].start == off && !keep[k].fixLen:
-				off = keep[k].end
+			case k < len(keep) && keep[k].Start == off && !keep[k].FixLen:
+				off = keep[k].End
 				k++
 			default:
 				t.Fatalf("nothing covers offset %d: damage %+v, kept %v", off, dmg, keep)
@@ -174,8 +176,8 @@ func FuzzScanLog(f *testing.F) {
 		if k != len(keep) || d != len(dmg) {
 			t.Fatalf("pieces past the end: damage %+v, kept %v", dmg, keep)
 		}
-		out := repair(b, head, keep)
-		if again, more, _ := scanLog(fm, out, len(head)); again != records || len(more) != 0 {
+		out := logfile.Repair(b, head, keep)
+		if again, more, _ := logfile.Scan(fm, out, len(head)); again != records || len(more) != 0 {
 			t.Fatalf("the repaired log has %d records and damage %+v, want %d and none", again, more, records)
 		}
 		if raft || len(dmg) == 0 {

@@ -7,8 +7,9 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
+
+	"github.com/tallyd/tallyd/logfile"
 )
 
 // Policy is when the writer fsyncs the log, with Redis's appendfsync meanings.
@@ -75,11 +76,11 @@ var openFile = func(name string, flag int, perm os.FileMode) (logFile, error) {
 }
 
 // FileMode is the mode of the log and the rewrite file: only tallyd's user reads the values.
-const FileMode = 0o600
+const FileMode = logfile.FileMode
 
 // retryEvery is how soon after a failed write the writer tries again when more records
 // come (it tries at least once a second anyway).
-const retryEvery = 100 * time.Millisecond
+const retryEvery = logfile.RetryEvery
 
 // Progress is what the writer has done, in bytes of the stream Append numbers.
 type Progress struct {
@@ -142,19 +143,6 @@ func (w *Writer) Failing() string {
 	return ""
 }
 
-// reason is err as C's strerror words it (Go's errno texts are strerror's, lower-cased).
-func reason(err error) string {
-	var en syscall.Errno
-	msg := err.Error()
-	if errors.As(err, &en) {
-		msg = en.Error()
-	}
-	if msg != "" && 'a' <= msg[0] && msg[0] <= 'z' {
-		msg = string(msg[0]-'a'+'A') + msg[1:]
-	}
-	return msg
-}
-
 // Open starts a writer appending to the log at path, which Replay has prepared
 // (size bytes long). done is called on the writer's goroutine after each batch.
 func Open(path string, size int64, policy Policy, done func(Progress)) (*Writer, error) {
@@ -196,7 +184,7 @@ func (w *Writer) syncer() {
 			if err != nil {
 				msg := fmt.Sprintf("append-only log %s: fsync: %v", w.path, err)
 				w.writeErr.Store(&msg)
-				why := reason(err)
+				why := logfile.Reason(err)
 				w.failS.Store(&why)
 			} else {
 				w.markSynced(j.upto)
@@ -407,7 +395,7 @@ func (w *Writer) run(f logFile, fsize int64) {
 					}
 					if err != nil {
 						fail("write", err)
-						why := reason(err)
+						why := logfile.Reason(err)
 						w.failW.Store(&why)
 						lastFail = time.Now()
 						// Cut the file back to its last whole record; if even that fails, keep
@@ -481,7 +469,7 @@ func (w *Writer) run(f logFile, fsize int64) {
 				w.markSynced(upto)
 				w.failS.Store(nil)
 			} else {
-				why := reason(err)
+				why := logfile.Reason(err)
 				w.failS.Store(&why)
 			}
 		case w.policy == EverySec && (timed || time.Since(time.Unix(0, w.lastSync.Load())) >= time.Second) &&

@@ -19,8 +19,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tallyd/tallyd/aof"
+	"github.com/tallyd/tallyd/cluster"
 	"github.com/tallyd/tallyd/proto/resp"
 	"github.com/tallyd/tallyd/proto/slock"
+	"github.com/tallyd/tallyd/raftlog"
 	"github.com/tallyd/tallyd/store"
 )
 
@@ -32,7 +34,7 @@ import (
 // held, with the append-only log's gate marks (persist.go), until its change reaches the
 // connection's consistency level; reads at QUORUM or ALL wait for a ReadIndex round.
 //
-// The raft log (aof.RaftLog) is written by its own goroutine: a Ready's entries and hard state
+// The raft log (raftlog.RaftLog) is written by its own goroutine: a Ready's entries and hard state
 // are handed to it, and the Ready is finished (messages sent, committed entries applied,
 // Advance) once it reports them fsynced. Everything that arrives meanwhile goes into the
 // next Ready: one fsync and one round for all of it (group commit).
@@ -98,12 +100,6 @@ const (
 	entSecret  byte = 2 // the cluster's 32-byte key-name secret
 )
 
-// Timing, in raft ticks.
-const (
-	electionTicks  = 10
-	heartbeatTicks = 1
-)
-
 // ownEntry maps a proposal of this leader to its raft index.
 type ownEntry struct{ index, seq uint64 }
 
@@ -121,8 +117,7 @@ type peerLink struct {
 type clusterState struct {
 	cfg   ClusterConfig
 	rn    *raft.RawNode
-	ms    *raft.MemoryStorage
-	log   *aof.RaftLog
+	st    *cluster.Storage // raft's storage: its memory and the raft log on disk
 	addrs map[uint64]string
 	links map[uint64]*peerLink
 
@@ -147,13 +142,10 @@ type clusterState struct {
 	dropLog    rateLog
 	peerTLS    bool // links go through the TLS bridge, certificates verified both ways (tls.go)
 
-	appends []appendDone // raft log appends in flight, in order
-	synced  uint64       // the last log batch fsynced
-
-	applied, commit, stable, all uint64 // indexes: applied here, committed, fsynced here, on every voter
-	snapIndex                    uint64 // the last snapshot's index
-	snapSoon                     bool   // the membership changed: snapshot at the next chance
-	confState                    *raftpb.ConfState
+	applied, commit, all uint64 // indexes: applied here, committed, on every voter (st.Stable: fsynced here)
+	snapIndex            uint64 // the last snapshot's index
+	snapSoon             bool   // the membership changed: snapshot at the next chance
+	confState            *raftpb.ConfState
 
 	// Proposals and what acknowledges them.
 	propSeq uint64
@@ -197,36 +189,6 @@ func (cl *clusterState) isLeader() bool { return cl.role == raft.StateLeader }
 // earlier entry.
 func (cl *clusterState) serving() bool { return cl.role == raft.StateLeader && cl.ready }
 
-// raftLogger sends raft's own log lines to tallyd's log.
-type raftLogger struct{ s *Server }
-
-func (l raftLogger) Debug(v ...any)                 {}
-func (l raftLogger) Debugf(format string, v ...any) {}
-func (l raftLogger) Info(v ...any)                  { l.s.log.Debug().Msg("raft: " + fmt.Sprint(v...)) }
-func (l raftLogger) Infof(format string, v ...any) {
-	l.s.log.Info().Msg("raft: " + fmt.Sprintf(format, v...))
-}
-func (l raftLogger) Warning(v ...any) { l.s.log.Warn().Msg("raft: " + fmt.Sprint(v...)) }
-func (l raftLogger) Warningf(format string, v ...any) {
-	l.s.log.Warn().Msg("raft: " + fmt.Sprintf(format, v...))
-}
-func (l raftLogger) Error(v ...any) { l.s.log.Error().Msg("raft: " + fmt.Sprint(v...)) }
-func (l raftLogger) Errorf(format string, v ...any) {
-	l.s.log.Error().Msg("raft: " + fmt.Sprintf(format, v...))
-}
-func (l raftLogger) Fatal(v ...any) { l.Panic(v...) }
-func (l raftLogger) Fatalf(format string, v ...any) {
-	l.Panicf(format, v...)
-}
-func (l raftLogger) Panic(v ...any) {
-	l.s.log.Error().Msg("raft: " + fmt.Sprint(v...))
-	panic(fmt.Sprint(v...))
-}
-func (l raftLogger) Panicf(format string, v ...any) {
-	l.s.log.Error().Msg("raft: " + fmt.Sprintf(format, v...))
-	panic(fmt.Sprintf(format, v...))
-}
-
 // raftDir is the raft log's directory in the data directory.
 const raftDir = "raft"
 
@@ -249,17 +211,18 @@ func (s *Server) openCluster() (err error) {
 	if cc.SnapshotEntries == 0 {
 		cc.SnapshotEntries = 20000
 	}
-	cl := &clusterState{cfg: *cc, ms: raft.NewMemoryStorage(), addrs: make(map[uint64]string),
+	cl := &clusterState{cfg: *cc, st: cluster.NewStorage(), addrs: make(map[uint64]string),
 		links: make(map[uint64]*peerLink), sessions: make(map[uint64]*conn), virts: make(map[virtKey]*conn),
 		promoted: make(map[uint64]bool), peerTLS: s.cfg.TLS.PeerClient != nil}
 	s.cl = cl
+	s.replies = raftGate{s}
 	s.persist.lastNow = s.now().UnixNano()
 	s.persist.emit = s.appendRecord
-	lg, st, err := aof.OpenRaft(filepath.Join(s.cfg.DataDir, raftDir), s.raftProgress)
+	lg, st, err := raftlog.OpenRaft(filepath.Join(s.cfg.DataDir, raftDir), s.raftProgress)
 	if err != nil {
 		return err
 	}
-	cl.log = lg
+	cl.st.Log = lg
 	if st.TruncatedBytes > 0 {
 		s.log.Warn().Str("dir", filepath.Join(s.cfg.DataDir, raftDir)).Int64("bytes_cut", st.TruncatedBytes).
 			Str("why", st.TailWhy).Msg("raft log: torn tail cut off")
@@ -276,12 +239,11 @@ func (s *Server) openCluster() (err error) {
 		cl.addrs[id] = a
 	}
 	now := s.now().UnixNano()
-	fresh := true
+	fresh, err := cl.st.Load(st)
+	if err != nil {
+		return err
+	}
 	if st.Snapshot != nil && !raft.IsEmptySnap(st.Snapshot) {
-		fresh = false
-		if err := cl.ms.ApplySnapshot(st.Snapshot); err != nil {
-			return fmt.Errorf("raft snapshot: %w", err)
-		}
 		s.restoreSnapshot(st.Snapshot.GetData(), now)
 		cl.snapIndex = st.Snapshot.GetMetadata().GetIndex()
 		cl.applied = cl.snapIndex
@@ -290,32 +252,18 @@ func (s *Server) openCluster() (err error) {
 		}
 	}
 	if st.HardState != nil && !raft.IsEmptyHardState(st.HardState) {
-		fresh = false
-		if err := cl.ms.SetHardState(st.HardState); err != nil {
-			return err
-		}
 		cl.loadedTo = st.HardState.GetCommit()
 	}
-	if len(st.Entries) > 0 {
-		fresh = false
-		if err := cl.ms.Append(st.Entries); err != nil {
-			return fmt.Errorf("raft entries: %w", err)
-		}
-	}
-	rc := &raft.Config{ID: cc.NodeID, ElectionTick: electionTicks, HeartbeatTick: heartbeatTicks, Storage: cl.ms,
-		Applied: cl.applied, MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 1024, MaxCommittedSizePerReady: 64 << 20,
-		CheckQuorum: true, PreVote: true, ReadOnlyOption: raft.ReadOnlySafe, DisableProposalForwarding: true,
-		StepDownOnRemoval: true, AsyncStorageWrites: true, Logger: raftLogger{s}}
-	cl.rn, err = raft.NewRawNode(rc)
+	cl.rn, err = raft.NewRawNode(cluster.RaftConfig(cc.NodeID, cl.applied, cl.st, cluster.Logger{Log: &s.log}))
 	if err != nil {
 		return fmt.Errorf("raft: %w", err)
 	}
 	cl.fresh = fresh
-	if !fresh && bootstrapOnly(st.Snapshot, st.Entries) {
+	if !fresh && cluster.BootstrapOnly(st.Snapshot, st.Entries) {
 		// It bootstrapped (or restarted after bootstrapping) and no leader's entry ever
 		// reached it: as empty as a new member, whatever it held before it lost its data.
 		cl.fresh = true
-		cl.bootLast, _ = cl.ms.LastIndex()
+		cl.bootLast, _ = cl.st.Mem.LastIndex()
 	}
 	switch {
 	case !fresh:
@@ -352,29 +300,8 @@ func (s *Server) openCluster() (err error) {
 	return nil
 }
 
-// bootstrapOnly says whether a raft log read back holds nothing but a bootstrap: the
-// configuration entries of the initial members (or a snapshot of just those), and no entry a
-// leader appended.
-func bootstrapOnly(snap *raftpb.Snapshot, ents []*raftpb.Entry) bool {
-	n := uint64(0) // the configuration's members so far
-	last := uint64(0)
-	if snap != nil && !raft.IsEmptySnap(snap) {
-		cs := snap.GetMetadata().GetConfState()
-		n = uint64(len(cs.GetVoters()) + len(cs.GetLearners()))
-		last = snap.GetMetadata().GetIndex()
-	}
-	for _, e := range ents {
-		if e.GetType() != raftpb.EntryType_EntryConfChange {
-			return false
-		}
-		n++
-		last = e.GetIndex()
-	}
-	return last > 0 && last <= n
-}
-
 // raftProgress runs on the raft log's goroutine after each batch.
-func (s *Server) raftProgress(pr aof.RaftProgress) {
+func (s *Server) raftProgress(pr raftlog.RaftProgress) {
 	if pr.Err != nil {
 		// As with appendfsync always: what cannot be made durable is never acknowledged, and
 		// the node stops rather than vote or acknowledge on a log it cannot write.
@@ -390,20 +317,9 @@ func (s *Server) raftProgress(pr aof.RaftProgress) {
 // raftSynced takes the log's progress on the loop: the appends it made durable deliver
 // their responses.
 func (s *Server) raftSynced(seq uint64) {
-	cl := s.cl
-	if seq > cl.synced {
-		cl.synced = seq
-	}
+	s.cl.st.Synced(seq)
 	s.deliverAppends()
 	s.clusterTurn()
-}
-
-// appendDone is a raft log append in flight: its batch in the log, the responses raft
-// asked to be delivered once it is durable, and its last entry's index.
-type appendDone struct {
-	seq   uint64
-	resps []*raftpb.Message
-	last  uint64
 }
 
 // clusterTurn runs at every flush: the changes this turn made are proposed, a read barrier
@@ -423,29 +339,7 @@ func (s *Server) clusterTurn() {
 		binary.BigEndian.PutUint64(cl.ctx[:], cl.readSeq)
 		cl.rn.ReadIndex(append([]byte(nil), cl.ctx[:]...))
 	}
-	for cl.rn.HasReady() {
-		rd := cl.rn.Ready()
-		if rd.SoftState != nil {
-			s.softState(rd.SoftState)
-		}
-		for _, r := range rd.ReadStates {
-			if len(r.RequestCtx) == 8 {
-				if n := binary.BigEndian.Uint64(r.RequestCtx); n > cl.readDone {
-					cl.readDone = n
-				}
-			}
-		}
-		for _, m := range rd.Messages {
-			switch m.GetTo() {
-			case raft.LocalAppendThread:
-				s.storageAppend(m)
-			case raft.LocalApplyThread:
-				s.storageApply(m)
-			default:
-				s.sendRaft(m)
-			}
-		}
-	}
+	cluster.HandleReadies(cl.rn, raftReadies{s})
 	// Committed means on a majority's disks already: QUORUM replies need not wait for this
 	// node's own write of the commit index.
 	if c := cl.rn.BasicStatus().GetCommit(); c > cl.commit {
@@ -458,42 +352,40 @@ func (s *Server) clusterTurn() {
 	}
 }
 
+// raftReadies is the loop's side of raft's Readies (cluster.HandleReadies).
+type raftReadies struct{ s *Server }
+
+func (r raftReadies) SoftState(ss *raft.SoftState) { r.s.softState(ss) }
+func (r raftReadies) Append(m *raftpb.Message)     { r.s.storageAppend(m) }
+func (r raftReadies) Apply(m *raftpb.Message)      { r.s.storageApply(m) }
+func (r raftReadies) Send(m *raftpb.Message)       { r.s.sendRaft(m) }
+
+// ReadState: a read barrier this leader asked for (clusterTurn) has passed.
+func (r raftReadies) ReadState(ctx []byte) {
+	if cl := r.s.cl; len(ctx) == 8 {
+		if n := binary.BigEndian.Uint64(ctx); n > cl.readDone {
+			cl.readDone = n
+		}
+	}
+}
+
 // storageAppend hands one of raft's appends (entries, hard state, a snapshot) to the log
 // writer; its responses wait until it is durable.
 func (s *Server) storageAppend(m *raftpb.Message) {
 	cl := s.cl
-	var hs *raftpb.HardState
-	if m.Term != nil {
-		hs = &raftpb.HardState{Term: m.Term, Vote: m.Vote, Commit: m.Commit}
-		_ = cl.ms.SetHardState(hs)
-	}
-	snap := m.GetSnapshot()
-	if snap != nil && raft.IsEmptySnap(snap) {
-		snap = nil
-	}
-	if snap != nil {
-		if err := cl.ms.ApplySnapshot(snap); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {
-			s.log.Error().Err(err).Msg("cluster: snapshot")
-		}
-		s.installSnapshot(snap)
-	}
-	ents := m.GetEntries()
-	var last uint64
-	if len(ents) > 0 && cl.fresh && ents[len(ents)-1].GetIndex() > cl.bootLast {
-		cl.fresh = false // a leader's entries: it is being caught up (its log is a prefix of the leader's)
-	}
-	if len(ents) > 0 {
-		if err := cl.ms.Append(ents); err != nil {
-			s.log.Error().Err(err).Msg("cluster: append")
-		}
-		last = ents[len(ents)-1].GetIndex()
-		if cl.isLeader() {
-			s.noteOwn(ents)
-		}
-	}
-	seq := cl.log.Save(hs, ents, snap)
-	cl.appends = append(cl.appends, appendDone{seq, m.GetResponses(), last})
-	if cl.synced >= seq {
+	durable := cl.st.Append(m, cluster.AppendHooks{
+		Snapshot: s.installSnapshot,
+		Entries: func(ents []*raftpb.Entry) {
+			if cl.fresh && ents[len(ents)-1].GetIndex() > cl.bootLast {
+				cl.fresh = false // a leader's entries: it is being caught up (its log is a prefix of the leader's)
+			}
+			if cl.isLeader() {
+				s.noteOwn(ents)
+			}
+		},
+		Fail: func(what string, err error) { s.log.Error().Err(err).Msg("cluster: " + what) },
+	})
+	if durable {
 		s.deliverAppends()
 	}
 }
@@ -501,22 +393,7 @@ func (s *Server) storageAppend(m *raftpb.Message) {
 // deliverAppends delivers the responses of the appends the log has made durable, in order.
 func (s *Server) deliverAppends() {
 	cl := s.cl
-	n := 0
-	for ; n < len(cl.appends) && cl.appends[n].seq <= cl.synced; n++ {
-		a := &cl.appends[n]
-		cl.stable = max(cl.stable, a.last)
-		for _, r := range a.resps {
-			if r.GetTo() == cl.cfg.NodeID {
-				_ = cl.rn.Step(r)
-			} else {
-				s.sendRaft(r)
-			}
-		}
-		a.resps = nil
-	}
-	if n > 0 {
-		cl.appends = cl.appends[:copy(cl.appends, cl.appends[n:])]
-	}
+	cl.st.Deliver(cl.cfg.NodeID, func(r *raftpb.Message) { _ = cl.rn.Step(r) }, s.sendRaft)
 }
 
 // storageApply applies committed entries (on the loop, at once) and tells raft.
@@ -599,14 +476,14 @@ func (s *Server) updateAcks() {
 	if !cl.isLeader() {
 		return
 	}
-	all := cl.stable
+	all := cl.st.Stable()
 	cl.rn.WithProgress(func(id uint64, typ raft.ProgressType, pr tracker.Progress) {
 		if typ == raft.ProgressTypePeer && id != cl.cfg.NodeID && cl.isVoter(id) {
 			all = min(all, pr.Match)
 		}
 	})
 	cl.all = all
-	idx := [LevelAll + 1]uint64{LevelOne: cl.stable, LevelQuorum: cl.commit, LevelAll: min(all, cl.commit)}
+	idx := [LevelAll + 1]uint64{LevelOne: cl.st.Stable(), LevelQuorum: cl.commit, LevelAll: min(all, cl.commit)}
 	done := len(cl.own)
 	for l := LevelOne; l <= LevelAll; l++ {
 		i := 0
@@ -751,7 +628,7 @@ func (s *Server) applyConfChange(cc *raftpb.ConfChange) {
 		}
 		s.log.Info().Uint64("node_id", id).Msg("cluster: member removed")
 	}
-	cl.log.SavePeers(cl.addrs)
+	cl.st.Log.SavePeers(cl.addrs)
 }
 
 // proposeWindow is how many of this leader's proposals may await their commit: changes
@@ -816,7 +693,7 @@ func (s *Server) snapshotData(now int64) []byte {
 	if cl.secret {
 		d = append([]byte{entSecret}, cl.secretKey[:]...)
 	}
-	p.buf = aof.AppendPeers(append(d, entRecords), cl.addrs)
+	p.buf = raftlog.AppendPeers(append(d, entRecords), cl.addrs)
 	s.locks.SnapshotAll(now, p.emit)
 	d, p.buf = p.buf, nil
 	return d
@@ -835,16 +712,10 @@ func (s *Server) maybeSnapshot(now int64) {
 	}
 	start := time.Now()
 	data := s.snapshotData(now)
-	snap, err := cl.ms.CreateSnapshot(cl.applied, cl.confState, data)
-	if err != nil {
+	if err := cl.st.Snapshot(cl.applied, cl.confState, data); err != nil {
 		s.log.Error().Err(err).Msg("cluster: snapshot")
 		return
 	}
-	keep := uint64(5000) // entries kept for followers a little behind
-	if cl.applied > keep {
-		_ = cl.ms.Compact(cl.applied - keep)
-	}
-	cl.log.Compact(snap)
 	cl.snapIndex = cl.applied
 	cl.snapSoon = false
 	s.log.Info().Uint64("index", cl.applied).Int("bytes", len(data)).Dur("took", time.Since(start)).Msg("cluster: snapshot taken")
@@ -882,13 +753,13 @@ func (s *Server) resetFromLog() {
 	now := s.now().UnixNano()
 	s.store.ResetLocks()
 	s.locks = s.store.Locks
-	snap, err := cl.ms.Snapshot()
+	snap, err := cl.st.Mem.Snapshot()
 	if err == nil && !raft.IsEmptySnap(snap) {
 		s.restoreSnapshot(snap.GetData(), now)
 	}
-	first, _ := cl.ms.FirstIndex()
+	first, _ := cl.st.Mem.FirstIndex()
 	if cl.applied >= first {
-		ents, err := cl.ms.Entries(first, cl.applied+1, math.MaxUint64)
+		ents, err := cl.st.Mem.Entries(first, cl.applied+1, math.MaxUint64)
 		if err != nil {
 			s.log.Error().Err(err).Msg("cluster: rebuilding the store")
 		}
@@ -915,9 +786,8 @@ func (s *Server) failHeld(cs *conn, err string) {
 		b = append(b, err...)
 		b = append(b, '\r', '\n')
 	}
-	cs.out = b
 	cs.gates = cs.gates[:0]
-	s.pend(cs)
+	s.putSettled(cs, b)
 }
 
 // releaseHeld re-examines the connections whose replies wait, once something acknowledged
@@ -932,10 +802,24 @@ func (s *Server) releaseHeld() {
 	s.pendHeld()
 }
 
-// clusterGateReply runs as a reply is added to slock connection cs's output at offset from, on
-// a leader: it waits until the changes made so far reach cs's level and, at QUORUM and ALL,
-// until a read barrier confirms this node still leads.
-func (s *Server) clusterGateReply(cs *conn, from int) {
+// raftGate is the reply gate of a cluster: on a leader, a reply waits until the changes made
+// before it reach its connection's level in raft.
+type raftGate struct{ s *Server }
+
+func (g raftGate) turn() { g.s.clusterTurn() }
+
+func (g raftGate) failing() string {
+	if g.s.cl.st.Log == nil {
+		return ""
+	}
+	return g.s.cl.st.Log.Failing()
+}
+
+// mark runs as a reply is added to slock connection cs's output at offset from, on a leader:
+// it waits until the changes made so far reach cs's level and, at QUORUM and ALL, until a
+// read barrier confirms this node still leads.
+func (g raftGate) mark(cs *conn, from int) {
+	s := g.s
 	cl := s.cl
 	if !cl.isLeader() {
 		return
@@ -955,8 +839,9 @@ func (s *Server) clusterGateReply(cs *conn, from int) {
 	s.hold(cs)
 }
 
-// clusterGate returns how much of cs's output may be written now.
-func (s *Server) clusterGate(cs *conn) int {
+// writable returns how much of cs's output may be written now.
+func (rg raftGate) writable(cs *conn) int {
+	s := rg.s
 	cl := s.cl
 	g := cs.gates
 	for j := range g {
@@ -1058,7 +943,7 @@ func (s *Server) clusterInfo() *resp.InfoCluster {
 		return nil
 	}
 	st := cl.rn.BasicStatus()
-	ls := cl.log.Stats()
+	ls := cl.st.Log.Stats()
 	c := &resp.InfoCluster{NodeID: cl.cfg.NodeID, Role: "follower", LeaderID: st.Lead, Term: st.GetTerm(),
 		Commit: st.GetCommit(), Applied: cl.applied, SnapshotIndex: cl.snapIndex, LeaderReady: cl.serving(),
 		PeerAuth: cl.peerAuth(), PeerAuthWarning: cl.peerAuthWarning(),
@@ -1106,8 +991,8 @@ func (cl *clusterState) isLearner(id uint64) bool {
 
 // closeCluster stops the raft log's writer (after the engine stopped).
 func (s *Server) closeCluster() {
-	if s.cl != nil && s.cl.log != nil {
+	if s.cl != nil && s.cl.st.Log != nil {
 		s.cl.stopping = true
-		s.cl.log.Close()
+		s.cl.st.Log.Close()
 	}
 }

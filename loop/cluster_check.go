@@ -43,7 +43,7 @@ func (s *Server) raftAcceptable(cs *conn, m *raftpb.Message) bool {
 			"leader has caught it up: it does not vote yet (if it lost its data: remove it and --join with a new --node-id)")
 		return false
 	case t == raftpb.MessageType_MsgHeartbeat:
-		if last, _ := cl.ms.LastIndex(); m.GetCommit() > last {
+		if last, _ := cl.st.Mem.LastIndex(); m.GetCommit() > last {
 			// The leader sends a heartbeat's commit only up to what this member
 			// acknowledged having: its log ends before that, so it lost what it had.
 			err := fmt.Errorf("%w: the leader (node %d, term %d) counts entries up to %d as held here, but this "+

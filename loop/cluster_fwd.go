@@ -422,8 +422,7 @@ func (s *Server) relayReply(session uint64, data []byte) {
 	if cs == nil || cs.closed {
 		return
 	}
-	cs.out = append(s.out(cs), data...)
-	s.pend(cs)
+	s.putSettled(cs, append(s.out(cs), data...))
 	sc := cs.slock
 	sc.fwdSince = s.persist.lastNow
 	if sc.kind != slock.Binary {

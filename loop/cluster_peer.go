@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/tallyd/tallyd/cluster"
 	"github.com/tallyd/tallyd/proto/peer"
 )
 
@@ -193,7 +194,7 @@ func (s *Server) peerGone(cs *conn) {
 // linkTimeout is how long a link's unacknowledged data may wait before the link fails:
 // two election timeouts, at least a second.
 func (s *Server) linkTimeout() time.Duration {
-	return max(time.Second, 2*electionTicks*s.cl.cfg.Tick)
+	return max(time.Second, 2*cluster.ElectionTicks*s.cl.cfg.Tick)
 }
 
 // redial is how long after a link failed it is dialled again.

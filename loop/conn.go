@@ -18,23 +18,15 @@ type conn struct {
 	// bridged is a TLS connection's bridge (tls.go): its socket is one end of a socketpair.
 	bridged *tlsbridge.Conn
 
-	// Output (output.go).
-	out        []byte     // replies not yet written
-	gates      []gateMark // parts of out that wait for the append-only log (persist.go)
-	sent       int        // bytes gnet still had to send at the last look
-	asked      int        // of them, what its own commands produced (output.go)
-	stalled    bool       // on Server.stalls: over --max-output with a reply it asked for (output.go)
-	stallAt    int64      // nanotime its socket last took some of it
-	stallTaken int64      // what its socket had taken then
-	handed     int64      // bytes handed to gnet so far
-	pending    bool       // on Server.pending: written at the next flush
-	inHeld     bool       // on persistState.held: replies wait for the log
-	closing    bool       // on Server.closing: closed after the flush
-	kicked     bool       // on Server.kicked: served again after the flush
-	parked     bool       // on Server.parked: served again once the socket drains
-	yielded    bool       // on fairState.yielded: its slice of the turn is over, it goes on later (fair.go)
-	busy       bool       // its handler has work that holds its later requests back (see handler.more)
-	quit       bool       // close once the replies so far are written
+	output       // its replies not yet written and the marks that hold them (output.go)
+	pending bool // on Server.pending: written at the next flush
+	inHeld  bool // on persistState.held: replies wait for the log
+	closing bool // on Server.closing: closed after the flush
+	kicked  bool // on Server.kicked: served again after the flush
+	parked  bool // on Server.parked: served again once the socket drains
+	yielded bool // on fairState.yielded: its slice of the turn is over, it goes on later (fair.go)
+	busy    bool // its handler has work that holds its later requests back (see handler.more)
+	quit    bool // close once the replies so far are written
 
 	ledger *store.Ledger     // what this connection holds (counter or semaphore family)
 	pool   *store.PoolClient // its PoolCounter entries, held or waiting

@@ -12,7 +12,7 @@ import (
 )
 
 // layerRoots are the packages the rules speak of, as go list patterns.
-var layerRoots = []string{"github.com/tallyd/tallyd/store", "github.com/tallyd/tallyd/proto/...", "github.com/tallyd/tallyd/stats", "github.com/tallyd/tallyd/bench/...", "github.com/tallyd/tallyd/tlsbridge", "github.com/tallyd/tallyd/script"}
+var layerRoots = []string{"github.com/tallyd/tallyd/store", "github.com/tallyd/tallyd/proto/...", "github.com/tallyd/tallyd/stats", "github.com/tallyd/tallyd/bench/...", "github.com/tallyd/tallyd/tlsbridge", "github.com/tallyd/tallyd/script", "github.com/tallyd/tallyd/logfile", "github.com/tallyd/tallyd/raftlog", "github.com/tallyd/tallyd/cluster"}
 
 // layerRule says which module packages pkg may depend on (directly or not); std reports a
 // standard-library package. It returns "" when dep is allowed, else the rule it breaks.
@@ -25,6 +25,25 @@ func layerRule(pkg, dep string, std bool) string {
 	case pkg == "github.com/tallyd/tallyd/store":
 		if !std {
 			return "store imports only the standard library"
+		}
+	case pkg == "github.com/tallyd/tallyd/logfile":
+		// What the two logs share: the record frame, the damage rule, the check-log tool.
+		if !std {
+			return "logfile imports only the standard library"
+		}
+	case pkg == "github.com/tallyd/tallyd/raftlog":
+		// The raft log stores raft's entries as opaque bytes: it knows neither the store nor
+		// the append-only log whose records they carry (aof imports it, not the reverse).
+		if under(dep, "github.com/tallyd/tallyd") && dep != "github.com/tallyd/tallyd/logfile" {
+			return "raftlog imports only logfile of the module"
+		}
+	case pkg == "github.com/tallyd/tallyd/cluster":
+		// The raft member apart from the loop: the loop imports it and calls it, never the
+		// reverse, and it does no network I/O of its own (the loop's links carry its messages).
+		for _, bad := range []string{"github.com/tallyd/tallyd/loop", "github.com/tallyd/tallyd/stats", "github.com/tallyd/tallyd/tlsbridge", "github.com/tallyd/tallyd/script", "github.com/panjf2000/gnet"} {
+			if under(dep, bad) {
+				return "cluster imports neither loop, stats, tlsbridge, script nor gnet"
+			}
 		}
 	case pkg == "github.com/tallyd/tallyd/proto/acl":
 		if !std {
@@ -97,7 +116,7 @@ func TestLayers(t *testing.T) {
 			}
 		}
 	}
-	if pkgs < 9 { // store, stats, four proto packages, bench and two under it, tlsbridge
+	if pkgs < 12 { // store, stats, four proto packages, bench and two under it, tlsbridge, logfile, raftlog, cluster
 		t.Fatalf("go list found only %d packages under %v", pkgs, layerRoots)
 	}
 }
@@ -118,6 +137,15 @@ func TestLayerRule(t *testing.T) {
 		{"github.com/tallyd/tallyd/proto/slock", "github.com/tallyd/tallyd/proto/resp", false, true},
 		{"github.com/tallyd/tallyd/proto/slock", "github.com/tallyd/tallyd/proto/acl", false, true},
 		{"github.com/tallyd/tallyd/proto/acl", "crypto/sha256", true, true},
+		{"github.com/tallyd/tallyd/logfile", "hash/crc32", true, true},
+		{"github.com/tallyd/tallyd/logfile", "github.com/tallyd/tallyd/store", false, false},
+		{"github.com/tallyd/tallyd/raftlog", "github.com/tallyd/tallyd/logfile", false, true},
+		{"github.com/tallyd/tallyd/raftlog", "go.etcd.io/raft/v3/raftpb", false, true},
+		{"github.com/tallyd/tallyd/raftlog", "github.com/tallyd/tallyd/aof", false, false},
+		{"github.com/tallyd/tallyd/raftlog", "github.com/tallyd/tallyd/store", false, false},
+		{"github.com/tallyd/tallyd/cluster", "github.com/tallyd/tallyd/raftlog", false, true},
+		{"github.com/tallyd/tallyd/cluster", "github.com/tallyd/tallyd/loop", false, false},
+		{"github.com/tallyd/tallyd/cluster", "github.com/panjf2000/gnet/v2", false, false},
 		{"github.com/tallyd/tallyd/proto/acl", "github.com/tallyd/tallyd/proto/resp", false, false},
 		{"github.com/tallyd/tallyd/proto/acl", "golang.org/x/crypto/bcrypt", false, false},
 		{"github.com/tallyd/tallyd/proto/slock", "google.golang.org/protobuf/encoding/protowire", false, true},

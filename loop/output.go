@@ -21,7 +21,7 @@ import (
 // the running flush then writes in turn.
 //
 // Replies to a connection whose change is not yet in the append-only log wait in its buffer:
-// the flush writes only up to the position the log has acknowledged (gate), and the log's
+// the flush writes only up to the position the log has acknowledged (replyGate), and the log's
 // progress report flushes the rest (persist.go).
 //
 // A client that reads as fast as it can is never cut: a handler stops producing replies for a
@@ -46,6 +46,66 @@ const keepSub = 4 << 10
 // freeBufs is how many empty output buffers the loop keeps for connections to take.
 const freeBufs = 256
 
+// outQueue is the server's side of the one way out: the connections to write, close, serve
+// again or watch at the flush, and the output buffers kept for reuse.
+type outQueue struct {
+	cur      *conn   // the connection whose OnTraffic is running
+	pending  []*conn // connections with output for the next flush
+	closing  []*conn // connections to close after the flush
+	kicked   []*conn // connections to serve again after the flush
+	parked   []*conn // connections waiting for their socket to drain
+	stalls   []*conn // connections over --max-output with replies they asked for
+	free     [][]byte
+	flushing bool
+}
+
+// output is a connection's side of the one way out: its replies not yet written, the marks
+// that hold parts of them for the reply gate, and what its socket has taken.
+type output struct {
+	out        []byte     // replies not yet written
+	gates      []gateMark // parts of out that wait for the reply gate (persist.go, cluster.go)
+	sent       int        // bytes gnet still had to send at the last look
+	asked      int        // of them, what its own commands produced
+	stalled    bool       // on Server.stalls: over --max-output with a reply it asked for
+	stallAt    int64      // nanotime its socket last took some of it
+	stallTaken int64      // what its socket had taken then
+	handed     int64      // bytes handed to gnet so far
+}
+
+// wrote drops the first n bytes of the output, just written, and moves the marks back.
+func (o *output) wrote(n int) {
+	o.out = o.out[:copy(o.out, o.out[n:])]
+	for i := range o.gates {
+		o.gates[i].at -= n
+	}
+	o.handed += int64(n)
+}
+
+// gated reports whether some of the output waits for the reply gate.
+func (o *output) gated() bool { return len(o.gates) > 0 }
+
+// replyGate holds slock connections' replies until what they report is durable: in the
+// append-only log (logGate, persist.go), in raft at the connection's level (raftGate,
+// cluster.go), or nowhere (openGate). The server picks one as it opens its log.
+type replyGate interface {
+	// mark runs as replies are added to slock connection cs's output at offset from.
+	mark(cs *conn, from int)
+	// writable returns how much of cs's output, which has marks, may be written now.
+	writable(cs *conn) int
+	// turn runs at each round of a flush, before the pending connections are written.
+	turn()
+	// failing says why the log cannot take writes now, or "".
+	failing() string
+}
+
+// openGate holds nothing: no log.
+type openGate struct{}
+
+func (openGate) mark(*conn, int)       {}
+func (openGate) writable(cs *conn) int { return len(cs.out) }
+func (openGate) turn()                 {}
+func (openGate) failing() string       { return "" }
+
 // out returns the buffer to append cs's next reply to; give it back with put.
 func (s *Server) out(cs *conn) []byte {
 	if cs.out == nil {
@@ -56,17 +116,22 @@ func (s *Server) out(cs *conn) []byte {
 	return cs.out
 }
 
-// put stores b, cs's output buffer with replies appended, and marks cs for the flush.
+// put stores b, cs's output buffer with replies appended, and marks cs for the flush; the
+// reply gate holds an slock connection's new replies until what they report is durable.
 func (s *Server) put(cs *conn, b []byte) {
 	from := len(cs.out)
 	cs.out = b
-	switch {
-	case cs.slock == nil:
-	case s.persist.w != nil:
-		s.gateReply(cs, from)
-	case s.cl != nil:
-		s.clusterGateReply(cs, from)
+	if cs.slock != nil {
+		s.replies.mark(cs, from)
 	}
+	s.pend(cs)
+}
+
+// putSettled is put for replies whose outcome is settled elsewhere, which the gate marks
+// none of: a leader's replies relayed to its client (the leader's gate held them) and errors
+// that end held replies. They go out behind whatever cs's earlier marks still hold.
+func (s *Server) putSettled(cs *conn, b []byte) {
+	cs.out = b
 	s.pend(cs)
 }
 
@@ -105,9 +170,7 @@ func (s *Server) flush() {
 	}
 	s.flushing = true
 	for {
-		if s.cl != nil {
-			s.clusterTurn() // proposes this turn's changes, handles raft's Readies
-		}
+		s.replies.turn() // in a cluster, proposes this turn's changes and handles raft's Readies
 		if len(s.pending) == 0 && len(s.closing) == 0 {
 			break
 		}
@@ -131,13 +194,16 @@ func (s *Server) flush() {
 	s.resume()
 }
 
-// write writes the part of cs's output the log allows, once, and keeps the rest.
+// write writes the part of cs's output the reply gate allows, once, and keeps the rest.
 func (s *Server) write(cs *conn) {
 	if cs.closed {
 		s.release(cs)
 		return
 	}
-	n := s.gate(cs)
+	n := len(cs.out)
+	if cs.gated() {
+		n = s.replies.writable(cs)
+	}
 	if n > 0 {
 		s.m.bytesSent(cs.proto, n)
 		_, err := cs.c.Write(cs.out[:n])
@@ -148,9 +214,7 @@ func (s *Server) write(cs *conn) {
 			s.release(cs) // the failed Write ran OnClose
 			return
 		}
-		cs.out = cs.out[:copy(cs.out, cs.out[n:])]
 		cs.wrote(n)
-		cs.handed += int64(n)
 	}
 	cs.sent = cs.c.OutboundBuffered()
 	s.noteOut(cs)

@@ -47,15 +47,7 @@ const DataDirMode = 0o700
 
 // logFailing says why the log cannot take writes now (the writer's last write or fsync
 // failed, and none has succeeded since), or "" when it can or there is no log.
-func (s *Server) logFailing() string {
-	if s.cl != nil && s.cl.log != nil {
-		return s.cl.log.Failing()
-	}
-	if s.persist.w == nil {
-		return ""
-	}
-	return s.persist.w.Failing()
-}
+func (s *Server) logFailing() string { return s.replies.failing() }
 
 // diskGuarded says whether a Redis-text command is refused while the log cannot be
 // written: as in Redis, the commands that may write, and PING.
@@ -115,6 +107,9 @@ func (s *Server) openLog() error {
 		Stringer("appendfsync", s.cfg.AppendFsync).Dur("took", time.Since(start)).Msg("append-only log replayed")
 	p.emit = s.appendRecord
 	p.w, err = aof.Open(p.path, r.Size, s.cfg.AppendFsync, s.logProgress)
+	if err == nil {
+		s.replies = logGate{s}
+	}
 	return err
 }
 
@@ -222,12 +217,21 @@ type gateMark struct {
 	after   uint64 // the leader's proposal count when its command ran: a later one proves leadership
 }
 
-// gateReply runs as a reply is added to slock connection cs's output at offset from: while
-// the store has changes the log has not yet acknowledged (or not even been handed), the
-// reply waits for them. Which log position it waits for is settled at the flush, after the
-// changes made so far are handed to the log in one batch (gate). This is how a reply never
+// logGate is the reply gate of the append-only log: a reply waits until the log has
+// acknowledged the changes made before it.
+type logGate struct{ s *Server }
+
+func (g logGate) turn() {}
+
+func (g logGate) failing() string { return g.s.persist.w.Failing() }
+
+// mark runs as a reply is added to slock connection cs's output at offset from: while the
+// store has changes the log has not yet acknowledged (or not even been handed), the reply
+// waits for them. Which log position it waits for is settled at the flush, after the changes
+// made so far are handed to the log in one batch (writable). This is how a reply never
 // overtakes the change it reports (nor one it saw).
-func (s *Server) gateReply(cs *conn, from int) {
+func (g logGate) mark(cs *conn, from int) {
+	s := g.s
 	p := &s.persist
 	if (p.seq <= p.ack || p.w.Failing() != "") && !s.locks.Journaled() {
 		// While the log cannot be written, what it holds back waits (and the replies marked
@@ -242,40 +246,28 @@ func (s *Server) gateReply(cs *conn, from int) {
 	s.hold(cs)
 }
 
-// gate returns how much of cs's output may be written now: up to the first mark the log has
-// not yet passed. Marks still unsettled wait for everything handed to the log so far.
-func (s *Server) gate(cs *conn) int {
-	g := cs.gates
-	if len(g) == 0 {
-		return len(cs.out)
-	}
-	if s.cl != nil {
-		return s.clusterGate(cs)
-	}
+// writable returns how much of cs's output may be written now: up to the first mark the log
+// has not yet passed. Marks still unsettled wait for everything handed to the log so far.
+func (g logGate) writable(cs *conn) int {
+	s := g.s
 	p := &s.persist
 	s.journal(p.lastNow)
-	for j := range g {
-		if g[j].seq == 0 {
-			g[j].seq = p.seq
+	gs := cs.gates
+	for j := range gs {
+		if gs[j].seq == 0 {
+			gs[j].seq = p.seq
 		}
 	}
 	i := 0
-	for i < len(g) && g[i].seq <= p.ack {
+	for i < len(gs) && gs[i].seq <= p.ack {
 		i++
 	}
-	cs.gates = g[:copy(g, g[i:])]
+	cs.gates = gs[:copy(gs, gs[i:])]
 	if len(cs.gates) == 0 {
 		return len(cs.out)
 	}
 	s.hold(cs)
 	return cs.gates[0].at
-}
-
-// wrote moves cs's marks back by the n bytes just written.
-func (cs *conn) wrote(n int) {
-	for i := range cs.gates {
-		cs.gates[i].at -= n
-	}
 }
 
 // pendHeld marks every connection whose replies wait for the log for the next flush, which

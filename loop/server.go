@@ -241,15 +241,7 @@ type Server struct {
 	pubsubLimit PubsubLimit
 	obuf        [3]PubsubLimit // client-output-buffer-limit's normal and slave classes, shown only
 
-	// The one output path (output.go).
-	cur      *conn   // the connection whose OnTraffic is running
-	pending  []*conn // connections with output for the next flush
-	closing  []*conn // connections to close after the flush
-	kicked   []*conn // connections to serve again after the flush
-	parked   []*conn // connections waiting for their socket to drain
-	stalls   []*conn // connections over --max-output with replies they asked for (output.go)
-	free     [][]byte
-	flushing bool
+	outQueue           // the one output path (output.go)
 	early    []byte    // serveEarly's scratch (order.go)
 	fair     fairState // each connection's slice of a turn, the pump, the turn figures (fair.go)
 	slow     slowlog   // SLOWLOG (slowlog.go)
@@ -257,6 +249,7 @@ type Server struct {
 	scr scriptState // EVAL and SCRIPT (script.go)
 
 	persist persistState
+	replies replyGate     // holds replies until durable: logGate, raftGate or openGate (output.go)
 	cl      *clusterState // nil unless in cluster mode (cluster.go)
 	peerH   peerHandler
 	idle    idleState
@@ -326,13 +319,14 @@ func New(cfg Config) (*Server, error) {
 		cfg.MaxSubscriptions = DefaultMaxSubscriptions
 	}
 	s := &Server{
-		cfg:    cfg,
-		fair:   fairState{slice: int64(cfg.ConnSlice)},
-		log:    cfg.Log,
-		now:    cfg.Now,
-		conns:  make(map[store.Owner]*conn),
-		byPort: make(map[int]*listenerState),
-		ready:  make(chan struct{}),
+		cfg:     cfg,
+		replies: openGate{},
+		fair:    fairState{slice: int64(cfg.ConnSlice)},
+		log:     cfg.Log,
+		now:     cfg.Now,
+		conns:   make(map[store.Owner]*conn),
+		byPort:  make(map[int]*listenerState),
+		ready:   make(chan struct{}),
 	}
 	if s.now == nil {
 		s.now = time.Now

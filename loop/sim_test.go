@@ -17,7 +17,7 @@ package loop
 //     them breaks at once and new dials are refused). Bytes are never altered or partly lost.
 //   - Dials go through Server.dialHook: the harness connects (after a round trip), refuses,
 //     or times the dial out, and runs OnOpen on both members or dialFailed on the dialler.
-//   - The raft log is the real one on a t.TempDir, stepped (aof.StepRaftLogs): after every
+//   - The raft log is the real one on a t.TempDir, stepped (raftlog.StepRaftLogs): after every
 //     event a member ran, the harness has its log writer write what the event queued, as one
 //     batch, and the writer's progress report (an EventLoop.Execute) runs on the member a
 //     fake fsync later. A kill drops a member at once (no callbacks; its peers see its links
@@ -79,9 +79,9 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/tallyd/tallyd/aof"
 	"github.com/tallyd/tallyd/proto/peer"
 	"github.com/tallyd/tallyd/proto/resp"
+	"github.com/tallyd/tallyd/raftlog"
 )
 
 // simOptions are the simulation's timings.
@@ -190,14 +190,14 @@ func newSim(t testing.TB, n int, seed uint64, opts ...func(*simOptions)) *sim {
 	binary.LittleEndian.PutUint64(cseed[:], seed)
 	saved := cryptorand.Reader
 	cryptorand.Reader = rand.NewChaCha8(cseed)
-	aof.StepRaftLogs(true)
+	raftlog.StepRaftLogs(true)
 	t.Cleanup(func() {
 		for _, m := range c.ms {
 			if m != nil && m.up {
 				c.down(m)
 			}
 		}
-		aof.StepRaftLogs(false)
+		raftlog.StepRaftLogs(false)
 		cryptorand.Reader = saved
 		if t.Failed() || os.Getenv("TALLYD_SIM_TRACE") != "" {
 			c.dump(os.Getenv("TALLYD_SIM_TRACE") == "all")
@@ -307,8 +307,8 @@ func (c *sim) settle(m *simMember) {
 	for _, d := range ds {
 		c.dial(m, d)
 	}
-	if cl := m.s.cl; cl != nil && cl.log != nil {
-		cl.log.Step()
+	if cl := m.s.cl; cl != nil && cl.st.Log != nil {
+		cl.st.Log.Step()
 	}
 	for _, r := range m.loop.take() {
 		at := c.now.Add(c.opt.fsync)
@@ -432,9 +432,9 @@ func (c *sim) boot(m *simMember, first bool, mods ...simMod) error {
 		err = errors.New("openCluster panicked: " + m.panicked)
 	}
 	if err != nil {
-		if s.cl != nil && s.cl.log != nil {
-			s.cl.log.Unstepped()
-			s.cl.log.Close()
+		if s.cl != nil && s.cl.st.Log != nil {
+			s.cl.st.Log.Unstepped()
+			s.cl.st.Log.Close()
 		}
 		m.bootErr = err
 		c.tracef(false, "m%d start failed: %v", m.id, err)
@@ -496,9 +496,9 @@ func (c *sim) crash(m *simMember) {
 	}
 	m.conns = nil
 	m.loop.take()
-	if cl := m.s.cl; cl != nil && cl.log != nil {
-		cl.log.Unstepped()
-		cl.log.Close()
+	if cl := m.s.cl; cl != nil && cl.st.Log != nil {
+		cl.st.Log.Unstepped()
+		cl.st.Log.Close()
 	}
 }
 
@@ -514,8 +514,8 @@ func (c *sim) stop(m *simMember, err error) {
 	m.inc++
 	m.conns = nil
 	m.loop.take()
-	if cl := m.s.cl; cl != nil && cl.log != nil {
-		cl.log.Unstepped()
+	if cl := m.s.cl; cl != nil && cl.st.Log != nil {
+		cl.st.Log.Unstepped()
 		m.s.closeCluster()
 	}
 }

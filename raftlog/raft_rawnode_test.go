@@ -1,4 +1,4 @@
-package aof
+package raftlog
 
 import (
 	"fmt"

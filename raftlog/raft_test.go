@@ -1,10 +1,11 @@
-package aof
+package raftlog
 
 import (
 	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/tallyd/tallyd/logfile"
 	"maps"
 	"os"
 	"path/filepath"
@@ -17,8 +18,6 @@ import (
 
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
-
-	"github.com/tallyd/tallyd/store"
 )
 
 func rent(i, term uint64, data string) *raftpb.Entry {
@@ -274,7 +273,7 @@ func TestRaftTornTail(t *testing.T) {
 func reopenCopy(t *testing.T, b []byte) *RaftState {
 	t.Helper()
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, RaftLogName), b, FileMode); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, RaftLogName), b, logfile.FileMode); err != nil {
 		t.Fatal(err)
 	}
 	st := reopen(t, dir)
@@ -299,11 +298,11 @@ func TestRaftCorruptMiddle(t *testing.T) {
 	b, ends := writeRaftLog(t, src,
 		func(l *RaftLog) uint64 { return l.Save(rhs(1, 1, 0), rents(1, 3, 1, "a"), nil) },
 		func(l *RaftLog) uint64 { return l.Save(rhs(1, 1, 3), rents(4, 6, 1, "b"), nil) })
-	for _, at := range []int{len(RaftHeader), len(RaftHeader) + 3, len(RaftHeader) + recHead + 5, int(ends[0]) - 1} {
+	for _, at := range []int{len(RaftHeader), len(RaftHeader) + 3, len(RaftHeader) + logfile.RecHead + 5, int(ends[0]) - 1} {
 		c := bytes.Clone(b)
 		c[at] ^= 0x40
 		dir := t.TempDir()
-		if err := os.WriteFile(filepath.Join(dir, RaftLogName), c, FileMode); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, RaftLogName), c, logfile.FileMode); err != nil {
 			t.Fatal(err)
 		}
 		_, _, err := OpenRaft(dir, func(RaftProgress) {})
@@ -319,12 +318,12 @@ func TestRaftCorruptMiddle(t *testing.T) {
 	c := bytes.Clone(b)
 	c[len(c)-3] ^= 0x40
 	st := reopenCopy(t, c)
-	if st.TruncatedBytes != recHead+hsPayload || len(st.Entries) != 6 || st.HardState.GetCommit() != 0 {
+	if st.TruncatedBytes != logfile.RecHead+hsPayload || len(st.Entries) != 6 || st.HardState.GetCommit() != 0 {
 		t.Fatalf("a damaged last record: truncated %d, read\n%s", st.TruncatedBytes, describe(st))
 	}
-	// Not a raft log at all.
+	// Not a raft log at all: an append-only log (aof.Header).
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, RaftLogName), []byte(Header+"more"), FileMode)
+	os.WriteFile(filepath.Join(dir, RaftLogName), []byte("TALLYAOF\x00\x00\x00\x01more"), logfile.FileMode)
 	if _, _, err := OpenRaft(dir, func(RaftProgress) {}); err == nil || !strings.Contains(err.Error(), "not a tallyd raft log") {
 		t.Fatalf("an append-only log opened as a raft log: %v", err)
 	}
@@ -336,7 +335,7 @@ func TestRaftEntriesMissing(t *testing.T) {
 	for _, i := range []uint64{1, 2, 4} {
 		b = appendEntry(b, rent(i, 1, "x"))
 	}
-	os.WriteFile(filepath.Join(dir, RaftLogName), b, FileMode)
+	os.WriteFile(filepath.Join(dir, RaftLogName), b, logfile.FileMode)
 	if _, _, err := OpenRaft(dir, func(RaftProgress) {}); err == nil || !strings.Contains(err.Error(), "entry 4 at offset") {
 		t.Fatalf("a log missing entry 3 opened: %v", err)
 	}
@@ -381,12 +380,12 @@ func TestRaftSnapshotFileDamaged(t *testing.T) {
 	for _, at := range []int{0, len(RaftSnapHeader) + 2, len(good) - 1} {
 		c := bytes.Clone(good)
 		c[at] ^= 1
-		os.WriteFile(path, c, FileMode)
+		os.WriteFile(path, c, logfile.FileMode)
 		if _, _, err := OpenRaft(dir, func(RaftProgress) {}); err == nil || !strings.Contains(err.Error(), "is damaged") {
 			t.Fatalf("byte %d of the snapshot damaged: %v", at, err)
 		}
 	}
-	os.WriteFile(path, good[:len(good)-1], FileMode)
+	os.WriteFile(path, good[:len(good)-1], logfile.FileMode)
 	if _, _, err := OpenRaft(dir, func(RaftProgress) {}); err == nil {
 		t.Fatal("a cut snapshot file opened")
 	}
@@ -520,7 +519,7 @@ func TestRaftCompactCrashPoints(t *testing.T) {
 	for _, c := range cases {
 		dir := t.TempDir()
 		for name, b := range c.files {
-			if err := os.WriteFile(filepath.Join(dir, name), b, FileMode); err != nil {
+			if err := os.WriteFile(filepath.Join(dir, name), b, logfile.FileMode); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -638,7 +637,7 @@ func TestRaftFsyncFailure(t *testing.T) {
 	}
 	// Saves go on queueing meanwhile, and everything is written, once, when the disk is back.
 	s2 := l.Save(rhs(1, 1, 4), rents(5, 5, 1, "c"), nil)
-	time.Sleep(3 * retryEvery)
+	time.Sleep(3 * logfile.RetryEvery)
 	if r := p.last(); r.Synced >= s || r.Err == nil {
 		t.Fatalf("synced %+v while fsync fails", r)
 	}
@@ -702,7 +701,7 @@ func TestRaftCompactFailure(t *testing.T) {
 		l2dir := t.TempDir()
 		for _, name := range []string{RaftLogName, RaftSnapName, RaftSnapName + raftTmp, RaftLogName + raftTmp} {
 			if b, err := os.ReadFile(filepath.Join(dir, name)); err == nil {
-				os.WriteFile(filepath.Join(l2dir, name), b, FileMode)
+				os.WriteFile(filepath.Join(l2dir, name), b, logfile.FileMode)
 			}
 		}
 		fd.set(func(d *faultDisk) { d.failSync = "" })
@@ -986,42 +985,6 @@ func BenchmarkRaftSaveQueue(b *testing.B) {
 		if n++; n%4096 == 0 {
 			l.buf, l.ops = l.buf[:0], l.ops[:0]
 		}
-	}
-}
-
-func TestRaftDecodeRecords(t *testing.T) {
-	a, c := state(0, "a", "va", 1), state(3, "c", "", 2)
-	peers := map[uint64]string{1: "h:1", 7: "h:7"}
-	b := AppendState(nil, &a)
-	e1 := len(b)
-	b = AppendPeers(b, peers)
-	e2 := len(b)
-	b = AppendState(b, &c)
-	var got []string
-	var gotPeers map[uint64]string
-	err := DecodeRecords(b, func(ks *store.KeyState) {
-		got = append(got, fmt.Sprintf("%d %q %q %d", ks.DB, bytes.TrimRight(ks.Key[:], "\x00"), ks.Value, len(ks.Holders)))
-	}, func(p map[uint64]string) { gotPeers = p })
-	if err != nil || strings.Join(got, ",") != `0 "a" "va" 1,3 "c" "" 2` || !maps.Equal(gotPeers, peers) {
-		t.Fatalf("decoded %v %v: %v", got, gotPeers, err)
-	}
-	for cut := range len(b) {
-		n := 0
-		err := DecodeRecords(b[:cut], func(*store.KeyState) { n++ }, func(map[uint64]string) { n++ })
-		if whole := cut == 0 || cut == e1 || cut == e2; (err == nil) != whole {
-			t.Fatalf("cut at %d: %v", cut, err)
-		}
-	}
-	for at := range len(b) {
-		d := bytes.Clone(b)
-		d[at] ^= 0x10
-		if err := DecodeRecords(d, func(*store.KeyState) {}, func(map[uint64]string) {}); err == nil {
-			t.Fatalf("byte %d damaged: decoded", at)
-		}
-	}
-	// An entry of a raft log is not a record of an entry's data.
-	if err := DecodeRecords(appendEntry(nil, rent(1, 1, "x")), func(*store.KeyState) {}, func(map[uint64]string) {}); err == nil {
-		t.Fatal("a raft log entry record decoded as state")
 	}
 }
 

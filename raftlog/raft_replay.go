@@ -1,6 +1,8 @@
-package aof
+package raftlog
 
 import (
+	"github.com/tallyd/tallyd/logfile"
+
 	"bytes"
 	"encoding/binary"
 	"errors"
@@ -85,7 +87,7 @@ func replayRaft(dir string) (*RaftState, *raftDisk, error) {
 		return nil, nil, err
 	}
 
-	f, err := os.OpenFile(logPath, os.O_RDWR|os.O_CREATE, FileMode)
+	f, err := os.OpenFile(logPath, os.O_RDWR|os.O_CREATE, logfile.FileMode)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -101,16 +103,10 @@ func replayRaft(dir string) (*RaftState, *raftDisk, error) {
 		if len(b) > 0 {
 			st.TruncatedBytes, st.TailWhy = int64(len(b)), "header cut off"
 		}
-		if err := f.Truncate(0); err != nil {
+		if err := logfile.Rehead(f, RaftHeader); err != nil {
 			return nil, nil, err
 		}
-		if _, err := f.WriteAt([]byte(RaftHeader), 0); err != nil {
-			return nil, nil, err
-		}
-		if err := f.Sync(); err != nil {
-			return nil, nil, err
-		}
-		if err := syncDir(dir); err != nil {
+		if err := logfile.SyncDir(dir); err != nil {
 			return nil, nil, err
 		}
 		d.size = int64(len(RaftHeader))
@@ -125,10 +121,7 @@ func replayRaft(dir string) (*RaftState, *raftDisk, error) {
 		return nil, nil, err
 	}
 	if keep < len(b) {
-		if err := f.Truncate(int64(keep)); err != nil {
-			return nil, nil, err
-		}
-		if err := f.Sync(); err != nil {
+		if err := logfile.Cut(f, int64(keep)); err != nil {
 			return nil, nil, err
 		}
 		st.TruncatedBytes, st.TailWhy = int64(len(b)-keep), why
@@ -156,7 +149,7 @@ func readRaftLog(logPath string, b []byte, st *RaftState, d *raftDisk) (keep int
 			snap, err = decodeSnap(p)
 		}
 		if err != nil {
-			w, cerr := corruptAt(raftFormat{}, "raft log", logPath, b[off:], int64(off))
+			w, cerr := logfile.CorruptAt(raftFormat{}, KindRaft, logPath, b[off:], int64(off))
 			if cerr != nil {
 				return 0, "", cerr
 			}
@@ -301,14 +294,4 @@ func decodePeers(p []byte) map[uint64]string {
 		q = q[peerHead+al:]
 	}
 	return m
-}
-
-// syncDir fsyncs a directory, so that a file created or renamed in it stays.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

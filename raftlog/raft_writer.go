@@ -1,6 +1,8 @@
-package aof
+package raftlog
 
 import (
+	"github.com/tallyd/tallyd/logfile"
+
 	"bytes"
 	"encoding/binary"
 	"errors"
@@ -40,7 +42,7 @@ func fail(what string, err error) error {
 // of raft.log with one write (a snapshot's data is written beside the bytes around it) and
 // fsyncs once; a compaction splits the round in two. A write, fsync or compaction that
 // fails is reported (RaftProgress.Err, Failing) and retried, in order, before anything queued
-// after it, retryEvery later: the file is cut back to its last synced size first, so a
+// after it, logfile.RetryEvery later: the file is cut back to its last synced size first, so a
 // failed fsync's pages are written again rather than trusted.
 func (l *RaftLog) run(d *raftDisk) {
 	defer close(l.stopped)
@@ -51,7 +53,7 @@ func (l *RaftLog) run(d *raftDisk) {
 	)
 	for {
 		if held != nil {
-			time.Sleep(time.Until(lastFail.Add(retryEvery)))
+			time.Sleep(time.Until(lastFail.Add(logfile.RetryEvery)))
 		} else {
 			<-l.wake
 		}
@@ -94,7 +96,7 @@ func (l *RaftLog) run(d *raftDisk) {
 			p.Err = fmt.Errorf("raft log %s: %w", l.dir, err)
 			msg := p.Err.Error()
 			l.lastErr.Store(&msg)
-			why := reason(err)
+			why := logfile.Reason(err)
 			l.fail.Store(&why)
 			lastFail = time.Now()
 			h := &raftBatch{buf: bytes.Clone(b.buf[at:]), ops: make([]raftOp, 0, len(b.ops)-k)}
@@ -225,21 +227,21 @@ func (l *RaftLog) flush(d *raftDisk, buf []byte, ops []raftOp, start int, p *Raf
 		op := &ops[i]
 		if op.kind == opSnap {
 			h := buf[pos:op.end]
-			d.received(binary.LittleEndian.Uint64(h[recHead+1:]), binary.LittleEndian.Uint64(h[recHead+9:]))
+			d.received(binary.LittleEndian.Uint64(h[logfile.RecHead+1:]), binary.LittleEndian.Uint64(h[logfile.RecHead+9:]))
 			fo += int64(len(h) + len(op.data))
 			pos = op.end
 			continue
 		}
 		for pos < op.end {
-			n := recHead + int(binary.LittleEndian.Uint32(buf[pos:]))
+			n := logfile.RecHead + int(binary.LittleEndian.Uint32(buf[pos:]))
 			rec := buf[pos : pos+n]
-			switch rec[recHead] {
+			switch rec[logfile.RecHead] {
 			case kindHardState:
 				d.hs = append(d.hs[:0], rec...)
 			case kindPeers:
 				d.peers = append(d.peers[:0:0], rec...)
 			case kindEntry:
-				d.add(binary.LittleEndian.Uint64(rec[recHead+2:]), entLoc{fo, uint32(n)})
+				d.add(binary.LittleEndian.Uint64(rec[logfile.RecHead+2:]), entLoc{fo, uint32(n)})
 			}
 			fo += int64(n)
 			pos += n
@@ -313,7 +315,7 @@ func (w *fileWriter) size() int64 { return w.off + int64(len(w.buf)) }
 // state. Each file is written to a temporary file, fsynced, renamed into place, and the
 // directory fsynced, so a crash leaves either file old or new: every pair replays the same.
 func (l *RaftLog) compact(d *raftDisk, h, data []byte, p *RaftProgress) error {
-	index, term := binary.LittleEndian.Uint64(h[recHead+1:]), binary.LittleEndian.Uint64(h[recHead+9:])
+	index, term := binary.LittleEndian.Uint64(h[logfile.RecHead+1:]), binary.LittleEndian.Uint64(h[logfile.RecHead+9:])
 	if index < d.snapIdx || index <= d.fileSnap && index <= d.logStart {
 		return nil // older than a snapshot received since, or done
 	}
@@ -322,7 +324,7 @@ func (l *RaftLog) compact(d *raftDisk, h, data []byte, p *RaftProgress) error {
 		finishSnap(h, data)
 		path := filepath.Join(l.dir, RaftSnapName)
 		tmp := path + raftTmp
-		f, err := openRaftFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, FileMode)
+		f, err := openRaftFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, logfile.FileMode)
 		if err != nil {
 			return fail("create snapshot file", err)
 		}
@@ -363,7 +365,7 @@ func (l *RaftLog) compact(d *raftDisk, h, data []byte, p *RaftProgress) error {
 
 	path := filepath.Join(l.dir, RaftLogName)
 	tmp := path + raftTmp
-	nf, err := openRaftFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, FileMode)
+	nf, err := openRaftFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, logfile.FileMode)
 	if err != nil {
 		return fail("create log file", err)
 	}

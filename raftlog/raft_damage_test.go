@@ -1,7 +1,8 @@
-package aof
+package raftlog
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tallyd/tallyd/logfile"
 )
 
 // raftRecs is a raft log built record by record: where each record starts (the last
@@ -26,6 +29,36 @@ func (r *raftRecs) add(b []byte, index uint64) {
 	r.index = append(r.index, index)
 }
 
+// stateRecord appends to dst a record framed and laid out as the append-only log's key state
+// (aof.AppendState), of key, value and holders holders: what an entry's data holds.
+func stateRecord(dst []byte, key, value string, holders int) []byte {
+	start := len(dst)
+	dst = append(dst, make([]byte, logfile.RecHead)...)
+	dst = append(dst, 2, 0)
+	var k [16]byte
+	copy(k[:], key)
+	dst = append(dst, k[:]...)
+	dst = binary.LittleEndian.AppendUint64(dst, 0)
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(value)))
+	dst = append(dst, value...)
+	dst = binary.LittleEndian.AppendUint16(dst, uint16(holders))
+	for i := range holders {
+		dst = append(dst, bytes.Repeat([]byte{byte(i + 1)}, 61)...)
+	}
+	return logfile.Seal(dst, start)
+}
+
+// checkKinds are the raft directory's kinds of file, for the check-log tool.
+var checkKinds = []logfile.Kind{LogKind, SnapKind}
+
+// CheckLog is the check-log tool on a raft directory's file.
+func CheckLog(path string) (*logfile.LogCheck, error) { return logfile.CheckLog(path, checkKinds) }
+
+// FixLog is check-log --fix on a raft directory's file.
+func FixLog(path string, now time.Time) (*logfile.LogCheck, string, error) {
+	return logfile.FixLog(path, now, checkKinds)
+}
+
 // raftLogOf is a raft log of n batches as a leader writes them: entries (of the append-only
 // log's records, as loop/ proposes them) and a hard state after each batch.
 func raftLogOf(rng *rand.Rand, n int) *raftRecs {
@@ -35,8 +68,7 @@ func raftLogOf(rng *rand.Rand, n int) *raftRecs {
 	for range n {
 		for range 1 + rng.IntN(3) {
 			i++
-			s := state(0, fmt.Sprintf("k%d", i), strings.Repeat("v", rng.IntN(60)), rng.IntN(2))
-			data := AppendState([]byte{1, 0, 0, 0, 0, 0, 0, 0, 0}, &s)
+			data := stateRecord([]byte{1, 0, 0, 0, 0, 0, 0, 0, 0}, fmt.Sprintf("k%d", i), strings.Repeat("v", rng.IntN(60)), rng.IntN(2))
 			if rng.IntN(5) == 0 { // a value holding a raft record
 				data = appendHardState(data, 9, 9, 9)
 			}
@@ -63,7 +95,7 @@ func TestRaftFlipAndTornTail(t *testing.T) {
 	b := bytes.Clone(full[:len(full)-10])
 	b[at] ^= 0x04
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, RaftLogName), b, FileMode); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, RaftLogName), b, logfile.FileMode); err != nil {
 		t.Fatal(err)
 	}
 	_, _, err := OpenRaft(dir, func(RaftProgress) {})
@@ -114,7 +146,7 @@ func TestRaftFixLog(t *testing.T) {
 		path := filepath.Join(dir, RaftLogName)
 		b := bytes.Clone(r.b[:len(r.b)-10])
 		b[c.at] ^= 0x10
-		if err := os.WriteFile(path, b, FileMode); err != nil {
+		if err := os.WriteFile(path, b, logfile.FileMode); err != nil {
 			t.Fatal(err)
 		}
 		if _, _, err := replayRaft(dir); !errors.As(err, new(*CorruptError)) {
@@ -147,7 +179,7 @@ func TestRaftFixLog(t *testing.T) {
 	}
 	// A torn tail alone: cut at start, every entry before it kept.
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, RaftLogName), r.b[:len(r.b)-10], FileMode); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, RaftLogName), r.b[:len(r.b)-10], logfile.FileMode); err != nil {
 		t.Fatal(err)
 	}
 	st, _, err := replayRaft(dir)
@@ -197,7 +229,7 @@ func TestRaftRandomDamage(t *testing.T) {
 		}
 		dir := t.TempDir()
 		path := filepath.Join(dir, RaftLogName)
-		if err := os.WriteFile(path, b, FileMode); err != nil {
+		if err := os.WriteFile(path, b, logfile.FileMode); err != nil {
 			t.Fatal(err)
 		}
 		st, _, err := replayRaft(dir)

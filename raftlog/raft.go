@@ -1,6 +1,8 @@
-package aof
+package raftlog
 
 import (
+	"github.com/tallyd/tallyd/logfile"
+
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -55,7 +57,9 @@ const (
 	kindEntry     = 0x22
 	kindSnapshot  = 0x23
 	kindPeers     = 0x24
-	kindMessage   = 0x25 // a pub/sub message in a raft entry's records (AppendMessage)
+
+	// KindPeers is the kind of a peer table record, which a snapshot's data carries too.
+	KindPeers = kindPeers
 
 	hsPayload    = 1 + 3*8
 	entryHead    = 1 + 1 + 8 + 8 + 1
@@ -197,7 +201,7 @@ func OpenRaft(dir string, done func(RaftProgress)) (*RaftLog, *RaftState, error)
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, nil, err
 		}
-		if err := syncDir(filepath.Dir(dir)); err != nil { // the new directory stays
+		if err := logfile.SyncDir(filepath.Dir(dir)); err != nil { // the new directory stays
 			return nil, nil, err
 		}
 	}
@@ -205,7 +209,7 @@ func OpenRaft(dir string, done func(RaftProgress)) (*RaftLog, *RaftState, error)
 	if err != nil {
 		return nil, nil, err
 	}
-	f, err := openRaftFile(filepath.Join(dir, RaftLogName), os.O_RDWR, FileMode)
+	f, err := openRaftFile(filepath.Join(dir, RaftLogName), os.O_RDWR, logfile.FileMode)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -417,22 +421,14 @@ func marshalConf(snap *raftpb.Snapshot) []byte {
 	return b
 }
 
-// frame fills in the length and checksum of the record that starts at dst[start:].
-func frame(dst []byte, start int) []byte {
-	p := dst[start+recHead:]
-	binary.LittleEndian.PutUint32(dst[start:], uint32(len(p)))
-	binary.LittleEndian.PutUint32(dst[start+4:], crc32.Checksum(p, castagnoli))
-	return dst
-}
-
 func appendHardState(dst []byte, term, vote, commit uint64) []byte {
 	start := len(dst)
-	dst = append(dst, make([]byte, recHead)...)
+	dst = append(dst, make([]byte, logfile.RecHead)...)
 	dst = append(dst, kindHardState)
 	dst = binary.LittleEndian.AppendUint64(dst, term)
 	dst = binary.LittleEndian.AppendUint64(dst, vote)
 	dst = binary.LittleEndian.AppendUint64(dst, commit)
-	return frame(dst, start)
+	return logfile.Seal(dst, start)
 }
 
 func appendEntry(dst []byte, e *raftpb.Entry) []byte {
@@ -450,13 +446,13 @@ func appendEntry(dst []byte, e *raftpb.Entry) []byte {
 	if e.Data != nil {
 		fields |= entData
 	}
-	dst = append(dst, make([]byte, recHead)...)
+	dst = append(dst, make([]byte, logfile.RecHead)...)
 	dst = append(dst, kindEntry, fields)
 	dst = binary.LittleEndian.AppendUint64(dst, e.GetIndex())
 	dst = binary.LittleEndian.AppendUint64(dst, e.GetTerm())
 	dst = append(dst, byte(e.GetType()))
 	dst = append(dst, e.GetData()...)
-	return frame(dst, start)
+	return logfile.Seal(dst, start)
 }
 
 // appendSnapHead appends a snapshot record up to its data, which is n bytes long and
@@ -474,13 +470,13 @@ func appendSnapHead(dst []byte, index, term uint64, conf []byte, n int) []byte {
 
 // finishSnap writes the checksum into the snapshot record head h, whose data is data.
 func finishSnap(h, data []byte) {
-	c := crc32.Update(crc32.Checksum(h[recHead:], castagnoli), castagnoli, data)
+	c := crc32.Update(crc32.Checksum(h[logfile.RecHead:], logfile.Castagnoli), logfile.Castagnoli, data)
 	binary.LittleEndian.PutUint32(h[4:], c)
 }
 
 func appendPeers(dst []byte, ids []uint64, p map[uint64]string) []byte {
 	start := len(dst)
-	dst = append(dst, make([]byte, recHead)...)
+	dst = append(dst, make([]byte, logfile.RecHead)...)
 	dst = append(dst, kindPeers)
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(ids)))
 	for _, id := range ids {
@@ -492,7 +488,7 @@ func appendPeers(dst []byte, ids []uint64, p map[uint64]string) []byte {
 		dst = binary.LittleEndian.AppendUint16(dst, uint16(len(a)))
 		dst = append(dst, a...)
 	}
-	return frame(dst, start)
+	return logfile.Seal(dst, start)
 }
 
 // errRaftShort is a record cut off by the end of the bytes.
@@ -502,24 +498,24 @@ var errRaftShort = errors.New("record cut off")
 // returns its payload and total length. errRaftShort means b ends inside it; other errors
 // mean it is corrupt.
 func raftNext(b []byte) (payload []byte, n int, err error) {
-	if len(b) < recHead {
+	if len(b) < logfile.RecHead {
 		return nil, 0, errRaftShort
 	}
 	size := binary.LittleEndian.Uint32(b)
 	if size < 1 || size > MaxRaftRecord {
 		return nil, 0, fmt.Errorf("record length %d out of range [1, %d]", size, MaxRaftRecord)
 	}
-	if uint64(len(b)) < recHead+uint64(size) {
+	if uint64(len(b)) < logfile.RecHead+uint64(size) {
 		return nil, 0, errRaftShort
 	}
-	payload = b[recHead : recHead+size]
+	payload = b[logfile.RecHead : logfile.RecHead+size]
 	if err := raftShaped(payload); err != nil {
 		return nil, 0, err
 	}
-	if crc32.Checksum(payload, castagnoli) != binary.LittleEndian.Uint32(b[4:]) {
+	if crc32.Checksum(payload, logfile.Castagnoli) != binary.LittleEndian.Uint32(b[4:]) {
 		return nil, 0, errors.New("checksum mismatch")
 	}
-	return payload, recHead + int(size), nil
+	return payload, logfile.RecHead + int(size), nil
 }
 
 // raftShaped reports whether p, a payload, has a known kind and lengths that agree with it.

@@ -5,21 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"slices"
 
+	"github.com/tallyd/tallyd/raftlog"
 	"github.com/tallyd/tallyd/store"
 )
 
-// AppendPeers appends the peer address table (ID -> host:port) as one record, the one the
-// raft log keeps it in: a snapshot's data carries it beside the state records.
-func AppendPeers(dst []byte, p map[uint64]string) []byte {
-	ids := make([]uint64, 0, len(p))
-	for id := range p {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return appendPeers(dst, ids, p)
-}
+// kindMessage is a pub/sub message in a raft entry's records (AppendMessage).
+const kindMessage = 0x25
 
 // DecodeRecords calls state for each key state record in b and peers for each peer table
 // record, in order: b is a raft entry's records or a snapshot's data. The KeyState passed
@@ -65,9 +57,10 @@ func DecodeRecordsWith(b []byte, state func(*store.KeyState), peers func(map[uin
 			if err = decode(p, &ks); err == nil {
 				state(&ks)
 			}
-		case kindPeers:
-			if err = raftShaped(p); err == nil {
-				peers(decodePeers(p))
+		case raftlog.KindPeers:
+			var m map[uint64]string
+			if m, err = raftlog.DecodePeers(p); err == nil {
+				peers(m)
 			}
 		case kindMessage:
 			if len(p) < 5 || uint64(binary.LittleEndian.Uint32(p[1:])) > uint64(len(p)-5) {

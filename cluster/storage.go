@@ -1,0 +1,157 @@
+// Package cluster is tallyd's raft member apart from the loop. So far it holds raft's
+// storage on this node: the in-memory log raft reads, kept in step with the raft log on disk
+// (raftlog), and the appends whose responses wait until that log has made them durable.
+// The loop drives raft and applies what it commits; it calls in here to store.
+package cluster
+
+import (
+	"errors"
+	"fmt"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/tallyd/tallyd/raftlog"
+)
+
+// Storage is raft's storage on this node, for raft's asynchronous storage writes: an append
+// reaches raft's memory at once and the disk by the log's writer, and its responses are
+// delivered once the writer reports it durable (Synced).
+type Storage struct {
+	Mem *raft.MemoryStorage // what raft reads (raft.Config.Storage)
+	Log *raftlog.RaftLog    // the raft log on disk; nil until opened
+
+	appends []appendDone // appends in flight, in order
+	synced  uint64       // the log's last batch made durable
+	stable  uint64       // the last entry index made durable here
+}
+
+// appendDone is a raft log append in flight: its batch in the log, the responses raft
+// asked to be delivered once it is durable, and its last entry's index.
+type appendDone struct {
+	seq   uint64
+	resps []*raftpb.Message
+	last  uint64
+}
+
+// NewStorage returns an empty storage; its Log is set once the raft log is opened.
+func NewStorage() *Storage { return &Storage{Mem: raft.NewMemoryStorage()} }
+
+// Load puts what the raft log read back (OpenRaft) into raft's memory: its snapshot, hard
+// state and entries. fresh says there was none of them.
+func (st *Storage) Load(rs *raftlog.RaftState) (fresh bool, err error) {
+	fresh = true
+	if rs.Snapshot != nil && !raft.IsEmptySnap(rs.Snapshot) {
+		fresh = false
+		if err := st.Mem.ApplySnapshot(rs.Snapshot); err != nil {
+			return false, fmt.Errorf("raft snapshot: %w", err)
+		}
+	}
+	if rs.HardState != nil && !raft.IsEmptyHardState(rs.HardState) {
+		fresh = false
+		if err := st.Mem.SetHardState(rs.HardState); err != nil {
+			return false, err
+		}
+	}
+	if len(rs.Entries) > 0 {
+		fresh = false
+		if err := st.Mem.Append(rs.Entries); err != nil {
+			return false, fmt.Errorf("raft entries: %w", err)
+		}
+	}
+	return fresh, nil
+}
+
+// AppendHooks are the loop's parts of an append, called in this order.
+type AppendHooks struct {
+	// Snapshot installs a snapshot the leader sent, once raft's memory has it.
+	Snapshot func(*raftpb.Snapshot)
+	// Entries sees the append's entries once raft's memory has them.
+	Entries func([]*raftpb.Entry)
+	// Fail reports a failure of raft's memory to take the snapshot ("snapshot") or the
+	// entries ("append").
+	Fail func(what string, err error)
+}
+
+// Append takes one of raft's appends (a LocalAppendThread message: a hard state, a snapshot,
+// entries) into raft's memory and hands it to the log's writer. It reports whether the log
+// has made it durable already (the caller then delivers it: Deliver).
+func (st *Storage) Append(m *raftpb.Message, h AppendHooks) bool {
+	var hs *raftpb.HardState
+	if m.Term != nil {
+		hs = &raftpb.HardState{Term: m.Term, Vote: m.Vote, Commit: m.Commit}
+		_ = st.Mem.SetHardState(hs)
+	}
+	snap := m.GetSnapshot()
+	if snap != nil && raft.IsEmptySnap(snap) {
+		snap = nil
+	}
+	if snap != nil {
+		if err := st.Mem.ApplySnapshot(snap); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {
+			h.Fail("snapshot", err)
+		}
+		h.Snapshot(snap)
+	}
+	ents := m.GetEntries()
+	var last uint64
+	if len(ents) > 0 {
+		if err := st.Mem.Append(ents); err != nil {
+			h.Fail("append", err)
+		}
+		last = ents[len(ents)-1].GetIndex()
+		h.Entries(ents)
+	}
+	seq := st.Log.Save(hs, ents, snap)
+	st.appends = append(st.appends, appendDone{seq, m.GetResponses(), last})
+	return st.synced >= seq
+}
+
+// Synced takes the log writer's report that its batches up to seq are durable.
+func (st *Storage) Synced(seq uint64) {
+	if seq > st.synced {
+		st.synced = seq
+	}
+}
+
+// Deliver hands the responses of the appends the log has made durable, in order, to step
+// (those to this member, self) or send (those to others).
+func (st *Storage) Deliver(self uint64, step, send func(*raftpb.Message)) {
+	n := 0
+	for ; n < len(st.appends) && st.appends[n].seq <= st.synced; n++ {
+		a := &st.appends[n]
+		st.stable = max(st.stable, a.last)
+		for _, r := range a.resps {
+			if r.GetTo() == self {
+				step(r)
+			} else {
+				send(r)
+			}
+		}
+		a.resps = nil
+	}
+	if n > 0 {
+		st.appends = st.appends[:copy(st.appends, st.appends[n:])]
+	}
+}
+
+// keepEntries is how many entries a snapshot leaves before its index, for followers a
+// little behind.
+const keepEntries = 5000
+
+// Snapshot takes a snapshot of the state at index applied (data, the configuration cs) into
+// raft's memory and the log on disk, and drops the entries before it but the last
+// keepEntries. An error means none was taken.
+func (st *Storage) Snapshot(applied uint64, cs *raftpb.ConfState, data []byte) error {
+	snap, err := st.Mem.CreateSnapshot(applied, cs, data)
+	if err != nil {
+		return err
+	}
+	if applied > keepEntries {
+		_ = st.Mem.Compact(applied - keepEntries)
+	}
+	st.Log.Compact(snap)
+	return nil
+}
+
+// Stable returns the last entry index this member's log has made durable.
+func (st *Storage) Stable() uint64 { return st.stable }

@@ -1,0 +1,96 @@
+package cluster
+
+import (
+	"testing"
+
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/tallyd/tallyd/raftlog"
+)
+
+func ent(i, term uint64) *raftpb.Entry {
+	return &raftpb.Entry{Index: new(i), Term: new(term), Type: new(raftpb.EntryNormal), Data: []byte("x")}
+}
+
+// TestStorageDeliversWhenDurable: an append reaches raft's memory at once; its responses go
+// out, in order, only once the log's writer reports its batch durable, to raft itself or to
+// the other members.
+func TestStorageDeliversWhenDurable(t *testing.T) {
+	st := NewStorage()
+	lg, _, err := raftlog.OpenRaft(t.TempDir(), func(raftlog.RaftProgress) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lg.Close()
+	st.Log = lg
+	var seen []string
+	hooks := AppendHooks{
+		Snapshot: func(*raftpb.Snapshot) { seen = append(seen, "snapshot") },
+		Entries:  func(e []*raftpb.Entry) { seen = append(seen, "entries") },
+		Fail:     func(what string, err error) { t.Errorf("%s: %v", what, err) },
+	}
+	self := uint64(1)
+	m1 := &raftpb.Message{Term: new(uint64(1)), Vote: new(uint64(1)), Commit: new(uint64(0)),
+		Entries:   []*raftpb.Entry{ent(1, 1), ent(2, 1)},
+		Responses: []*raftpb.Message{{To: new(self)}, {To: new(uint64(2))}}}
+	if st.Append(m1, hooks) {
+		t.Fatal("durable before the writer said so")
+	}
+	m2 := &raftpb.Message{Entries: []*raftpb.Entry{ent(3, 1)}, Responses: []*raftpb.Message{{To: new(uint64(3))}}}
+	st.Append(m2, hooks)
+	if last, _ := st.Mem.LastIndex(); last != 3 || len(seen) != 2 {
+		t.Fatalf("raft's memory holds up to %d, hooks saw %v", last, seen)
+	}
+	var stepped, sent []uint64
+	deliver := func() {
+		st.Deliver(self, func(m *raftpb.Message) { stepped = append(stepped, m.GetTo()) },
+			func(m *raftpb.Message) { sent = append(sent, m.GetTo()) })
+	}
+	deliver()
+	if len(stepped)+len(sent) != 0 || st.Stable() != 0 {
+		t.Fatalf("delivered before durable: %v %v, stable %d", stepped, sent, st.Stable())
+	}
+	st.Synced(1) // the first batch
+	deliver()
+	if len(stepped) != 1 || len(sent) != 1 || st.Stable() != 2 {
+		t.Fatalf("after the first batch: stepped %v, sent %v, stable %d", stepped, sent, st.Stable())
+	}
+	st.Synced(1 << 40)
+	deliver()
+	deliver()
+	if len(stepped) != 1 || len(sent) != 2 || sent[1] != 3 || st.Stable() != 3 {
+		t.Fatalf("after every batch: stepped %v, sent %v, stable %d", stepped, sent, st.Stable())
+	}
+	if st.Append(&raftpb.Message{Term: new(uint64(2)), Vote: new(uint64(0)), Commit: new(uint64(3))}, hooks) != true {
+		t.Fatal("an append after a durable one's batch is not durable at once")
+	}
+	if hs, _, _ := st.Mem.InitialState(); hs.GetTerm() != 2 || hs.GetCommit() != 3 {
+		t.Fatalf("hard state %v", hs)
+	}
+}
+
+// TestBootstrapOnly: a log of nothing but the initial members' configuration entries (or a
+// snapshot of just those) is a bootstrap; an entry a leader appended is history.
+func TestBootstrapOnly(t *testing.T) {
+	cc := func(i uint64) *raftpb.Entry {
+		return &raftpb.Entry{Index: new(i), Term: new(uint64(1)), Type: new(raftpb.EntryConfChange)}
+	}
+	snap := &raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{Index: new(uint64(3)), Term: new(uint64(1)),
+		ConfState: &raftpb.ConfState{Voters: []uint64{1, 2, 3}}}}
+	for _, c := range []struct {
+		snap *raftpb.Snapshot
+		ents []*raftpb.Entry
+		want bool
+	}{
+		{nil, nil, false},
+		{nil, []*raftpb.Entry{cc(1), cc(2), cc(3)}, true},
+		{nil, []*raftpb.Entry{cc(1), cc(2), ent(3, 1)}, false},
+		{snap, nil, true},
+		{snap, []*raftpb.Entry{cc(4)}, true},
+		{snap, []*raftpb.Entry{ent(4, 2)}, false},
+	} {
+		if got := BootstrapOnly(c.snap, c.ents); got != c.want {
+			t.Errorf("snapshot %v, %d entries: %v, want %v", c.snap != nil, len(c.ents), got, c.want)
+		}
+	}
+}
