@@ -1,8 +1,8 @@
 package loop
 
 import (
+	"github.com/tallyd/tallyd/proto/rediscmd"
 	"github.com/tallyd/tallyd/proto/resp"
-	"github.com/tallyd/tallyd/proto/slock"
 )
 
 // This file serves the compare-and-set commands (DELEX, DELIFEQ, SET ... IF*) and GETDEL,
@@ -13,44 +13,44 @@ import (
 // casBegin checks DELEX, DELIFEQ, GETDEL or GETEX kv against the key's value: false when it
 // has answered already (no key, a condition that does not hold, a wrong type, nothing to
 // change), true when kv.Frame is to run.
-func (s *Server) casBegin(cs *conn, kv *slock.KV, db uint8, now int64) bool {
+func (s *Server) casBegin(cs *conn, kv *rediscmd.KV, db uint8, now int64) bool {
 	key := cs.slock.text.KeyID(kv.Keys[0]) // GETEX without options builds no frame
 	v := s.locks.Value(db, key)
-	hash, _ := slock.IsHash(v)
+	hash, _ := rediscmd.IsHash(v)
 	b := s.scratchFor(cs)
 	switch kv.Op {
-	case slock.OpDelEx:
+	case rediscmd.OpDelEx:
 		switch {
-		case kv.Cond == slock.CondNone:
+		case kv.Cond == rediscmd.CondNone:
 			return true // as DEL of one key
 		case hash:
-			s.textError(cs, slock.ErrWrongType)
-		case !slock.HasValue(v) || !kv.CondHolds(v):
+			s.textError(cs, rediscmd.ErrWrongType)
+		case !rediscmd.HasValue(v) || !kv.CondHolds(v):
 			s.sendTo(cs, resp.AppendInt(b, 0))
 		case s.locks.LockedByOther(db, key, cs.owner, s.clientOf(cs)):
 			s.sendTo(cs, resp.AppendInt(b, 0)) // a LOCK under another LockId: not deleted, as DEL
 		default:
 			return true
 		}
-	case slock.OpGetDel:
+	case rediscmd.OpGetDel:
 		switch {
 		case hash:
-			s.textError(cs, slock.ErrWrongType)
-		case !slock.HasValue(v), s.locks.LockedByOther(db, key, cs.owner, s.clientOf(cs)):
+			s.textError(cs, rediscmd.ErrWrongType)
+		case !rediscmd.HasValue(v), s.locks.LockedByOther(db, key, cs.owner, s.clientOf(cs)):
 			s.sendTo(cs, resp.AppendNull(b))
 		default:
 			return true
 		}
-	case slock.OpGetEx:
+	case rediscmd.OpGetEx:
 		switch {
-		case !slock.HasValue(v):
+		case !rediscmd.HasValue(v):
 			s.sendTo(cs, resp.AppendNull(b))
 		case hash:
-			s.textError(cs, slock.ErrWrongType)
+			s.textError(cs, rediscmd.ErrWrongType)
 		case kv.Late != nil:
 			s.textError(cs, kv.Late)
 		case kv.Frame.Type == 0, kv.Persist && s.locks.TTL(db, key, now) == -1:
-			s.sendTo(cs, slock.AppendValue(b, v, kv.Numbers)) // nothing to change: a GET
+			s.sendTo(cs, rediscmd.AppendValue(b, v, kv.Numbers)) // nothing to change: a GET
 		default:
 			return true
 		}
@@ -61,10 +61,10 @@ func (s *Server) casBegin(cs *conn, kv *slock.KV, db uint8, now int64) bool {
 // casSet checks SET ... IF* kv (without GET) against the key's value: false when it has
 // answered (a wrong type, or the condition does not hold: not set), true when the SET is to
 // run.
-func (s *Server) casSet(cs *conn, kv *slock.KV, db uint8) bool {
+func (s *Server) casSet(cs *conn, kv *rediscmd.KV, db uint8) bool {
 	v := s.locks.Value(db, kv.Frame.Key)
-	if hash, _ := slock.IsHash(v); hash {
-		s.textError(cs, slock.ErrWrongType)
+	if hash, _ := rediscmd.IsHash(v); hash {
+		s.textError(cs, rediscmd.ErrWrongType)
 		return false
 	}
 	if !kv.CondHolds(v) {

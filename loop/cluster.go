@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tallyd/tallyd/aof"
+	"github.com/tallyd/tallyd/proto/rediscmd"
 	"github.com/tallyd/tallyd/proto/resp"
 	"github.com/tallyd/tallyd/proto/slock"
 	"github.com/tallyd/tallyd/store"
@@ -702,7 +703,7 @@ func (s *Server) applyRecords(b []byte, now int64) {
 
 // setSecret adopts the cluster's key-name secret.
 func (s *Server) setSecret(k [32]byte) {
-	s.keys = slock.NewKeys(k)
+	s.keys = rediscmd.NewKeys(k)
 	s.cl.secret, s.cl.secretKey = true, k
 }
 

@@ -7,12 +7,13 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/tallyd/tallyd/proto/rediscmd"
 	"github.com/tallyd/tallyd/proto/resp"
 	"github.com/tallyd/tallyd/proto/slock"
 )
 
 // This file is slock's Redis-text side: the commands of a connection that speaks RESP,
-// looked up in proto/slock's command table and dispatched by their typed form. Key/value
+// looked up in proto/rediscmd's command table and dispatched by their typed form. Key/value
 // commands are in slockkv.go.
 
 // textHandler serves Redis-text commands on the slock port. A LOCK or UNLOCK (or a
@@ -90,7 +91,7 @@ func (s *Server) textFlush(cs *conn) bool {
 func (s *Server) slockCommand(cs *conn, args [][]byte, raw []byte, now int64) (quit bool) {
 	sc := cs.slock
 	sc.text.Keys = s.keys
-	spec := slock.Lookup(args[0])
+	spec := rediscmd.Lookup(args[0])
 	if cs.virt == nil && !s.permit(cs, spec, args) {
 		return false // NOAUTH or NOPERM (auth.go); a forwarded command was checked where it came from
 	}
@@ -101,7 +102,7 @@ func (s *Server) slockCommand(cs *conn, args [][]byte, raw []byte, now int64) (q
 		s.subscribedError(cs, spec, args) // as Redis 7.0 over RESP2 (pubsub.go)
 		return false
 	}
-	if sc.tx.active && (spec == nil || spec.Flags&slock.CmdTx == 0) {
+	if sc.tx.active && (spec == nil || spec.Flags&rediscmd.CmdTx == 0) {
 		s.txQueue(cs, spec, args, raw)
 		return false
 	}
@@ -126,14 +127,14 @@ func (s *Server) slockCommand(cs *conn, args [][]byte, raw []byte, now int64) (q
 
 // runCommand runs one text command whose spec (nil: unknown) slockCommand looked up; true
 // means close the connection after the reply. (No defers here: it returns from many places.)
-func (s *Server) runCommand(cs *conn, spec *slock.Spec, args [][]byte, now int64) (quit bool) {
+func (s *Server) runCommand(cs *conn, spec *rediscmd.Spec, args [][]byte, now int64) (quit bool) {
 	sc := cs.slock
 	if spec == nil {
-		s.sendTo(cs, slock.AppendUnknown(s.scratchFor(cs), args))
+		s.sendTo(cs, rediscmd.AppendUnknown(s.scratchFor(cs), args))
 		return false
 	}
 	if !spec.ArityOK(len(args)) {
-		if spec.Cmd == slock.CmdExec { // as Redis: EXEC with arguments aborts the transaction
+		if spec.Cmd == rediscmd.CmdExec { // as Redis: EXEC with arguments aborts the transaction
 			if sc.tx.active {
 				s.txReset(cs)
 			}
@@ -150,27 +151,27 @@ func (s *Server) runCommand(cs *conn, spec *slock.Spec, args [][]byte, now int64
 			return false
 		}
 	}
-	if spec.Flags&slock.CmdDenyOOM != 0 && s.overBudget() {
+	if spec.Flags&rediscmd.CmdDenyOOM != 0 && s.overBudget() {
 		s.refuseOOM(cs, spec.Name)
 		s.sendTo(cs, resp.AppendError(s.scratchFor(cs), oomText))
 		return false
 	}
 	r := &sc.req
 	var err error
-	s.sl.dataBuf, err = slock.Parse(spec, args, &sc.text, now/1e6, func() [16]byte { return s.textID(cs) }, r, s.sl.dataBuf[:0])
+	s.sl.dataBuf, err = rediscmd.Parse(spec, args, &sc.text, now/1e6, func() [16]byte { return s.textID(cs) }, r, s.sl.dataBuf[:0])
 	if err != nil {
 		s.textError(cs, err)
 		return false
 	}
-	if sc.tx.exec && spec.Flags&slock.CmdMayWait != 0 {
+	if sc.tx.exec && spec.Flags&rediscmd.CmdMayWait != 0 {
 		r.Frame.Timeout, r.KV.Frame.Timeout = 0, 0 // nothing waits inside EXEC
 	}
 	switch spec.Cmd {
-	case slock.CmdLock, slock.CmdUnlock, slock.CmdPush:
+	case rediscmd.CmdLock, rediscmd.CmdUnlock, rediscmd.CmdPush:
 		s.textLock(cs, r, now)
-	case slock.CmdKV:
+	case rediscmd.CmdKV:
 		s.slockKV(cs, now)
-	case slock.CmdPing:
+	case rediscmd.CmdPing:
 		if sc.subscribed() { // in subscribed mode, as Redis: a pong push
 			b := resp.AppendBulkString(resp.AppendArray(s.scratchFor(cs), 2), "pong")
 			s.sendTo(cs, resp.AppendBulk(b, argAt(args, 1)))
@@ -181,100 +182,100 @@ func (s *Server) runCommand(cs *conn, spec *slock.Spec, args [][]byte, now int64
 		} else {
 			s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "PONG"))
 		}
-	case slock.CmdEcho:
+	case rediscmd.CmdEcho:
 		s.sendTo(cs, resp.AppendBulk(s.scratchFor(cs), args[1]))
-	case slock.CmdQuit:
+	case rediscmd.CmdQuit:
 		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
 		return true
-	case slock.CmdSelect:
+	case rediscmd.CmdSelect:
 		sc.text.DB = uint8(r.N)
 		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
-	case slock.CmdTimeout:
+	case rediscmd.CmdTimeout:
 		if resp.Is(r.Arg, "SET") {
 			sc.text.Timeout, sc.text.TimeoutFlag = uint16(r.N), uint16(r.N>>16)
 			s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
 		} else {
 			s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), int64(sc.text.TimeoutFlag)<<16|int64(sc.text.Timeout)))
 		}
-	case slock.CmdInfo:
+	case rediscmd.CmdInfo:
 		s.sendTo(cs, resp.AppendBulk(s.scratchFor(cs), resp.InfoSections(s.slockInfo(now), args[1:])))
-	case slock.CmdConfig, slock.CmdClient, slock.CmdCommand:
+	case rediscmd.CmdConfig, rediscmd.CmdClient, rediscmd.CmdCommand:
 		s.slockAdmin(cs, args)
-	case slock.CmdHash:
+	case rediscmd.CmdHash:
 		s.kvHash(cs, &r.Hash, now)
-	case slock.CmdScan:
+	case rediscmd.CmdScan:
 		s.kvScan(cs, sc.text.DB, &r.Scan)
-	case slock.CmdMGet:
+	case rediscmd.CmdMGet:
 		s.kvMGet(cs, args, now)
-	case slock.CmdMSet, slock.CmdMSetNX:
-		s.kvMSet(cs, args, spec.Cmd == slock.CmdMSetNX, now)
-	case slock.CmdMulti:
+	case rediscmd.CmdMSet, rediscmd.CmdMSetNX:
+		s.kvMSet(cs, args, spec.Cmd == rediscmd.CmdMSetNX, now)
+	case rediscmd.CmdMulti:
 		if sc.tx.active {
 			s.sendTo(cs, resp.AppendError(s.scratchFor(cs), "ERR MULTI calls can not be nested"))
 			break
 		}
 		sc.tx.active = true
 		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
-	case slock.CmdExec:
+	case rediscmd.CmdExec:
 		return s.txExec(cs, now)
-	case slock.CmdDiscard:
+	case rediscmd.CmdDiscard:
 		if !sc.tx.active {
 			s.sendTo(cs, resp.AppendError(s.scratchFor(cs), "ERR DISCARD without MULTI"))
 			break
 		}
 		s.txReset(cs)
 		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
-	case slock.CmdWatch:
+	case rediscmd.CmdWatch:
 		s.txWatch(cs, args[1:])
-	case slock.CmdUnwatch:
+	case rediscmd.CmdUnwatch:
 		s.unwatchAll(cs)
 		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
-	case slock.CmdHello:
+	case rediscmd.CmdHello:
 		s.helloCmd(cs)
-	case slock.CmdAuth:
+	case rediscmd.CmdAuth:
 		s.authCmd(cs, args)
-	case slock.CmdACL:
+	case rediscmd.CmdACL:
 		s.aclCmd(cs, args)
-	case slock.CmdConsistency:
+	case rediscmd.CmdConsistency:
 		s.consistency(cs, args)
-	case slock.CmdCluster:
+	case rediscmd.CmdCluster:
 		s.clusterCmd(cs, args)
-	case slock.CmdToken:
+	case rediscmd.CmdToken:
 		s.token(cs, args)
-	case slock.CmdSlowlog:
+	case rediscmd.CmdSlowlog:
 		s.slowlogCmd(cs, args)
-	case slock.CmdWait:
+	case rediscmd.CmdWait:
 		s.waitCmd(cs, args, now)
-	case slock.CmdEval:
+	case rediscmd.CmdEval:
 		s.evalCmd(cs, spec, args, now)
-	case slock.CmdScript:
+	case rediscmd.CmdScript:
 		s.scriptCmd(cs, args)
-	case slock.CmdSubscribe, slock.CmdPSubscribe:
-		s.subscribe(cs, args[1:], spec.Cmd == slock.CmdPSubscribe)
-	case slock.CmdUnsubscribe, slock.CmdPUnsubscribe:
-		s.unsubscribe(cs, args[1:], spec.Cmd == slock.CmdPUnsubscribe)
-	case slock.CmdPublish:
+	case rediscmd.CmdSubscribe, rediscmd.CmdPSubscribe:
+		s.subscribe(cs, args[1:], spec.Cmd == rediscmd.CmdPSubscribe)
+	case rediscmd.CmdUnsubscribe, rediscmd.CmdPUnsubscribe:
+		s.unsubscribe(cs, args[1:], spec.Cmd == rediscmd.CmdPUnsubscribe)
+	case rediscmd.CmdPublish:
 		s.publishCmd(cs, args[1], args[2])
-	case slock.CmdPubsub:
+	case rediscmd.CmdPubsub:
 		s.pubsubCmd(cs, args)
-	case slock.CmdReset:
+	case rediscmd.CmdReset:
 		s.resetCmd(cs)
-	case slock.CmdGetFence:
+	case rediscmd.CmdGetFence:
 		f := s.locks.KeyFence(sc.text.DB, sc.text.KeyID(args[1]))
 		s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), int64(f)))
 	default:
-		s.sendTo(cs, slock.AppendUnknown(s.scratchFor(cs), args))
+		s.sendTo(cs, rediscmd.AppendUnknown(s.scratchFor(cs), args))
 	}
 	return false
 }
 
-// textError answers the command being served with err (slock.AppendTextError).
+// textError answers the command being served with err (rediscmd.AppendTextError).
 func (s *Server) textError(cs *conn, err error) {
-	s.sendTo(cs, slock.AppendTextError(s.scratchFor(cs), err))
+	s.sendTo(cs, rediscmd.AppendTextError(s.scratchFor(cs), err))
 }
 
 // textLock runs a text LOCK, UNLOCK or PUSH; LOCK and UNLOCK answer when it resolves.
-func (s *Server) textLock(cs *conn, r *slock.Request, now int64) {
+func (s *Server) textLock(cs *conn, r *rediscmd.Request, now int64) {
 	sc := cs.slock
 	cmd := frameCommand(&r.Frame)
 	if r.Will {
@@ -293,7 +294,7 @@ func (s *Server) textLock(cs *conn, r *slock.Request, now int64) {
 	if s.textUnlockOOM(cs, &cmd) {
 		return
 	}
-	if r.Spec.Cmd == slock.CmdPush {
+	if r.Spec.Cmd == rediscmd.CmdPush {
 		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK")) // PUSH does not wait for the result
 		sc.pushID = cmd.RequestID                               // its reply is published as a lock event (pubsub.go)
 		s.runLock(cs, &cmd, now)
@@ -352,16 +353,16 @@ const (
 // buffer is only valid during this call), up to --max-input bytes of queue. As in Redis, only
 // a command's name and arity are checked now, the rest when EXEC runs it. An unknown
 // command, a wrong arity or a queue over its limit answers an error and makes EXEC abort.
-func (s *Server) txQueue(cs *conn, spec *slock.Spec, args [][]byte, raw []byte) {
+func (s *Server) txQueue(cs *conn, spec *rediscmd.Spec, args [][]byte, raw []byte) {
 	tx := &cs.slock.tx
 	b := s.scratchFor(cs)
 	switch {
 	case spec == nil:
 		tx.dirty = true
-		b = slock.AppendUnknown(b, args)
+		b = rediscmd.AppendUnknown(b, args)
 	case !spec.ArityOK(len(args)):
 		tx.dirty = true
-		b = slock.AppendTextError(b, spec.ArityError())
+		b = rediscmd.AppendTextError(b, spec.ArityError())
 	case diskGuarded(spec) && s.logFailing() != "":
 		tx.dirty = true
 		b = resp.AppendError(b, misconf(s.logFailing()))

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tallyd/tallyd/proto/acl"
+	"github.com/tallyd/tallyd/proto/rediscmd"
 	"github.com/tallyd/tallyd/proto/resp"
 	"github.com/tallyd/tallyd/proto/slock"
 	"github.com/tallyd/tallyd/store"
@@ -34,7 +35,7 @@ func (s *Server) slockKV(cs *conn, now int64) {
 		}
 	}
 	switch op {
-	case slock.OpTTL, slock.OpPTTL:
+	case rediscmd.OpTTL, rediscmd.OpPTTL:
 		id := sc.text.KeyID(kv.Keys[0])
 		ms := int64(-2) // a lock without a value (LOCK) is no key, as EXISTS says
 		if s.locks.Value(db, id) != nil {
@@ -43,50 +44,50 @@ func (s *Server) slockKV(cs *conn, now int64) {
 		if ms >= 0 {
 			ms = min(ms, s.locks.TTLAsked(db, id)) // never more than was asked, as in Redis
 		}
-		if ms >= 0 && op == slock.OpTTL {
+		if ms >= 0 && op == rediscmd.OpTTL {
 			ms = (ms + 500) / 1000 // rounded, as Redis does
 		}
 		s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), ms))
 		return
-	case slock.OpKeys:
+	case rediscmd.OpKeys:
 		s.kvKeys(cs, db, kv.Value)
 		return
-	case slock.OpDBSize:
+	case rediscmd.OpDBSize:
 		s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), int64(s.locks.ValueCount(db))))
 		return
-	case slock.OpSet:
+	case rediscmd.OpSet:
 		if seen := s.locks.KeyFence(db, kv.Frame.Key); kv.Fence != 0 && seen > kv.Fence {
-			s.sendTo(cs, slock.AppendFenced(s.scratchFor(cs), kv.Fence, seen))
+			s.sendTo(cs, rediscmd.AppendFenced(s.scratchFor(cs), kv.Fence, seen))
 			kv.Keys = nil
 			return
 		}
-		if kv.Cond != slock.CondNone && !s.casSet(cs, kv, db) {
+		if kv.Cond != rediscmd.CondNone && !s.casSet(cs, kv, db) {
 			kv.Keys = nil
 			return
 		}
-	case slock.OpGetSet, slock.OpAppend, slock.OpIncr:
+	case rediscmd.OpGetSet, rediscmd.OpAppend, rediscmd.OpIncr:
 		if seen := s.locks.KeyFence(db, kv.Frame.Key); kv.Fence != 0 && seen > kv.Fence {
-			s.sendTo(cs, slock.AppendFenced(s.scratchFor(cs), kv.Fence, seen))
+			s.sendTo(cs, rediscmd.AppendFenced(s.scratchFor(cs), kv.Fence, seen))
 			kv.Keys = nil
 			return
 		}
 		v := s.locks.Value(db, kv.Frame.Key)
-		if hash, _ := slock.IsHash(v); hash {
-			s.textError(cs, slock.ErrWrongType)
+		if hash, _ := rediscmd.IsHash(v); hash {
+			s.textError(cs, rediscmd.ErrWrongType)
 			return
 		}
-		if op == slock.OpGetSet && kv.Cond != slock.CondNone && !kv.CondHolds(v) {
-			s.sendTo(cs, slock.AppendValue(s.scratchFor(cs), v, kv.Numbers)) // SET ... IF* GET: the old value, nothing set
+		if op == rediscmd.OpGetSet && kv.Cond != rediscmd.CondNone && !kv.CondHolds(v) {
+			s.sendTo(cs, rediscmd.AppendValue(s.scratchFor(cs), v, kv.Numbers)) // SET ... IF* GET: the old value, nothing set
 			kv.Keys = nil
 			return
 		}
-		if op == slock.OpAppend { // to a counter: to its digits
+		if op == rediscmd.OpAppend { // to a counter: to its digits
 			if s.sl.dataBuf, err = kv.NumberAppend(v, s.sl.dataBuf); err != nil {
 				s.textError(cs, err)
 				return
 			}
 		}
-	case slock.OpExpire, slock.OpPersist:
+	case rediscmd.OpExpire, rediscmd.OpPersist:
 		if s.locks.Value(db, kv.Frame.Key) == nil {
 			// No such key: 0, as in Redis (an Update of a key with no holder would take
 			// a lock on it instead).
@@ -95,17 +96,17 @@ func (s *Server) slockKV(cs *conn, now int64) {
 			return
 		}
 		ttl := s.locks.TTL(db, kv.Frame.Key, now)
-		if op == slock.OpPersist && ttl == -1 || op == slock.OpExpire && kv.ExpIf != 0 && !kv.ExpireApplies(expiresAt(s, db, kv.Frame.Key, ttl, now)) {
+		if op == rediscmd.OpPersist && ttl == -1 || op == rediscmd.OpExpire && kv.ExpIf != 0 && !kv.ExpireApplies(expiresAt(s, db, kv.Frame.Key, ttl, now)) {
 			s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), 0)) // as in Redis: no expiry to remove, or an option says no
 			kv.Keys = nil
 			return
 		}
-	case slock.OpFlushDB, slock.OpFlushAll:
+	case rediscmd.OpFlushDB, rediscmd.OpFlushAll:
 		// The database is empty at once for every client; its keys are freed a slice at a
 		// time (freeFlushed), as Redis's FLUSHALL ASYNC does. ASYNC and SYNC alike: the
 		// loop never stalls, and the log has the flush before this reply goes out.
 		which := db
-		if op == slock.OpFlushAll {
+		if op == rediscmd.OpFlushAll {
 			which = store.AllDBs
 		}
 		s.sl.replies, s.sl.execs, _ = s.locks.Flush(which, now, s.sl.replies[:0], s.sl.execs[:0])
@@ -113,27 +114,27 @@ func (s *Server) slockKV(cs *conn, now int64) {
 		s.freeFlushed()
 		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
 		return
-	case slock.OpDigest:
+	case rediscmd.OpDigest:
 		v := s.locks.Value(db, sc.text.KeyID(kv.Keys[0]))
-		if hash, _ := slock.IsHash(v); hash {
-			s.textError(cs, slock.ErrWrongType)
+		if hash, _ := rediscmd.IsHash(v); hash {
+			s.textError(cs, rediscmd.ErrWrongType)
 			return
 		}
-		s.sendTo(cs, slock.AppendDigest(s.scratchFor(cs), v))
+		s.sendTo(cs, rediscmd.AppendDigest(s.scratchFor(cs), v))
 		return
-	case slock.OpDelEx, slock.OpGetDel, slock.OpGetEx:
+	case rediscmd.OpDelEx, rediscmd.OpGetDel, rediscmd.OpGetEx:
 		// Compared (or read) and run in this one step: nothing of another client between.
 		if !s.casBegin(cs, kv, db, now) {
 			kv.Keys = nil
 			return
 		}
-	case slock.OpDel, slock.OpExists:
+	case rediscmd.OpDel, rediscmd.OpExists:
 		if len(kv.Keys) > 1 {
 			sc.kvMulti, sc.kvN = true, 0
 			for i := range kv.Keys {
 				kv.KeyFrame(&sc.text, func() [16]byte { return s.textID(cs) }, i)
 				sc.kvName = kv.Keys[i]
-				if op == slock.OpDel && s.locks.LockedByOther(db, kv.Frame.Key, cs.owner, s.clientOf(cs)) {
+				if op == rediscmd.OpDel && s.locks.LockedByOther(db, kv.Frame.Key, cs.owner, s.clientOf(cs)) {
 					continue // another's lock: not deleted, not counted
 				}
 				s.runKV(cs, now)
@@ -144,7 +145,7 @@ func (s *Server) slockKV(cs *conn, now int64) {
 			return
 		}
 	}
-	if op == slock.OpDel && s.locks.LockedByOther(db, kv.Frame.Key, cs.owner, s.clientOf(cs)) {
+	if op == rediscmd.OpDel && s.locks.LockedByOther(db, kv.Frame.Key, cs.owner, s.clientOf(cs)) {
 		// Another connection's LOCK (or SETNX) holds the key: DEL would break it. As SET
 		// on that key answers nil (not set), DEL answers 0 (not deleted).
 		s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), 0))
@@ -210,7 +211,7 @@ func (s *Server) kvMSet(cs *conn, args [][]byte, nx bool, now int64) {
 			s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), 0))
 			return
 		case held && !mine:
-			s.textError(cs, &slock.TextError{Msg: "key '" + string(args[i]) + "' is held under another LockId (LOCK, SETNX): nothing was set"})
+			s.textError(cs, &rediscmd.TextError{Msg: "key '" + string(args[i]) + "' is held under another LockId (LOCK, SETNX): nothing was set"})
 			return
 		}
 	}
@@ -223,7 +224,7 @@ func (s *Server) kvMSet(cs *conn, args [][]byte, nx bool, now int64) {
 	sc.kvMulti = false
 	switch want := int64(len(args)-1) / 2; {
 	case sc.kvN < want:
-		s.textError(cs, &slock.TextError{Msg: strconv.FormatInt(want-sc.kvN, 10) + " of the keys could not be set"})
+		s.textError(cs, &rediscmd.TextError{Msg: strconv.FormatInt(want-sc.kvN, 10) + " of the keys could not be set"})
 	case nx:
 		s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), 1))
 	default:
@@ -232,9 +233,9 @@ func (s *Server) kvMSet(cs *conn, args [][]byte, nx bool, now int64) {
 }
 
 // kvFits answers an error if the value record kv would leave is longer than the store keeps.
-func (s *Server) kvFits(kv *slock.KV, db uint8) error {
+func (s *Server) kvFits(kv *rediscmd.KV, db uint8) error {
 	if n := s.kvSize(kv, db); n > int(s.cfg.SlockMaxData) {
-		return &slock.TextError{Msg: "value too long: " + strconv.Itoa(n) + " bytes with its key name, limit " +
+		return &rediscmd.TextError{Msg: "value too long: " + strconv.Itoa(n) + " bytes with its key name, limit " +
 			strconv.Itoa(int(s.cfg.SlockMaxData)) + " (--slock-max-data)"}
 	}
 	return nil
@@ -242,11 +243,11 @@ func (s *Server) kvFits(kv *slock.KV, db uint8) error {
 
 // kvSize is the length of the value record kv would leave (for APPEND, with the value it
 // appends to), which the store keeps only up to --slock-max-data.
-func (s *Server) kvSize(kv *slock.KV, db uint8) int {
+func (s *Server) kvSize(kv *rediscmd.KV, db uint8) int {
 	if kv.Frame.Data == nil {
 		return 0
 	}
-	if kv.Op == slock.OpAppend {
+	if kv.Op == rediscmd.OpAppend {
 		if old := s.locks.Value(db, kv.Frame.Key); len(old) > 4 {
 			return len(old) - 4 + len(kv.Value)
 		}
@@ -260,7 +261,7 @@ func (s *Server) runKV(cs *conn, now int64) {
 	kv := &sc.req.KV
 	cmd := frameCommand(&kv.Frame)
 	cmd.ExpireAt = kv.ExpireAt // a Redis expiry, exact (the frame's 16-bit Expried cannot carry it)
-	if kv.Op == slock.OpIncr {
+	if kv.Op == rediscmd.OpIncr {
 		cmd.Add, cmd.Delta = true, kv.Delta // the store adds (and checks) the delta
 	}
 	sc.waiting, sc.waitID, sc.waitLock, sc.kvActive = true, cmd.RequestID, false, true
@@ -276,7 +277,7 @@ func (s *Server) kvReply(cs *conn, r *slock.LockReply, res store.LockResult) {
 	sc := cs.slock
 	sc.kvActive = false // also after one key of several: a later LOCK's reply is not the key's
 	if sc.kvMulti {
-		if slock.KVCount(sc.req.KV.Op, r.Result, r.Value) {
+		if rediscmd.KVCount(sc.req.KV.Op, r.Result, r.Value) {
 			sc.kvN++
 		}
 		s.notifyKV(cs, r) // pubsub.go
@@ -284,36 +285,36 @@ func (s *Server) kvReply(cs *conn, r *slock.LockReply, res store.LockResult) {
 	}
 	switch res {
 	case store.LockNotInteger:
-		s.textError(cs, slock.ErrNotInteger)
+		s.textError(cs, rediscmd.ErrNotInteger)
 	case store.LockOverflow:
-		s.textError(cs, slock.ErrOverflow)
+		s.textError(cs, rediscmd.ErrOverflow)
 	default:
-		if sc.req.KV.Op == slock.OpGet {
+		if sc.req.KV.Op == rediscmd.OpGet {
 			s.countLookup(r.Value != nil)
 		}
 		if f := sc.req.KV.Fence; f != 0 && (r.Result == slock.ResultOK || r.Result == slock.ResultLockedError) {
 			s.locks.RaiseFence(r.DB, r.Key, f) // the fenced write is done: older tokens are refused from now on
 		}
-		s.sendTo(cs, slock.AppendKVReply(s.scratchFor(cs), &sc.req.KV, r.Result, r.Value))
+		s.sendTo(cs, rediscmd.AppendKVReply(s.scratchFor(cs), &sc.req.KV, r.Result, r.Value))
 		s.notifyKV(cs, r) // pubsub.go
 	}
 }
 
 // kvKeys answers KEYS pattern with the names of db's keys that have a value, in no order.
-// Its reply starts with the count, so it looks at every key at once: past slock.KeysLimit
+// Its reply starts with the count, so it looks at every key at once: past rediscmd.KeysLimit
 // keys it refuses (SCAN lists any number, a bounded step at a time), so that it never
 // stalls the loop.
 func (s *Server) kvKeys(cs *conn, db uint8, pattern []byte) {
 	n := s.locks.ValueCount(db)
-	if n > slock.KeysLimit {
-		s.textError(cs, slock.KeysRefused(n, slock.KeysLimit))
+	if n > rediscmd.KeysLimit {
+		s.textError(cs, rediscmd.KeysRefused(n, rediscmd.KeysLimit))
 		return
 	}
 	if n > keysStep && !s.runsWhole(cs) {
 		s.keysBegin(cs, db, pattern) // goes on across turns (textcont.go)
 		return
 	}
-	q := slock.Scan{Match: pattern}
+	q := rediscmd.Scan{Match: pattern}
 	if len(pattern) == 1 && pattern[0] == '*' {
 		q.Match = nil
 	}
@@ -339,21 +340,21 @@ func (s *Server) keysReply(cs *conn, names [][]byte) {
 
 // kvScan answers SCAN cursor [MATCH p] [COUNT n] [TYPE t]: the next step of a walk over
 // db's keys with a value, at most COUNT keys looked at.
-func (s *Server) kvScan(cs *conn, db uint8, q *slock.Scan) {
+func (s *Server) kvScan(cs *conn, db uint8, q *rediscmd.Scan) {
 	names := s.sl.names[:0]
 	next := s.locks.ScanValues(db, q.Cursor, q.Count, func(_ [16]byte, v []byte) {
 		if name, ok := q.Wants(v); ok {
 			names = append(names, name)
 		}
 	})
-	s.sendTo(cs, slock.AppendScanReply(s.scratchFor(cs), next, names))
+	s.sendTo(cs, rediscmd.AppendScanReply(s.scratchFor(cs), next, names))
 	clear(names)
 	s.sl.names = names[:0]
 }
 
 // kvHash answers a hash command: a read renders from the key's value record, a write runs
 // in the store as a lock command on the key that never waits.
-func (s *Server) kvHash(cs *conn, h *slock.Hash, now int64) {
+func (s *Server) kvHash(cs *conn, h *rediscmd.Hash, now int64) {
 	db := cs.slock.text.DB
 	if !h.Writes() {
 		id := cs.slock.text.KeyID(h.Key)
@@ -361,7 +362,7 @@ func (s *Server) kvHash(cs *conn, h *slock.Hash, now int64) {
 			s.textError(cs, err)
 			return
 		}
-		s.sendTo(cs, slock.AppendHashRead(s.scratchFor(cs), h, s.locks.Value(db, id)))
+		s.sendTo(cs, rediscmd.AppendHashRead(s.scratchFor(cs), h, s.locks.Value(db, id)))
 		return
 	}
 	if err := s.nameClash(db, h.Frame.Key, h.Key); err != nil {
@@ -385,28 +386,28 @@ func (s *Server) kvHash(cs *conn, h *slock.Hash, now int64) {
 		}
 	}
 	s.drainLocks(now) // what the write led to for others (the text connection waits for nothing)
-	s.sendTo(cs, slock.AppendHashWrite(s.scratchFor(cs), h, result, n))
+	s.sendTo(cs, rediscmd.AppendHashWrite(s.scratchFor(cs), h, result, n))
 	if result == slock.ResultOK || result == slock.ResultLockedError {
 		s.notifyHash(db, h, n, s.locks.Value(db, h.Frame.Key) == nil) // pubsub.go
 	}
 }
 
 // hashKinds maps hash writes to the store's.
-var hashKinds = [...]store.HashKind{slock.HashSet: store.HashSet, slock.HashDel: store.HashDel,
-	slock.HashIncr: store.HashIncr}
+var hashKinds = [...]store.HashKind{rediscmd.HashSet: store.HashSet, rediscmd.HashDel: store.HashDel,
+	rediscmd.HashIncr: store.HashIncr}
 
 // hashError is the Redis error of a hash write the store refused.
 func hashError(err error) error {
 	var tl *store.ValueTooLongError
 	switch {
 	case errors.Is(err, store.ErrWrongType):
-		return slock.ErrWrongType
+		return rediscmd.ErrWrongType
 	case errors.Is(err, store.ErrHashNotInteger):
-		return slock.ErrHashNotInt
+		return rediscmd.ErrHashNotInt
 	case errors.Is(err, store.ErrHashOverflow):
-		return slock.ErrHashOverflow
+		return rediscmd.ErrHashOverflow
 	case errors.As(err, &tl):
-		return slock.ValueTooLong(tl.Size, tl.Limit)
+		return rediscmd.ValueTooLong(tl.Size, tl.Limit)
 	}
 	return err
 }
@@ -427,7 +428,7 @@ func (s *Server) slockAdmin(cs *conn, args [][]byte) {
 			admin := s.userOf(cs).CanRunAll(acl.Admin) // the data path is shown to administrators only
 			for _, pat := range args[2:] {
 				for _, kv := range s.configItems(admin) {
-					if slock.Match(lowerBytes(pat), []byte(kv[0])) {
+					if rediscmd.Match(lowerBytes(pat), []byte(kv[0])) {
 						hits = append(hits, kv)
 					}
 				}
@@ -498,14 +499,14 @@ func (s *Server) slockAdmin(cs *conn, args [][]byte) {
 func subcommandError(b []byte, cmd string, sub []byte, known []string) []byte {
 	for _, k := range known {
 		if resp.Is(sub, k) {
-			return slock.AppendTextError(b, &slock.TextError{Msg: "wrong number of arguments for '" +
+			return rediscmd.AppendTextError(b, &rediscmd.TextError{Msg: "wrong number of arguments for '" +
 				strings.ToLower(cmd+"|"+k) + "' command"})
 		}
 	}
 	if len(sub) > 128 {
 		sub = sub[:128]
 	}
-	return slock.AppendTextError(b, &slock.TextError{Msg: "unknown subcommand '" + string(sub) + "'. Try " + cmd + " HELP."})
+	return rediscmd.AppendTextError(b, &rediscmd.TextError{Msg: "unknown subcommand '" + string(sub) + "'. Try " + cmd + " HELP."})
 }
 
 // clientName reports whether a CLIENT SETNAME name is one Redis accepts: printable ASCII
@@ -553,7 +554,7 @@ func lowerBytes(b []byte) []byte {
 	return out
 }
 
-// nameClash refuses a text command on a hashed key name (slock.Keys) whose LockKey id
+// nameClash refuses a text command on a hashed key name (rediscmd.Keys) whose LockKey id
 // holds the value of another name: a value record carries its key's name (its KEY
 // property), and a value belongs to that name only. Distinct hashed names share a LockKey
 // only by a 128-bit hash collision; even then the two keys are never merged. A value
@@ -561,15 +562,15 @@ func lowerBytes(b []byte) []byte {
 // name's, so its values are not looked at (a binary client's value there is the name's,
 // whatever KEY property it carries).
 func (s *Server) nameClash(db uint8, id [16]byte, name []byte) error {
-	if !slock.Hashed(name) {
+	if !rediscmd.Hashed(name) {
 		return nil
 	}
 	v := s.locks.Value(db, id)
 	if v == nil {
 		return nil
 	}
-	if other, ok := slock.KeyName(v); ok && !bytes.Equal(other, name) {
-		return &slock.TextError{Msg: "key " + strconv.Quote(string(name)) + " maps to the LockKey of key " +
+	if other, ok := rediscmd.KeyName(v); ok && !bytes.Equal(other, name) {
+		return &rediscmd.TextError{Msg: "key " + strconv.Quote(string(name)) + " maps to the LockKey of key " +
 			strconv.Quote(string(other)) + ", which holds a value: refused"}
 	}
 	return nil

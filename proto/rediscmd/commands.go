@@ -1,10 +1,16 @@
-package slock
+// Package rediscmd is the Redis-text side of slock's port: the command table (commands.go),
+// one parse per command family (kv.go: SET, GET, INCR, ...; hash.go, cas.go, scan.go,
+// fence.go; text.go: slock's own LOCK, UNLOCK and PUSH), and the renders of their replies.
+// It builds the lock commands the text commands run as from proto/slock's frames, and knows
+// no server: the loop runs what it parses.
+package rediscmd
 
 import (
 	"strings"
 
 	"github.com/tallyd/tallyd/proto/acl"
 	"github.com/tallyd/tallyd/proto/resp"
+	"github.com/tallyd/tallyd/proto/slock"
 )
 
 // This file is the Redis-text command table, after Redis's server.c: every
@@ -415,11 +421,11 @@ type Request struct {
 	Spec *Spec
 	Args [][]byte // the command line, Args[0] the name
 
-	Frame Frame // LOCK, UNLOCK, PUSH: the lock command (Data a view of the parse buffer)
-	Will  bool  // LOCK, UNLOCK with WILL 1: run it when the connection closes
-	KV    KV    // CmdKV: the key/value command
-	Hash  Hash  // CmdHash: the hash command
-	Scan  Scan  // CmdScan: the cursor and filters
+	Frame slock.Frame // LOCK, UNLOCK, PUSH: the lock command (Data a view of the parse buffer)
+	Will  bool        // LOCK, UNLOCK with WILL 1: run it when the connection closes
+	KV    KV          // CmdKV: the key/value command
+	Hash  Hash        // CmdHash: the hash command
+	Scan  Scan        // CmdScan: the cursor and filters
 
 	Arg  []byte // PING, ECHO: the text; CONFIG, CLIENT, COMMAND, TIMEOUT: the subcommand
 	N    int64  // SELECT: the database; TIMEOUT SET: the value; HELLO: the protocol (0: none given)

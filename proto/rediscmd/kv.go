@@ -1,4 +1,4 @@
-package slock
+package rediscmd
 
 import (
 	"encoding/binary"
@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/tallyd/tallyd/proto/resp"
+	"github.com/tallyd/tallyd/proto/slock"
 )
 
 // This file maps slock's Redis key/value commands onto Lock and Unlock frames
@@ -52,11 +53,11 @@ const (
 // KV is a parsed key/value command.
 type KV struct {
 	Op    Op
-	Name  string   // the command's canonical name, for error texts
-	Keys  [][]byte // the key arguments (DEL and EXISTS take several; views into the args)
-	Value []byte   // SET, GETSET, SETNX, SETEX, APPEND: the value; KEYS, SCAN: the pattern
-	Delta int64    // INCR family: the signed delta
-	Frame Frame    // the Lock or Unlock to run for Keys[0] (KeyFrame rebuilds it for the others)
+	Name  string      // the command's canonical name, for error texts
+	Keys  [][]byte    // the key arguments (DEL and EXISTS take several; views into the args)
+	Value []byte      // SET, GETSET, SETNX, SETEX, APPEND: the value; KEYS, SCAN: the pattern
+	Delta int64       // INCR family: the signed delta
+	Frame slock.Frame // the Lock or Unlock to run for Keys[0] (KeyFrame rebuilds it for the others)
 
 	// ExpireAt is when (Unix ms) the key expires, exactly, for SET EX/PX, SETEX, PSETEX
 	// and the EXPIRE family; 0: as Frame says (no expiry, or none asked). Frame.Expried
@@ -263,8 +264,8 @@ func ParseKV(args [][]byte, op Op, name string, t *Text, nowMs int64, newID func
 			return kv.setFrame(t, newID, buf, 0, 0, 0, 0, timeout)
 		}
 		if op == OpAppend {
-			kv.lockFrame(t, newID, flagUpdate|FlagData, 0, keepExpiry, unlimitedFlag)
-			return kv.dataRecord(buf, DataAppend, 0, kv.Value)
+			kv.lockFrame(t, newID, flagUpdate|slock.FlagData, 0, keepExpiry, unlimitedFlag)
+			return kv.dataRecord(buf, slock.DataAppend, 0, kv.Value)
 		}
 		return kv.setFrame(t, newID, buf, 0, 0, 0, 0, 0)
 	case OpGet, OpType, OpStrlen:
@@ -315,7 +316,7 @@ func ParseKV(args [][]byte, op Op, name string, t *Text, nowMs int64, newID func
 		kv.Keys = args[1:2]
 		// The store adds Delta to the key's value and stores the sum in place of the 0 of
 		// this NUMBER record (store.LockCommand.Add), keeping its KEY property.
-		kv.lockFrame(t, newID, flagUpdate|FlagData, 0, keepExpiry, unlimitedFlag)
+		kv.lockFrame(t, newID, flagUpdate|slock.FlagData, 0, keepExpiry, unlimitedFlag)
 		return kv.SetNumber(buf, 0)
 	case OpExpire:
 		if n < 3 {
@@ -468,9 +469,9 @@ func (kv *KV) setFrame(t *Text, newID func() [16]byte, buf []byte, ms, nowMs int
 	case kv.KeepTTL:
 		e = keepExpiry
 	}
-	flag := uint8(flagUpdate | FlagData)
+	flag := uint8(flagUpdate | slock.FlagData)
 	if kv.NX {
-		flag = FlagData
+		flag = slock.FlagData
 	}
 	kv.lockFrame(t, newID, flag, timeout, e, f|ef)
 	kv.Frame.TimeoutFlag |= tf
@@ -480,7 +481,7 @@ func (kv *KV) setFrame(t *Text, newID func() [16]byte, buf []byte, ms, nowMs int
 	if ms > 0 {
 		kv.ExpireAt = nowMs + ms
 	}
-	return kv.dataRecord(buf, DataSet, 0, kv.Value)
+	return kv.dataRecord(buf, slock.DataSet, 0, kv.Value)
 }
 
 // expireMs parses the expiry arg of SET EX/PX, SETEX or PSETEX (in seconds if secs) of
@@ -511,7 +512,7 @@ func expireErr(name string) error {
 // lockFrame sets kv.Frame to a Lock on Keys[0] with LockId = the key.
 func (kv *KV) lockFrame(t *Text, newID func() [16]byte, flag uint8, timeout, expried, expriedFlag uint16) {
 	id := t.KeyID(kv.Keys[0])
-	kv.Frame = Frame{Type: TypeLock, RequestID: newID(), Flag: flag, DB: t.DB, LockID: id, Key: id,
+	kv.Frame = slock.Frame{Type: slock.TypeLock, RequestID: newID(), Flag: flag, DB: t.DB, LockID: id, Key: id,
 		Timeout: timeout, Expried: expried, ExpriedFlag: expriedFlag, Count: 0, Rcount: 0}
 }
 
@@ -523,9 +524,9 @@ func (kv *KV) dataRecord(buf []byte, cmd, flag uint8, value []byte) ([]byte, err
 		return buf, &kvErr{Msg: "key longer than 65535 bytes"}
 	}
 	start := len(buf)
-	props := [1]Property{{Code: PropKey, Value: key}}
-	buf = AppendDataRecord(buf, cmd, StageCurrent, flag, props[:], value)
-	kv.Frame.Flag |= FlagData
+	props := [1]slock.Property{{Code: slock.PropKey, Value: key}}
+	buf = slock.AppendDataRecord(buf, cmd, slock.StageCurrent, flag, props[:], value)
+	kv.Frame.Flag |= slock.FlagData
 	kv.Frame.Data = buf[start:]
 	return buf, nil
 }
@@ -547,7 +548,7 @@ func (kv *KV) GetKey(args [][]byte, i int, t *Text, newID func() [16]byte) {
 func (kv *KV) SetNumber(buf []byte, n int64) ([]byte, error) {
 	var v [8]byte
 	binary.LittleEndian.PutUint64(v[:], uint64(n))
-	return kv.dataRecord(buf, DataSet, DataNumber, v[:])
+	return kv.dataRecord(buf, slock.DataSet, slock.DataNumber, v[:])
 }
 
 // KeyFrame sets kv.Frame to the command for Keys[i] of GET, TYPE, STRLEN, EXISTS (a Show
@@ -555,9 +556,9 @@ func (kv *KV) SetNumber(buf []byte, n int64) ([]byte, error) {
 // the oldest).
 func (kv *KV) KeyFrame(t *Text, newID func() [16]byte, i int) {
 	id := t.KeyID(kv.Keys[i])
-	kv.Frame = Frame{Type: TypeLock, RequestID: newID(), Flag: flagShow, DB: t.DB, LockID: id, Key: id}
+	kv.Frame = slock.Frame{Type: slock.TypeLock, RequestID: newID(), Flag: flagShow, DB: t.DB, LockID: id, Key: id}
 	if kv.Op == OpDel || kv.Op == OpDelEx || kv.Op == OpGetDel {
-		kv.Frame.Type, kv.Frame.Flag = TypeUnlock, unlockHead
+		kv.Frame.Type, kv.Frame.Flag = slock.TypeUnlock, unlockHead
 	}
 }
 
@@ -582,14 +583,14 @@ func Int(rec []byte) (int64, error) {
 	if rec == nil {
 		return 0, nil
 	}
-	d, err := ParseDataRecord(rec)
-	if err != nil || d.Cmd == DataUnset {
+	d, err := slock.ParseDataRecord(rec)
+	if err != nil || d.Cmd == slock.DataUnset {
 		return 0, nil
 	}
 	switch {
-	case d.Flag&DataNumber != 0:
-		return Number(d.Value), nil
-	case d.Flag&(DataArray|DataKV) != 0:
+	case d.Flag&slock.DataNumber != 0:
+		return slock.Number(d.Value), nil
+	case d.Flag&(slock.DataArray|slock.DataKV) != 0:
 		return 0, ErrNotInteger
 	}
 	n, ok := resp.ParseInt(d.Value)
@@ -603,9 +604,9 @@ func Int(rec []byte) (int64, error) {
 // reply carried: the key's value before the command, or nil; for the INCR family the value
 // it made) as its Redis reply. DEL and EXISTS of several keys are counted by the caller
 // (KVCount) instead.
-func AppendKVReply(dst []byte, kv *KV, result Result, value []byte) []byte {
+func AppendKVReply(dst []byte, kv *KV, result slock.Result, value []byte) []byte {
 	ok := kv.Applied(result)
-	if kv.NX && result == ResultLockedError {
+	if kv.NX && result == slock.ResultLockedError {
 		// NX under the key's LockId: the store refused the reentry, so the key exists
 		// and nothing was set.
 		switch kv.Op {
@@ -622,21 +623,21 @@ func AppendKVReply(dst []byte, kv *KV, result Result, value []byte) []byte {
 		switch {
 		case ok:
 			return resp.AppendSimple(dst, "OK")
-		case result == ResultTimeout:
+		case result == slock.ResultTimeout:
 			return resp.AppendNull(dst)
 		}
 	case OpGetSet:
 		switch {
 		case ok:
 			return AppendValue(dst, value, kv.Numbers)
-		case result == ResultTimeout:
+		case result == slock.ResultTimeout:
 			return resp.AppendNull(dst)
 		}
 	case OpSetNX:
 		switch {
 		case ok:
 			return resp.AppendInt(dst, 1)
-		case result == ResultTimeout:
+		case result == slock.ResultTimeout:
 			return resp.AppendInt(dst, 0)
 		}
 	case OpGet:
@@ -660,7 +661,7 @@ func AppendKVReply(dst []byte, kv *KV, result Result, value []byte) []byte {
 		switch {
 		case ok:
 			return resp.AppendInt(dst, int64(Strlen(value)+len(kv.Value)))
-		case result == ResultTimeout:
+		case result == slock.ResultTimeout:
 			return resp.AppendNull(dst)
 		}
 	case OpDel, OpExists, OpDelEx:
@@ -672,11 +673,11 @@ func AppendKVReply(dst []byte, kv *KV, result Result, value []byte) []byte {
 		switch {
 		case ok:
 			return resp.AppendInt(dst, 1)
-		case result == ResultTimeout:
+		case result == slock.ResultTimeout:
 			return resp.AppendInt(dst, 0)
 		}
 	case OpGetDel:
-		if result == ResultOK {
+		if result == slock.ResultOK {
 			return AppendValue(dst, value, kv.Numbers)
 		}
 		return resp.AppendNull(dst) // not deleted: a LOCK under another LockId holds it
@@ -689,18 +690,18 @@ func AppendKVReply(dst []byte, kv *KV, result Result, value []byte) []byte {
 // Applied reports whether kv's lock command, with result, did what it asked: OK, or a
 // reentry of the key's own LockId (an update) — except for NX, whose reentry means the key
 // exists and nothing was set.
-func (kv *KV) Applied(result Result) bool {
-	return result == ResultOK || result == ResultLockedError && !kv.NX
+func (kv *KV) Applied(result slock.Result) bool {
+	return result == slock.ResultOK || result == slock.ResultLockedError && !kv.NX
 }
 
 // KVCount reports whether one key of a command on several counts: DEL unlocked it, EXISTS
 // found a value, SET (of MSET) set it.
-func KVCount(op Op, result Result, value []byte) bool {
+func KVCount(op Op, result slock.Result, value []byte) bool {
 	switch op {
 	case OpDel, OpDelEx:
-		return result == ResultOK
+		return result == slock.ResultOK
 	case OpSet:
-		return result == ResultOK || result == ResultLockedError
+		return result == slock.ResultOK || result == slock.ResultLockedError
 	}
 	return HasValue(value)
 }
@@ -710,8 +711,8 @@ func HasValue(rec []byte) bool {
 	if rec == nil {
 		return false
 	}
-	d, err := ParseDataRecord(rec)
-	return err == nil && d.Cmd != DataUnset
+	d, err := slock.ParseDataRecord(rec)
+	return err == nil && d.Cmd != slock.DataUnset
 }
 
 // AppendValue renders a value record as GET does: a NUMBER as a bulk string of its decimal
@@ -721,22 +722,22 @@ func AppendValue(dst []byte, rec []byte, numbers bool) []byte {
 	if rec == nil {
 		return resp.AppendNull(dst)
 	}
-	d, err := ParseDataRecord(rec)
-	if err != nil || d.Cmd == DataUnset {
+	d, err := slock.ParseDataRecord(rec)
+	if err != nil || d.Cmd == slock.DataUnset {
 		return resp.AppendNull(dst)
 	}
 	switch {
-	case d.Flag&DataNumber != 0 && numbers:
-		return resp.AppendInt(dst, Number(d.Value))
-	case d.Flag&DataNumber != 0:
-		return AppendBulkInt(dst, Number(d.Value))
-	case d.Flag&DataArray != 0:
-		e, _, ok := NextElem(d.Value)
+	case d.Flag&slock.DataNumber != 0 && numbers:
+		return resp.AppendInt(dst, slock.Number(d.Value))
+	case d.Flag&slock.DataNumber != 0:
+		return AppendBulkInt(dst, slock.Number(d.Value))
+	case d.Flag&slock.DataArray != 0:
+		e, _, ok := slock.NextElem(d.Value)
 		if !ok {
 			return resp.AppendNull(dst)
 		}
 		return resp.AppendBulk(dst, e)
-	case DataKind(d.Flag) == KindKV:
+	case slock.DataKind(d.Flag) == slock.KindKV:
 		return resp.AppendNull(dst)
 	}
 	return resp.AppendBulk(dst, d.Value)
@@ -748,16 +749,16 @@ func Strlen(rec []byte) int {
 	if rec == nil {
 		return 0
 	}
-	d, err := ParseDataRecord(rec)
-	if err != nil || d.Cmd == DataUnset {
+	d, err := slock.ParseDataRecord(rec)
+	if err != nil || d.Cmd == slock.DataUnset {
 		return 0
 	}
 	switch {
-	case d.Flag&DataNumber != 0:
+	case d.Flag&slock.DataNumber != 0:
 		var b [24]byte
-		return len(strconv.AppendInt(b[:0], Number(d.Value), 10))
-	case d.Flag&DataArray != 0:
-		e, _, _ := NextElem(d.Value)
+		return len(strconv.AppendInt(b[:0], slock.Number(d.Value), 10))
+	case d.Flag&slock.DataArray != 0:
+		e, _, _ := slock.NextElem(d.Value)
 		return len(e)
 	}
 	return len(d.Value)
@@ -765,11 +766,11 @@ func Strlen(rec []byte) int {
 
 // KeyName returns a value record's KEY property: the key's text.
 func KeyName(rec []byte) ([]byte, bool) {
-	d, err := ParseDataRecord(rec)
-	if err != nil || d.Cmd == DataUnset {
+	d, err := slock.ParseDataRecord(rec)
+	if err != nil || d.Cmd == slock.DataUnset {
 		return nil, false
 	}
-	return Prop(d.Props, PropKey)
+	return slock.Prop(d.Props, slock.PropKey)
 }
 
 // Match reports whether name matches the Redis glob pattern (* ? [abc] [^a-z] \x). It
@@ -866,14 +867,14 @@ func (kv *KV) NumberAppend(rec, buf []byte) ([]byte, error) {
 	if rec == nil {
 		return buf, nil
 	}
-	d, err := ParseDataRecord(rec)
-	if err != nil || d.Cmd == DataUnset || d.Flag&DataNumber == 0 {
+	d, err := slock.ParseDataRecord(rec)
+	if err != nil || d.Cmd == slock.DataUnset || d.Flag&slock.DataNumber == 0 {
 		return buf, nil
 	}
 	start := len(buf)
-	buf = strconv.AppendInt(buf, Number(d.Value), 10)
+	buf = strconv.AppendInt(buf, slock.Number(d.Value), 10)
 	buf = append(buf, kv.Value...)
-	return kv.dataRecord(buf, DataSet, 0, buf[start:])
+	return kv.dataRecord(buf, slock.DataSet, 0, buf[start:])
 }
 
 // ExpireIf are the conditions of EXPIRE's options.

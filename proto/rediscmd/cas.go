@@ -1,4 +1,4 @@
-package slock
+package rediscmd
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"github.com/zeebo/xxh3"
 
 	"github.com/tallyd/tallyd/proto/resp"
+	"github.com/tallyd/tallyd/proto/slock"
 )
 
 // This file parses the compare-and-set commands (Redis 8.4's DELEX, DIGEST and SET's IF*
@@ -132,15 +133,15 @@ func StringOf(rec, scratch []byte) ([]byte, bool) {
 	if rec == nil {
 		return nil, false
 	}
-	d, err := ParseDataRecord(rec)
-	if err != nil || d.Cmd == DataUnset {
+	d, err := slock.ParseDataRecord(rec)
+	if err != nil || d.Cmd == slock.DataUnset {
 		return nil, false
 	}
 	switch {
-	case d.Flag&DataNumber != 0:
-		return strconv.AppendInt(scratch, Number(d.Value), 10), true
-	case d.Flag&DataArray != 0:
-		e, _, ok := NextElem(d.Value)
+	case d.Flag&slock.DataNumber != 0:
+		return strconv.AppendInt(scratch, slock.Number(d.Value), 10), true
+	case d.Flag&slock.DataArray != 0:
+		e, _, ok := slock.NextElem(d.Value)
 		return e, ok
 	}
 	return d.Value, true
