@@ -190,7 +190,7 @@ func (s *Server) permitVirt(cs *conn, spec *rediscmd.Spec, args [][]byte) bool {
 // authLocal reports whether spec runs on the member the client is connected to, never
 // forwarded to the leader: logging in, and the ACL, are each member's own.
 func authLocal(spec *rediscmd.Spec) bool {
-	return spec != nil && (spec.Cmd == rediscmd.CmdAuth || spec.Cmd == rediscmd.CmdACL)
+	return spec != nil && spec.Route == rediscmd.RouteUser
 }
 
 // keyAllowed reports whether one of u's patterns matches key.

@@ -182,12 +182,10 @@ func (s *Server) runsLocally(cs *conn, spec *rediscmd.Spec) bool {
 	if pubsubLocal(sc, spec) || sc.subscribed() {
 		return true // subscriptions are this member's (pubsub.go)
 	}
-	switch spec.Cmd {
-	case rediscmd.CmdPing, rediscmd.CmdEcho, rediscmd.CmdQuit, rediscmd.CmdSelect, rediscmd.CmdTimeout, rediscmd.CmdInfo,
-		rediscmd.CmdHello, rediscmd.CmdConsistency, rediscmd.CmdCommand, rediscmd.CmdConfig, rediscmd.CmdClient,
-		rediscmd.CmdAuth, rediscmd.CmdACL: // each member checks its own users: never forwarded, never waiting
+	switch spec.Route {
+	case rediscmd.RouteMember, rediscmd.RouteConn, rediscmd.RouteUser: // the member's own: never forwarded, never waiting
 		return true
-	case rediscmd.CmdCluster:
+	case rediscmd.RouteLeader:
 		return false
 	}
 	return spec.Flags&rediscmd.CmdReadonly != 0 && sc.level() == LevelOne
@@ -196,15 +194,7 @@ func (s *Server) runsLocally(cs *conn, spec *rediscmd.Spec) bool {
 // connLocal says whether a command (nil: unknown) only reads or sets its connection's own
 // settings: its reply needs no read barrier, and waits only behind the replies before it.
 func connLocal(spec *rediscmd.Spec) bool {
-	if spec == nil {
-		return true
-	}
-	switch spec.Cmd {
-	case rediscmd.CmdPing, rediscmd.CmdEcho, rediscmd.CmdQuit, rediscmd.CmdSelect, rediscmd.CmdTimeout, rediscmd.CmdHello,
-		rediscmd.CmdConsistency, rediscmd.CmdCommand, rediscmd.CmdClient, rediscmd.CmdAuth, rediscmd.CmdACL:
-		return true
-	}
-	return false
+	return spec == nil || spec.Route == rediscmd.RouteConn || spec.Route == rediscmd.RouteUser
 }
 
 // holdText says whether the text command just parsed for cs must wait (it stays in the

@@ -166,106 +166,213 @@ func (s *Server) runCommand(cs *conn, spec *rediscmd.Spec, args [][]byte, now in
 	if sc.tx.exec && spec.Flags&rediscmd.CmdMayWait != 0 {
 		r.Frame.Timeout, r.KV.Frame.Timeout = 0, 0 // nothing waits inside EXEC
 	}
-	switch spec.Cmd {
-	case rediscmd.CmdLock, rediscmd.CmdUnlock, rediscmd.CmdPush:
-		s.textLock(cs, r, now)
-	case rediscmd.CmdKV:
-		s.slockKV(cs, now)
-	case rediscmd.CmdPing:
-		if sc.subscribed() { // in subscribed mode, as Redis: a pong push
-			b := resp.AppendBulkString(resp.AppendArray(s.scratchFor(cs), 2), "pong")
-			s.sendTo(cs, resp.AppendBulk(b, argAt(args, 1)))
-			break
+	return execs[spec.Index](s, cs, r, now)
+}
+
+// execFn runs a parsed text command for cs; true means close the connection after the reply.
+type execFn func(s *Server, cs *conn, r *rediscmd.Request, now int64) (quit bool)
+
+// execs are the text commands' handlers, indexed by rediscmd.Spec.Index: the other half of
+// proto/rediscmd's command table (spec and parse there, exec here), as Redis's server.c.
+// init fills it (a handler may run a command itself: EVAL).
+var execs []execFn
+
+func init() {
+	execs = make([]execFn, len(rediscmd.Commands()))
+	for _, spec := range rediscmd.Commands() {
+		f := execByName[spec.Name]
+		if f == nil {
+			panic("loop: no handler for text command " + spec.Name)
 		}
-		if len(args) > 1 {
-			s.sendTo(cs, resp.AppendBulk(s.scratchFor(cs), args[1]))
-		} else {
-			s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "PONG"))
-		}
-	case rediscmd.CmdEcho:
-		s.sendTo(cs, resp.AppendBulk(s.scratchFor(cs), args[1]))
-	case rediscmd.CmdQuit:
+		execs[spec.Index] = f
+	}
+	if len(execByName) != len(execs) {
+		panic("loop: a text command handler for a name not in the table")
+	}
+}
+
+// execByName are the handlers by command name, one entry for each command of the table.
+var execByName = map[string]execFn{
+	"LOCK": execLock, "UNLOCK": execLock, "PUSH": execLock,
+	"PING": execPing,
+	"ECHO": func(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool {
+		s.sendTo(cs, resp.AppendBulk(s.scratchFor(cs), r.Args[1]))
+		return false
+	},
+	"QUIT": func(s *Server, cs *conn, _ *rediscmd.Request, _ int64) bool {
 		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
 		return true
-	case rediscmd.CmdSelect:
-		sc.text.DB = uint8(r.N)
+	},
+	"SELECT": func(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool {
+		cs.slock.text.DB = uint8(r.N)
 		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
-	case rediscmd.CmdTimeout:
-		if resp.Is(r.Arg, "SET") {
-			sc.text.Timeout, sc.text.TimeoutFlag = uint16(r.N), uint16(r.N>>16)
-			s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
-		} else {
-			s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), int64(sc.text.TimeoutFlag)<<16|int64(sc.text.Timeout)))
-		}
-	case rediscmd.CmdInfo:
-		s.sendTo(cs, resp.AppendBulk(s.scratchFor(cs), resp.InfoSections(s.slockInfo(now), args[1:])))
-	case rediscmd.CmdConfig, rediscmd.CmdClient, rediscmd.CmdCommand:
-		s.slockAdmin(cs, args)
-	case rediscmd.CmdHash:
-		s.kvHash(cs, &r.Hash, now)
-	case rediscmd.CmdScan:
-		s.kvScan(cs, sc.text.DB, &r.Scan)
-	case rediscmd.CmdMGet:
-		s.kvMGet(cs, args, now)
-	case rediscmd.CmdMSet, rediscmd.CmdMSetNX:
-		s.kvMSet(cs, args, spec.Cmd == rediscmd.CmdMSetNX, now)
-	case rediscmd.CmdMulti:
-		if sc.tx.active {
-			s.sendTo(cs, resp.AppendError(s.scratchFor(cs), "ERR MULTI calls can not be nested"))
-			break
-		}
-		sc.tx.active = true
-		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
-	case rediscmd.CmdExec:
-		return s.txExec(cs, now)
-	case rediscmd.CmdDiscard:
-		if !sc.tx.active {
-			s.sendTo(cs, resp.AppendError(s.scratchFor(cs), "ERR DISCARD without MULTI"))
-			break
-		}
-		s.txReset(cs)
-		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
-	case rediscmd.CmdWatch:
-		s.txWatch(cs, args[1:])
-	case rediscmd.CmdUnwatch:
+		return false
+	},
+	"TIMEOUT": execTimeout,
+	"INFO": func(s *Server, cs *conn, r *rediscmd.Request, now int64) bool {
+		s.sendTo(cs, resp.AppendBulk(s.scratchFor(cs), resp.InfoSections(s.slockInfo(now), r.Args[1:])))
+		return false
+	},
+	"CONFIG": execAdmin, "CLIENT": execAdmin, "COMMAND": execAdmin,
+	"HELLO":   func(s *Server, cs *conn, _ *rediscmd.Request, _ int64) bool { s.helloCmd(cs); return false },
+	"MULTI":   execMulti,
+	"EXEC":    func(s *Server, cs *conn, _ *rediscmd.Request, now int64) bool { return s.txExec(cs, now) },
+	"DISCARD": execDiscard,
+	"WATCH":   func(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool { s.txWatch(cs, r.Args[1:]); return false },
+	"UNWATCH": func(s *Server, cs *conn, _ *rediscmd.Request, _ int64) bool {
 		s.unwatchAll(cs)
 		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
-	case rediscmd.CmdHello:
-		s.helloCmd(cs)
-	case rediscmd.CmdAuth:
-		s.authCmd(cs, args)
-	case rediscmd.CmdACL:
-		s.aclCmd(cs, args)
-	case rediscmd.CmdConsistency:
-		s.consistency(cs, args)
-	case rediscmd.CmdCluster:
-		s.clusterCmd(cs, args)
-	case rediscmd.CmdToken:
-		s.token(cs, args)
-	case rediscmd.CmdSlowlog:
-		s.slowlogCmd(cs, args)
-	case rediscmd.CmdWait:
-		s.waitCmd(cs, args, now)
-	case rediscmd.CmdEval:
-		s.evalCmd(cs, spec, args, now)
-	case rediscmd.CmdScript:
-		s.scriptCmd(cs, args)
-	case rediscmd.CmdSubscribe, rediscmd.CmdPSubscribe:
-		s.subscribe(cs, args[1:], spec.Cmd == rediscmd.CmdPSubscribe)
-	case rediscmd.CmdUnsubscribe, rediscmd.CmdPUnsubscribe:
-		s.unsubscribe(cs, args[1:], spec.Cmd == rediscmd.CmdPUnsubscribe)
-	case rediscmd.CmdPublish:
-		s.publishCmd(cs, args[1], args[2])
-	case rediscmd.CmdPubsub:
-		s.pubsubCmd(cs, args)
-	case rediscmd.CmdReset:
-		s.resetCmd(cs)
-	case rediscmd.CmdGetFence:
-		f := s.locks.KeyFence(sc.text.DB, sc.text.KeyID(args[1]))
+		return false
+	},
+	"CONSISTENCY": func(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool { s.consistency(cs, r.Args); return false },
+	"CLUSTER":     func(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool { s.clusterCmd(cs, r.Args); return false },
+	"TOKEN":       func(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool { s.token(cs, r.Args); return false },
+	"GETFENCE": func(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool {
+		sc := cs.slock
+		f := s.locks.KeyFence(sc.text.DB, sc.text.KeyID(r.Args[1]))
 		s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), int64(f)))
-	default:
-		s.sendTo(cs, rediscmd.AppendUnknown(s.scratchFor(cs), args))
+		return false
+	},
+	"AUTH":    func(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool { s.authCmd(cs, r.Args); return false },
+	"ACL":     func(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool { s.aclCmd(cs, r.Args); return false },
+	"SLOWLOG": func(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool { s.slowlogCmd(cs, r.Args); return false },
+	"WAIT": func(s *Server, cs *conn, r *rediscmd.Request, now int64) bool {
+		s.waitCmd(cs, r.Args, now)
+		return false
+	},
+	"EVAL": execEval, "EVALSHA": execEval, "EVAL_RO": execEval, "EVALSHA_RO": execEval,
+	"SCRIPT": func(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool { s.scriptCmd(cs, r.Args); return false },
+
+	"SUBSCRIBE": func(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool {
+		s.subscribe(cs, r.Args[1:], false)
+		return false
+	},
+	"PSUBSCRIBE": func(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool {
+		s.subscribe(cs, r.Args[1:], true)
+		return false
+	},
+	"UNSUBSCRIBE": func(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool {
+		s.unsubscribe(cs, r.Args[1:], false)
+		return false
+	},
+	"PUNSUBSCRIBE": func(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool {
+		s.unsubscribe(cs, r.Args[1:], true)
+		return false
+	},
+	"PUBLISH": func(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool {
+		s.publishCmd(cs, r.Args[1], r.Args[2])
+		return false
+	},
+	"PUBSUB": func(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool { s.pubsubCmd(cs, r.Args); return false },
+	"RESET":  func(s *Server, cs *conn, _ *rediscmd.Request, _ int64) bool { s.resetCmd(cs); return false },
+
+	"SET": execKV, "SETEX": execKV, "PSETEX": execKV, "GETSET": execKV, "SETNX": execKV,
+	"GET": execKV, "EXISTS": execKV, "TYPE": execKV, "STRLEN": execKV,
+	"INCR": execKV, "DECR": execKV, "INCRBY": execKV, "DECRBY": execKV, "APPEND": execKV,
+	"DEL": execKV, "UNLINK": execKV, "EXPIRE": execKV, "PEXPIRE": execKV, "EXPIREAT": execKV,
+	"PEXPIREAT": execKV, "PERSIST": execKV, "TTL": execKV, "PTTL": execKV, "KEYS": execKV,
+	"DBSIZE": execKV, "FLUSHDB": execKV, "FLUSHALL": execKV,
+	"DELEX": execKV, "DELIFEQ": execKV, "DIGEST": execKV, "GETDEL": execKV, "GETEX": execKV,
+	"SCAN": func(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool {
+		s.kvScan(cs, cs.slock.text.DB, &r.Scan)
+		return false
+	},
+	"MGET": func(s *Server, cs *conn, r *rediscmd.Request, now int64) bool {
+		s.kvMGet(cs, r.Args, now)
+		return false
+	},
+	"MSET": func(s *Server, cs *conn, r *rediscmd.Request, now int64) bool {
+		s.kvMSet(cs, r.Args, false, now)
+		return false
+	},
+	"MSETNX": func(s *Server, cs *conn, r *rediscmd.Request, now int64) bool {
+		s.kvMSet(cs, r.Args, true, now)
+		return false
+	},
+
+	"HSET": execHash, "HMSET": execHash, "HDEL": execHash, "HINCRBY": execHash, "HGET": execHash,
+	"HMGET": execHash, "HGETALL": execHash, "HLEN": execHash, "HEXISTS": execHash, "HKEYS": execHash,
+	"HVALS": execHash,
+}
+
+// execLock runs LOCK, UNLOCK and PUSH.
+func execLock(s *Server, cs *conn, r *rediscmd.Request, now int64) bool {
+	s.textLock(cs, r, now)
+	return false
+}
+
+// execKV runs a key/value command (slockkv.go).
+func execKV(s *Server, cs *conn, _ *rediscmd.Request, now int64) bool {
+	s.slockKV(cs, now)
+	return false
+}
+
+// execHash runs a hash command (slockkv.go).
+func execHash(s *Server, cs *conn, r *rediscmd.Request, now int64) bool {
+	s.kvHash(cs, &r.Hash, now)
+	return false
+}
+
+// execEval runs EVAL, EVALSHA, EVAL_RO and EVALSHA_RO (script.go).
+func execEval(s *Server, cs *conn, r *rediscmd.Request, now int64) bool {
+	s.evalCmd(cs, r.Spec, r.Args, now)
+	return false
+}
+
+// execAdmin runs CONFIG, CLIENT and COMMAND (slockkv.go).
+func execAdmin(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool {
+	s.slockAdmin(cs, r.Args)
+	return false
+}
+
+// execPing answers PING [text]; in subscribed mode, as Redis, a pong push.
+func execPing(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool {
+	args := r.Args
+	if cs.slock.subscribed() {
+		b := resp.AppendBulkString(resp.AppendArray(s.scratchFor(cs), 2), "pong")
+		s.sendTo(cs, resp.AppendBulk(b, argAt(args, 1)))
+		return false
 	}
+	if len(args) > 1 {
+		s.sendTo(cs, resp.AppendBulk(s.scratchFor(cs), args[1]))
+	} else {
+		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "PONG"))
+	}
+	return false
+}
+
+// execTimeout answers TIMEOUT SET n and TIMEOUT GET: the connection's lock timeout.
+func execTimeout(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool {
+	t := &cs.slock.text
+	if resp.Is(r.Arg, "SET") {
+		t.Timeout, t.TimeoutFlag = uint16(r.N), uint16(r.N>>16)
+		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
+	} else {
+		s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), int64(t.TimeoutFlag)<<16|int64(t.Timeout)))
+	}
+	return false
+}
+
+// execMulti answers MULTI: the commands after it are queued until EXEC.
+func execMulti(s *Server, cs *conn, _ *rediscmd.Request, _ int64) bool {
+	sc := cs.slock
+	if sc.tx.active {
+		s.sendTo(cs, resp.AppendError(s.scratchFor(cs), "ERR MULTI calls can not be nested"))
+		return false
+	}
+	sc.tx.active = true
+	s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
+	return false
+}
+
+// execDiscard answers DISCARD: the queued commands are dropped.
+func execDiscard(s *Server, cs *conn, _ *rediscmd.Request, _ int64) bool {
+	if !cs.slock.tx.active {
+		s.sendTo(cs, resp.AppendError(s.scratchFor(cs), "ERR DISCARD without MULTI"))
+		return false
+	}
+	s.txReset(cs)
+	s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
 	return false
 }
 

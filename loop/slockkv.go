@@ -16,13 +16,12 @@ import (
 
 // slockKV serves the key/value command parsed into cs's request: most run as a Lock or
 // Unlock on the key (slock-protocol.md §8.2) and answer when it resolves; TTL, KEYS,
-// SCAN, DBSIZE and FLUSHDB read or reset the store directly.
+// SCAN, DBSIZE and FLUSHDB read or reset the store directly. Its command's own check
+// (kvChecks) runs first; the lock command after it, unless the check answered.
 func (s *Server) slockKV(cs *conn, now int64) {
 	sc := cs.slock
 	kv := &sc.req.KV
-	op := kv.Op
 	db := sc.text.DB
-	var err error
 	for i, k := range kv.Keys {
 		id := kv.Frame.Key // the first key's, mapped by the parse (TTL builds no frame)
 		if i > 0 || kv.Frame.Type == 0 {
@@ -34,125 +33,17 @@ func (s *Server) slockKV(cs *conn, now int64) {
 			return
 		}
 	}
-	switch op {
-	case rediscmd.OpTTL, rediscmd.OpPTTL:
-		id := sc.text.KeyID(kv.Keys[0])
-		ms := int64(-2) // a lock without a value (LOCK) is no key, as EXISTS says
-		if s.locks.Value(db, id) != nil {
-			ms = s.locks.TTL(db, id, now)
-		}
-		if ms >= 0 {
-			ms = min(ms, s.locks.TTLAsked(db, id)) // never more than was asked, as in Redis
-		}
-		if ms >= 0 && op == rediscmd.OpTTL {
-			ms = (ms + 500) / 1000 // rounded, as Redis does
-		}
-		s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), ms))
+	if check := kvChecks[kv.Op]; check != nil && check(s, cs, kv, db, now) {
 		return
-	case rediscmd.OpKeys:
-		s.kvKeys(cs, db, kv.Value)
-		return
-	case rediscmd.OpDBSize:
-		s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), int64(s.locks.ValueCount(db))))
-		return
-	case rediscmd.OpSet:
-		if seen := s.locks.KeyFence(db, kv.Frame.Key); kv.Fence != 0 && seen > kv.Fence {
-			s.sendTo(cs, rediscmd.AppendFenced(s.scratchFor(cs), kv.Fence, seen))
-			kv.Keys = nil
-			return
-		}
-		if kv.Cond != rediscmd.CondNone && !s.casSet(cs, kv, db) {
-			kv.Keys = nil
-			return
-		}
-	case rediscmd.OpGetSet, rediscmd.OpAppend, rediscmd.OpIncr:
-		if seen := s.locks.KeyFence(db, kv.Frame.Key); kv.Fence != 0 && seen > kv.Fence {
-			s.sendTo(cs, rediscmd.AppendFenced(s.scratchFor(cs), kv.Fence, seen))
-			kv.Keys = nil
-			return
-		}
-		v := s.locks.Value(db, kv.Frame.Key)
-		if hash, _ := rediscmd.IsHash(v); hash {
-			s.textError(cs, rediscmd.ErrWrongType)
-			return
-		}
-		if op == rediscmd.OpGetSet && kv.Cond != rediscmd.CondNone && !kv.CondHolds(v) {
-			s.sendTo(cs, rediscmd.AppendValue(s.scratchFor(cs), v, kv.Numbers)) // SET ... IF* GET: the old value, nothing set
-			kv.Keys = nil
-			return
-		}
-		if op == rediscmd.OpAppend { // to a counter: to its digits
-			if s.sl.dataBuf, err = kv.NumberAppend(v, s.sl.dataBuf); err != nil {
-				s.textError(cs, err)
-				return
-			}
-		}
-	case rediscmd.OpExpire, rediscmd.OpPersist:
-		if s.locks.Value(db, kv.Frame.Key) == nil {
-			// No such key: 0, as in Redis (an Update of a key with no holder would take
-			// a lock on it instead).
-			s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), 0))
-			kv.Keys = nil
-			return
-		}
-		ttl := s.locks.TTL(db, kv.Frame.Key, now)
-		if op == rediscmd.OpPersist && ttl == -1 || op == rediscmd.OpExpire && kv.ExpIf != 0 && !kv.ExpireApplies(expiresAt(s, db, kv.Frame.Key, ttl, now)) {
-			s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), 0)) // as in Redis: no expiry to remove, or an option says no
-			kv.Keys = nil
-			return
-		}
-	case rediscmd.OpFlushDB, rediscmd.OpFlushAll:
-		// The database is empty at once for every client; its keys are freed a slice at a
-		// time (freeFlushed), as Redis's FLUSHALL ASYNC does. ASYNC and SYNC alike: the
-		// loop never stalls, and the log has the flush before this reply goes out.
-		which := db
-		if op == rediscmd.OpFlushAll {
-			which = store.AllDBs
-		}
-		s.sl.replies, s.sl.execs, _ = s.locks.Flush(which, now, s.sl.replies[:0], s.sl.execs[:0])
-		s.drainLocks(now)
-		s.freeFlushed()
-		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
-		return
-	case rediscmd.OpDigest:
-		v := s.locks.Value(db, sc.text.KeyID(kv.Keys[0]))
-		if hash, _ := rediscmd.IsHash(v); hash {
-			s.textError(cs, rediscmd.ErrWrongType)
-			return
-		}
-		s.sendTo(cs, rediscmd.AppendDigest(s.scratchFor(cs), v))
-		return
-	case rediscmd.OpDelEx, rediscmd.OpGetDel, rediscmd.OpGetEx:
-		// Compared (or read) and run in this one step: nothing of another client between.
-		if !s.casBegin(cs, kv, db, now) {
-			kv.Keys = nil
-			return
-		}
-	case rediscmd.OpDel, rediscmd.OpExists:
-		if len(kv.Keys) > 1 {
-			sc.kvMulti, sc.kvN = true, 0
-			for i := range kv.Keys {
-				kv.KeyFrame(&sc.text, func() [16]byte { return s.textID(cs) }, i)
-				sc.kvName = kv.Keys[i]
-				if op == rediscmd.OpDel && s.locks.LockedByOther(db, kv.Frame.Key, cs.owner, s.clientOf(cs)) {
-					continue // another's lock: not deleted, not counted
-				}
-				s.runKV(cs, now)
-			}
-			sc.kvMulti = false
-			s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), sc.kvN))
-			kv.Keys = nil
-			return
-		}
 	}
-	if op == rediscmd.OpDel && s.locks.LockedByOther(db, kv.Frame.Key, cs.owner, s.clientOf(cs)) {
+	if kv.Op == rediscmd.OpDel && s.locks.LockedByOther(db, kv.Frame.Key, cs.owner, s.clientOf(cs)) {
 		// Another connection's LOCK (or SETNX) holds the key: DEL would break it. As SET
 		// on that key answers nil (not set), DEL answers 0 (not deleted).
 		s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), 0))
 		kv.Keys = nil
 		return
 	}
-	if err = s.kvFits(kv, db); err != nil {
+	if err := s.kvFits(kv, db); err != nil {
 		s.textError(cs, err)
 		return
 	}
@@ -162,6 +53,174 @@ func (s *Server) slockKV(cs *conn, now int64) {
 	}
 	s.runKV(cs, now)
 	kv.Keys, kv.Value = nil, nil // views into the request: gone once it is served
+}
+
+// kvCheck is a key/value command's own check before its lock command runs; true means it
+// has answered (or refused) and nothing more runs.
+type kvCheck func(s *Server, cs *conn, kv *rediscmd.KV, db uint8, now int64) (done bool)
+
+// kvChecks are the key/value commands' own checks, by rediscmd.Op (SET ... GET is OpGetSet's);
+// nil: the lock command runs at once (GET, SETNX, TYPE, STRLEN).
+var kvChecks [rediscmd.OpGetEx + 1]kvCheck
+
+func init() {
+	kvChecks = [...]kvCheck{
+		rediscmd.OpTTL: kvTTL, rediscmd.OpPTTL: kvTTL,
+		rediscmd.OpKeys: func(s *Server, cs *conn, kv *rediscmd.KV, db uint8, _ int64) bool {
+			s.kvKeys(cs, db, kv.Value)
+			return true
+		},
+		rediscmd.OpDBSize: func(s *Server, cs *conn, _ *rediscmd.KV, db uint8, _ int64) bool {
+			s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), int64(s.locks.ValueCount(db))))
+			return true
+		},
+		rediscmd.OpSet:    kvSetCheck,
+		rediscmd.OpGetSet: kvWriteCheck, rediscmd.OpAppend: kvWriteCheck, rediscmd.OpIncr: kvWriteCheck,
+		rediscmd.OpExpire: kvExpireCheck, rediscmd.OpPersist: kvExpireCheck,
+		rediscmd.OpFlushDB: kvFlush, rediscmd.OpFlushAll: kvFlush,
+		rediscmd.OpDigest: func(s *Server, cs *conn, kv *rediscmd.KV, db uint8, _ int64) bool {
+			v := s.locks.Value(db, cs.slock.text.KeyID(kv.Keys[0]))
+			if hash, _ := rediscmd.IsHash(v); hash {
+				s.textError(cs, rediscmd.ErrWrongType)
+				return true
+			}
+			s.sendTo(cs, rediscmd.AppendDigest(s.scratchFor(cs), v))
+			return true
+		},
+		// Compared (or read) and run in this one loop step: nothing of another client between.
+		rediscmd.OpDelEx: kvCASCheck, rediscmd.OpGetDel: kvCASCheck, rediscmd.OpGetEx: kvCASCheck,
+		rediscmd.OpDel: kvMany, rediscmd.OpExists: kvMany,
+	}
+}
+
+// kvTTL answers TTL and PTTL.
+func kvTTL(s *Server, cs *conn, kv *rediscmd.KV, db uint8, now int64) bool {
+	id := cs.slock.text.KeyID(kv.Keys[0])
+	ms := int64(-2) // a lock without a value (LOCK) is no key, as EXISTS says
+	if s.locks.Value(db, id) != nil {
+		ms = s.locks.TTL(db, id, now)
+	}
+	if ms >= 0 {
+		ms = min(ms, s.locks.TTLAsked(db, id)) // never more than was asked, as in Redis
+	}
+	if ms >= 0 && kv.Op == rediscmd.OpTTL {
+		ms = (ms + 500) / 1000 // rounded, as Redis does
+	}
+	s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), ms))
+	return true
+}
+
+// kvFenced answers a write whose FENCE token is older than one the key has seen; true if
+// it did.
+func (s *Server) kvFenced(cs *conn, kv *rediscmd.KV, db uint8) bool {
+	if seen := s.locks.KeyFence(db, kv.Frame.Key); kv.Fence != 0 && seen > kv.Fence {
+		s.sendTo(cs, rediscmd.AppendFenced(s.scratchFor(cs), kv.Fence, seen))
+		kv.Keys = nil
+		return true
+	}
+	return false
+}
+
+// kvSetCheck checks SET's fence and its IF* condition.
+func kvSetCheck(s *Server, cs *conn, kv *rediscmd.KV, db uint8, _ int64) bool {
+	if s.kvFenced(cs, kv, db) {
+		return true
+	}
+	if kv.Cond != rediscmd.CondNone && !s.casSet(cs, kv, db) {
+		kv.Keys = nil
+		return true
+	}
+	return false
+}
+
+// kvWriteCheck checks GETSET's (SET ... GET's), APPEND's and the INCR family's fence, the
+// key's type and SET ... IF* GET's condition; APPEND to a counter appends to its digits.
+func kvWriteCheck(s *Server, cs *conn, kv *rediscmd.KV, db uint8, _ int64) bool {
+	if s.kvFenced(cs, kv, db) {
+		return true
+	}
+	v := s.locks.Value(db, kv.Frame.Key)
+	if hash, _ := rediscmd.IsHash(v); hash {
+		s.textError(cs, rediscmd.ErrWrongType)
+		return true
+	}
+	if kv.Op == rediscmd.OpGetSet && kv.Cond != rediscmd.CondNone && !kv.CondHolds(v) {
+		s.sendTo(cs, rediscmd.AppendValue(s.scratchFor(cs), v, kv.Numbers)) // SET ... IF* GET: the old value, nothing set
+		kv.Keys = nil
+		return true
+	}
+	if kv.Op == rediscmd.OpAppend { // to a counter: to its digits
+		var err error
+		if s.sl.dataBuf, err = kv.NumberAppend(v, s.sl.dataBuf); err != nil {
+			s.textError(cs, err)
+			return true
+		}
+	}
+	return false
+}
+
+// kvExpireCheck answers the EXPIRE family and PERSIST at once when there is nothing to do.
+func kvExpireCheck(s *Server, cs *conn, kv *rediscmd.KV, db uint8, now int64) bool {
+	if s.locks.Value(db, kv.Frame.Key) == nil {
+		// No such key: 0, as in Redis (an Update of a key with no holder would take
+		// a lock on it instead).
+		s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), 0))
+		kv.Keys = nil
+		return true
+	}
+	ttl := s.locks.TTL(db, kv.Frame.Key, now)
+	if kv.Op == rediscmd.OpPersist && ttl == -1 || kv.Op == rediscmd.OpExpire && kv.ExpIf != 0 && !kv.ExpireApplies(expiresAt(s, db, kv.Frame.Key, ttl, now)) {
+		s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), 0)) // as in Redis: no expiry to remove, or an option says no
+		kv.Keys = nil
+		return true
+	}
+	return false
+}
+
+// kvFlush answers FLUSHDB and FLUSHALL. The database is empty at once for every client;
+// its keys are freed a slice at a time (freeFlushed), as Redis's FLUSHALL ASYNC does.
+// ASYNC and SYNC alike: the loop never stalls, and the log has the flush before this reply
+// goes out.
+func kvFlush(s *Server, cs *conn, kv *rediscmd.KV, db uint8, now int64) bool {
+	which := db
+	if kv.Op == rediscmd.OpFlushAll {
+		which = store.AllDBs
+	}
+	s.sl.replies, s.sl.execs, _ = s.locks.Flush(which, now, s.sl.replies[:0], s.sl.execs[:0])
+	s.drainLocks(now)
+	s.freeFlushed()
+	s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
+	return true
+}
+
+// kvCASCheck checks DELEX, DELIFEQ, GETDEL and GETEX against the key's value (cas.go).
+func kvCASCheck(s *Server, cs *conn, kv *rediscmd.KV, db uint8, now int64) bool {
+	if !s.casBegin(cs, kv, db, now) {
+		kv.Keys = nil
+		return true
+	}
+	return false
+}
+
+// kvMany runs DEL and EXISTS of several keys, a lock command each, and answers the count.
+func kvMany(s *Server, cs *conn, kv *rediscmd.KV, db uint8, now int64) bool {
+	if len(kv.Keys) <= 1 {
+		return false
+	}
+	sc := cs.slock
+	sc.kvMulti, sc.kvN = true, 0
+	for i := range kv.Keys {
+		kv.KeyFrame(&sc.text, func() [16]byte { return s.textID(cs) }, i)
+		sc.kvName = kv.Keys[i]
+		if kv.Op == rediscmd.OpDel && s.locks.LockedByOther(db, kv.Frame.Key, cs.owner, s.clientOf(cs)) {
+			continue // another's lock: not deleted, not counted
+		}
+		s.runKV(cs, now)
+	}
+	sc.kvMulti = false
+	s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), sc.kvN))
+	kv.Keys = nil
+	return true
 }
 
 // kvMGet answers MGET key...: an array of what GET answers for each key.

@@ -16,7 +16,7 @@ import (
 // This file is the Redis-text command table, after Redis's server.c: every
 // command slock's text side serves, with its arity and flags, and the parse
 // of a command line into a typed Request. The server looks a command up once,
-// checks its arity here, and dispatches on Spec.Cmd.
+// checks its arity here, and runs its handler from a table indexed by Spec.Index.
 
 // Cmd is a Redis-text command, or a family of them (CmdKV: Spec.Op tells which).
 type Cmd uint8
@@ -95,9 +95,25 @@ type Spec struct {
 	Hash  HashOp       // for CmdHash
 	ACL   acl.Category // its ACL categories, as Redis 7.0 gives them (tallyd's own: @lock, @cluster)
 	Keys  KeySpec      // which arguments are keys, for ACL key patterns
+	Route Route        // where it runs on a cluster member that does not lead
 	Subs  []SubSpec    // a container's subcommands (CONFIG GET, ...), each with its own categories
+	Index int          // its place in Commands(), for tables indexed by command (the loop's handlers)
 	id    int          // its id in ACLTable
 }
+
+// Route says where a command runs on a cluster member that does not lead, decided once
+// for each command here: the loop's parse (may it wait?) and its run (forwarded or not?)
+// both read it.
+type Route uint8
+
+// Routes.
+const (
+	RouteData   Route = iota // the data's: forwarded to the leader; a read (CmdReadonly) at consistency ONE runs here
+	RouteLeader              // always forwarded: the leader's alone (CLUSTER)
+	RouteMember              // answered by the member the client is connected to, from its own state (INFO, CONFIG)
+	RouteConn                // the connection's own settings: answered here, with no read barrier
+	RouteUser                // the member's own users (AUTH, ACL): as RouteConn, and never forwarded, even in a forwarded MULTI
+)
 
 // SubSpec is a subcommand: its name, arity (the command's name included) and categories.
 type SubSpec struct {
@@ -160,7 +176,7 @@ func (s *Spec) ArityOK(n int) bool {
 // ArityError is the error for a command line of s with the wrong number of arguments.
 func (s *Spec) ArityError() error { return arity(s.Name) }
 
-// row is a line of the table: a Spec but for its subcommands and id.
+// row is a line of the table: a Spec but for its subcommands, index and id.
 type row struct {
 	Name  string
 	Cmd   Cmd
@@ -170,99 +186,100 @@ type row struct {
 	Hash  HashOp
 	ACL   acl.Category
 	Keys  KeySpec
+	Route Route
 }
 
 // table is the command table. slock's own commands (LOCK, UNLOCK, PUSH, TIMEOUT) take -1:
 // their parse answers slock's own count error, as the reference server does. The categories
 // are Redis 7.0's (COMMAND INFO), tallyd's commands' its own (README "Security").
 var table = []row{
-	{"LOCK", CmdLock, OpNone, -1, CmdWrite | CmdDenyOOM | CmdMayWait, HashNone, aWrite | aSlow | aBlocking | aLock, keysLock},
-	{"UNLOCK", CmdUnlock, OpNone, -1, CmdWrite, HashNone, aWrite | aFast | aLock, keysLock},
-	{"PUSH", CmdPush, OpNone, -1, CmdWrite | CmdDenyOOM, HashNone, aWrite | aFast | aLock, keysLock},
-	{"PING", CmdPing, OpNone, -1, 0, HashNone, aFast | aConnection, keysNone},
-	{"ECHO", CmdEcho, OpNone, 2, 0, HashNone, aFast | aConnection, keysNone},
-	{"QUIT", CmdQuit, OpNone, -1, CmdTx | CmdNoAuth, HashNone, aFast | aConnection, keysNone},
-	{"SELECT", CmdSelect, OpNone, 2, 0, HashNone, aFast | aConnection, keysNone},
-	{"TIMEOUT", CmdTimeout, OpNone, -1, 0, HashNone, aFast | aConnection, keysNone},
-	{"INFO", CmdInfo, OpNone, -1, 0, HashNone, aSlow | aDangerous, keysNone},
-	{"CONFIG", CmdConfig, OpNone, -2, CmdAdmin, HashNone, aSlow, keysNone},
-	{"CLIENT", CmdClient, OpNone, -2, CmdAdmin, HashNone, aSlow, keysNone},
-	{"COMMAND", CmdCommand, OpNone, -1, 0, HashNone, aSlow | aConnection, keysNone},
-	{"HELLO", CmdHello, OpNone, -1, CmdNoAuth, HashNone, aFast | aConnection, keysNone},
-	{"MULTI", CmdMulti, OpNone, 1, CmdTx, HashNone, aFast | aTx, keysNone},
-	{"EXEC", CmdExec, OpNone, 1, CmdTx, HashNone, aSlow | aTx, keysNone},
-	{"DISCARD", CmdDiscard, OpNone, 1, CmdTx, HashNone, aFast | aTx, keysNone},
-	{"WATCH", CmdWatch, OpNone, -2, CmdTx, HashNone, aFast | aTx, keysAll},
-	{"UNWATCH", CmdUnwatch, OpNone, 1, 0, HashNone, aFast | aTx, keysNone},
-	{"CONSISTENCY", CmdConsistency, OpNone, -1, 0, HashNone, aFast | aConnection | aCluster, keysNone},
-	{"CLUSTER", CmdCluster, OpNone, -2, CmdAdmin, HashNone, aAdminCmd | aCluster, keysNone},
-	{"TOKEN", CmdToken, OpNone, -2, CmdReadonly, HashNone, aRead | aFast | aLock, keysOne},
-	{"GETFENCE", CmdGetFence, OpNone, 2, CmdReadonly, HashNone, aRead | aFast | aLock, keysOne},
-	{"AUTH", CmdAuth, OpNone, -2, CmdNoAuth, HashNone, aFast | aConnection, keysNone},
-	{"ACL", CmdACL, OpNone, -2, 0, HashNone, aSlow, keysNone},
-	{"SLOWLOG", CmdSlowlog, OpNone, -2, CmdAdmin, HashNone, aSlow, keysNone},
-	{"EVAL", CmdEval, OpNone, -3, 0, HashNone, aSlow | aScripting, keysEval},
-	{"EVALSHA", CmdEval, OpNone, -3, 0, HashNone, aSlow | aScripting, keysEval},
-	{"EVAL_RO", CmdEval, OpNone, -3, 0, HashNone, aSlow | aScripting, keysEval},
-	{"EVALSHA_RO", CmdEval, OpNone, -3, 0, HashNone, aSlow | aScripting, keysEval},
-	{"SCRIPT", CmdScript, OpNone, -2, 0, HashNone, aSlow, keysNone},
-	{"SUBSCRIBE", CmdSubscribe, OpNone, -2, 0, HashNone, aPubSub | aSlow, keysNone},
-	{"UNSUBSCRIBE", CmdUnsubscribe, OpNone, -1, 0, HashNone, aPubSub | aSlow, keysNone},
-	{"PSUBSCRIBE", CmdPSubscribe, OpNone, -2, 0, HashNone, aPubSub | aSlow, keysNone},
-	{"PUNSUBSCRIBE", CmdPUnsubscribe, OpNone, -1, 0, HashNone, aPubSub | aSlow, keysNone},
-	{"PUBLISH", CmdPublish, OpNone, 3, 0, HashNone, aPubSub | aFast, keysNone},
-	{"PUBSUB", CmdPubsub, OpNone, -2, 0, HashNone, aSlow, keysNone},
-	{"RESET", CmdReset, OpNone, 1, CmdTx | CmdNoAuth, HashNone, aFast | aConnection, keysNone},
+	{"LOCK", CmdLock, OpNone, -1, CmdWrite | CmdDenyOOM | CmdMayWait, HashNone, aWrite | aSlow | aBlocking | aLock, keysLock, RouteData},
+	{"UNLOCK", CmdUnlock, OpNone, -1, CmdWrite, HashNone, aWrite | aFast | aLock, keysLock, RouteData},
+	{"PUSH", CmdPush, OpNone, -1, CmdWrite | CmdDenyOOM, HashNone, aWrite | aFast | aLock, keysLock, RouteData},
+	{"PING", CmdPing, OpNone, -1, 0, HashNone, aFast | aConnection, keysNone, RouteConn},
+	{"ECHO", CmdEcho, OpNone, 2, 0, HashNone, aFast | aConnection, keysNone, RouteConn},
+	{"QUIT", CmdQuit, OpNone, -1, CmdTx | CmdNoAuth, HashNone, aFast | aConnection, keysNone, RouteConn},
+	{"SELECT", CmdSelect, OpNone, 2, 0, HashNone, aFast | aConnection, keysNone, RouteConn},
+	{"TIMEOUT", CmdTimeout, OpNone, -1, 0, HashNone, aFast | aConnection, keysNone, RouteConn},
+	{"INFO", CmdInfo, OpNone, -1, 0, HashNone, aSlow | aDangerous, keysNone, RouteMember},
+	{"CONFIG", CmdConfig, OpNone, -2, CmdAdmin, HashNone, aSlow, keysNone, RouteMember},
+	{"CLIENT", CmdClient, OpNone, -2, CmdAdmin, HashNone, aSlow, keysNone, RouteConn},
+	{"COMMAND", CmdCommand, OpNone, -1, 0, HashNone, aSlow | aConnection, keysNone, RouteConn},
+	{"HELLO", CmdHello, OpNone, -1, CmdNoAuth, HashNone, aFast | aConnection, keysNone, RouteConn},
+	{"MULTI", CmdMulti, OpNone, 1, CmdTx, HashNone, aFast | aTx, keysNone, RouteData},
+	{"EXEC", CmdExec, OpNone, 1, CmdTx, HashNone, aSlow | aTx, keysNone, RouteData},
+	{"DISCARD", CmdDiscard, OpNone, 1, CmdTx, HashNone, aFast | aTx, keysNone, RouteData},
+	{"WATCH", CmdWatch, OpNone, -2, CmdTx, HashNone, aFast | aTx, keysAll, RouteData},
+	{"UNWATCH", CmdUnwatch, OpNone, 1, 0, HashNone, aFast | aTx, keysNone, RouteData},
+	{"CONSISTENCY", CmdConsistency, OpNone, -1, 0, HashNone, aFast | aConnection | aCluster, keysNone, RouteConn},
+	{"CLUSTER", CmdCluster, OpNone, -2, CmdAdmin, HashNone, aAdminCmd | aCluster, keysNone, RouteLeader},
+	{"TOKEN", CmdToken, OpNone, -2, CmdReadonly, HashNone, aRead | aFast | aLock, keysOne, RouteData},
+	{"GETFENCE", CmdGetFence, OpNone, 2, CmdReadonly, HashNone, aRead | aFast | aLock, keysOne, RouteData},
+	{"AUTH", CmdAuth, OpNone, -2, CmdNoAuth, HashNone, aFast | aConnection, keysNone, RouteUser},
+	{"ACL", CmdACL, OpNone, -2, 0, HashNone, aSlow, keysNone, RouteUser},
+	{"SLOWLOG", CmdSlowlog, OpNone, -2, CmdAdmin, HashNone, aSlow, keysNone, RouteData},
+	{"EVAL", CmdEval, OpNone, -3, 0, HashNone, aSlow | aScripting, keysEval, RouteData},
+	{"EVALSHA", CmdEval, OpNone, -3, 0, HashNone, aSlow | aScripting, keysEval, RouteData},
+	{"EVAL_RO", CmdEval, OpNone, -3, 0, HashNone, aSlow | aScripting, keysEval, RouteData},
+	{"EVALSHA_RO", CmdEval, OpNone, -3, 0, HashNone, aSlow | aScripting, keysEval, RouteData},
+	{"SCRIPT", CmdScript, OpNone, -2, 0, HashNone, aSlow, keysNone, RouteData},
+	{"SUBSCRIBE", CmdSubscribe, OpNone, -2, 0, HashNone, aPubSub | aSlow, keysNone, RouteData},
+	{"UNSUBSCRIBE", CmdUnsubscribe, OpNone, -1, 0, HashNone, aPubSub | aSlow, keysNone, RouteData},
+	{"PSUBSCRIBE", CmdPSubscribe, OpNone, -2, 0, HashNone, aPubSub | aSlow, keysNone, RouteData},
+	{"PUNSUBSCRIBE", CmdPUnsubscribe, OpNone, -1, 0, HashNone, aPubSub | aSlow, keysNone, RouteData},
+	{"PUBLISH", CmdPublish, OpNone, 3, 0, HashNone, aPubSub | aFast, keysNone, RouteData},
+	{"PUBSUB", CmdPubsub, OpNone, -2, 0, HashNone, aSlow, keysNone, RouteData},
+	{"RESET", CmdReset, OpNone, 1, CmdTx | CmdNoAuth, HashNone, aFast | aConnection, keysNone, RouteData},
 
-	{"SET", CmdKV, OpSet, -3, CmdWrite | CmdDenyOOM | CmdMayWait, HashNone, aWrite | aString | aSlow, keysOne},
-	{"SETEX", CmdKV, OpSet, 4, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aSlow, keysOne},
-	{"PSETEX", CmdKV, OpSet, 4, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aSlow, keysOne},
-	{"GETSET", CmdKV, OpGetSet, 3, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aFast, keysOne},
-	{"SETNX", CmdKV, OpSetNX, 3, CmdWrite | CmdDenyOOM | CmdMayWait, HashNone, aWrite | aString | aFast, keysOne},
-	{"GET", CmdKV, OpGet, 2, CmdReadonly, HashNone, aRead | aString | aFast, keysOne},
-	{"EXISTS", CmdKV, OpExists, -2, CmdReadonly, HashNone, aKeyspace | aRead | aFast, keysAll},
-	{"TYPE", CmdKV, OpType, 2, CmdReadonly, HashNone, aKeyspace | aRead | aFast, keysOne},
-	{"STRLEN", CmdKV, OpStrlen, 2, CmdReadonly, HashNone, aRead | aString | aFast, keysOne},
-	{"INCR", CmdKV, OpIncr, -2, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aFast, keysOne}, // slock takes an optional delta
-	{"DECR", CmdKV, OpIncr, -2, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aFast, keysOne},
-	{"INCRBY", CmdKV, OpIncr, 3, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aFast, keysOne},
-	{"DECRBY", CmdKV, OpIncr, 3, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aFast, keysOne},
-	{"APPEND", CmdKV, OpAppend, 3, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aFast, keysOne},
-	{"DEL", CmdKV, OpDel, -2, CmdWrite, HashNone, aKeyspace | aWrite | aSlow, keysAll},
-	{"UNLINK", CmdKV, OpDel, -2, CmdWrite, HashNone, aKeyspace | aWrite | aFast, keysAll},
-	{"EXPIRE", CmdKV, OpExpire, -3, CmdWrite, HashNone, aKeyspace | aWrite | aFast, keysOne},
-	{"PEXPIRE", CmdKV, OpExpire, -3, CmdWrite, HashNone, aKeyspace | aWrite | aFast, keysOne},
-	{"EXPIREAT", CmdKV, OpExpire, -3, CmdWrite, HashNone, aKeyspace | aWrite | aFast, keysOne},
-	{"PEXPIREAT", CmdKV, OpExpire, -3, CmdWrite, HashNone, aKeyspace | aWrite | aFast, keysOne},
-	{"PERSIST", CmdKV, OpPersist, -2, CmdWrite, HashNone, aKeyspace | aWrite | aFast, keysOne}, // the reference wants a dummy third argument
-	{"TTL", CmdKV, OpTTL, 2, CmdReadonly, HashNone, aKeyspace | aRead | aFast, keysOne},
-	{"PTTL", CmdKV, OpPTTL, 2, CmdReadonly, HashNone, aKeyspace | aRead | aFast, keysOne},
-	{"KEYS", CmdKV, OpKeys, 2, CmdReadonly, HashNone, aKeyspace | aRead | aSlow | aDangerous, keysNone},
-	{"SCAN", CmdScan, OpNone, -2, CmdReadonly, HashNone, aKeyspace | aRead | aSlow, keysNone},
-	{"DBSIZE", CmdKV, OpDBSize, 1, CmdReadonly, HashNone, aKeyspace | aRead | aFast, keysNone},
-	{"FLUSHDB", CmdKV, OpFlushDB, -1, CmdWrite, HashNone, aKeyspace | aWrite | aSlow | aDangerous, keysNone},
-	{"FLUSHALL", CmdKV, OpFlushAll, -1, CmdWrite, HashNone, aKeyspace | aWrite | aSlow | aDangerous, keysNone},
-	{"MGET", CmdMGet, OpNone, -2, CmdReadonly, HashNone, aRead | aString | aFast, keysAll},
-	{"MSET", CmdMSet, OpNone, -3, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aSlow, keysPairs},
-	{"MSETNX", CmdMSetNX, OpNone, -3, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aSlow, keysPairs},
-	{"DELEX", CmdKV, OpDelEx, -2, CmdWrite, HashNone, aWrite | aString | aFast, keysOne},    // Redis 8.4
-	{"DELIFEQ", CmdKV, OpDelEx, 3, CmdWrite, HashNone, aWrite | aString | aFast, keysOne},   // Valkey 9
-	{"DIGEST", CmdKV, OpDigest, 2, CmdReadonly, HashNone, aRead | aString | aFast, keysOne}, // Redis 8.4
-	{"GETDEL", CmdKV, OpGetDel, 2, CmdWrite, HashNone, aWrite | aString | aFast, keysOne},
-	{"GETEX", CmdKV, OpGetEx, -2, CmdWrite, HashNone, aWrite | aString | aFast, keysOne},
-	{"WAIT", CmdWait, OpNone, 3, 0, HashNone, aSlow | aConnection, keysNone},
+	{"SET", CmdKV, OpSet, -3, CmdWrite | CmdDenyOOM | CmdMayWait, HashNone, aWrite | aString | aSlow, keysOne, RouteData},
+	{"SETEX", CmdKV, OpSet, 4, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aSlow, keysOne, RouteData},
+	{"PSETEX", CmdKV, OpSet, 4, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aSlow, keysOne, RouteData},
+	{"GETSET", CmdKV, OpGetSet, 3, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aFast, keysOne, RouteData},
+	{"SETNX", CmdKV, OpSetNX, 3, CmdWrite | CmdDenyOOM | CmdMayWait, HashNone, aWrite | aString | aFast, keysOne, RouteData},
+	{"GET", CmdKV, OpGet, 2, CmdReadonly, HashNone, aRead | aString | aFast, keysOne, RouteData},
+	{"EXISTS", CmdKV, OpExists, -2, CmdReadonly, HashNone, aKeyspace | aRead | aFast, keysAll, RouteData},
+	{"TYPE", CmdKV, OpType, 2, CmdReadonly, HashNone, aKeyspace | aRead | aFast, keysOne, RouteData},
+	{"STRLEN", CmdKV, OpStrlen, 2, CmdReadonly, HashNone, aRead | aString | aFast, keysOne, RouteData},
+	{"INCR", CmdKV, OpIncr, -2, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aFast, keysOne, RouteData}, // slock takes an optional delta
+	{"DECR", CmdKV, OpIncr, -2, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aFast, keysOne, RouteData},
+	{"INCRBY", CmdKV, OpIncr, 3, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aFast, keysOne, RouteData},
+	{"DECRBY", CmdKV, OpIncr, 3, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aFast, keysOne, RouteData},
+	{"APPEND", CmdKV, OpAppend, 3, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aFast, keysOne, RouteData},
+	{"DEL", CmdKV, OpDel, -2, CmdWrite, HashNone, aKeyspace | aWrite | aSlow, keysAll, RouteData},
+	{"UNLINK", CmdKV, OpDel, -2, CmdWrite, HashNone, aKeyspace | aWrite | aFast, keysAll, RouteData},
+	{"EXPIRE", CmdKV, OpExpire, -3, CmdWrite, HashNone, aKeyspace | aWrite | aFast, keysOne, RouteData},
+	{"PEXPIRE", CmdKV, OpExpire, -3, CmdWrite, HashNone, aKeyspace | aWrite | aFast, keysOne, RouteData},
+	{"EXPIREAT", CmdKV, OpExpire, -3, CmdWrite, HashNone, aKeyspace | aWrite | aFast, keysOne, RouteData},
+	{"PEXPIREAT", CmdKV, OpExpire, -3, CmdWrite, HashNone, aKeyspace | aWrite | aFast, keysOne, RouteData},
+	{"PERSIST", CmdKV, OpPersist, -2, CmdWrite, HashNone, aKeyspace | aWrite | aFast, keysOne, RouteData}, // the reference wants a dummy third argument
+	{"TTL", CmdKV, OpTTL, 2, CmdReadonly, HashNone, aKeyspace | aRead | aFast, keysOne, RouteData},
+	{"PTTL", CmdKV, OpPTTL, 2, CmdReadonly, HashNone, aKeyspace | aRead | aFast, keysOne, RouteData},
+	{"KEYS", CmdKV, OpKeys, 2, CmdReadonly, HashNone, aKeyspace | aRead | aSlow | aDangerous, keysNone, RouteData},
+	{"SCAN", CmdScan, OpNone, -2, CmdReadonly, HashNone, aKeyspace | aRead | aSlow, keysNone, RouteData},
+	{"DBSIZE", CmdKV, OpDBSize, 1, CmdReadonly, HashNone, aKeyspace | aRead | aFast, keysNone, RouteData},
+	{"FLUSHDB", CmdKV, OpFlushDB, -1, CmdWrite, HashNone, aKeyspace | aWrite | aSlow | aDangerous, keysNone, RouteData},
+	{"FLUSHALL", CmdKV, OpFlushAll, -1, CmdWrite, HashNone, aKeyspace | aWrite | aSlow | aDangerous, keysNone, RouteData},
+	{"MGET", CmdMGet, OpNone, -2, CmdReadonly, HashNone, aRead | aString | aFast, keysAll, RouteData},
+	{"MSET", CmdMSet, OpNone, -3, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aSlow, keysPairs, RouteData},
+	{"MSETNX", CmdMSetNX, OpNone, -3, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aSlow, keysPairs, RouteData},
+	{"DELEX", CmdKV, OpDelEx, -2, CmdWrite, HashNone, aWrite | aString | aFast, keysOne, RouteData},    // Redis 8.4
+	{"DELIFEQ", CmdKV, OpDelEx, 3, CmdWrite, HashNone, aWrite | aString | aFast, keysOne, RouteData},   // Valkey 9
+	{"DIGEST", CmdKV, OpDigest, 2, CmdReadonly, HashNone, aRead | aString | aFast, keysOne, RouteData}, // Redis 8.4
+	{"GETDEL", CmdKV, OpGetDel, 2, CmdWrite, HashNone, aWrite | aString | aFast, keysOne, RouteData},
+	{"GETEX", CmdKV, OpGetEx, -2, CmdWrite, HashNone, aWrite | aString | aFast, keysOne, RouteData},
+	{"WAIT", CmdWait, OpNone, 3, 0, HashNone, aSlow | aConnection, keysNone, RouteData},
 
-	{"HSET", CmdHash, OpNone, -4, CmdWrite | CmdDenyOOM, HashSet, aWrite | aHash | aFast, keysOne},
-	{"HMSET", CmdHash, OpNone, -4, CmdWrite | CmdDenyOOM, HashSet, aWrite | aHash | aFast, keysOne},
-	{"HDEL", CmdHash, OpNone, -3, CmdWrite, HashDel, aWrite | aHash | aFast, keysOne},
-	{"HINCRBY", CmdHash, OpNone, 4, CmdWrite | CmdDenyOOM, HashIncr, aWrite | aHash | aFast, keysOne},
-	{"HGET", CmdHash, OpNone, 3, CmdReadonly, HashGet, aRead | aHash | aFast, keysOne},
-	{"HMGET", CmdHash, OpNone, -3, CmdReadonly, HashMGet, aRead | aHash | aFast, keysOne},
-	{"HGETALL", CmdHash, OpNone, 2, CmdReadonly, HashGetAll, aRead | aHash | aSlow, keysOne},
-	{"HLEN", CmdHash, OpNone, 2, CmdReadonly, HashLen, aRead | aHash | aFast, keysOne},
-	{"HEXISTS", CmdHash, OpNone, 3, CmdReadonly, HashExists, aRead | aHash | aFast, keysOne},
-	{"HKEYS", CmdHash, OpNone, 2, CmdReadonly, HashKeys, aRead | aHash | aSlow, keysOne},
-	{"HVALS", CmdHash, OpNone, 2, CmdReadonly, HashVals, aRead | aHash | aSlow, keysOne},
+	{"HSET", CmdHash, OpNone, -4, CmdWrite | CmdDenyOOM, HashSet, aWrite | aHash | aFast, keysOne, RouteData},
+	{"HMSET", CmdHash, OpNone, -4, CmdWrite | CmdDenyOOM, HashSet, aWrite | aHash | aFast, keysOne, RouteData},
+	{"HDEL", CmdHash, OpNone, -3, CmdWrite, HashDel, aWrite | aHash | aFast, keysOne, RouteData},
+	{"HINCRBY", CmdHash, OpNone, 4, CmdWrite | CmdDenyOOM, HashIncr, aWrite | aHash | aFast, keysOne, RouteData},
+	{"HGET", CmdHash, OpNone, 3, CmdReadonly, HashGet, aRead | aHash | aFast, keysOne, RouteData},
+	{"HMGET", CmdHash, OpNone, -3, CmdReadonly, HashMGet, aRead | aHash | aFast, keysOne, RouteData},
+	{"HGETALL", CmdHash, OpNone, 2, CmdReadonly, HashGetAll, aRead | aHash | aSlow, keysOne, RouteData},
+	{"HLEN", CmdHash, OpNone, 2, CmdReadonly, HashLen, aRead | aHash | aFast, keysOne, RouteData},
+	{"HEXISTS", CmdHash, OpNone, 3, CmdReadonly, HashExists, aRead | aHash | aFast, keysOne, RouteData},
+	{"HKEYS", CmdHash, OpNone, 2, CmdReadonly, HashKeys, aRead | aHash | aSlow, keysOne, RouteData},
+	{"HVALS", CmdHash, OpNone, 2, CmdReadonly, HashVals, aRead | aHash | aSlow, keysOne, RouteData},
 }
 
 // subcommands are the containers' subcommands, with Redis 7.0's categories (tallyd's CLIENT
@@ -294,7 +311,7 @@ var commands, aclTable = func() ([]Spec, *acl.Table) {
 	for i, r := range table {
 		s := &specs[i]
 		*s = Spec{Name: r.Name, Cmd: r.Cmd, Op: r.Op, Arity: r.Arity, Flags: r.Flags, Hash: r.Hash, ACL: r.ACL,
-			Keys: r.Keys, Subs: subcommands[r.Name], id: len(names)}
+			Keys: r.Keys, Route: r.Route, Subs: subcommands[r.Name], Index: i, id: len(names)}
 		names = append(names, acl.Command{Name: strings.ToLower(r.Name), Cats: r.ACL})
 		for j := range s.Subs {
 			sub := &s.Subs[j]
