@@ -25,6 +25,7 @@ type textHandler struct {
 	raw      []byte   // the line args came from
 	execArgs [][]byte // the arguments of a queued command EXEC runs
 	execDec  resp.Decoder
+	newID    func() [16]byte // textID, made once: the parse calls it through the command table
 }
 
 func (h *textHandler) parse(cs *conn, in []byte) (int, error) {
@@ -157,8 +158,12 @@ func (s *Server) runCommand(cs *conn, spec *rediscmd.Spec, args [][]byte, now in
 		return false
 	}
 	r := &sc.req
+	h := &s.slockText
+	if h.newID == nil { // a closure passed on through a func value escapes: made once
+		h.newID = s.ids.Next // what textID answers, for any connection
+	}
 	var err error
-	s.sl.dataBuf, err = rediscmd.Parse(spec, args, &sc.text, now/1e6, func() [16]byte { return s.textID(cs) }, r, s.sl.dataBuf[:0])
+	s.sl.dataBuf, err = rediscmd.Parse(spec, args, &sc.text, now/1e6, h.newID, r, s.sl.dataBuf[:0])
 	if err != nil {
 		s.textError(cs, err)
 		return false

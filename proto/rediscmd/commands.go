@@ -15,8 +15,9 @@ import (
 
 // This file is the Redis-text command table, after Redis's server.c: every
 // command slock's text side serves, with its arity and flags, and the parse
-// of a command line into a typed Request. The server looks a command up once,
-// checks its arity here, and runs its handler from a table indexed by Spec.Index.
+// of a command line into a typed Request (each command's parse function). The server
+// looks a command up once, checks its arity here, and runs its handler from a table
+// indexed by Spec.Index.
 
 // Cmd is a Redis-text command, or a family of them (CmdKV: Spec.Op tells which).
 type Cmd uint8
@@ -96,6 +97,7 @@ type Spec struct {
 	ACL   acl.Category // its ACL categories, as Redis 7.0 gives them (tallyd's own: @lock, @cluster)
 	Keys  KeySpec      // which arguments are keys, for ACL key patterns
 	Route Route        // where it runs on a cluster member that does not lead
+	parse parseFn      // its parse (nil: nothing to parse)
 	Subs  []SubSpec    // a container's subcommands (CONFIG GET, ...), each with its own categories
 	Index int          // its place in Commands(), for tables indexed by command (the loop's handlers)
 	id    int          // its id in ACLTable
@@ -114,6 +116,10 @@ const (
 	RouteConn                // the connection's own settings: answered here, with no read barrier
 	RouteUser                // the member's own users (AUTH, ACL): as RouteConn, and never forwarded, even in a forwarded MULTI
 )
+
+// parseFn parses the command line args of its command, its arity checked, into r: Parse's
+// contract.
+type parseFn func(r *Request, args [][]byte, t *Text, nowMs int64, newID func() [16]byte, buf []byte) ([]byte, error)
 
 // SubSpec is a subcommand: its name, arity (the command's name included) and categories.
 type SubSpec struct {
@@ -187,99 +193,100 @@ type row struct {
 	ACL   acl.Category
 	Keys  KeySpec
 	Route Route
+	Parse parseFn
 }
 
 // table is the command table. slock's own commands (LOCK, UNLOCK, PUSH, TIMEOUT) take -1:
 // their parse answers slock's own count error, as the reference server does. The categories
 // are Redis 7.0's (COMMAND INFO), tallyd's commands' its own (README "Security").
 var table = []row{
-	{"LOCK", CmdLock, OpNone, -1, CmdWrite | CmdDenyOOM | CmdMayWait, HashNone, aWrite | aSlow | aBlocking | aLock, keysLock, RouteData},
-	{"UNLOCK", CmdUnlock, OpNone, -1, CmdWrite, HashNone, aWrite | aFast | aLock, keysLock, RouteData},
-	{"PUSH", CmdPush, OpNone, -1, CmdWrite | CmdDenyOOM, HashNone, aWrite | aFast | aLock, keysLock, RouteData},
-	{"PING", CmdPing, OpNone, -1, 0, HashNone, aFast | aConnection, keysNone, RouteConn},
-	{"ECHO", CmdEcho, OpNone, 2, 0, HashNone, aFast | aConnection, keysNone, RouteConn},
-	{"QUIT", CmdQuit, OpNone, -1, CmdTx | CmdNoAuth, HashNone, aFast | aConnection, keysNone, RouteConn},
-	{"SELECT", CmdSelect, OpNone, 2, 0, HashNone, aFast | aConnection, keysNone, RouteConn},
-	{"TIMEOUT", CmdTimeout, OpNone, -1, 0, HashNone, aFast | aConnection, keysNone, RouteConn},
-	{"INFO", CmdInfo, OpNone, -1, 0, HashNone, aSlow | aDangerous, keysNone, RouteMember},
-	{"CONFIG", CmdConfig, OpNone, -2, CmdAdmin, HashNone, aSlow, keysNone, RouteMember},
-	{"CLIENT", CmdClient, OpNone, -2, CmdAdmin, HashNone, aSlow, keysNone, RouteConn},
-	{"COMMAND", CmdCommand, OpNone, -1, 0, HashNone, aSlow | aConnection, keysNone, RouteConn},
-	{"HELLO", CmdHello, OpNone, -1, CmdNoAuth, HashNone, aFast | aConnection, keysNone, RouteConn},
-	{"MULTI", CmdMulti, OpNone, 1, CmdTx, HashNone, aFast | aTx, keysNone, RouteData},
-	{"EXEC", CmdExec, OpNone, 1, CmdTx, HashNone, aSlow | aTx, keysNone, RouteData},
-	{"DISCARD", CmdDiscard, OpNone, 1, CmdTx, HashNone, aFast | aTx, keysNone, RouteData},
-	{"WATCH", CmdWatch, OpNone, -2, CmdTx, HashNone, aFast | aTx, keysAll, RouteData},
-	{"UNWATCH", CmdUnwatch, OpNone, 1, 0, HashNone, aFast | aTx, keysNone, RouteData},
-	{"CONSISTENCY", CmdConsistency, OpNone, -1, 0, HashNone, aFast | aConnection | aCluster, keysNone, RouteConn},
-	{"CLUSTER", CmdCluster, OpNone, -2, CmdAdmin, HashNone, aAdminCmd | aCluster, keysNone, RouteLeader},
-	{"TOKEN", CmdToken, OpNone, -2, CmdReadonly, HashNone, aRead | aFast | aLock, keysOne, RouteData},
-	{"GETFENCE", CmdGetFence, OpNone, 2, CmdReadonly, HashNone, aRead | aFast | aLock, keysOne, RouteData},
-	{"AUTH", CmdAuth, OpNone, -2, CmdNoAuth, HashNone, aFast | aConnection, keysNone, RouteUser},
-	{"ACL", CmdACL, OpNone, -2, 0, HashNone, aSlow, keysNone, RouteUser},
-	{"SLOWLOG", CmdSlowlog, OpNone, -2, CmdAdmin, HashNone, aSlow, keysNone, RouteData},
-	{"EVAL", CmdEval, OpNone, -3, 0, HashNone, aSlow | aScripting, keysEval, RouteData},
-	{"EVALSHA", CmdEval, OpNone, -3, 0, HashNone, aSlow | aScripting, keysEval, RouteData},
-	{"EVAL_RO", CmdEval, OpNone, -3, 0, HashNone, aSlow | aScripting, keysEval, RouteData},
-	{"EVALSHA_RO", CmdEval, OpNone, -3, 0, HashNone, aSlow | aScripting, keysEval, RouteData},
-	{"SCRIPT", CmdScript, OpNone, -2, 0, HashNone, aSlow, keysNone, RouteData},
-	{"SUBSCRIBE", CmdSubscribe, OpNone, -2, 0, HashNone, aPubSub | aSlow, keysNone, RouteData},
-	{"UNSUBSCRIBE", CmdUnsubscribe, OpNone, -1, 0, HashNone, aPubSub | aSlow, keysNone, RouteData},
-	{"PSUBSCRIBE", CmdPSubscribe, OpNone, -2, 0, HashNone, aPubSub | aSlow, keysNone, RouteData},
-	{"PUNSUBSCRIBE", CmdPUnsubscribe, OpNone, -1, 0, HashNone, aPubSub | aSlow, keysNone, RouteData},
-	{"PUBLISH", CmdPublish, OpNone, 3, 0, HashNone, aPubSub | aFast, keysNone, RouteData},
-	{"PUBSUB", CmdPubsub, OpNone, -2, 0, HashNone, aSlow, keysNone, RouteData},
-	{"RESET", CmdReset, OpNone, 1, CmdTx | CmdNoAuth, HashNone, aFast | aConnection, keysNone, RouteData},
+	{"LOCK", CmdLock, OpNone, -1, CmdWrite | CmdDenyOOM | CmdMayWait, HashNone, aWrite | aSlow | aBlocking | aLock, keysLock, RouteData, parseLock},
+	{"UNLOCK", CmdUnlock, OpNone, -1, CmdWrite, HashNone, aWrite | aFast | aLock, keysLock, RouteData, parseLock},
+	{"PUSH", CmdPush, OpNone, -1, CmdWrite | CmdDenyOOM, HashNone, aWrite | aFast | aLock, keysLock, RouteData, parseLock},
+	{"PING", CmdPing, OpNone, -1, 0, HashNone, aFast | aConnection, keysNone, RouteConn, parsePing},
+	{"ECHO", CmdEcho, OpNone, 2, 0, HashNone, aFast | aConnection, keysNone, RouteConn, parseArg},
+	{"QUIT", CmdQuit, OpNone, -1, CmdTx | CmdNoAuth, HashNone, aFast | aConnection, keysNone, RouteConn, nil},
+	{"SELECT", CmdSelect, OpNone, 2, 0, HashNone, aFast | aConnection, keysNone, RouteConn, parseSelect},
+	{"TIMEOUT", CmdTimeout, OpNone, -1, 0, HashNone, aFast | aConnection, keysNone, RouteConn, parseTimeout},
+	{"INFO", CmdInfo, OpNone, -1, 0, HashNone, aSlow | aDangerous, keysNone, RouteMember, nil},
+	{"CONFIG", CmdConfig, OpNone, -2, CmdAdmin, HashNone, aSlow, keysNone, RouteMember, parseArg},
+	{"CLIENT", CmdClient, OpNone, -2, CmdAdmin, HashNone, aSlow, keysNone, RouteConn, parseArg},
+	{"COMMAND", CmdCommand, OpNone, -1, 0, HashNone, aSlow | aConnection, keysNone, RouteConn, parseArg},
+	{"HELLO", CmdHello, OpNone, -1, CmdNoAuth, HashNone, aFast | aConnection, keysNone, RouteConn, parseHello},
+	{"MULTI", CmdMulti, OpNone, 1, CmdTx, HashNone, aFast | aTx, keysNone, RouteData, nil},
+	{"EXEC", CmdExec, OpNone, 1, CmdTx, HashNone, aSlow | aTx, keysNone, RouteData, nil},
+	{"DISCARD", CmdDiscard, OpNone, 1, CmdTx, HashNone, aFast | aTx, keysNone, RouteData, nil},
+	{"WATCH", CmdWatch, OpNone, -2, CmdTx, HashNone, aFast | aTx, keysAll, RouteData, nil},
+	{"UNWATCH", CmdUnwatch, OpNone, 1, 0, HashNone, aFast | aTx, keysNone, RouteData, nil},
+	{"CONSISTENCY", CmdConsistency, OpNone, -1, 0, HashNone, aFast | aConnection | aCluster, keysNone, RouteConn, nil},
+	{"CLUSTER", CmdCluster, OpNone, -2, CmdAdmin, HashNone, aAdminCmd | aCluster, keysNone, RouteLeader, nil},
+	{"TOKEN", CmdToken, OpNone, -2, CmdReadonly, HashNone, aRead | aFast | aLock, keysOne, RouteData, nil},
+	{"GETFENCE", CmdGetFence, OpNone, 2, CmdReadonly, HashNone, aRead | aFast | aLock, keysOne, RouteData, nil},
+	{"AUTH", CmdAuth, OpNone, -2, CmdNoAuth, HashNone, aFast | aConnection, keysNone, RouteUser, nil},
+	{"ACL", CmdACL, OpNone, -2, 0, HashNone, aSlow, keysNone, RouteUser, nil},
+	{"SLOWLOG", CmdSlowlog, OpNone, -2, CmdAdmin, HashNone, aSlow, keysNone, RouteData, nil},
+	{"EVAL", CmdEval, OpNone, -3, 0, HashNone, aSlow | aScripting, keysEval, RouteData, nil},
+	{"EVALSHA", CmdEval, OpNone, -3, 0, HashNone, aSlow | aScripting, keysEval, RouteData, nil},
+	{"EVAL_RO", CmdEval, OpNone, -3, 0, HashNone, aSlow | aScripting, keysEval, RouteData, nil},
+	{"EVALSHA_RO", CmdEval, OpNone, -3, 0, HashNone, aSlow | aScripting, keysEval, RouteData, nil},
+	{"SCRIPT", CmdScript, OpNone, -2, 0, HashNone, aSlow, keysNone, RouteData, nil},
+	{"SUBSCRIBE", CmdSubscribe, OpNone, -2, 0, HashNone, aPubSub | aSlow, keysNone, RouteData, nil},
+	{"UNSUBSCRIBE", CmdUnsubscribe, OpNone, -1, 0, HashNone, aPubSub | aSlow, keysNone, RouteData, nil},
+	{"PSUBSCRIBE", CmdPSubscribe, OpNone, -2, 0, HashNone, aPubSub | aSlow, keysNone, RouteData, nil},
+	{"PUNSUBSCRIBE", CmdPUnsubscribe, OpNone, -1, 0, HashNone, aPubSub | aSlow, keysNone, RouteData, nil},
+	{"PUBLISH", CmdPublish, OpNone, 3, 0, HashNone, aPubSub | aFast, keysNone, RouteData, nil},
+	{"PUBSUB", CmdPubsub, OpNone, -2, 0, HashNone, aSlow, keysNone, RouteData, nil},
+	{"RESET", CmdReset, OpNone, 1, CmdTx | CmdNoAuth, HashNone, aFast | aConnection, keysNone, RouteData, nil},
 
-	{"SET", CmdKV, OpSet, -3, CmdWrite | CmdDenyOOM | CmdMayWait, HashNone, aWrite | aString | aSlow, keysOne, RouteData},
-	{"SETEX", CmdKV, OpSet, 4, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aSlow, keysOne, RouteData},
-	{"PSETEX", CmdKV, OpSet, 4, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aSlow, keysOne, RouteData},
-	{"GETSET", CmdKV, OpGetSet, 3, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aFast, keysOne, RouteData},
-	{"SETNX", CmdKV, OpSetNX, 3, CmdWrite | CmdDenyOOM | CmdMayWait, HashNone, aWrite | aString | aFast, keysOne, RouteData},
-	{"GET", CmdKV, OpGet, 2, CmdReadonly, HashNone, aRead | aString | aFast, keysOne, RouteData},
-	{"EXISTS", CmdKV, OpExists, -2, CmdReadonly, HashNone, aKeyspace | aRead | aFast, keysAll, RouteData},
-	{"TYPE", CmdKV, OpType, 2, CmdReadonly, HashNone, aKeyspace | aRead | aFast, keysOne, RouteData},
-	{"STRLEN", CmdKV, OpStrlen, 2, CmdReadonly, HashNone, aRead | aString | aFast, keysOne, RouteData},
-	{"INCR", CmdKV, OpIncr, -2, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aFast, keysOne, RouteData}, // slock takes an optional delta
-	{"DECR", CmdKV, OpIncr, -2, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aFast, keysOne, RouteData},
-	{"INCRBY", CmdKV, OpIncr, 3, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aFast, keysOne, RouteData},
-	{"DECRBY", CmdKV, OpIncr, 3, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aFast, keysOne, RouteData},
-	{"APPEND", CmdKV, OpAppend, 3, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aFast, keysOne, RouteData},
-	{"DEL", CmdKV, OpDel, -2, CmdWrite, HashNone, aKeyspace | aWrite | aSlow, keysAll, RouteData},
-	{"UNLINK", CmdKV, OpDel, -2, CmdWrite, HashNone, aKeyspace | aWrite | aFast, keysAll, RouteData},
-	{"EXPIRE", CmdKV, OpExpire, -3, CmdWrite, HashNone, aKeyspace | aWrite | aFast, keysOne, RouteData},
-	{"PEXPIRE", CmdKV, OpExpire, -3, CmdWrite, HashNone, aKeyspace | aWrite | aFast, keysOne, RouteData},
-	{"EXPIREAT", CmdKV, OpExpire, -3, CmdWrite, HashNone, aKeyspace | aWrite | aFast, keysOne, RouteData},
-	{"PEXPIREAT", CmdKV, OpExpire, -3, CmdWrite, HashNone, aKeyspace | aWrite | aFast, keysOne, RouteData},
-	{"PERSIST", CmdKV, OpPersist, -2, CmdWrite, HashNone, aKeyspace | aWrite | aFast, keysOne, RouteData}, // the reference wants a dummy third argument
-	{"TTL", CmdKV, OpTTL, 2, CmdReadonly, HashNone, aKeyspace | aRead | aFast, keysOne, RouteData},
-	{"PTTL", CmdKV, OpPTTL, 2, CmdReadonly, HashNone, aKeyspace | aRead | aFast, keysOne, RouteData},
-	{"KEYS", CmdKV, OpKeys, 2, CmdReadonly, HashNone, aKeyspace | aRead | aSlow | aDangerous, keysNone, RouteData},
-	{"SCAN", CmdScan, OpNone, -2, CmdReadonly, HashNone, aKeyspace | aRead | aSlow, keysNone, RouteData},
-	{"DBSIZE", CmdKV, OpDBSize, 1, CmdReadonly, HashNone, aKeyspace | aRead | aFast, keysNone, RouteData},
-	{"FLUSHDB", CmdKV, OpFlushDB, -1, CmdWrite, HashNone, aKeyspace | aWrite | aSlow | aDangerous, keysNone, RouteData},
-	{"FLUSHALL", CmdKV, OpFlushAll, -1, CmdWrite, HashNone, aKeyspace | aWrite | aSlow | aDangerous, keysNone, RouteData},
-	{"MGET", CmdMGet, OpNone, -2, CmdReadonly, HashNone, aRead | aString | aFast, keysAll, RouteData},
-	{"MSET", CmdMSet, OpNone, -3, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aSlow, keysPairs, RouteData},
-	{"MSETNX", CmdMSetNX, OpNone, -3, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aSlow, keysPairs, RouteData},
-	{"DELEX", CmdKV, OpDelEx, -2, CmdWrite, HashNone, aWrite | aString | aFast, keysOne, RouteData},    // Redis 8.4
-	{"DELIFEQ", CmdKV, OpDelEx, 3, CmdWrite, HashNone, aWrite | aString | aFast, keysOne, RouteData},   // Valkey 9
-	{"DIGEST", CmdKV, OpDigest, 2, CmdReadonly, HashNone, aRead | aString | aFast, keysOne, RouteData}, // Redis 8.4
-	{"GETDEL", CmdKV, OpGetDel, 2, CmdWrite, HashNone, aWrite | aString | aFast, keysOne, RouteData},
-	{"GETEX", CmdKV, OpGetEx, -2, CmdWrite, HashNone, aWrite | aString | aFast, keysOne, RouteData},
-	{"WAIT", CmdWait, OpNone, 3, 0, HashNone, aSlow | aConnection, keysNone, RouteData},
+	{"SET", CmdKV, OpSet, -3, CmdWrite | CmdDenyOOM | CmdMayWait, HashNone, aWrite | aString | aSlow, keysOne, RouteData, parseSet},
+	{"SETEX", CmdKV, OpSet, 4, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aSlow, keysOne, RouteData, parseSetEx},
+	{"PSETEX", CmdKV, OpSet, 4, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aSlow, keysOne, RouteData, parsePSetEx},
+	{"GETSET", CmdKV, OpGetSet, 3, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aFast, keysOne, RouteData, parseGetSet},
+	{"SETNX", CmdKV, OpSetNX, 3, CmdWrite | CmdDenyOOM | CmdMayWait, HashNone, aWrite | aString | aFast, keysOne, RouteData, parseSetNX},
+	{"GET", CmdKV, OpGet, 2, CmdReadonly, HashNone, aRead | aString | aFast, keysOne, RouteData, parseKey},
+	{"EXISTS", CmdKV, OpExists, -2, CmdReadonly, HashNone, aKeyspace | aRead | aFast, keysAll, RouteData, parseKeyList},
+	{"TYPE", CmdKV, OpType, 2, CmdReadonly, HashNone, aKeyspace | aRead | aFast, keysOne, RouteData, parseKey},
+	{"STRLEN", CmdKV, OpStrlen, 2, CmdReadonly, HashNone, aRead | aString | aFast, keysOne, RouteData, parseKey},
+	{"INCR", CmdKV, OpIncr, -2, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aFast, keysOne, RouteData, parseIncr}, // slock takes an optional delta
+	{"DECR", CmdKV, OpIncr, -2, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aFast, keysOne, RouteData, parseDecr},
+	{"INCRBY", CmdKV, OpIncr, 3, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aFast, keysOne, RouteData, parseIncrBy},
+	{"DECRBY", CmdKV, OpIncr, 3, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aFast, keysOne, RouteData, parseDecrBy},
+	{"APPEND", CmdKV, OpAppend, 3, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aFast, keysOne, RouteData, parseAppend},
+	{"DEL", CmdKV, OpDel, -2, CmdWrite, HashNone, aKeyspace | aWrite | aSlow, keysAll, RouteData, parseKeyList},
+	{"UNLINK", CmdKV, OpDel, -2, CmdWrite, HashNone, aKeyspace | aWrite | aFast, keysAll, RouteData, parseKeyList},
+	{"EXPIRE", CmdKV, OpExpire, -3, CmdWrite, HashNone, aKeyspace | aWrite | aFast, keysOne, RouteData, parseExpire},
+	{"PEXPIRE", CmdKV, OpExpire, -3, CmdWrite, HashNone, aKeyspace | aWrite | aFast, keysOne, RouteData, parsePExpire},
+	{"EXPIREAT", CmdKV, OpExpire, -3, CmdWrite, HashNone, aKeyspace | aWrite | aFast, keysOne, RouteData, parseExpireAt},
+	{"PEXPIREAT", CmdKV, OpExpire, -3, CmdWrite, HashNone, aKeyspace | aWrite | aFast, keysOne, RouteData, parsePExpireAt},
+	{"PERSIST", CmdKV, OpPersist, -2, CmdWrite, HashNone, aKeyspace | aWrite | aFast, keysOne, RouteData, parsePersist}, // the reference wants a dummy third argument
+	{"TTL", CmdKV, OpTTL, 2, CmdReadonly, HashNone, aKeyspace | aRead | aFast, keysOne, RouteData, parseKeyOnly},
+	{"PTTL", CmdKV, OpPTTL, 2, CmdReadonly, HashNone, aKeyspace | aRead | aFast, keysOne, RouteData, parseKeyOnly},
+	{"KEYS", CmdKV, OpKeys, 2, CmdReadonly, HashNone, aKeyspace | aRead | aSlow | aDangerous, keysNone, RouteData, parseKeys},
+	{"SCAN", CmdScan, OpNone, -2, CmdReadonly, HashNone, aKeyspace | aRead | aSlow, keysNone, RouteData, parseScan},
+	{"DBSIZE", CmdKV, OpDBSize, 1, CmdReadonly, HashNone, aKeyspace | aRead | aFast, keysNone, RouteData, parseDBSize},
+	{"FLUSHDB", CmdKV, OpFlushDB, -1, CmdWrite, HashNone, aKeyspace | aWrite | aSlow | aDangerous, keysNone, RouteData, parseFlush},
+	{"FLUSHALL", CmdKV, OpFlushAll, -1, CmdWrite, HashNone, aKeyspace | aWrite | aSlow | aDangerous, keysNone, RouteData, parseFlush},
+	{"MGET", CmdMGet, OpNone, -2, CmdReadonly, HashNone, aRead | aString | aFast, keysAll, RouteData, nil},
+	{"MSET", CmdMSet, OpNone, -3, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aSlow, keysPairs, RouteData, parsePairs},
+	{"MSETNX", CmdMSetNX, OpNone, -3, CmdWrite | CmdDenyOOM, HashNone, aWrite | aString | aSlow, keysPairs, RouteData, parsePairs},
+	{"DELEX", CmdKV, OpDelEx, -2, CmdWrite, HashNone, aWrite | aString | aFast, keysOne, RouteData, parseDelEx},      // Redis 8.4
+	{"DELIFEQ", CmdKV, OpDelEx, 3, CmdWrite, HashNone, aWrite | aString | aFast, keysOne, RouteData, parseDelIfEq},   // Valkey 9
+	{"DIGEST", CmdKV, OpDigest, 2, CmdReadonly, HashNone, aRead | aString | aFast, keysOne, RouteData, parseKeyOnly}, // Redis 8.4
+	{"GETDEL", CmdKV, OpGetDel, 2, CmdWrite, HashNone, aWrite | aString | aFast, keysOne, RouteData, parseKey},
+	{"GETEX", CmdKV, OpGetEx, -2, CmdWrite, HashNone, aWrite | aString | aFast, keysOne, RouteData, parseGetEx},
+	{"WAIT", CmdWait, OpNone, 3, 0, HashNone, aSlow | aConnection, keysNone, RouteData, nil},
 
-	{"HSET", CmdHash, OpNone, -4, CmdWrite | CmdDenyOOM, HashSet, aWrite | aHash | aFast, keysOne, RouteData},
-	{"HMSET", CmdHash, OpNone, -4, CmdWrite | CmdDenyOOM, HashSet, aWrite | aHash | aFast, keysOne, RouteData},
-	{"HDEL", CmdHash, OpNone, -3, CmdWrite, HashDel, aWrite | aHash | aFast, keysOne, RouteData},
-	{"HINCRBY", CmdHash, OpNone, 4, CmdWrite | CmdDenyOOM, HashIncr, aWrite | aHash | aFast, keysOne, RouteData},
-	{"HGET", CmdHash, OpNone, 3, CmdReadonly, HashGet, aRead | aHash | aFast, keysOne, RouteData},
-	{"HMGET", CmdHash, OpNone, -3, CmdReadonly, HashMGet, aRead | aHash | aFast, keysOne, RouteData},
-	{"HGETALL", CmdHash, OpNone, 2, CmdReadonly, HashGetAll, aRead | aHash | aSlow, keysOne, RouteData},
-	{"HLEN", CmdHash, OpNone, 2, CmdReadonly, HashLen, aRead | aHash | aFast, keysOne, RouteData},
-	{"HEXISTS", CmdHash, OpNone, 3, CmdReadonly, HashExists, aRead | aHash | aFast, keysOne, RouteData},
-	{"HKEYS", CmdHash, OpNone, 2, CmdReadonly, HashKeys, aRead | aHash | aSlow, keysOne, RouteData},
-	{"HVALS", CmdHash, OpNone, 2, CmdReadonly, HashVals, aRead | aHash | aSlow, keysOne, RouteData},
+	{"HSET", CmdHash, OpNone, -4, CmdWrite | CmdDenyOOM, HashSet, aWrite | aHash | aFast, keysOne, RouteData, parseHashCmd},
+	{"HMSET", CmdHash, OpNone, -4, CmdWrite | CmdDenyOOM, HashSet, aWrite | aHash | aFast, keysOne, RouteData, parseHashCmd},
+	{"HDEL", CmdHash, OpNone, -3, CmdWrite, HashDel, aWrite | aHash | aFast, keysOne, RouteData, parseHashCmd},
+	{"HINCRBY", CmdHash, OpNone, 4, CmdWrite | CmdDenyOOM, HashIncr, aWrite | aHash | aFast, keysOne, RouteData, parseHashCmd},
+	{"HGET", CmdHash, OpNone, 3, CmdReadonly, HashGet, aRead | aHash | aFast, keysOne, RouteData, parseHashCmd},
+	{"HMGET", CmdHash, OpNone, -3, CmdReadonly, HashMGet, aRead | aHash | aFast, keysOne, RouteData, parseHashCmd},
+	{"HGETALL", CmdHash, OpNone, 2, CmdReadonly, HashGetAll, aRead | aHash | aSlow, keysOne, RouteData, parseHashCmd},
+	{"HLEN", CmdHash, OpNone, 2, CmdReadonly, HashLen, aRead | aHash | aFast, keysOne, RouteData, parseHashCmd},
+	{"HEXISTS", CmdHash, OpNone, 3, CmdReadonly, HashExists, aRead | aHash | aFast, keysOne, RouteData, parseHashCmd},
+	{"HKEYS", CmdHash, OpNone, 2, CmdReadonly, HashKeys, aRead | aHash | aSlow, keysOne, RouteData, parseHashCmd},
+	{"HVALS", CmdHash, OpNone, 2, CmdReadonly, HashVals, aRead | aHash | aSlow, keysOne, RouteData, parseHashCmd},
 }
 
 // subcommands are the containers' subcommands, with Redis 7.0's categories (tallyd's CLIENT
@@ -311,7 +318,7 @@ var commands, aclTable = func() ([]Spec, *acl.Table) {
 	for i, r := range table {
 		s := &specs[i]
 		*s = Spec{Name: r.Name, Cmd: r.Cmd, Op: r.Op, Arity: r.Arity, Flags: r.Flags, Hash: r.Hash, ACL: r.ACL,
-			Keys: r.Keys, Route: r.Route, Subs: subcommands[r.Name], Index: i, id: len(names)}
+			Keys: r.Keys, Route: r.Route, parse: r.Parse, Subs: subcommands[r.Name], Index: i, id: len(names)}
 		names = append(names, acl.Command{Name: strings.ToLower(r.Name), Cats: r.ACL})
 		for j := range s.Subs {
 			sub := &s.Subs[j]
@@ -466,71 +473,105 @@ const maxDB = 254
 // *TextError.
 func Parse(spec *Spec, args [][]byte, t *Text, nowMs int64, newID func() [16]byte, r *Request, buf []byte) ([]byte, error) {
 	r.Spec, r.Args, r.Arg, r.N, r.Will, r.User, r.Pass = spec, args, nil, 0, false, nil, nil
+	if spec.parse == nil {
+		return buf, nil
+	}
+	return spec.parse(r, args, t, nowMs, newID, buf)
+}
+
+// parseLock parses LOCK, UNLOCK and PUSH (text.go).
+func parseLock(r *Request, args [][]byte, t *Text, _ int64, newID func() [16]byte, buf []byte) ([]byte, error) {
 	var err error
-	switch spec.Cmd {
-	case CmdLock, CmdUnlock, CmdPush:
-		r.Will, buf, err = ParseTextLock(args, t, newID, &r.Frame, buf)
-		return buf, err
-	case CmdKV:
-		return ParseKV(args, spec.Op, spec.Name, t, nowMs, newID, &r.KV, buf)
-	case CmdHash:
-		return ParseHash(args, spec.Hash, spec.Name, t, newID, &r.Hash, buf)
-	case CmdScan:
-		return buf, ParseScan(args, &r.Scan)
-	case CmdPing, CmdEcho, CmdConfig, CmdClient, CmdCommand:
-		if spec.Cmd == CmdPing && len(args) > 2 {
-			return buf, spec.ArityError()
-		}
-		if len(args) > 1 {
-			r.Arg = args[1]
-		}
-	case CmdMSet, CmdMSetNX:
-		if len(args)%2 == 0 {
-			return buf, spec.ArityError()
-		}
-	case CmdSelect:
-		n, ok := resp.ParseInt(args[1])
+	r.Will, buf, err = ParseTextLock(args, t, newID, &r.Frame, buf)
+	return buf, err
+}
+
+// parseHashCmd parses a hash command (hash.go).
+func parseHashCmd(r *Request, args [][]byte, t *Text, _ int64, newID func() [16]byte, buf []byte) ([]byte, error) {
+	return parseHashOf(args, r.Spec, t, newID, &r.Hash, buf)
+}
+
+// parseScan parses SCAN (scan.go).
+func parseScan(r *Request, args [][]byte, _ *Text, _ int64, _ func() [16]byte, buf []byte) ([]byte, error) {
+	return buf, ParseScan(args, &r.Scan)
+}
+
+// parsePing parses PING [text].
+func parsePing(r *Request, args [][]byte, t *Text, nowMs int64, newID func() [16]byte, buf []byte) ([]byte, error) {
+	if len(args) > 2 {
+		return buf, r.Spec.ArityError()
+	}
+	return parseArg(r, args, t, nowMs, newID, buf)
+}
+
+// parseArg parses ECHO text, and CONFIG, CLIENT and COMMAND's subcommand: r.Arg.
+func parseArg(r *Request, args [][]byte, _ *Text, _ int64, _ func() [16]byte, buf []byte) ([]byte, error) {
+	if len(args) > 1 {
+		r.Arg = args[1]
+	}
+	return buf, nil
+}
+
+// parsePairs parses MSET and MSETNX: keys and values in pairs.
+func parsePairs(r *Request, args [][]byte, _ *Text, _ int64, _ func() [16]byte, buf []byte) ([]byte, error) {
+	if len(args)%2 == 0 {
+		return buf, r.Spec.ArityError()
+	}
+	return buf, nil
+}
+
+// parseSelect parses SELECT db.
+func parseSelect(r *Request, args [][]byte, _ *Text, _ int64, _ func() [16]byte, buf []byte) ([]byte, error) {
+	n, ok := resp.ParseInt(args[1])
+	if !ok {
+		return buf, errNotInt
+	}
+	if n < 0 || n > maxDB {
+		return buf, errDBIndex
+	}
+	r.N = n
+	return buf, nil
+}
+
+// parseTimeout parses TIMEOUT SET n and TIMEOUT GET.
+func parseTimeout(r *Request, args [][]byte, _ *Text, _ int64, _ func() [16]byte, buf []byte) ([]byte, error) {
+	r.Arg = argAt(args, 1)
+	switch {
+	case resp.Is(r.Arg, "SET"):
+		n, ok := textUint(argAt(args, 2), 0xffffffff)
 		if !ok {
-			return buf, errNotInt
-		}
-		if n < 0 || n > maxDB {
-			return buf, errDBIndex
-		}
-		r.N = n
-	case CmdTimeout:
-		r.Arg = argAt(args, 1)
-		switch {
-		case resp.Is(r.Arg, "SET"):
-			n, ok := textUint(argAt(args, 2), 0xffffffff)
-			if !ok {
-				return buf, errArg
-			}
-			r.N = n
-		case resp.Is(r.Arg, "GET"):
-		default:
 			return buf, errArg
 		}
-	case CmdHello:
-		if len(args) > 1 {
-			n, ok := resp.ParseInt(args[1])
-			if !ok {
-				return buf, errProtoInt
-			}
-			if n != 2 {
-				return buf, errNoProto
-			}
-			r.N = n
-			for i := 2; i < len(args); i++ {
-				switch {
-				case resp.Is(args[i], "SETNAME") && i+1 < len(args):
-					i++
-				case resp.Is(args[i], "AUTH") && i+2 < len(args):
-					r.User, r.Pass = args[i+1], args[i+2]
-					i += 2
-				default:
-					return buf, &TextError{Msg: "Syntax error in HELLO option '" + string(args[i]) + "'"}
-				}
-			}
+		r.N = n
+	case resp.Is(r.Arg, "GET"):
+	default:
+		return buf, errArg
+	}
+	return buf, nil
+}
+
+// parseHello parses HELLO [protover [AUTH user password] [SETNAME name]].
+func parseHello(r *Request, args [][]byte, _ *Text, _ int64, _ func() [16]byte, buf []byte) ([]byte, error) {
+	if len(args) < 2 {
+		return buf, nil
+	}
+	n, ok := resp.ParseInt(args[1])
+	if !ok {
+		return buf, errProtoInt
+	}
+	if n != 2 {
+		return buf, errNoProto
+	}
+	r.N = n
+	for i := 2; i < len(args); i++ {
+		switch {
+		case resp.Is(args[i], "SETNAME") && i+1 < len(args):
+			i++
+		case resp.Is(args[i], "AUTH") && i+2 < len(args):
+			r.User, r.Pass = args[i+1], args[i+2]
+			i += 2
+		default:
+			return buf, &TextError{Msg: "Syntax error in HELLO option '" + string(args[i]) + "'"}
 		}
 	}
 	return buf, nil

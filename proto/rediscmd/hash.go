@@ -60,11 +60,18 @@ func (h *Hash) Writes() bool { return h.Op == HashSet || h.Op == HashDel || h.Op
 // on the key, with its template record built into buf; newID supplies its RequestId.
 // Errors are *TextError with the Redis error text.
 func ParseHash(args [][]byte, op HashOp, name string, t *Text, newID func() [16]byte, h *Hash, buf []byte) ([]byte, error) {
-	*h = Hash{Op: op, Name: name}
 	spec := cmdIndex[name]
 	if spec == nil || spec.Cmd != CmdHash || spec.Hash != op {
+		*h = Hash{Op: op, Name: name}
 		return buf, &kvErr{Msg: "Unknown Command"}
 	}
+	return parseHashOf(args, spec, t, newID, h, buf)
+}
+
+// parseHashOf parses the command line args of the hash command spec (ParseHash's contract).
+func parseHashOf(args [][]byte, spec *Spec, t *Text, newID func() [16]byte, h *Hash, buf []byte) ([]byte, error) {
+	op, name := spec.Hash, spec.Name
+	*h = Hash{Op: op, Name: name}
 	if n := len(args); !spec.ArityOK(n) || op == HashSet && n%2 != 0 {
 		return buf, arity(name)
 	}
