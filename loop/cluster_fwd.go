@@ -179,8 +179,8 @@ func (s *Server) runsLocally(cs *conn, spec *rediscmd.Spec) bool {
 	if sc.fwdTx {
 		return false // a transaction queues on the leader
 	}
-	if pubsubLocal(sc, spec) || sc.subscribed() {
-		return true // subscriptions are this member's (pubsub.go)
+	if sc.subscribed() {
+		return true // subscriptions are this member's: PING and RESET too (pubsub.go)
 	}
 	switch spec.Route {
 	case rediscmd.RouteMember, rediscmd.RouteConn, rediscmd.RouteUser: // the member's own: never forwarded, never waiting

@@ -957,19 +957,3 @@ const maxRelayBuf = 1 << 20
 func (s *Server) relayed(ch, msg []byte) {
 	s.publish(ch, msg)
 }
-
-// pubsubLocal reports whether spec runs on the member the client is connected to, never
-// forwarded to the leader: subscriptions are the connection's, and messages reach every
-// member (PUBLISH is forwarded, and relayed by the raft log).
-func pubsubLocal(sc *slockConn, spec *rediscmd.Spec) bool {
-	if spec == nil {
-		return false
-	}
-	switch spec.Cmd {
-	case rediscmd.CmdSubscribe, rediscmd.CmdUnsubscribe, rediscmd.CmdPSubscribe, rediscmd.CmdPUnsubscribe, rediscmd.CmdPubsub:
-		return true
-	case rediscmd.CmdPing, rediscmd.CmdReset:
-		return sc.subscribed()
-	}
-	return false
-}

@@ -88,7 +88,7 @@ func init() {
 			return true
 		},
 		// Compared (or read) and run in this one loop step: nothing of another client between.
-		rediscmd.OpDelEx: kvCASCheck, rediscmd.OpGetDel: kvCASCheck, rediscmd.OpGetEx: kvCASCheck,
+		rediscmd.OpDelEx: casDelEx, rediscmd.OpGetDel: casGetDel, rediscmd.OpGetEx: casGetEx,
 		rediscmd.OpDel: kvMany, rediscmd.OpExists: kvMany,
 	}
 }
@@ -191,15 +191,6 @@ func kvFlush(s *Server, cs *conn, kv *rediscmd.KV, db uint8, now int64) bool {
 	s.freeFlushed()
 	s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
 	return true
-}
-
-// kvCASCheck checks DELEX, DELIFEQ, GETDEL and GETEX against the key's value (cas.go).
-func kvCASCheck(s *Server, cs *conn, kv *rediscmd.KV, db uint8, now int64) bool {
-	if !s.casBegin(cs, kv, db, now) {
-		kv.Keys = nil
-		return true
-	}
-	return false
 }
 
 // kvMany runs DEL and EXISTS of several keys, a lock command each, and answers the count.

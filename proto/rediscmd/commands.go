@@ -112,7 +112,7 @@ type Route uint8
 const (
 	RouteData   Route = iota // the data's: forwarded to the leader; a read (CmdReadonly) at consistency ONE runs here
 	RouteLeader              // always forwarded: the leader's alone (CLUSTER)
-	RouteMember              // answered by the member the client is connected to, from its own state (INFO, CONFIG)
+	RouteMember              // answered by the member the client is connected to: its own state (INFO, CONFIG), its subscriptions
 	RouteConn                // the connection's own settings: answered here, with no read barrier
 	RouteUser                // the member's own users (AUTH, ACL): as RouteConn, and never forwarded, even in a forwarded MULTI
 )
@@ -230,12 +230,12 @@ var table = []row{
 	{"EVAL_RO", CmdEval, OpNone, -3, 0, HashNone, aSlow | aScripting, keysEval, RouteData, nil},
 	{"EVALSHA_RO", CmdEval, OpNone, -3, 0, HashNone, aSlow | aScripting, keysEval, RouteData, nil},
 	{"SCRIPT", CmdScript, OpNone, -2, 0, HashNone, aSlow, keysNone, RouteData, nil},
-	{"SUBSCRIBE", CmdSubscribe, OpNone, -2, 0, HashNone, aPubSub | aSlow, keysNone, RouteData, nil},
-	{"UNSUBSCRIBE", CmdUnsubscribe, OpNone, -1, 0, HashNone, aPubSub | aSlow, keysNone, RouteData, nil},
-	{"PSUBSCRIBE", CmdPSubscribe, OpNone, -2, 0, HashNone, aPubSub | aSlow, keysNone, RouteData, nil},
-	{"PUNSUBSCRIBE", CmdPUnsubscribe, OpNone, -1, 0, HashNone, aPubSub | aSlow, keysNone, RouteData, nil},
-	{"PUBLISH", CmdPublish, OpNone, 3, 0, HashNone, aPubSub | aFast, keysNone, RouteData, nil},
-	{"PUBSUB", CmdPubsub, OpNone, -2, 0, HashNone, aSlow, keysNone, RouteData, nil},
+	{"SUBSCRIBE", CmdSubscribe, OpNone, -2, 0, HashNone, aPubSub | aSlow, keysNone, RouteMember, nil},
+	{"UNSUBSCRIBE", CmdUnsubscribe, OpNone, -1, 0, HashNone, aPubSub | aSlow, keysNone, RouteMember, nil},
+	{"PSUBSCRIBE", CmdPSubscribe, OpNone, -2, 0, HashNone, aPubSub | aSlow, keysNone, RouteMember, nil},
+	{"PUNSUBSCRIBE", CmdPUnsubscribe, OpNone, -1, 0, HashNone, aPubSub | aSlow, keysNone, RouteMember, nil},
+	{"PUBLISH", CmdPublish, OpNone, 3, 0, HashNone, aPubSub | aFast, keysNone, RouteData, nil}, // forwarded: the raft log relays it to every member
+	{"PUBSUB", CmdPubsub, OpNone, -2, 0, HashNone, aSlow, keysNone, RouteMember, nil},
 	{"RESET", CmdReset, OpNone, 1, CmdTx | CmdNoAuth, HashNone, aFast | aConnection, keysNone, RouteData, nil},
 
 	{"SET", CmdKV, OpSet, -3, CmdWrite | CmdDenyOOM | CmdMayWait, HashNone, aWrite | aString | aSlow, keysOne, RouteData, parseSet},

@@ -137,7 +137,9 @@ func FuzzParseRequest(f *testing.F) {
 func TestRoutes(t *testing.T) {
 	want := map[string]Route{"PING": RouteConn, "ECHO": RouteConn, "QUIT": RouteConn, "SELECT": RouteConn,
 		"TIMEOUT": RouteConn, "HELLO": RouteConn, "CONSISTENCY": RouteConn, "COMMAND": RouteConn, "CLIENT": RouteConn,
-		"AUTH": RouteUser, "ACL": RouteUser, "INFO": RouteMember, "CONFIG": RouteMember, "CLUSTER": RouteLeader}
+		"AUTH": RouteUser, "ACL": RouteUser, "INFO": RouteMember, "CONFIG": RouteMember, "CLUSTER": RouteLeader,
+		"SUBSCRIBE": RouteMember, "UNSUBSCRIBE": RouteMember, "PSUBSCRIBE": RouteMember, "PUNSUBSCRIBE": RouteMember,
+		"PUBSUB": RouteMember}
 	for _, s := range Commands() {
 		if s.Route != want[s.Name] { // RouteData when not listed
 			t.Errorf("%s: route %d, want %d", s.Name, s.Route, want[s.Name])
