@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tallyd/tallyd/proto/rediscmd"
 	"github.com/tallyd/tallyd/proto/resp"
 	"github.com/tallyd/tallyd/proto/slock"
 )
@@ -84,7 +85,7 @@ func (s *scripted) seen() []string {
 // lockReplyText is the text reply of a LOCK or UNLOCK with result r, and TOKEN t when t > 0.
 func lockReplyText(r slock.Result, id string, t int64) string {
 	rep := slock.LockReply{Result: r, LockID: slock.TextID([]byte(id))}
-	b := slock.AppendTextLockReply(nil, &rep)
+	b := rediscmd.AppendTextLockReply(nil, &rep)
 	if t == 0 {
 		return string(b)
 	}

@@ -8,8 +8,8 @@ import (
 	"strings"
 
 	"github.com/tallyd/tallyd/proto/acl"
+	"github.com/tallyd/tallyd/proto/rediscmd"
 	"github.com/tallyd/tallyd/proto/resp"
-	"github.com/tallyd/tallyd/proto/slock"
 )
 
 // Who may do what on the Redis-text side, as Redis 6+/7 decides it: a connection runs as
@@ -47,7 +47,7 @@ const (
 // file says the default user's password.
 func LoadUsers(requirePass, aclFile string) (*acl.Users, error) {
 	if aclFile == "" {
-		return acl.Open(slock.ACLTable(), requirePass), nil
+		return acl.Open(rediscmd.ACLTable(), requirePass), nil
 	}
 	if requirePass != "" {
 		return nil, errors.New("--requirepass and --aclfile together: give the default user's password in the ACL file (user default on >password ~* +@all)")
@@ -56,7 +56,7 @@ func LoadUsers(requirePass, aclFile string) (*acl.Users, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--aclfile: %w", err)
 	}
-	us, err := acl.Parse(aclFile, text, slock.ACLTable())
+	us, err := acl.Parse(aclFile, text, rediscmd.ACLTable())
 	if err != nil {
 		return nil, fmt.Errorf("--aclfile: %w", err)
 	}
@@ -111,8 +111,8 @@ func (s *Server) userOf(cs *conn) *acl.User {
 // permit checks the command line args of spec (nil: unknown) before it runs or is queued
 // by MULTI: false if it is refused, and then the error is answered (and a transaction it
 // would have joined will abort, as in Redis).
-func (s *Server) permit(cs *conn, spec *slock.Spec, args [][]byte) bool {
-	if !s.auth.checks || spec == nil || !spec.ArityOK(len(args)) || spec.Flags&slock.CmdNoAuth != 0 {
+func (s *Server) permit(cs *conn, spec *rediscmd.Spec, args [][]byte) bool {
+	if !s.auth.checks || spec == nil || !spec.ArityOK(len(args)) || spec.Flags&rediscmd.CmdNoAuth != 0 {
 		return true // unknown commands and wrong arities answer their own errors first, as in Redis
 	}
 	sc := cs.slock
@@ -130,7 +130,7 @@ func (s *Server) permit(cs *conn, spec *slock.Spec, args [][]byte) bool {
 	}
 	if !u.CanRun(id) {
 		b := append(s.scratchFor(cs), "-NOPERM this user has no permissions to run the '"...)
-		b = append(b, slock.ACLTable().Name(id)...)
+		b = append(b, rediscmd.ACLTable().Name(id)...)
 		s.refuseCommand(cs, append(b, "' command\r\n"...))
 		return false
 	}
@@ -173,13 +173,13 @@ func (s *Server) virtUser(vc *conn, name []byte) {
 // permitVirt refuses the command of a virtual connection whose user this member does not
 // know (virtUser), with the NOPERM error Redis gives a user that may not run it: the
 // leader cannot check its scripts' commands, so it runs nothing of it.
-func (s *Server) permitVirt(cs *conn, spec *slock.Spec, args [][]byte) bool {
+func (s *Server) permitVirt(cs *conn, spec *rediscmd.Spec, args [][]byte) bool {
 	if spec == nil || !spec.ArityOK(len(args)) {
 		return true // answered unknown, or its arity
 	}
 	name := strings.ToLower(spec.Name)
 	if id, ok := spec.ACLID(args); ok {
-		name = slock.ACLTable().Name(id)
+		name = rediscmd.ACLTable().Name(id)
 	}
 	b := append(s.scratchFor(cs), "-NOPERM this user has no permissions to run the '"...)
 	b = append(b, name...)
@@ -189,14 +189,14 @@ func (s *Server) permitVirt(cs *conn, spec *slock.Spec, args [][]byte) bool {
 
 // authLocal reports whether spec runs on the member the client is connected to, never
 // forwarded to the leader: logging in, and the ACL, are each member's own.
-func authLocal(spec *slock.Spec) bool {
-	return spec != nil && (spec.Cmd == slock.CmdAuth || spec.Cmd == slock.CmdACL)
+func authLocal(spec *rediscmd.Spec) bool {
+	return spec != nil && spec.Route == rediscmd.RouteUser
 }
 
 // keyAllowed reports whether one of u's patterns matches key.
 func keyAllowed(u *acl.User, key []byte) bool {
 	for _, p := range u.Patterns() {
-		if slock.Match(p, key) {
+		if rediscmd.Match(p, key) {
 			return true
 		}
 	}
@@ -296,7 +296,7 @@ func (s *Server) aclCmd(cs *conn, args [][]byte) {
 			b = resp.AppendError(b, "ERR Unknown category '"+clip(args[2])+"'")
 			break
 		}
-		names := slock.ACLTable().InCategory(c)
+		names := rediscmd.ACLTable().InCategory(c)
 		b = resp.AppendArray(b, len(names))
 		for _, n := range names {
 			b = resp.AppendBulkString(b, n)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/tallyd/tallyd/aof"
 	"github.com/tallyd/tallyd/cluster"
+	"github.com/tallyd/tallyd/proto/rediscmd"
 	"github.com/tallyd/tallyd/proto/resp"
 	"github.com/tallyd/tallyd/proto/slock"
 	"github.com/tallyd/tallyd/raftlog"
@@ -579,7 +580,7 @@ func (s *Server) applyRecords(b []byte, now int64) {
 
 // setSecret adopts the cluster's key-name secret.
 func (s *Server) setSecret(k [32]byte) {
-	s.keys = slock.NewKeys(k)
+	s.keys = rediscmd.NewKeys(k)
 	s.cl.secret, s.cl.secretKey = true, k
 }
 

@@ -8,6 +8,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/tallyd/tallyd/proto/peer"
+	"github.com/tallyd/tallyd/proto/rediscmd"
 	"github.com/tallyd/tallyd/proto/resp"
 	"github.com/tallyd/tallyd/proto/slock"
 	"github.com/tallyd/tallyd/store"
@@ -170,7 +171,7 @@ func (s *Server) leaderLink() *conn {
 
 // runsLocally says whether a text command runs on this node's store when it does not lead:
 // the connection's own settings, and reads at consistency ONE.
-func (s *Server) runsLocally(cs *conn, spec *slock.Spec) bool {
+func (s *Server) runsLocally(cs *conn, spec *rediscmd.Spec) bool {
 	sc := cs.slock
 	if spec == nil {
 		return true // answered unknown here
@@ -178,32 +179,22 @@ func (s *Server) runsLocally(cs *conn, spec *slock.Spec) bool {
 	if sc.fwdTx {
 		return false // a transaction queues on the leader
 	}
-	if pubsubLocal(sc, spec) || sc.subscribed() {
-		return true // subscriptions are this member's (pubsub.go)
+	if sc.subscribed() {
+		return true // subscriptions are this member's: PING and RESET too (pubsub.go)
 	}
-	switch spec.Cmd {
-	case slock.CmdPing, slock.CmdEcho, slock.CmdQuit, slock.CmdSelect, slock.CmdTimeout, slock.CmdInfo,
-		slock.CmdHello, slock.CmdConsistency, slock.CmdCommand, slock.CmdConfig, slock.CmdClient,
-		slock.CmdAuth, slock.CmdACL: // each member checks its own users: never forwarded, never waiting
+	switch spec.Route {
+	case rediscmd.RouteMember, rediscmd.RouteConn, rediscmd.RouteUser: // the member's own: never forwarded, never waiting
 		return true
-	case slock.CmdCluster:
+	case rediscmd.RouteLeader:
 		return false
 	}
-	return spec.Flags&slock.CmdReadonly != 0 && sc.level() == LevelOne
+	return spec.Flags&rediscmd.CmdReadonly != 0 && sc.level() == LevelOne
 }
 
 // connLocal says whether a command (nil: unknown) only reads or sets its connection's own
 // settings: its reply needs no read barrier, and waits only behind the replies before it.
-func connLocal(spec *slock.Spec) bool {
-	if spec == nil {
-		return true
-	}
-	switch spec.Cmd {
-	case slock.CmdPing, slock.CmdEcho, slock.CmdQuit, slock.CmdSelect, slock.CmdTimeout, slock.CmdHello,
-		slock.CmdConsistency, slock.CmdCommand, slock.CmdClient, slock.CmdAuth, slock.CmdACL:
-		return true
-	}
-	return false
+func connLocal(spec *rediscmd.Spec) bool {
+	return spec == nil || spec.Route == rediscmd.RouteConn || spec.Route == rediscmd.RouteUser
 }
 
 // holdText says whether the text command just parsed for cs must wait (it stays in the
@@ -225,9 +216,9 @@ func (s *Server) holdText(cs *conn, args [][]byte) bool {
 		s.endSession(cs)
 		return false
 	}
-	spec := slock.Lookup(args[0])
+	spec := rediscmd.Lookup(args[0])
 	if s.runsLocally(cs, spec) {
-		if sc.outstanding > 0 || spec != nil && spec.Flags&slock.CmdReadonly != 0 && cl.applied < cl.loadedTo {
+		if sc.outstanding > 0 || spec != nil && spec.Flags&rediscmd.CmdReadonly != 0 && cl.applied < cl.loadedTo {
 			return s.waitFor(cs)
 		}
 		return false
@@ -343,7 +334,7 @@ func (s *Server) expireWaiting(now int64) {
 
 // clusterText routes a text command on a node that does not run it: to the leader, or
 // answered -CLUSTERDOWN; false means it runs here.
-func (s *Server) clusterText(cs *conn, spec *slock.Spec, raw []byte) bool {
+func (s *Server) clusterText(cs *conn, spec *rediscmd.Spec, raw []byte) bool {
 	sc := cs.slock
 	if s.runsLocally(cs, spec) {
 		return false
@@ -361,16 +352,16 @@ func (s *Server) clusterText(cs *conn, spec *slock.Spec, raw []byte) bool {
 	s.forward(cs, lnk, kind, raw)
 	sc.outstanding++
 	switch spec.Cmd {
-	case slock.CmdMulti:
+	case rediscmd.CmdMulti:
 		sc.fwdTx, sc.touched = true, true
-	case slock.CmdExec, slock.CmdDiscard:
+	case rediscmd.CmdExec, rediscmd.CmdDiscard:
 		sc.fwdTx = false
-	case slock.CmdLock, slock.CmdUnlock, slock.CmdPush, slock.CmdWatch:
+	case rediscmd.CmdLock, rediscmd.CmdUnlock, rediscmd.CmdPush, rediscmd.CmdWatch:
 		sc.touched = true
-	case slock.CmdWait:
+	case rediscmd.CmdWait:
 		sc.fwdWait = true // its reply may rightly take longer than --cluster-timeout (expireSessions)
 	default:
-		if sc.level() == LevelOne && spec.Flags&slock.CmdWrite != 0 {
+		if sc.level() == LevelOne && spec.Flags&rediscmd.CmdWrite != 0 {
 			sc.touched = true // what it wrote at ONE may be lost with the leader: it is told by a close
 		}
 	}

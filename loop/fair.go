@@ -35,7 +35,7 @@ import (
 // A single command that cannot stop halfway still runs whole. Those that cost what the data
 // costs are bounded or go on across turns: KEYS walks the keys a step at a time and MGET
 // answers its keys as the socket takes them (textcont.go), SCAN examines at most
-// slock.MaxScanCount keys a call, a hash is at most --slock-max-data bytes, FLUSHALL frees the
+// rediscmd.MaxScanCount keys a call, a hash is at most --slock-max-data bytes, FLUSHALL frees the
 // keys a slice per turn (store: Locks.Flush), and a MULTI queue is bounded in commands and in
 // estimated work (txwork.go). Peer links and a follower's forwarded commands are not sliced,
 // nor is anyone before the pump is registered (a millisecond after start), or without it.

@@ -3,8 +3,8 @@ package loop
 import (
 	"encoding/binary"
 
+	"github.com/tallyd/tallyd/proto/rediscmd"
 	"github.com/tallyd/tallyd/proto/resp"
-	"github.com/tallyd/tallyd/proto/slock"
 	"github.com/tallyd/tallyd/store"
 )
 
@@ -48,7 +48,7 @@ func (s *Server) clientOf(cs *conn) uint64 {
 // LockId, or of its oldest holder; nil when there is none.
 func (s *Server) token(cs *conn, args [][]byte) {
 	sc := cs.slock
-	q, err := slock.ParseToken(args, &sc.text)
+	q, err := rediscmd.ParseToken(args, &sc.text)
 	if err != nil {
 		s.textError(cs, err)
 		return

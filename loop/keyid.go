@@ -8,23 +8,24 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/tallyd/tallyd/proto/rediscmd"
 	"github.com/tallyd/tallyd/proto/slock"
 	"github.com/tallyd/tallyd/store"
 )
 
 // keySecretName is the file in the data directory that keeps the secret under which text
 // key names longer than 15 bytes (or starting with a 0 byte) are hashed to LockKeys
-// (slock.Keys). It belongs with the log: the log's keys were mapped under it.
+// (rediscmd.Keys). It belongs with the log: the log's keys were mapped under it.
 const keySecretName = "tallyd.keyid"
 
 // newKeys returns a key-name mapping under a random secret: for a server without a data
 // directory, whose keys do not outlive it.
-func newKeys() *slock.Keys {
+func newKeys() *rediscmd.Keys {
 	var k [32]byte
 	if _, err := rand.Read(k[:]); err != nil {
 		panic("loop: no random source: " + err.Error())
 	}
-	return slock.NewKeys(k)
+	return rediscmd.NewKeys(k)
 }
 
 // loadKeySecret maps key names under the data directory's secret, drawing it (and
@@ -48,7 +49,7 @@ func (s *Server) loadKeySecret() error {
 	default:
 		return fmt.Errorf("key-name secret: %w", err)
 	}
-	s.keys = slock.NewKeys([32]byte(b))
+	s.keys = rediscmd.NewKeys([32]byte(b))
 	return nil
 }
 
@@ -80,14 +81,14 @@ func writeSynced(path string, b []byte) error {
 	return nil
 }
 
-// rekeyer moves the records of a log written before key names were mapped by slock.Keys
+// rekeyer moves the records of a log written before key names were mapped by rediscmd.Keys
 // (by slock.TextID: 16-byte names as they are, 32 hex digits decoded, longer names
 // MD5-hashed) to their keys now. A record with a value knows its name (the value's KEY
 // property): if it is at the name's old LockKey, its key, and the LockId of a SET's holder
 // (the key itself), move to the name's LockKey now; later records of the old LockKey without a value (the key's deletion)
 // follow it. Records written since, and binary clients' keys, are left as they are.
 type rekeyer struct {
-	keys  *slock.Keys
+	keys  *rediscmd.Keys
 	moved map[keyAt][16]byte
 }
 
@@ -99,7 +100,7 @@ type keyAt struct {
 
 func (r *rekeyer) rekey(ks *store.KeyState) {
 	to, ok := [16]byte{}, false
-	if name, named := slock.KeyName(ks.Value); ks.Value != nil && named {
+	if name, named := rediscmd.KeyName(ks.Value); ks.Value != nil && named {
 		to = r.keys.KeyID(name)
 		if to == ks.Key || slock.TextID(name) != ks.Key {
 			return // mapped now, or not by the old rule (a binary client's value naming another key)

@@ -5,16 +5,16 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tallyd/tallyd/proto/rediscmd"
 	"github.com/tallyd/tallyd/proto/resp"
-	"github.com/tallyd/tallyd/proto/slock"
 )
 
-// KEYS never stalls the loop: past slock.KeysLimit keys it refuses and names SCAN, which
+// KEYS never stalls the loop: past rediscmd.KeysLimit keys it refuses and names SCAN, which
 // walks every key a bounded step at a time, each key at least once.
 func TestKeysRefusedPastLimitScanWalksAll(t *testing.T) {
 	ts := startSlock(t, nil)
 	rc := dialResp(t, ts.slockAddr)
-	total := slock.KeysLimit + 1
+	total := rediscmd.KeysLimit + 1
 	var batch []byte
 	for i := 0; i < total; i++ {
 		batch = resp.AppendCommand(batch, "SET", "k:"+strconv.Itoa(i), "v")

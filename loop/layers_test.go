@@ -136,6 +136,8 @@ func TestLayerRule(t *testing.T) {
 		{"github.com/tallyd/tallyd/proto/pool", "github.com/tallyd/tallyd/stats", false, false},
 		{"github.com/tallyd/tallyd/proto/slock", "github.com/tallyd/tallyd/proto/resp", false, true},
 		{"github.com/tallyd/tallyd/proto/slock", "github.com/tallyd/tallyd/proto/acl", false, true},
+		{"github.com/tallyd/tallyd/proto/rediscmd", "github.com/tallyd/tallyd/proto/slock", false, true},
+		{"github.com/tallyd/tallyd/proto/rediscmd", "github.com/tallyd/tallyd/loop", false, false},
 		{"github.com/tallyd/tallyd/proto/acl", "crypto/sha256", true, true},
 		{"github.com/tallyd/tallyd/logfile", "hash/crc32", true, true},
 		{"github.com/tallyd/tallyd/logfile", "github.com/tallyd/tallyd/store", false, false},

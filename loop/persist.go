@@ -11,8 +11,8 @@ import (
 	"github.com/panjf2000/gnet/v2"
 
 	"github.com/tallyd/tallyd/aof"
+	"github.com/tallyd/tallyd/proto/rediscmd"
 	"github.com/tallyd/tallyd/proto/resp"
-	"github.com/tallyd/tallyd/proto/slock"
 	"github.com/tallyd/tallyd/store"
 )
 
@@ -51,8 +51,8 @@ func (s *Server) logFailing() string { return s.replies.failing() }
 
 // diskGuarded says whether a Redis-text command is refused while the log cannot be
 // written: as in Redis, the commands that may write, and PING.
-func diskGuarded(spec *slock.Spec) bool {
-	return spec != nil && (spec.Flags&slock.CmdWrite != 0 || spec.Cmd == slock.CmdPing)
+func diskGuarded(spec *rediscmd.Spec) bool {
+	return spec != nil && (spec.Flags&rediscmd.CmdWrite != 0 || spec.Cmd == rediscmd.CmdPing)
 }
 
 // misconf is Redis's error for a command refused while the log cannot be written.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tallyd/tallyd/aof"
 	"github.com/tallyd/tallyd/proto/acl"
+	"github.com/tallyd/tallyd/proto/rediscmd"
 	"github.com/tallyd/tallyd/proto/resp"
 	"github.com/tallyd/tallyd/proto/slock"
 	"github.com/tallyd/tallyd/store"
@@ -84,17 +85,17 @@ func (s *Server) pubsubCounts() (channels, patterns int) {
 }
 
 // subscribedAllows reports whether spec may run in subscribed mode (RESP2), as Redis 7.0.
-func subscribedAllows(spec *slock.Spec) bool {
+func subscribedAllows(spec *rediscmd.Spec) bool {
 	switch spec.Cmd {
-	case slock.CmdSubscribe, slock.CmdUnsubscribe, slock.CmdPSubscribe, slock.CmdPUnsubscribe,
-		slock.CmdPing, slock.CmdQuit, slock.CmdReset:
+	case rediscmd.CmdSubscribe, rediscmd.CmdUnsubscribe, rediscmd.CmdPSubscribe, rediscmd.CmdPUnsubscribe,
+		rediscmd.CmdPing, rediscmd.CmdQuit, rediscmd.CmdReset:
 		return true
 	}
 	return false
 }
 
 // subscribedError answers a command refused in subscribed mode with Redis 7.0's error.
-func (s *Server) subscribedError(cs *conn, spec *slock.Spec, args [][]byte) {
+func (s *Server) subscribedError(cs *conn, spec *rediscmd.Spec, args [][]byte) {
 	name := strings.ToLower(spec.Name)
 	if len(spec.Subs) > 0 && len(args) > 1 {
 		name += "|" + strings.ToLower(string(args[1]))
@@ -326,7 +327,7 @@ func (s *Server) publish(ch, msg []byte) int {
 		n += len(c.subs)
 	}
 	for _, p := range ps.patterns {
-		if !slock.Match(p.pat, ch) {
+		if !rediscmd.Match(p.pat, ch) {
 			continue
 		}
 		ps.msg = appendPMessage(ps.msg[:0], p.pat, ch, msg)
@@ -416,13 +417,13 @@ func (s *Server) pubsubCmd(cs *conn, args [][]byte) {
 		}
 		n := 0
 		for name := range s.ps.channels {
-			if pat == nil || slock.Match(pat, []byte(name)) {
+			if pat == nil || rediscmd.Match(pat, []byte(name)) {
 				n++
 			}
 		}
 		b = resp.AppendArray(b, n)
 		for name := range s.ps.channels {
-			if pat == nil || slock.Match(pat, []byte(name)) {
+			if pat == nil || rediscmd.Match(pat, []byte(name)) {
 				b = resp.AppendBulkString(b, name)
 			}
 		}
@@ -797,8 +798,8 @@ func (s *Server) notifyKV(cs *conn, r *slock.LockReply) {
 		return
 	}
 	switch kv.Op {
-	case slock.OpSet, slock.OpGetSet, slock.OpSetNX:
-		if !slock.HasValue(r.Value) {
+	case rediscmd.OpSet, rediscmd.OpGetSet, rediscmd.OpSetNX:
+		if !rediscmd.HasValue(r.Value) {
 			s.notifyKey(db, name, nNew, "new")
 		}
 		s.notifyKey(db, name, nString, "set")
@@ -808,18 +809,18 @@ func (s *Server) notifyKV(cs *conn, r *slock.LockReply) {
 		if sc.kvPast { // EXAT or PXAT past: the key is gone at once, where Redis's goes at its next look
 			s.notifyKey(db, name, nExpired, "expired")
 		}
-	case slock.OpIncr:
+	case rediscmd.OpIncr:
 		s.notifyKey(db, name, nString, "incrby")
-	case slock.OpAppend:
-		if !slock.HasValue(r.Value) {
+	case rediscmd.OpAppend:
+		if !rediscmd.HasValue(r.Value) {
 			s.notifyKey(db, name, nNew, "new")
 		}
 		s.notifyKey(db, name, nString, "append")
-	case slock.OpDel, slock.OpDelEx, slock.OpGetDel:
+	case rediscmd.OpDel, rediscmd.OpDelEx, rediscmd.OpGetDel:
 		if r.Result == slock.ResultOK {
 			s.notifyKey(db, name, nGeneric, "del")
 		}
-	case slock.OpGetEx: // as Redis 7's GETEX: del for a time past, else persist or expire
+	case rediscmd.OpGetEx: // as Redis 7's GETEX: del for a time past, else persist or expire
 		switch {
 		case sc.kvPast:
 			s.notifyKey(db, name, nGeneric, "del")
@@ -828,26 +829,26 @@ func (s *Server) notifyKV(cs *conn, r *slock.LockReply) {
 		default:
 			s.notifyKey(db, name, nGeneric, "expire")
 		}
-	case slock.OpExpire:
+	case rediscmd.OpExpire:
 		if sc.kvPast {
 			s.notifyKey(db, name, nGeneric, "del")
 		} else {
 			s.notifyKey(db, name, nGeneric, "expire")
 		}
-	case slock.OpPersist:
+	case rediscmd.OpPersist:
 		s.notifyKey(db, name, nGeneric, "persist")
 	}
 }
 
 // notifyHash publishes the events of a hash write that succeeded: hset, hincrby, hdel (when
 // it removed a field, n) and del when the last field went (gone).
-func (s *Server) notifyHash(db uint8, h *slock.Hash, n int64, gone bool) {
+func (s *Server) notifyHash(db uint8, h *rediscmd.Hash, n int64, gone bool) {
 	switch h.Op {
-	case slock.HashSet:
+	case rediscmd.HashSet:
 		s.notifyKey(db, h.Key, nHash, "hset")
-	case slock.HashIncr:
+	case rediscmd.HashIncr:
 		s.notifyKey(db, h.Key, nHash, "hincrby")
-	case slock.HashDel:
+	case rediscmd.HashDel:
 		if n > 0 {
 			s.notifyKey(db, h.Key, nHash, "hdel")
 		}
@@ -868,7 +869,7 @@ func (s *Server) notifyExpiry(r *store.LockReply) {
 		}
 	}
 	if r.Gone != nil {
-		name, ok := slock.KeyName(r.Gone)
+		name, ok := rediscmd.KeyName(r.Gone)
 		if !ok {
 			s.ps.name = lockKeyName(s.ps.name[:0], r.Key)
 			name = s.ps.name
@@ -894,13 +895,13 @@ func (s *Server) notifyLockReply(r *store.LockReply) {
 
 // kvPast reports whether kv, a key/value command, deletes its key by a time already past:
 // EXPIRE and its kin to a time past, SET or GETEX with EXAT or PXAT past.
-func kvPast(kv *slock.KV, now int64) bool {
+func kvPast(kv *rediscmd.KV, now int64) bool {
 	switch kv.Op {
-	case slock.OpExpire:
+	case rediscmd.OpExpire:
 		return kv.When <= now/1e6
-	case slock.OpSet:
+	case rediscmd.OpSet:
 		return kv.Frame.Expried == 0 && kv.ExpireAt == 0 && !kv.KeepTTL
-	case slock.OpGetEx:
+	case rediscmd.OpGetEx:
 		return kv.Frame.Type != 0 && !kv.Persist && kv.ExpireAt == 0
 	}
 	return false
@@ -922,12 +923,12 @@ const noPermChannelText = "NOPERM this user has no permissions to access one of 
 // channelsAllowed reports whether u, restricted to its &patterns, may use the channels of
 // the command line args of spec, as Redis 7.0 checks them: a channel of SUBSCRIBE or PUBLISH
 // must match one of the patterns, a pattern of PSUBSCRIBE must be one of them, as written.
-func channelsAllowed(u *acl.User, spec *slock.Spec, args [][]byte) bool {
+func channelsAllowed(u *acl.User, spec *rediscmd.Spec, args [][]byte) bool {
 	var names [][]byte
 	switch spec.Cmd {
-	case slock.CmdSubscribe, slock.CmdPSubscribe:
+	case rediscmd.CmdSubscribe, rediscmd.CmdPSubscribe:
 		names = args[1:]
-	case slock.CmdPublish:
+	case rediscmd.CmdPublish:
 		names = args[1:2]
 	default:
 		return true
@@ -935,7 +936,7 @@ func channelsAllowed(u *acl.User, spec *slock.Spec, args [][]byte) bool {
 	for _, n := range names {
 		ok := false
 		for _, p := range u.Channels() {
-			if spec.Cmd == slock.CmdPSubscribe && p == string(n) || spec.Cmd != slock.CmdPSubscribe && slock.Match([]byte(p), n) {
+			if spec.Cmd == rediscmd.CmdPSubscribe && p == string(n) || spec.Cmd != rediscmd.CmdPSubscribe && rediscmd.Match([]byte(p), n) {
 				ok = true
 				break
 			}
@@ -955,20 +956,4 @@ const maxRelayBuf = 1 << 20
 // apply its own entries, so each member publishes each message once.
 func (s *Server) relayed(ch, msg []byte) {
 	s.publish(ch, msg)
-}
-
-// pubsubLocal reports whether spec runs on the member the client is connected to, never
-// forwarded to the leader: subscriptions are the connection's, and messages reach every
-// member (PUBLISH is forwarded, and relayed by the raft log).
-func pubsubLocal(sc *slockConn, spec *slock.Spec) bool {
-	if spec == nil {
-		return false
-	}
-	switch spec.Cmd {
-	case slock.CmdSubscribe, slock.CmdUnsubscribe, slock.CmdPSubscribe, slock.CmdPUnsubscribe, slock.CmdPubsub:
-		return true
-	case slock.CmdPing, slock.CmdReset:
-		return sc.subscribed()
-	}
-	return false
 }

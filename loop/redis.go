@@ -7,12 +7,13 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/tallyd/tallyd/proto/rediscmd"
 	"github.com/tallyd/tallyd/proto/resp"
 	"github.com/tallyd/tallyd/proto/slock"
 )
 
 // This file is slock's Redis-text side: the commands of a connection that speaks RESP,
-// looked up in proto/slock's command table and dispatched by their typed form. Key/value
+// looked up in proto/rediscmd's command table and dispatched by their typed form. Key/value
 // commands are in slockkv.go.
 
 // textHandler serves Redis-text commands on the slock port. A LOCK or UNLOCK (or a
@@ -24,6 +25,7 @@ type textHandler struct {
 	raw      []byte   // the line args came from
 	execArgs [][]byte // the arguments of a queued command EXEC runs
 	execDec  resp.Decoder
+	newID    func() [16]byte // textID, made once: the parse calls it through the command table
 }
 
 func (h *textHandler) parse(cs *conn, in []byte) (int, error) {
@@ -90,7 +92,7 @@ func (s *Server) textFlush(cs *conn) bool {
 func (s *Server) slockCommand(cs *conn, args [][]byte, raw []byte, now int64) (quit bool) {
 	sc := cs.slock
 	sc.text.Keys = s.keys
-	spec := slock.Lookup(args[0])
+	spec := rediscmd.Lookup(args[0])
 	if cs.virt == nil && !s.permit(cs, spec, args) {
 		return false // NOAUTH or NOPERM (auth.go); a forwarded command was checked where it came from
 	}
@@ -101,7 +103,7 @@ func (s *Server) slockCommand(cs *conn, args [][]byte, raw []byte, now int64) (q
 		s.subscribedError(cs, spec, args) // as Redis 7.0 over RESP2 (pubsub.go)
 		return false
 	}
-	if sc.tx.active && (spec == nil || spec.Flags&slock.CmdTx == 0) {
+	if sc.tx.active && (spec == nil || spec.Flags&rediscmd.CmdTx == 0) {
 		s.txQueue(cs, spec, args, raw)
 		return false
 	}
@@ -126,14 +128,14 @@ func (s *Server) slockCommand(cs *conn, args [][]byte, raw []byte, now int64) (q
 
 // runCommand runs one text command whose spec (nil: unknown) slockCommand looked up; true
 // means close the connection after the reply. (No defers here: it returns from many places.)
-func (s *Server) runCommand(cs *conn, spec *slock.Spec, args [][]byte, now int64) (quit bool) {
+func (s *Server) runCommand(cs *conn, spec *rediscmd.Spec, args [][]byte, now int64) (quit bool) {
 	sc := cs.slock
 	if spec == nil {
-		s.sendTo(cs, slock.AppendUnknown(s.scratchFor(cs), args))
+		s.sendTo(cs, rediscmd.AppendUnknown(s.scratchFor(cs), args))
 		return false
 	}
 	if !spec.ArityOK(len(args)) {
-		if spec.Cmd == slock.CmdExec { // as Redis: EXEC with arguments aborts the transaction
+		if spec.Cmd == rediscmd.CmdExec { // as Redis: EXEC with arguments aborts the transaction
 			if sc.tx.active {
 				s.txReset(cs)
 			}
@@ -150,131 +152,242 @@ func (s *Server) runCommand(cs *conn, spec *slock.Spec, args [][]byte, now int64
 			return false
 		}
 	}
-	if spec.Flags&slock.CmdDenyOOM != 0 && s.overBudget() {
+	if spec.Flags&rediscmd.CmdDenyOOM != 0 && s.overBudget() {
 		s.refuseOOM(cs, spec.Name)
 		s.sendTo(cs, resp.AppendError(s.scratchFor(cs), oomText))
 		return false
 	}
 	r := &sc.req
+	h := &s.slockText
+	if h.newID == nil { // a closure passed on through a func value escapes: made once
+		h.newID = s.ids.Next // what textID answers, for any connection
+	}
 	var err error
-	s.sl.dataBuf, err = slock.Parse(spec, args, &sc.text, now/1e6, func() [16]byte { return s.textID(cs) }, r, s.sl.dataBuf[:0])
+	s.sl.dataBuf, err = rediscmd.Parse(spec, args, &sc.text, now/1e6, h.newID, r, s.sl.dataBuf[:0])
 	if err != nil {
 		s.textError(cs, err)
 		return false
 	}
-	if sc.tx.exec && spec.Flags&slock.CmdMayWait != 0 {
+	if sc.tx.exec && spec.Flags&rediscmd.CmdMayWait != 0 {
 		r.Frame.Timeout, r.KV.Frame.Timeout = 0, 0 // nothing waits inside EXEC
 	}
-	switch spec.Cmd {
-	case slock.CmdLock, slock.CmdUnlock, slock.CmdPush:
-		s.textLock(cs, r, now)
-	case slock.CmdKV:
-		s.slockKV(cs, now)
-	case slock.CmdPing:
-		if sc.subscribed() { // in subscribed mode, as Redis: a pong push
-			b := resp.AppendBulkString(resp.AppendArray(s.scratchFor(cs), 2), "pong")
-			s.sendTo(cs, resp.AppendBulk(b, argAt(args, 1)))
-			break
+	return execs[spec.Index](s, cs, r, now)
+}
+
+// execFn runs a parsed text command for cs; true means close the connection after the reply.
+type execFn func(s *Server, cs *conn, r *rediscmd.Request, now int64) (quit bool)
+
+// execs are the text commands' handlers, indexed by rediscmd.Spec.Index: the other half of
+// proto/rediscmd's command table (spec and parse there, exec here), as Redis's server.c.
+// init fills it (a handler may run a command itself: EVAL).
+var execs []execFn
+
+func init() {
+	execs = make([]execFn, len(rediscmd.Commands()))
+	for _, spec := range rediscmd.Commands() {
+		f := execByName[spec.Name]
+		if f == nil {
+			panic("loop: no handler for text command " + spec.Name)
 		}
-		if len(args) > 1 {
-			s.sendTo(cs, resp.AppendBulk(s.scratchFor(cs), args[1]))
-		} else {
-			s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "PONG"))
-		}
-	case slock.CmdEcho:
-		s.sendTo(cs, resp.AppendBulk(s.scratchFor(cs), args[1]))
-	case slock.CmdQuit:
+		execs[spec.Index] = f
+	}
+	if len(execByName) != len(execs) {
+		panic("loop: a text command handler for a name not in the table")
+	}
+}
+
+// execByName are the handlers by command name, one entry for each command of the table.
+var execByName = map[string]execFn{
+	"LOCK": execLock, "UNLOCK": execLock, "PUSH": execLock,
+	"PING": execPing,
+	"ECHO": func(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool {
+		s.sendTo(cs, resp.AppendBulk(s.scratchFor(cs), r.Args[1]))
+		return false
+	},
+	"QUIT": func(s *Server, cs *conn, _ *rediscmd.Request, _ int64) bool {
 		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
 		return true
-	case slock.CmdSelect:
-		sc.text.DB = uint8(r.N)
+	},
+	"SELECT": func(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool {
+		cs.slock.text.DB = uint8(r.N)
 		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
-	case slock.CmdTimeout:
-		if resp.Is(r.Arg, "SET") {
-			sc.text.Timeout, sc.text.TimeoutFlag = uint16(r.N), uint16(r.N>>16)
-			s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
-		} else {
-			s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), int64(sc.text.TimeoutFlag)<<16|int64(sc.text.Timeout)))
-		}
-	case slock.CmdInfo:
-		s.sendTo(cs, resp.AppendBulk(s.scratchFor(cs), resp.InfoSections(s.slockInfo(now), args[1:])))
-	case slock.CmdConfig, slock.CmdClient, slock.CmdCommand:
-		s.slockAdmin(cs, args)
-	case slock.CmdHash:
-		s.kvHash(cs, &r.Hash, now)
-	case slock.CmdScan:
-		s.kvScan(cs, sc.text.DB, &r.Scan)
-	case slock.CmdMGet:
-		s.kvMGet(cs, args, now)
-	case slock.CmdMSet, slock.CmdMSetNX:
-		s.kvMSet(cs, args, spec.Cmd == slock.CmdMSetNX, now)
-	case slock.CmdMulti:
-		if sc.tx.active {
-			s.sendTo(cs, resp.AppendError(s.scratchFor(cs), "ERR MULTI calls can not be nested"))
-			break
-		}
-		sc.tx.active = true
-		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
-	case slock.CmdExec:
-		return s.txExec(cs, now)
-	case slock.CmdDiscard:
-		if !sc.tx.active {
-			s.sendTo(cs, resp.AppendError(s.scratchFor(cs), "ERR DISCARD without MULTI"))
-			break
-		}
-		s.txReset(cs)
-		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
-	case slock.CmdWatch:
-		s.txWatch(cs, args[1:])
-	case slock.CmdUnwatch:
+		return false
+	},
+	"TIMEOUT": execTimeout,
+	"INFO": func(s *Server, cs *conn, r *rediscmd.Request, now int64) bool {
+		s.sendTo(cs, resp.AppendBulk(s.scratchFor(cs), resp.InfoSections(s.slockInfo(now), r.Args[1:])))
+		return false
+	},
+	"CONFIG": execAdmin, "CLIENT": execAdmin, "COMMAND": execAdmin,
+	"HELLO":   func(s *Server, cs *conn, _ *rediscmd.Request, _ int64) bool { s.helloCmd(cs); return false },
+	"MULTI":   execMulti,
+	"EXEC":    func(s *Server, cs *conn, _ *rediscmd.Request, now int64) bool { return s.txExec(cs, now) },
+	"DISCARD": execDiscard,
+	"WATCH":   func(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool { s.txWatch(cs, r.Args[1:]); return false },
+	"UNWATCH": func(s *Server, cs *conn, _ *rediscmd.Request, _ int64) bool {
 		s.unwatchAll(cs)
 		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
-	case slock.CmdHello:
-		s.helloCmd(cs)
-	case slock.CmdAuth:
-		s.authCmd(cs, args)
-	case slock.CmdACL:
-		s.aclCmd(cs, args)
-	case slock.CmdConsistency:
-		s.consistency(cs, args)
-	case slock.CmdCluster:
-		s.clusterCmd(cs, args)
-	case slock.CmdToken:
-		s.token(cs, args)
-	case slock.CmdSlowlog:
-		s.slowlogCmd(cs, args)
-	case slock.CmdWait:
-		s.waitCmd(cs, args, now)
-	case slock.CmdEval:
-		s.evalCmd(cs, spec, args, now)
-	case slock.CmdScript:
-		s.scriptCmd(cs, args)
-	case slock.CmdSubscribe, slock.CmdPSubscribe:
-		s.subscribe(cs, args[1:], spec.Cmd == slock.CmdPSubscribe)
-	case slock.CmdUnsubscribe, slock.CmdPUnsubscribe:
-		s.unsubscribe(cs, args[1:], spec.Cmd == slock.CmdPUnsubscribe)
-	case slock.CmdPublish:
-		s.publishCmd(cs, args[1], args[2])
-	case slock.CmdPubsub:
-		s.pubsubCmd(cs, args)
-	case slock.CmdReset:
-		s.resetCmd(cs)
-	case slock.CmdGetFence:
-		f := s.locks.KeyFence(sc.text.DB, sc.text.KeyID(args[1]))
+		return false
+	},
+	"CONSISTENCY": func(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool { s.consistency(cs, r.Args); return false },
+	"CLUSTER":     func(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool { s.clusterCmd(cs, r.Args); return false },
+	"TOKEN":       func(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool { s.token(cs, r.Args); return false },
+	"GETFENCE": func(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool {
+		sc := cs.slock
+		f := s.locks.KeyFence(sc.text.DB, sc.text.KeyID(r.Args[1]))
 		s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), int64(f)))
-	default:
-		s.sendTo(cs, slock.AppendUnknown(s.scratchFor(cs), args))
+		return false
+	},
+	"AUTH":    func(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool { s.authCmd(cs, r.Args); return false },
+	"ACL":     func(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool { s.aclCmd(cs, r.Args); return false },
+	"SLOWLOG": func(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool { s.slowlogCmd(cs, r.Args); return false },
+	"WAIT": func(s *Server, cs *conn, r *rediscmd.Request, now int64) bool {
+		s.waitCmd(cs, r.Args, now)
+		return false
+	},
+	"EVAL": execEval, "EVALSHA": execEval, "EVAL_RO": execEval, "EVALSHA_RO": execEval,
+	"SCRIPT": func(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool { s.scriptCmd(cs, r.Args); return false },
+
+	"SUBSCRIBE": func(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool {
+		s.subscribe(cs, r.Args[1:], false)
+		return false
+	},
+	"PSUBSCRIBE": func(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool {
+		s.subscribe(cs, r.Args[1:], true)
+		return false
+	},
+	"UNSUBSCRIBE": func(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool {
+		s.unsubscribe(cs, r.Args[1:], false)
+		return false
+	},
+	"PUNSUBSCRIBE": func(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool {
+		s.unsubscribe(cs, r.Args[1:], true)
+		return false
+	},
+	"PUBLISH": func(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool {
+		s.publishCmd(cs, r.Args[1], r.Args[2])
+		return false
+	},
+	"PUBSUB": func(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool { s.pubsubCmd(cs, r.Args); return false },
+	"RESET":  func(s *Server, cs *conn, _ *rediscmd.Request, _ int64) bool { s.resetCmd(cs); return false },
+
+	"SET": execKV, "SETEX": execKV, "PSETEX": execKV, "GETSET": execKV, "SETNX": execKV,
+	"GET": execKV, "EXISTS": execKV, "TYPE": execKV, "STRLEN": execKV,
+	"INCR": execKV, "DECR": execKV, "INCRBY": execKV, "DECRBY": execKV, "APPEND": execKV,
+	"DEL": execKV, "UNLINK": execKV, "EXPIRE": execKV, "PEXPIRE": execKV, "EXPIREAT": execKV,
+	"PEXPIREAT": execKV, "PERSIST": execKV, "TTL": execKV, "PTTL": execKV, "KEYS": execKV,
+	"DBSIZE": execKV, "FLUSHDB": execKV, "FLUSHALL": execKV,
+	"DELEX": execKV, "DELIFEQ": execKV, "DIGEST": execKV, "GETDEL": execKV, "GETEX": execKV,
+	"SCAN": func(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool {
+		s.kvScan(cs, cs.slock.text.DB, &r.Scan)
+		return false
+	},
+	"MGET": func(s *Server, cs *conn, r *rediscmd.Request, now int64) bool {
+		s.kvMGet(cs, r.Args, now)
+		return false
+	},
+	"MSET": func(s *Server, cs *conn, r *rediscmd.Request, now int64) bool {
+		s.kvMSet(cs, r.Args, false, now)
+		return false
+	},
+	"MSETNX": func(s *Server, cs *conn, r *rediscmd.Request, now int64) bool {
+		s.kvMSet(cs, r.Args, true, now)
+		return false
+	},
+
+	"HSET": execHash, "HMSET": execHash, "HDEL": execHash, "HINCRBY": execHash, "HGET": execHash,
+	"HMGET": execHash, "HGETALL": execHash, "HLEN": execHash, "HEXISTS": execHash, "HKEYS": execHash,
+	"HVALS": execHash,
+}
+
+// execLock runs LOCK, UNLOCK and PUSH.
+func execLock(s *Server, cs *conn, r *rediscmd.Request, now int64) bool {
+	s.textLock(cs, r, now)
+	return false
+}
+
+// execKV runs a key/value command (slockkv.go).
+func execKV(s *Server, cs *conn, _ *rediscmd.Request, now int64) bool {
+	s.slockKV(cs, now)
+	return false
+}
+
+// execHash runs a hash command (slockkv.go).
+func execHash(s *Server, cs *conn, r *rediscmd.Request, now int64) bool {
+	s.kvHash(cs, &r.Hash, now)
+	return false
+}
+
+// execEval runs EVAL, EVALSHA, EVAL_RO and EVALSHA_RO (script.go).
+func execEval(s *Server, cs *conn, r *rediscmd.Request, now int64) bool {
+	s.evalCmd(cs, r.Spec, r.Args, now)
+	return false
+}
+
+// execAdmin runs CONFIG, CLIENT and COMMAND (slockkv.go).
+func execAdmin(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool {
+	s.slockAdmin(cs, r.Args)
+	return false
+}
+
+// execPing answers PING [text]; in subscribed mode, as Redis, a pong push.
+func execPing(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool {
+	args := r.Args
+	if cs.slock.subscribed() {
+		b := resp.AppendBulkString(resp.AppendArray(s.scratchFor(cs), 2), "pong")
+		s.sendTo(cs, resp.AppendBulk(b, argAt(args, 1)))
+		return false
+	}
+	if len(args) > 1 {
+		s.sendTo(cs, resp.AppendBulk(s.scratchFor(cs), args[1]))
+	} else {
+		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "PONG"))
 	}
 	return false
 }
 
-// textError answers the command being served with err (slock.AppendTextError).
+// execTimeout answers TIMEOUT SET n and TIMEOUT GET: the connection's lock timeout.
+func execTimeout(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool {
+	t := &cs.slock.text
+	if resp.Is(r.Arg, "SET") {
+		t.Timeout, t.TimeoutFlag = uint16(r.N), uint16(r.N>>16)
+		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
+	} else {
+		s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), int64(t.TimeoutFlag)<<16|int64(t.Timeout)))
+	}
+	return false
+}
+
+// execMulti answers MULTI: the commands after it are queued until EXEC.
+func execMulti(s *Server, cs *conn, _ *rediscmd.Request, _ int64) bool {
+	sc := cs.slock
+	if sc.tx.active {
+		s.sendTo(cs, resp.AppendError(s.scratchFor(cs), "ERR MULTI calls can not be nested"))
+		return false
+	}
+	sc.tx.active = true
+	s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
+	return false
+}
+
+// execDiscard answers DISCARD: the queued commands are dropped.
+func execDiscard(s *Server, cs *conn, _ *rediscmd.Request, _ int64) bool {
+	if !cs.slock.tx.active {
+		s.sendTo(cs, resp.AppendError(s.scratchFor(cs), "ERR DISCARD without MULTI"))
+		return false
+	}
+	s.txReset(cs)
+	s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
+	return false
+}
+
+// textError answers the command being served with err (rediscmd.AppendTextError).
 func (s *Server) textError(cs *conn, err error) {
-	s.sendTo(cs, slock.AppendTextError(s.scratchFor(cs), err))
+	s.sendTo(cs, rediscmd.AppendTextError(s.scratchFor(cs), err))
 }
 
 // textLock runs a text LOCK, UNLOCK or PUSH; LOCK and UNLOCK answer when it resolves.
-func (s *Server) textLock(cs *conn, r *slock.Request, now int64) {
+func (s *Server) textLock(cs *conn, r *rediscmd.Request, now int64) {
 	sc := cs.slock
 	cmd := frameCommand(&r.Frame)
 	if r.Will {
@@ -293,7 +406,7 @@ func (s *Server) textLock(cs *conn, r *slock.Request, now int64) {
 	if s.textUnlockOOM(cs, &cmd) {
 		return
 	}
-	if r.Spec.Cmd == slock.CmdPush {
+	if r.Spec.Cmd == rediscmd.CmdPush {
 		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK")) // PUSH does not wait for the result
 		sc.pushID = cmd.RequestID                               // its reply is published as a lock event (pubsub.go)
 		s.runLock(cs, &cmd, now)
@@ -352,16 +465,16 @@ const (
 // buffer is only valid during this call), up to --max-input bytes of queue. As in Redis, only
 // a command's name and arity are checked now, the rest when EXEC runs it. An unknown
 // command, a wrong arity or a queue over its limit answers an error and makes EXEC abort.
-func (s *Server) txQueue(cs *conn, spec *slock.Spec, args [][]byte, raw []byte) {
+func (s *Server) txQueue(cs *conn, spec *rediscmd.Spec, args [][]byte, raw []byte) {
 	tx := &cs.slock.tx
 	b := s.scratchFor(cs)
 	switch {
 	case spec == nil:
 		tx.dirty = true
-		b = slock.AppendUnknown(b, args)
+		b = rediscmd.AppendUnknown(b, args)
 	case !spec.ArityOK(len(args)):
 		tx.dirty = true
-		b = slock.AppendTextError(b, spec.ArityError())
+		b = rediscmd.AppendTextError(b, spec.ArityError())
 	case diskGuarded(spec) && s.logFailing() != "":
 		tx.dirty = true
 		b = resp.AppendError(b, misconf(s.logFailing()))

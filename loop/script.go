@@ -3,8 +3,8 @@ package loop
 import (
 	"time"
 
+	"github.com/tallyd/tallyd/proto/rediscmd"
 	"github.com/tallyd/tallyd/proto/resp"
-	"github.com/tallyd/tallyd/proto/slock"
 	"github.com/tallyd/tallyd/script"
 )
 
@@ -70,7 +70,7 @@ func (s *Server) luaTimeLimit() time.Duration {
 }
 
 // evalCmd answers EVAL, EVALSHA, EVAL_RO and EVALSHA_RO.
-func (s *Server) evalCmd(cs *conn, spec *slock.Spec, args [][]byte, now int64) {
+func (s *Server) evalCmd(cs *conn, spec *rediscmd.Spec, args [][]byte, now int64) {
 	ss := &s.scr
 	eng := s.scriptEngine()
 	r := &ss.run
@@ -114,7 +114,7 @@ func (s *Server) scriptCall(args [][]byte) []byte {
 	ss := &s.scr
 	cs := ss.cs
 	sc := cs.slock
-	spec := slock.Lookup(args[0])
+	spec := rediscmd.Lookup(args[0])
 	switch {
 	case spec == nil:
 		return scriptUnknown
@@ -126,7 +126,7 @@ func (s *Server) scriptCall(args [][]byte) []byte {
 	if b := s.scriptPermit(cs, spec, args); b != nil {
 		return b
 	}
-	if spec.Flags&slock.CmdWrite != 0 {
+	if spec.Flags&rediscmd.CmdWrite != 0 {
 		if ss.ro {
 			return scriptReadOnly
 		}
@@ -165,7 +165,7 @@ func (s *Server) moveGates(cs *conn, at int) {
 // scriptPermit checks a script's command against the ACL of the user running the script,
 // as Redis does: nil if allowed, else Redis's error. A virtual connection (a script a
 // follower forwarded) runs as the user the follower named (virtUser).
-func (s *Server) scriptPermit(cs *conn, spec *slock.Spec, args [][]byte) []byte {
+func (s *Server) scriptPermit(cs *conn, spec *rediscmd.Spec, args [][]byte) []byte {
 	if !s.auth.checks {
 		return nil
 	}
@@ -190,11 +190,11 @@ func (s *Server) scriptPermit(cs *conn, spec *slock.Spec, args [][]byte) []byte 
 // noScript reports whether a script may not run spec (Redis's noscript flag): transactions,
 // connection state, administration of users and of the server, scripts themselves, and
 // what waits or subscribes (named, as other files add them).
-func noScript(spec *slock.Spec) bool {
+func noScript(spec *rediscmd.Spec) bool {
 	switch spec.Cmd {
-	case slock.CmdQuit, slock.CmdMulti, slock.CmdExec, slock.CmdDiscard, slock.CmdWatch, slock.CmdUnwatch,
-		slock.CmdHello, slock.CmdAuth, slock.CmdACL, slock.CmdClient, slock.CmdConfig, slock.CmdEval,
-		slock.CmdScript, slock.CmdCluster, slock.CmdConsistency, slock.CmdTimeout:
+	case rediscmd.CmdQuit, rediscmd.CmdMulti, rediscmd.CmdExec, rediscmd.CmdDiscard, rediscmd.CmdWatch, rediscmd.CmdUnwatch,
+		rediscmd.CmdHello, rediscmd.CmdAuth, rediscmd.CmdACL, rediscmd.CmdClient, rediscmd.CmdConfig, rediscmd.CmdEval,
+		rediscmd.CmdScript, rediscmd.CmdCluster, rediscmd.CmdConsistency, rediscmd.CmdTimeout:
 		return true
 	}
 	switch spec.Name {

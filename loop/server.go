@@ -35,6 +35,7 @@ import (
 	"github.com/tallyd/tallyd/aof"
 	"github.com/tallyd/tallyd/proto/counter"
 	"github.com/tallyd/tallyd/proto/pool"
+	"github.com/tallyd/tallyd/proto/rediscmd"
 	"github.com/tallyd/tallyd/proto/slock"
 	"github.com/tallyd/tallyd/store"
 )
@@ -212,9 +213,9 @@ type Server struct {
 	semaphores *store.Semaphores
 	pools      *store.Pools
 	locks      *store.Locks
-	ids        *store.IDs  // LockIds and RequestIds of text commands (unguessable)
-	keys       *slock.Keys // text key names to LockKeys (keyid.go)
-	due        store.Due   // what the tick's Advance found due
+	ids        *store.IDs     // LockIds and RequestIds of text commands (unguessable)
+	keys       *rediscmd.Keys // text key names to LockKeys (keyid.go)
+	due        store.Due      // what the tick's Advance found due
 	stats      [numProtos]listenerStats
 	conns      map[store.Owner]*conn // live connections, by owner id
 	byPort     map[int]*listenerState

@@ -6,6 +6,7 @@ import (
 	"net"
 
 	"github.com/tallyd/tallyd/proto/acl"
+	"github.com/tallyd/tallyd/proto/rediscmd"
 	"github.com/tallyd/tallyd/proto/resp"
 	"github.com/tallyd/tallyd/proto/slock"
 	"github.com/tallyd/tallyd/store"
@@ -20,22 +21,22 @@ type slockConn struct {
 	willBytes int                 // what wills cost, as counted in the memory budget
 
 	// Redis-text side.
-	text     slock.Text
-	waiting  bool          // a LOCK/UNLOCK is unresolved: later commands wait behind it
-	waitID   [16]byte      // its RequestId
-	waitLock bool          // it is a LOCK (its LockId becomes the default for UNLOCK)
-	req      slock.Request // the command being served (req.KV: the key/value command awaited)
-	kvActive bool          // the awaited reply is req.KV's
-	kvMulti  bool          // req.KV is one key of a command on several: replies are counted
-	kvN      int64         // their count
-	tx       txState       // MULTI/EXEC and WATCH (redis.go)
-	cont     *textCont     // a command going on across turns (textcont.go)
-	name     string        // CLIENT SETNAME's
-	subs     *connSubs     // its pub/sub subscriptions (pubsub.go)
-	kvName   []byte        // the name of the key req.KV's awaited reply is about, for notifications
-	kvKeep   []byte        // kvName copied, while the command waits
-	kvPast   bool          // req.KV is an EXPIRE to a time past: the key is deleted
-	pushID   [16]byte      // the RequestId of the PUSH being run (its reply is not awaited)
+	text     rediscmd.Text
+	waiting  bool             // a LOCK/UNLOCK is unresolved: later commands wait behind it
+	waitID   [16]byte         // its RequestId
+	waitLock bool             // it is a LOCK (its LockId becomes the default for UNLOCK)
+	req      rediscmd.Request // the command being served (req.KV: the key/value command awaited)
+	kvActive bool             // the awaited reply is req.KV's
+	kvMulti  bool             // req.KV is one key of a command on several: replies are counted
+	kvN      int64            // their count
+	tx       txState          // MULTI/EXEC and WATCH (redis.go)
+	cont     *textCont        // a command going on across turns (textcont.go)
+	name     string           // CLIENT SETNAME's
+	subs     *connSubs        // its pub/sub subscriptions (pubsub.go)
+	kvName   []byte           // the name of the key req.KV's awaited reply is about, for notifications
+	kvKeep   []byte           // kvName copied, while the command waits
+	kvPast   bool             // req.KV is an EXPIRE to a time past: the key is deleted
+	pushID   [16]byte         // the RequestId of the PUSH being run (its reply is not awaited)
 
 	client    uint64 // its cluster-wide client id (fence.go), 0 until it needs one
 	lockedOne bool   // cluster mode: it took a lock at CONSISTENCY ONE (lost at a failover, maybe)
@@ -73,7 +74,7 @@ func (sc *slockConn) level() Level {
 	return sc.lvl
 }
 
-func newSlockConn() *slockConn { return &slockConn{text: slock.Text{Timeout: 15}} }
+func newSlockConn() *slockConn { return &slockConn{text: rediscmd.Text{Timeout: 15}} }
 
 // slockState is what the slock handlers share: the lock store's latest replies and what they
 // led to, and the connections by INIT ClientId.
@@ -380,7 +381,7 @@ func (s *Server) deliverLock(r *store.LockReply, discard store.Owner) {
 				sc.text.LastLockID = [16]byte{}
 			}
 		}
-		s.sendTo(cs, slock.AppendTextLockReply(s.scratchFor(cs), &rep))
+		s.sendTo(cs, rediscmd.AppendTextLockReply(s.scratchFor(cs), &rep))
 		s.notifyLockReply(r)
 		return
 	}

@@ -97,7 +97,7 @@ func TestSlockTextLockUnlock(t *testing.T) {
 	long := "a lock id longer than sixteen bytes"
 	sum := md5.Sum([]byte(long))
 	eq(t, "long LOCK_ID", parseTextLock(t, t2.cmd("LOCK", "tk4", "LOCK_ID", long, "EXPRIED", "60")).LockID, hexID(sum))
-	// Key names do not (issue 12 item 8, slock.Keys): a long name is not at its MD5, nor a
+	// Key names do not (issue 12 item 8, rediscmd.Keys): a long name is not at its MD5, nor a
 	// 32-hex-digit name at the bytes it decodes to (those LockKeys are free), so distinct
 	// names never share a key; a short name is where binary clients pad it (tk2 above).
 	longKey := "a key name longer than sixteen bytes"

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tallyd/tallyd/proto/acl"
+	"github.com/tallyd/tallyd/proto/rediscmd"
 	"github.com/tallyd/tallyd/proto/resp"
 	"github.com/tallyd/tallyd/proto/slock"
 	"github.com/tallyd/tallyd/store"
@@ -15,13 +16,12 @@ import (
 
 // slockKV serves the key/value command parsed into cs's request: most run as a Lock or
 // Unlock on the key (slock-protocol.md §8.2) and answer when it resolves; TTL, KEYS,
-// SCAN, DBSIZE and FLUSHDB read or reset the store directly.
+// SCAN, DBSIZE and FLUSHDB read or reset the store directly. Its command's own check
+// (kvChecks) runs first; the lock command after it, unless the check answered.
 func (s *Server) slockKV(cs *conn, now int64) {
 	sc := cs.slock
 	kv := &sc.req.KV
-	op := kv.Op
 	db := sc.text.DB
-	var err error
 	for i, k := range kv.Keys {
 		id := kv.Frame.Key // the first key's, mapped by the parse (TTL builds no frame)
 		if i > 0 || kv.Frame.Type == 0 {
@@ -33,125 +33,17 @@ func (s *Server) slockKV(cs *conn, now int64) {
 			return
 		}
 	}
-	switch op {
-	case slock.OpTTL, slock.OpPTTL:
-		id := sc.text.KeyID(kv.Keys[0])
-		ms := int64(-2) // a lock without a value (LOCK) is no key, as EXISTS says
-		if s.locks.Value(db, id) != nil {
-			ms = s.locks.TTL(db, id, now)
-		}
-		if ms >= 0 {
-			ms = min(ms, s.locks.TTLAsked(db, id)) // never more than was asked, as in Redis
-		}
-		if ms >= 0 && op == slock.OpTTL {
-			ms = (ms + 500) / 1000 // rounded, as Redis does
-		}
-		s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), ms))
+	if check := kvChecks[kv.Op]; check != nil && check(s, cs, kv, db, now) {
 		return
-	case slock.OpKeys:
-		s.kvKeys(cs, db, kv.Value)
-		return
-	case slock.OpDBSize:
-		s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), int64(s.locks.ValueCount(db))))
-		return
-	case slock.OpSet:
-		if seen := s.locks.KeyFence(db, kv.Frame.Key); kv.Fence != 0 && seen > kv.Fence {
-			s.sendTo(cs, slock.AppendFenced(s.scratchFor(cs), kv.Fence, seen))
-			kv.Keys = nil
-			return
-		}
-		if kv.Cond != slock.CondNone && !s.casSet(cs, kv, db) {
-			kv.Keys = nil
-			return
-		}
-	case slock.OpGetSet, slock.OpAppend, slock.OpIncr:
-		if seen := s.locks.KeyFence(db, kv.Frame.Key); kv.Fence != 0 && seen > kv.Fence {
-			s.sendTo(cs, slock.AppendFenced(s.scratchFor(cs), kv.Fence, seen))
-			kv.Keys = nil
-			return
-		}
-		v := s.locks.Value(db, kv.Frame.Key)
-		if hash, _ := slock.IsHash(v); hash {
-			s.textError(cs, slock.ErrWrongType)
-			return
-		}
-		if op == slock.OpGetSet && kv.Cond != slock.CondNone && !kv.CondHolds(v) {
-			s.sendTo(cs, slock.AppendValue(s.scratchFor(cs), v, kv.Numbers)) // SET ... IF* GET: the old value, nothing set
-			kv.Keys = nil
-			return
-		}
-		if op == slock.OpAppend { // to a counter: to its digits
-			if s.sl.dataBuf, err = kv.NumberAppend(v, s.sl.dataBuf); err != nil {
-				s.textError(cs, err)
-				return
-			}
-		}
-	case slock.OpExpire, slock.OpPersist:
-		if s.locks.Value(db, kv.Frame.Key) == nil {
-			// No such key: 0, as in Redis (an Update of a key with no holder would take
-			// a lock on it instead).
-			s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), 0))
-			kv.Keys = nil
-			return
-		}
-		ttl := s.locks.TTL(db, kv.Frame.Key, now)
-		if op == slock.OpPersist && ttl == -1 || op == slock.OpExpire && kv.ExpIf != 0 && !kv.ExpireApplies(expiresAt(s, db, kv.Frame.Key, ttl, now)) {
-			s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), 0)) // as in Redis: no expiry to remove, or an option says no
-			kv.Keys = nil
-			return
-		}
-	case slock.OpFlushDB, slock.OpFlushAll:
-		// The database is empty at once for every client; its keys are freed a slice at a
-		// time (freeFlushed), as Redis's FLUSHALL ASYNC does. ASYNC and SYNC alike: the
-		// loop never stalls, and the log has the flush before this reply goes out.
-		which := db
-		if op == slock.OpFlushAll {
-			which = store.AllDBs
-		}
-		s.sl.replies, s.sl.execs, _ = s.locks.Flush(which, now, s.sl.replies[:0], s.sl.execs[:0])
-		s.drainLocks(now)
-		s.freeFlushed()
-		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
-		return
-	case slock.OpDigest:
-		v := s.locks.Value(db, sc.text.KeyID(kv.Keys[0]))
-		if hash, _ := slock.IsHash(v); hash {
-			s.textError(cs, slock.ErrWrongType)
-			return
-		}
-		s.sendTo(cs, slock.AppendDigest(s.scratchFor(cs), v))
-		return
-	case slock.OpDelEx, slock.OpGetDel, slock.OpGetEx:
-		// Compared (or read) and run in this one step: nothing of another client between.
-		if !s.casBegin(cs, kv, db, now) {
-			kv.Keys = nil
-			return
-		}
-	case slock.OpDel, slock.OpExists:
-		if len(kv.Keys) > 1 {
-			sc.kvMulti, sc.kvN = true, 0
-			for i := range kv.Keys {
-				kv.KeyFrame(&sc.text, func() [16]byte { return s.textID(cs) }, i)
-				sc.kvName = kv.Keys[i]
-				if op == slock.OpDel && s.locks.LockedByOther(db, kv.Frame.Key, cs.owner, s.clientOf(cs)) {
-					continue // another's lock: not deleted, not counted
-				}
-				s.runKV(cs, now)
-			}
-			sc.kvMulti = false
-			s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), sc.kvN))
-			kv.Keys = nil
-			return
-		}
 	}
-	if op == slock.OpDel && s.locks.LockedByOther(db, kv.Frame.Key, cs.owner, s.clientOf(cs)) {
+	if kv.Op == rediscmd.OpDel && s.locks.LockedByOther(db, kv.Frame.Key, cs.owner, s.clientOf(cs)) {
 		// Another connection's LOCK (or SETNX) holds the key: DEL would break it. As SET
 		// on that key answers nil (not set), DEL answers 0 (not deleted).
 		s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), 0))
 		kv.Keys = nil
 		return
 	}
-	if err = s.kvFits(kv, db); err != nil {
+	if err := s.kvFits(kv, db); err != nil {
 		s.textError(cs, err)
 		return
 	}
@@ -161,6 +53,165 @@ func (s *Server) slockKV(cs *conn, now int64) {
 	}
 	s.runKV(cs, now)
 	kv.Keys, kv.Value = nil, nil // views into the request: gone once it is served
+}
+
+// kvCheck is a key/value command's own check before its lock command runs; true means it
+// has answered (or refused) and nothing more runs.
+type kvCheck func(s *Server, cs *conn, kv *rediscmd.KV, db uint8, now int64) (done bool)
+
+// kvChecks are the key/value commands' own checks, by rediscmd.Op (SET ... GET is OpGetSet's);
+// nil: the lock command runs at once (GET, SETNX, TYPE, STRLEN).
+var kvChecks [rediscmd.OpGetEx + 1]kvCheck
+
+func init() {
+	kvChecks = [...]kvCheck{
+		rediscmd.OpTTL: kvTTL, rediscmd.OpPTTL: kvTTL,
+		rediscmd.OpKeys: func(s *Server, cs *conn, kv *rediscmd.KV, db uint8, _ int64) bool {
+			s.kvKeys(cs, db, kv.Value)
+			return true
+		},
+		rediscmd.OpDBSize: func(s *Server, cs *conn, _ *rediscmd.KV, db uint8, _ int64) bool {
+			s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), int64(s.locks.ValueCount(db))))
+			return true
+		},
+		rediscmd.OpSet:    kvSetCheck,
+		rediscmd.OpGetSet: kvWriteCheck, rediscmd.OpAppend: kvWriteCheck, rediscmd.OpIncr: kvWriteCheck,
+		rediscmd.OpExpire: kvExpireCheck, rediscmd.OpPersist: kvExpireCheck,
+		rediscmd.OpFlushDB: kvFlush, rediscmd.OpFlushAll: kvFlush,
+		rediscmd.OpDigest: func(s *Server, cs *conn, kv *rediscmd.KV, db uint8, _ int64) bool {
+			v := s.locks.Value(db, cs.slock.text.KeyID(kv.Keys[0]))
+			if hash, _ := rediscmd.IsHash(v); hash {
+				s.textError(cs, rediscmd.ErrWrongType)
+				return true
+			}
+			s.sendTo(cs, rediscmd.AppendDigest(s.scratchFor(cs), v))
+			return true
+		},
+		// Compared (or read) and run in this one loop step: nothing of another client between.
+		rediscmd.OpDelEx: casDelEx, rediscmd.OpGetDel: casGetDel, rediscmd.OpGetEx: casGetEx,
+		rediscmd.OpDel: kvMany, rediscmd.OpExists: kvMany,
+	}
+}
+
+// kvTTL answers TTL and PTTL.
+func kvTTL(s *Server, cs *conn, kv *rediscmd.KV, db uint8, now int64) bool {
+	id := cs.slock.text.KeyID(kv.Keys[0])
+	ms := int64(-2) // a lock without a value (LOCK) is no key, as EXISTS says
+	if s.locks.Value(db, id) != nil {
+		ms = s.locks.TTL(db, id, now)
+	}
+	if ms >= 0 {
+		ms = min(ms, s.locks.TTLAsked(db, id)) // never more than was asked, as in Redis
+	}
+	if ms >= 0 && kv.Op == rediscmd.OpTTL {
+		ms = (ms + 500) / 1000 // rounded, as Redis does
+	}
+	s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), ms))
+	return true
+}
+
+// kvFenced answers a write whose FENCE token is older than one the key has seen; true if
+// it did.
+func (s *Server) kvFenced(cs *conn, kv *rediscmd.KV, db uint8) bool {
+	if seen := s.locks.KeyFence(db, kv.Frame.Key); kv.Fence != 0 && seen > kv.Fence {
+		s.sendTo(cs, rediscmd.AppendFenced(s.scratchFor(cs), kv.Fence, seen))
+		kv.Keys = nil
+		return true
+	}
+	return false
+}
+
+// kvSetCheck checks SET's fence and its IF* condition.
+func kvSetCheck(s *Server, cs *conn, kv *rediscmd.KV, db uint8, _ int64) bool {
+	if s.kvFenced(cs, kv, db) {
+		return true
+	}
+	if kv.Cond != rediscmd.CondNone && !s.casSet(cs, kv, db) {
+		kv.Keys = nil
+		return true
+	}
+	return false
+}
+
+// kvWriteCheck checks GETSET's (SET ... GET's), APPEND's and the INCR family's fence, the
+// key's type and SET ... IF* GET's condition; APPEND to a counter appends to its digits.
+func kvWriteCheck(s *Server, cs *conn, kv *rediscmd.KV, db uint8, _ int64) bool {
+	if s.kvFenced(cs, kv, db) {
+		return true
+	}
+	v := s.locks.Value(db, kv.Frame.Key)
+	if hash, _ := rediscmd.IsHash(v); hash {
+		s.textError(cs, rediscmd.ErrWrongType)
+		return true
+	}
+	if kv.Op == rediscmd.OpGetSet && kv.Cond != rediscmd.CondNone && !kv.CondHolds(v) {
+		s.sendTo(cs, rediscmd.AppendValue(s.scratchFor(cs), v, kv.Numbers)) // SET ... IF* GET: the old value, nothing set
+		kv.Keys = nil
+		return true
+	}
+	if kv.Op == rediscmd.OpAppend { // to a counter: to its digits
+		var err error
+		if s.sl.dataBuf, err = kv.NumberAppend(v, s.sl.dataBuf); err != nil {
+			s.textError(cs, err)
+			return true
+		}
+	}
+	return false
+}
+
+// kvExpireCheck answers the EXPIRE family and PERSIST at once when there is nothing to do.
+func kvExpireCheck(s *Server, cs *conn, kv *rediscmd.KV, db uint8, now int64) bool {
+	if s.locks.Value(db, kv.Frame.Key) == nil {
+		// No such key: 0, as in Redis (an Update of a key with no holder would take
+		// a lock on it instead).
+		s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), 0))
+		kv.Keys = nil
+		return true
+	}
+	ttl := s.locks.TTL(db, kv.Frame.Key, now)
+	if kv.Op == rediscmd.OpPersist && ttl == -1 || kv.Op == rediscmd.OpExpire && kv.ExpIf != 0 && !kv.ExpireApplies(expiresAt(s, db, kv.Frame.Key, ttl, now)) {
+		s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), 0)) // as in Redis: no expiry to remove, or an option says no
+		kv.Keys = nil
+		return true
+	}
+	return false
+}
+
+// kvFlush answers FLUSHDB and FLUSHALL. The database is empty at once for every client;
+// its keys are freed a slice at a time (freeFlushed), as Redis's FLUSHALL ASYNC does.
+// ASYNC and SYNC alike: the loop never stalls, and the log has the flush before this reply
+// goes out.
+func kvFlush(s *Server, cs *conn, kv *rediscmd.KV, db uint8, now int64) bool {
+	which := db
+	if kv.Op == rediscmd.OpFlushAll {
+		which = store.AllDBs
+	}
+	s.sl.replies, s.sl.execs, _ = s.locks.Flush(which, now, s.sl.replies[:0], s.sl.execs[:0])
+	s.drainLocks(now)
+	s.freeFlushed()
+	s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
+	return true
+}
+
+// kvMany runs DEL and EXISTS of several keys, a lock command each, and answers the count.
+func kvMany(s *Server, cs *conn, kv *rediscmd.KV, db uint8, now int64) bool {
+	if len(kv.Keys) <= 1 {
+		return false
+	}
+	sc := cs.slock
+	sc.kvMulti, sc.kvN = true, 0
+	for i := range kv.Keys {
+		kv.KeyFrame(&sc.text, func() [16]byte { return s.textID(cs) }, i)
+		sc.kvName = kv.Keys[i]
+		if kv.Op == rediscmd.OpDel && s.locks.LockedByOther(db, kv.Frame.Key, cs.owner, s.clientOf(cs)) {
+			continue // another's lock: not deleted, not counted
+		}
+		s.runKV(cs, now)
+	}
+	sc.kvMulti = false
+	s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), sc.kvN))
+	kv.Keys = nil
+	return true
 }
 
 // kvMGet answers MGET key...: an array of what GET answers for each key.
@@ -210,7 +261,7 @@ func (s *Server) kvMSet(cs *conn, args [][]byte, nx bool, now int64) {
 			s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), 0))
 			return
 		case held && !mine:
-			s.textError(cs, &slock.TextError{Msg: "key '" + string(args[i]) + "' is held under another LockId (LOCK, SETNX): nothing was set"})
+			s.textError(cs, &rediscmd.TextError{Msg: "key '" + string(args[i]) + "' is held under another LockId (LOCK, SETNX): nothing was set"})
 			return
 		}
 	}
@@ -223,7 +274,7 @@ func (s *Server) kvMSet(cs *conn, args [][]byte, nx bool, now int64) {
 	sc.kvMulti = false
 	switch want := int64(len(args)-1) / 2; {
 	case sc.kvN < want:
-		s.textError(cs, &slock.TextError{Msg: strconv.FormatInt(want-sc.kvN, 10) + " of the keys could not be set"})
+		s.textError(cs, &rediscmd.TextError{Msg: strconv.FormatInt(want-sc.kvN, 10) + " of the keys could not be set"})
 	case nx:
 		s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), 1))
 	default:
@@ -232,9 +283,9 @@ func (s *Server) kvMSet(cs *conn, args [][]byte, nx bool, now int64) {
 }
 
 // kvFits answers an error if the value record kv would leave is longer than the store keeps.
-func (s *Server) kvFits(kv *slock.KV, db uint8) error {
+func (s *Server) kvFits(kv *rediscmd.KV, db uint8) error {
 	if n := s.kvSize(kv, db); n > int(s.cfg.SlockMaxData) {
-		return &slock.TextError{Msg: "value too long: " + strconv.Itoa(n) + " bytes with its key name, limit " +
+		return &rediscmd.TextError{Msg: "value too long: " + strconv.Itoa(n) + " bytes with its key name, limit " +
 			strconv.Itoa(int(s.cfg.SlockMaxData)) + " (--slock-max-data)"}
 	}
 	return nil
@@ -242,11 +293,11 @@ func (s *Server) kvFits(kv *slock.KV, db uint8) error {
 
 // kvSize is the length of the value record kv would leave (for APPEND, with the value it
 // appends to), which the store keeps only up to --slock-max-data.
-func (s *Server) kvSize(kv *slock.KV, db uint8) int {
+func (s *Server) kvSize(kv *rediscmd.KV, db uint8) int {
 	if kv.Frame.Data == nil {
 		return 0
 	}
-	if kv.Op == slock.OpAppend {
+	if kv.Op == rediscmd.OpAppend {
 		if old := s.locks.Value(db, kv.Frame.Key); len(old) > 4 {
 			return len(old) - 4 + len(kv.Value)
 		}
@@ -260,7 +311,7 @@ func (s *Server) runKV(cs *conn, now int64) {
 	kv := &sc.req.KV
 	cmd := frameCommand(&kv.Frame)
 	cmd.ExpireAt = kv.ExpireAt // a Redis expiry, exact (the frame's 16-bit Expried cannot carry it)
-	if kv.Op == slock.OpIncr {
+	if kv.Op == rediscmd.OpIncr {
 		cmd.Add, cmd.Delta = true, kv.Delta // the store adds (and checks) the delta
 	}
 	sc.waiting, sc.waitID, sc.waitLock, sc.kvActive = true, cmd.RequestID, false, true
@@ -276,7 +327,7 @@ func (s *Server) kvReply(cs *conn, r *slock.LockReply, res store.LockResult) {
 	sc := cs.slock
 	sc.kvActive = false // also after one key of several: a later LOCK's reply is not the key's
 	if sc.kvMulti {
-		if slock.KVCount(sc.req.KV.Op, r.Result, r.Value) {
+		if rediscmd.KVCount(sc.req.KV.Op, r.Result, r.Value) {
 			sc.kvN++
 		}
 		s.notifyKV(cs, r) // pubsub.go
@@ -284,36 +335,36 @@ func (s *Server) kvReply(cs *conn, r *slock.LockReply, res store.LockResult) {
 	}
 	switch res {
 	case store.LockNotInteger:
-		s.textError(cs, slock.ErrNotInteger)
+		s.textError(cs, rediscmd.ErrNotInteger)
 	case store.LockOverflow:
-		s.textError(cs, slock.ErrOverflow)
+		s.textError(cs, rediscmd.ErrOverflow)
 	default:
-		if sc.req.KV.Op == slock.OpGet {
+		if sc.req.KV.Op == rediscmd.OpGet {
 			s.countLookup(r.Value != nil)
 		}
 		if f := sc.req.KV.Fence; f != 0 && (r.Result == slock.ResultOK || r.Result == slock.ResultLockedError) {
 			s.locks.RaiseFence(r.DB, r.Key, f) // the fenced write is done: older tokens are refused from now on
 		}
-		s.sendTo(cs, slock.AppendKVReply(s.scratchFor(cs), &sc.req.KV, r.Result, r.Value))
+		s.sendTo(cs, rediscmd.AppendKVReply(s.scratchFor(cs), &sc.req.KV, r.Result, r.Value))
 		s.notifyKV(cs, r) // pubsub.go
 	}
 }
 
 // kvKeys answers KEYS pattern with the names of db's keys that have a value, in no order.
-// Its reply starts with the count, so it looks at every key at once: past slock.KeysLimit
+// Its reply starts with the count, so it looks at every key at once: past rediscmd.KeysLimit
 // keys it refuses (SCAN lists any number, a bounded step at a time), so that it never
 // stalls the loop.
 func (s *Server) kvKeys(cs *conn, db uint8, pattern []byte) {
 	n := s.locks.ValueCount(db)
-	if n > slock.KeysLimit {
-		s.textError(cs, slock.KeysRefused(n, slock.KeysLimit))
+	if n > rediscmd.KeysLimit {
+		s.textError(cs, rediscmd.KeysRefused(n, rediscmd.KeysLimit))
 		return
 	}
 	if n > keysStep && !s.runsWhole(cs) {
 		s.keysBegin(cs, db, pattern) // goes on across turns (textcont.go)
 		return
 	}
-	q := slock.Scan{Match: pattern}
+	q := rediscmd.Scan{Match: pattern}
 	if len(pattern) == 1 && pattern[0] == '*' {
 		q.Match = nil
 	}
@@ -339,21 +390,21 @@ func (s *Server) keysReply(cs *conn, names [][]byte) {
 
 // kvScan answers SCAN cursor [MATCH p] [COUNT n] [TYPE t]: the next step of a walk over
 // db's keys with a value, at most COUNT keys looked at.
-func (s *Server) kvScan(cs *conn, db uint8, q *slock.Scan) {
+func (s *Server) kvScan(cs *conn, db uint8, q *rediscmd.Scan) {
 	names := s.sl.names[:0]
 	next := s.locks.ScanValues(db, q.Cursor, q.Count, func(_ [16]byte, v []byte) {
 		if name, ok := q.Wants(v); ok {
 			names = append(names, name)
 		}
 	})
-	s.sendTo(cs, slock.AppendScanReply(s.scratchFor(cs), next, names))
+	s.sendTo(cs, rediscmd.AppendScanReply(s.scratchFor(cs), next, names))
 	clear(names)
 	s.sl.names = names[:0]
 }
 
 // kvHash answers a hash command: a read renders from the key's value record, a write runs
 // in the store as a lock command on the key that never waits.
-func (s *Server) kvHash(cs *conn, h *slock.Hash, now int64) {
+func (s *Server) kvHash(cs *conn, h *rediscmd.Hash, now int64) {
 	db := cs.slock.text.DB
 	if !h.Writes() {
 		id := cs.slock.text.KeyID(h.Key)
@@ -361,7 +412,7 @@ func (s *Server) kvHash(cs *conn, h *slock.Hash, now int64) {
 			s.textError(cs, err)
 			return
 		}
-		s.sendTo(cs, slock.AppendHashRead(s.scratchFor(cs), h, s.locks.Value(db, id)))
+		s.sendTo(cs, rediscmd.AppendHashRead(s.scratchFor(cs), h, s.locks.Value(db, id)))
 		return
 	}
 	if err := s.nameClash(db, h.Frame.Key, h.Key); err != nil {
@@ -385,28 +436,28 @@ func (s *Server) kvHash(cs *conn, h *slock.Hash, now int64) {
 		}
 	}
 	s.drainLocks(now) // what the write led to for others (the text connection waits for nothing)
-	s.sendTo(cs, slock.AppendHashWrite(s.scratchFor(cs), h, result, n))
+	s.sendTo(cs, rediscmd.AppendHashWrite(s.scratchFor(cs), h, result, n))
 	if result == slock.ResultOK || result == slock.ResultLockedError {
 		s.notifyHash(db, h, n, s.locks.Value(db, h.Frame.Key) == nil) // pubsub.go
 	}
 }
 
 // hashKinds maps hash writes to the store's.
-var hashKinds = [...]store.HashKind{slock.HashSet: store.HashSet, slock.HashDel: store.HashDel,
-	slock.HashIncr: store.HashIncr}
+var hashKinds = [...]store.HashKind{rediscmd.HashSet: store.HashSet, rediscmd.HashDel: store.HashDel,
+	rediscmd.HashIncr: store.HashIncr}
 
 // hashError is the Redis error of a hash write the store refused.
 func hashError(err error) error {
 	var tl *store.ValueTooLongError
 	switch {
 	case errors.Is(err, store.ErrWrongType):
-		return slock.ErrWrongType
+		return rediscmd.ErrWrongType
 	case errors.Is(err, store.ErrHashNotInteger):
-		return slock.ErrHashNotInt
+		return rediscmd.ErrHashNotInt
 	case errors.Is(err, store.ErrHashOverflow):
-		return slock.ErrHashOverflow
+		return rediscmd.ErrHashOverflow
 	case errors.As(err, &tl):
-		return slock.ValueTooLong(tl.Size, tl.Limit)
+		return rediscmd.ValueTooLong(tl.Size, tl.Limit)
 	}
 	return err
 }
@@ -427,7 +478,7 @@ func (s *Server) slockAdmin(cs *conn, args [][]byte) {
 			admin := s.userOf(cs).CanRunAll(acl.Admin) // the data path is shown to administrators only
 			for _, pat := range args[2:] {
 				for _, kv := range s.configItems(admin) {
-					if slock.Match(lowerBytes(pat), []byte(kv[0])) {
+					if rediscmd.Match(lowerBytes(pat), []byte(kv[0])) {
 						hits = append(hits, kv)
 					}
 				}
@@ -498,14 +549,14 @@ func (s *Server) slockAdmin(cs *conn, args [][]byte) {
 func subcommandError(b []byte, cmd string, sub []byte, known []string) []byte {
 	for _, k := range known {
 		if resp.Is(sub, k) {
-			return slock.AppendTextError(b, &slock.TextError{Msg: "wrong number of arguments for '" +
+			return rediscmd.AppendTextError(b, &rediscmd.TextError{Msg: "wrong number of arguments for '" +
 				strings.ToLower(cmd+"|"+k) + "' command"})
 		}
 	}
 	if len(sub) > 128 {
 		sub = sub[:128]
 	}
-	return slock.AppendTextError(b, &slock.TextError{Msg: "unknown subcommand '" + string(sub) + "'. Try " + cmd + " HELP."})
+	return rediscmd.AppendTextError(b, &rediscmd.TextError{Msg: "unknown subcommand '" + string(sub) + "'. Try " + cmd + " HELP."})
 }
 
 // clientName reports whether a CLIENT SETNAME name is one Redis accepts: printable ASCII
@@ -553,7 +604,7 @@ func lowerBytes(b []byte) []byte {
 	return out
 }
 
-// nameClash refuses a text command on a hashed key name (slock.Keys) whose LockKey id
+// nameClash refuses a text command on a hashed key name (rediscmd.Keys) whose LockKey id
 // holds the value of another name: a value record carries its key's name (its KEY
 // property), and a value belongs to that name only. Distinct hashed names share a LockKey
 // only by a 128-bit hash collision; even then the two keys are never merged. A value
@@ -561,15 +612,15 @@ func lowerBytes(b []byte) []byte {
 // name's, so its values are not looked at (a binary client's value there is the name's,
 // whatever KEY property it carries).
 func (s *Server) nameClash(db uint8, id [16]byte, name []byte) error {
-	if !slock.Hashed(name) {
+	if !rediscmd.Hashed(name) {
 		return nil
 	}
 	v := s.locks.Value(db, id)
 	if v == nil {
 		return nil
 	}
-	if other, ok := slock.KeyName(v); ok && !bytes.Equal(other, name) {
-		return &slock.TextError{Msg: "key " + strconv.Quote(string(name)) + " maps to the LockKey of key " +
+	if other, ok := rediscmd.KeyName(v); ok && !bytes.Equal(other, name) {
+		return &rediscmd.TextError{Msg: "key " + strconv.Quote(string(name)) + " maps to the LockKey of key " +
 			strconv.Quote(string(other)) + ", which holds a value: refused"}
 	}
 	return nil

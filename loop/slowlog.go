@@ -1,8 +1,8 @@
 package loop
 
 import (
+	"github.com/tallyd/tallyd/proto/rediscmd"
 	"github.com/tallyd/tallyd/proto/resp"
-	"github.com/tallyd/tallyd/proto/slock"
 )
 
 // SLOWLOG, as Redis's slowlog.c: every Redis-text command whose run took at least
@@ -108,7 +108,7 @@ func (s *Server) slowlogCmd(cs *conn, args [][]byte) {
 		}
 		b = resp.AppendSlowlog(b, all)
 	case resp.Is(sub, "GET"):
-		b = slock.AppendTextError(b, &slock.TextError{Msg: "unknown subcommand or wrong number of arguments for '" +
+		b = rediscmd.AppendTextError(b, &rediscmd.TextError{Msg: "unknown subcommand or wrong number of arguments for '" +
 			string(truncArg(sub)) + "'. Try SLOWLOG HELP."})
 	case resp.Is(sub, "LEN") && n == 2:
 		b = resp.AppendInt(b, int64(len(s.slow.ring)))

@@ -1,8 +1,8 @@
 package loop
 
 import (
+	"github.com/tallyd/tallyd/proto/rediscmd"
 	"github.com/tallyd/tallyd/proto/resp"
-	"github.com/tallyd/tallyd/proto/slock"
 )
 
 // Redis-text commands that go on across turns (issue 21, item 1), as Redis's SCAN and
@@ -12,7 +12,7 @@ import (
 //   - KEYS over more than keysStep keys walks them keysStep at a time (the store's value table,
 //     as SCAN), collecting the names that match, and answers once the walk is over. A key
 //     that has a value for the whole walk is listed once; one set or deleted meanwhile may
-//     or may not be, as with SCAN (Redis's KEYS sees one instant). Past slock.KeysLimit keys
+//     or may not be, as with SCAN (Redis's KEYS sees one instant). Past rediscmd.KeysLimit keys
 //     KEYS is refused as before: its reply would be too big.
 //   - MGET of more than mgetStep keys answers its keys in order as its slice and the socket
 //     allow: a reader gets every value however many megabytes they make, and what waits in
@@ -123,7 +123,7 @@ func (s *Server) contStep(cs *conn, c *textCont, now int64) {
 
 // keysStep looks at the next keysStep keys of a KEYS; the last step answers.
 func (s *Server) keysStep(cs *conn, c *textCont) {
-	q := slock.Scan{Match: c.pattern}
+	q := rediscmd.Scan{Match: c.pattern}
 	if len(c.pattern) == 1 && c.pattern[0] == '*' {
 		q.Match = nil
 	}

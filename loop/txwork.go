@@ -4,8 +4,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tallyd/tallyd/proto/rediscmd"
 	"github.com/tallyd/tallyd/proto/resp"
-	"github.com/tallyd/tallyd/proto/slock"
 )
 
 // A MULTI queue is bounded in commands (--multi-max-commands) and in the work its EXEC would
@@ -38,37 +38,37 @@ const (
 
 // txWork estimates the loop time (ns) command args (spec: its entry) will take when EXEC
 // runs it on cs's current database.
-func (s *Server) txWork(cs *conn, spec *slock.Spec, args [][]byte) int64 {
+func (s *Server) txWork(cs *conn, spec *rediscmd.Spec, args [][]byte) int64 {
 	db := cs.slock.text.DB
 	w := int64(workCommand)
 	value := func(k []byte) int64 { return int64(len(s.locks.Value(db, cs.slock.text.KeyID(k)))) }
 	switch spec.Cmd {
-	case slock.CmdMGet, slock.CmdWatch:
+	case rediscmd.CmdMGet, rediscmd.CmdWatch:
 		w += workKey * int64(len(args)-1)
-	case slock.CmdMSet, slock.CmdMSetNX:
+	case rediscmd.CmdMSet, rediscmd.CmdMSetNX:
 		w += workKey * int64(len(args)/2)
-	case slock.CmdScan:
-		var q slock.Scan
-		if slock.ParseScan(args, &q) == nil {
+	case rediscmd.CmdScan:
+		var q rediscmd.Scan
+		if rediscmd.ParseScan(args, &q) == nil {
 			w += workScanKey * int64(q.Count)
 		}
-	case slock.CmdInfo:
+	case rediscmd.CmdInfo:
 		w += workInfo
-	case slock.CmdHash:
+	case rediscmd.CmdHash:
 		n := value(args[1])
 		switch spec.Hash {
-		case slock.HashGetAll, slock.HashKeys, slock.HashVals:
+		case rediscmd.HashGetAll, rediscmd.HashKeys, rediscmd.HashVals:
 			w += workRendered * n
 		default:
 			w += workByte * n
 		}
-	case slock.CmdKV:
+	case rediscmd.CmdKV:
 		switch spec.Op {
-		case slock.OpKeys:
+		case rediscmd.OpKeys:
 			w += workScanKey * int64(s.locks.ValueCount(db))
-		case slock.OpDel, slock.OpExists:
+		case rediscmd.OpDel, rediscmd.OpExists:
 			w += workKey * int64(len(args)-1)
-		case slock.OpGet, slock.OpGetSet, slock.OpAppend, slock.OpSet, slock.OpStrlen, slock.OpGetDel, slock.OpGetEx, slock.OpDelEx, slock.OpDigest:
+		case rediscmd.OpGet, rediscmd.OpGetSet, rediscmd.OpAppend, rediscmd.OpSet, rediscmd.OpStrlen, rediscmd.OpGetDel, rediscmd.OpGetEx, rediscmd.OpDelEx, rediscmd.OpDigest:
 			w += workByte * value(args[1])
 		}
 	}

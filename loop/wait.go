@@ -6,8 +6,8 @@ import (
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/tracker"
 
+	"github.com/tallyd/tallyd/proto/rediscmd"
 	"github.com/tallyd/tallyd/proto/resp"
-	"github.com/tallyd/tallyd/proto/slock"
 )
 
 // This file is WAIT numreplicas timeout. On a single node it answers 0 at once, as Redis
@@ -38,16 +38,16 @@ type replWait struct {
 func (s *Server) waitCmd(cs *conn, args [][]byte, now int64) {
 	want, ok := resp.ParseInt(args[1])
 	if !ok {
-		s.textError(cs, &slock.TextError{Msg: "value is not an integer or out of range"})
+		s.textError(cs, &rediscmd.TextError{Msg: "value is not an integer or out of range"})
 		return
 	}
 	t, ok := resp.ParseInt(args[2])
 	switch {
 	case !ok:
-		s.textError(cs, &slock.TextError{Msg: "timeout is not an integer or out of range"})
+		s.textError(cs, &rediscmd.TextError{Msg: "timeout is not an integer or out of range"})
 		return
 	case t < 0:
-		s.textError(cs, &slock.TextError{Msg: "timeout is negative"})
+		s.textError(cs, &rediscmd.TextError{Msg: "timeout is negative"})
 		return
 	}
 	cl := s.cl

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tallyd/tallyd/proto/pool"
+	"github.com/tallyd/tallyd/proto/rediscmd"
 	"github.com/tallyd/tallyd/proto/resp"
 	"github.com/tallyd/tallyd/proto/slock"
 )
@@ -398,7 +399,7 @@ func TestSlockTextAppend(t *testing.T) {
 		t.Fatal(err)
 	}
 	var f slock.Frame
-	if _, _, err := slock.ParseTextLock(args, &slock.Text{Timeout: 15}, func() [16]byte { return [16]byte{1} }, &f, nil); err != nil {
+	if _, _, err := rediscmd.ParseTextLock(args, &rediscmd.Text{Timeout: 15}, func() [16]byte { return [16]byte{1} }, &f, nil); err != nil {
 		t.Fatal(err)
 	}
 	if f.LockID != p.ids.id(9, 'L') || f.Key != slock.TextID([]byte("tb:k3")) || f.Count != 1 || f.Timeout != 300 ||
@@ -409,7 +410,7 @@ func TestSlockTextAppend(t *testing.T) {
 
 // slockTextReply is the server's text reply to r sent by p.
 func slockTextReply(p *slockText, r Req, res slock.Result, value []byte) []byte {
-	return slock.AppendTextLockReply(nil, &slock.LockReply{Result: res, LockID: p.ids.id(r.Op, 'L'), Value: value})
+	return rediscmd.AppendTextLockReply(nil, &slock.LockReply{Result: res, LockID: p.ids.id(r.Op, 'L'), Value: value})
 }
 
 func TestSlockTextRepliesAtEverySplit(t *testing.T) {

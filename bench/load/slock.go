@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tallyd/tallyd/proto/rediscmd"
 	"github.com/tallyd/tallyd/proto/resp"
 	"github.com/tallyd/tallyd/proto/slock"
 )
@@ -324,7 +325,7 @@ func (p *slockText) Answer(dst, buf []byte) ([]byte, int, error) {
 		if resp.Is(args[0], "LOCK") {
 			rep.Lcount, rep.Lrcount = 1, 1
 		}
-		dst = slock.AppendTextLockReply(dst, &rep)
+		dst = rediscmd.AppendTextLockReply(dst, &rep)
 	case resp.Is(args[0], "PING"):
 		dst = resp.AppendSimple(dst, "PONG")
 	default:

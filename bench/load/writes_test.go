@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tallyd/tallyd/proto/rediscmd"
 	"github.com/tallyd/tallyd/proto/resp"
 	"github.com/tallyd/tallyd/proto/slock"
 )
@@ -233,12 +234,12 @@ func TestWritesLockPairs(t *testing.T) {
 				bad = append(bad, "key "+args[0]+" locked with two LockIds")
 			}
 			ids[args[0]] = args[6]
-			return string(slock.AppendTextLockReply(nil, &slock.LockReply{Lcount: 1, Lrcount: 1}))
+			return string(rediscmd.AppendTextLockReply(nil, &slock.LockReply{Lcount: 1, Lrcount: 1}))
 		case cmd == "UNLOCK" && len(args) == 3 && args[1] == "LOCK_ID":
 			if ids[args[0]] != args[2] {
 				bad = append(bad, "UNLOCK "+args[0]+" with LockId "+args[2]+", not its LOCK's")
 			}
-			return string(slock.AppendTextLockReply(nil, &slock.LockReply{}))
+			return string(rediscmd.AppendTextLockReply(nil, &slock.LockReply{}))
 		}
 		bad = append(bad, cmd+" "+strings.Join(args, " "))
 		return "-ERR unexpected\r\n"
@@ -278,15 +279,15 @@ func TestWritesLockPairsErrors(t *testing.T) {
 	var n atomic.Uint64
 	s := newRESPServer(t, func(cmd string, args []string) string {
 		if cmd == "UNLOCK" {
-			return string(slock.AppendTextLockReply(nil, &slock.LockReply{}))
+			return string(rediscmd.AppendTextLockReply(nil, &slock.LockReply{}))
 		}
 		switch n.Add(1) % 4 {
 		case 1:
-			return string(slock.AppendTextLockReply(nil, &slock.LockReply{Result: slock.ResultTimeout}))
+			return string(rediscmd.AppendTextLockReply(nil, &slock.LockReply{Result: slock.ResultTimeout}))
 		case 2:
 			return "-CLUSTERDOWN no quorum\r\n"
 		}
-		return string(slock.AppendTextLockReply(nil, &slock.LockReply{Lcount: 1}))
+		return string(rediscmd.AppendTextLockReply(nil, &slock.LockReply{Lcount: 1}))
 	})
 	res, err := RunWrites(context.Background(), WritesConfig{Addr: s.addr, Conns: 1, Pipeline: 4,
 		Duration: 200 * time.Millisecond, Locks: true})
@@ -320,7 +321,7 @@ func TestWritesLockPairsAwaitGrant(t *testing.T) {
 		if cmd == "WAIT" {
 			return ":1\r\n"
 		}
-		return string(slock.AppendTextLockReply(nil, &slock.LockReply{}))
+		return string(rediscmd.AppendTextLockReply(nil, &slock.LockReply{}))
 	})
 	res, err := RunWrites(context.Background(), WritesConfig{Addr: s.addr, Conns: 1, Pipeline: 3, Prefix: "k:",
 		Duration: 200 * time.Millisecond, Locks: true, AwaitGrant: true, WaitReplicas: 1})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/tallyd/tallyd/proto/rediscmd"
 	"github.com/tallyd/tallyd/proto/slock"
 )
 
@@ -688,7 +689,7 @@ func (a *app) slockLocked(key string, db uint8) error {
 // id on a Redis-text connection of its own: binary frames have no room for 64 bits. A nil
 // token: that LockId no longer holds key. why, if not empty, says why there are none.
 func (a *app) holderTokens(key string, db uint8, ids [][16]byte) (tokens []*uint64, why string) {
-	if slock.Hashed([]byte(key)) {
+	if rediscmd.Hashed([]byte(key)) {
 		return nil, "text commands (TOKEN) name keys of 16 bytes or more, or starting with a zero byte, differently"
 	}
 	r, err := a.tokenConn(db)

@@ -1,7 +1,7 @@
 // Package acl is Redis 6+/7's access control for tallyd's Redis-text side: users with
 // passwords, permissions by command and by category, and key patterns, read from an ACL
 // file in Redis's syntax (the subset docs/security.md lists). It knows neither a wire
-// format nor a server: proto/slock's command table gives it the commands (Table), the loop
+// format nor a server: proto/rediscmd's command table gives it the commands (Table), the loop
 // asks a User what it may run, and ACL LIST's lines come from Describe.
 //
 // A user's command permissions are a bit set over the table, computed when its rules are

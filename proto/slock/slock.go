@@ -13,6 +13,7 @@
 // room. [Sniff] tells a binary connection from a RESP one, [TextID] maps
 // the text protocol's key and LockId strings to 16-byte ids, and
 // [ParseDataRecord] with its element iterators serves the text renderer.
+// The Redis-text commands served on the same port are proto/rediscmd's.
 package slock
 
 import (

@@ -1,4 +1,4 @@
-package slock
+package rediscmd
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tallyd/tallyd/proto/resp"
+	"github.com/tallyd/tallyd/proto/slock"
 )
 
 func textArgs(s string) [][]byte {
@@ -24,15 +25,15 @@ func seqIDs() func() [16]byte {
 }
 
 func TestParseTextLock(t *testing.T) {
-	last := TextID([]byte("prev"))
+	last := slock.TextID([]byte("prev"))
 	txt := &Text{DB: 3, Timeout: 15, LastLockID: last}
-	var f Frame
+	var f slock.Frame
 	will, buf, err := ParseTextLock(textArgs("LOCK key1 TIMEOUT 65541 EXPRIED 1024 COUNT 3 RCOUNT 1 LOCK_ID abc"), txt, seqIDs(), &f, nil)
 	if err != nil || will || len(buf) != 0 {
 		t.Fatalf("lock: %v %v %q", err, will, buf)
 	}
-	want := Frame{Type: TypeLock, RequestID: [16]byte{15: 1}, DB: 3, Key: TextID([]byte("key1")),
-		LockID: TextID([]byte("abc")), Timeout: 5, TimeoutFlag: 1, Expried: 1024, Count: 2, Rcount: 0}
+	want := slock.Frame{Type: slock.TypeLock, RequestID: [16]byte{15: 1}, DB: 3, Key: slock.TextID([]byte("key1")),
+		LockID: slock.TextID([]byte("abc")), Timeout: 5, TimeoutFlag: 1, Expried: 1024, Count: 2, Rcount: 0}
 	if f.Type != want.Type || f.RequestID != want.RequestID || f.DB != want.DB || f.Key != want.Key ||
 		f.LockID != want.LockID || f.Timeout != 5 || f.TimeoutFlag != 1 || f.Expried != 1024 || f.ExpriedFlag != 0 ||
 		f.Count != 2 || f.Rcount != 0 || f.Flag != 0 || f.Data != nil {
@@ -42,18 +43,18 @@ func TestParseTextLock(t *testing.T) {
 	if _, _, err = ParseTextLock(textArgs("LOCK k"), txt, seqIDs(), &f, nil); err != nil || f.Timeout != 15 || f.Expried != 120 || f.LockID != [16]byte{15: 2} {
 		t.Fatalf("defaults: %v %+v", err, f)
 	}
-	if _, _, err = ParseTextLock(textArgs("UNLOCK k"), txt, seqIDs(), &f, nil); err != nil || f.Type != TypeUnlock || f.LockID != last {
+	if _, _, err = ParseTextLock(textArgs("UNLOCK k"), txt, seqIDs(), &f, nil); err != nil || f.Type != slock.TypeUnlock || f.LockID != last {
 		t.Fatalf("unlock default id: %v %+v", err, f)
 	}
 	// Data options build a record and set the data flag, even with FLAG after them.
 	_, buf, err = ParseTextLock(textArgs("LOCK k SET hello FLAG 2"), txt, seqIDs(), &f, nil)
-	if err != nil || f.Flag != 0x22 || !bytes.Equal(f.Data, AppendDataRecord(nil, DataSet, StageCurrent, 0, nil, []byte("hello"))) {
+	if err != nil || f.Flag != 0x22 || !bytes.Equal(f.Data, slock.AppendDataRecord(nil, slock.DataSet, slock.StageCurrent, 0, nil, []byte("hello"))) {
 		t.Fatalf("set: %v flag %#x data %q", err, f.Flag, f.Data)
 	}
 	_ = buf
 	_, _, err = ParseTextLock(textArgs("LOCK k INCR -3"), txt, seqIDs(), &f, nil)
-	d, derr := ParseDataRecord(f.Data)
-	if err != nil || derr != nil || d.Cmd != DataIncr || int64(binary.LittleEndian.Uint64(d.Value)) != -3 {
+	d, derr := slock.ParseDataRecord(f.Data)
+	if err != nil || derr != nil || d.Cmd != slock.DataIncr || int64(binary.LittleEndian.Uint64(d.Value)) != -3 {
 		t.Fatalf("incr: %v %v %+v", err, derr, d)
 	}
 	if will, _, err = ParseTextLock(textArgs("LOCK k WILL 1"), txt, seqIDs(), &f, nil); err != nil || !will {
@@ -61,14 +62,14 @@ func TestParseTextLock(t *testing.T) {
 	}
 	// EXECUTE: the rest is the inner command, carried in an EXECUTE record; it does not leak out.
 	_, _, err = ParseTextLock(textArgs("LOCK outer EXPRIED 5 EXECUTE UNLOCK LOCK inner LOCK_ID x EXPRIED 9"), txt, seqIDs(), &f, nil)
-	if err != nil || f.Expried != 5 || f.Key != TextID([]byte("outer")) {
+	if err != nil || f.Expried != 5 || f.Key != slock.TextID([]byte("outer")) {
 		t.Fatalf("execute outer: %v %+v", err, f)
 	}
-	d, derr = ParseDataRecord(f.Data)
-	var inner Frame
-	var dec Decoder
-	if n, ierr := dec.Parse(d.Value, &inner); derr != nil || d.Cmd != DataExecute || d.Stage != StageUnlock || ierr != nil || n != FrameLen ||
-		inner.Key != TextID([]byte("inner")) || inner.LockID != TextID([]byte("x")) || inner.Expried != 9 {
+	d, derr = slock.ParseDataRecord(f.Data)
+	var inner slock.Frame
+	var dec slock.Decoder
+	if n, ierr := dec.Parse(d.Value, &inner); derr != nil || d.Cmd != slock.DataExecute || d.Stage != slock.StageUnlock || ierr != nil || n != slock.FrameLen ||
+		inner.Key != slock.TextID([]byte("inner")) || inner.LockID != slock.TextID([]byte("x")) || inner.Expried != 9 {
 		t.Fatalf("execute inner: %v %+v %v %+v", derr, d, ierr, inner)
 	}
 	for _, bad := range []string{"LOCK", "LOCK k TIMEOUT", "LOCK k COUNT x", "LOCK k TIMEOUT -1", "LOCK k BOGUS 1", "LOCK k FLAG 256"} {
@@ -81,7 +82,7 @@ func TestParseTextLock(t *testing.T) {
 }
 
 func TestAppendTextLockReply(t *testing.T) {
-	r := LockReply{Result: ResultOK, LockID: TextID([]byte("abc")), Lcount: 1, Count: 0xffff, Lrcount: 1, Rcount: 0}
+	r := slock.LockReply{Result: slock.ResultOK, LockID: slock.TextID([]byte("abc")), Lcount: 1, Count: 0xffff, Lrcount: 1, Rcount: 0}
 	got := string(AppendTextLockReply(nil, &r))
 	want := "*12\r\n$1\r\n0\r\n$2\r\nOK\r\n$7\r\nLOCK_ID\r\n$32\r\n00000000000000000000000000616263\r\n" +
 		"$6\r\nLCOUNT\r\n$1\r\n1\r\n$5\r\nCOUNT\r\n$1\r\n0\r\n$7\r\nLRCOUNT\r\n$1\r\n1\r\n$6\r\nRCOUNT\r\n$1\r\n1\r\n"
@@ -95,9 +96,9 @@ func TestAppendTextLockReply(t *testing.T) {
 		rec  []byte
 		tail string
 	}{
-		{AppendDataRecord(nil, DataSet, 0, 0, nil, []byte("hi")), "$4\r\nDATA\r\n$2\r\nhi\r\n"},
-		{AppendDataRecord(nil, DataSet, 0, DataNumber, nil, num[:]), "$4\r\nDATA\r\n:42\r\n"},
-		{AppendDataRecord(nil, DataSet, 0, DataArray, nil, []byte("\x01\x00\x00\x00a\x00\x00\x00\x00\x02\x00\x00\x00bc")), "$4\r\nDATA\r\n*2\r\n$1\r\na\r\n$2\r\nbc\r\n"},
+		{slock.AppendDataRecord(nil, slock.DataSet, 0, 0, nil, []byte("hi")), "$4\r\nDATA\r\n$2\r\nhi\r\n"},
+		{slock.AppendDataRecord(nil, slock.DataSet, 0, slock.DataNumber, nil, num[:]), "$4\r\nDATA\r\n:42\r\n"},
+		{slock.AppendDataRecord(nil, slock.DataSet, 0, slock.DataArray, nil, []byte("\x01\x00\x00\x00a\x00\x00\x00\x00\x02\x00\x00\x00bc")), "$4\r\nDATA\r\n*2\r\n$1\r\na\r\n$2\r\nbc\r\n"},
 	} {
 		r.Value = c.rec
 		got := AppendTextLockReply(nil, &r)
@@ -107,7 +108,7 @@ func TestAppendTextLockReply(t *testing.T) {
 		}
 	}
 	// An UNSET value is no value.
-	r.Value = AppendDataRecord(nil, DataUnset, 0, 0, nil, nil)
+	r.Value = slock.AppendDataRecord(nil, slock.DataUnset, 0, 0, nil, nil)
 	if rep, _, _ := resp.ParseReply(AppendTextLockReply(nil, &r)); len(rep.Elems) != 12 {
 		t.Fatalf("unset value shown: %d elements", len(rep.Elems))
 	}

@@ -1,4 +1,4 @@
-package slock
+package rediscmd
 
 import (
 	"slices"

@@ -1,4 +1,4 @@
-package slock
+package rediscmd
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"github.com/zeebo/xxh3"
 
 	"github.com/tallyd/tallyd/proto/resp"
+	"github.com/tallyd/tallyd/proto/slock"
 )
 
 // This file parses the compare-and-set commands (Redis 8.4's DELEX, DIGEST and SET's IF*
@@ -40,68 +41,70 @@ func condOf(o []byte) Cond {
 	return CondNone
 }
 
-// parseCAS parses DELEX, DELIFEQ, DIGEST, GETDEL and GETEX (ParseKV's contract).
-func (kv *KV) parseCAS(args [][]byte, t *Text, nowMs int64, newID func() [16]byte, buf []byte) ([]byte, error) {
+// parseDelEx parses DELEX key [IFEQ v|IFNE v|IFDEQ d|IFDNE d].
+func parseDelEx(r *Request, args [][]byte, t *Text, _ int64, newID func() [16]byte, buf []byte) ([]byte, error) {
+	kv := r.startKV(t)
+	switch n := len(args); {
+	case n < 2:
+		return buf, arity(kv.Name)
+	case n == 4 && condOf(args[2]) != CondNone:
+		kv.Cond, kv.CondArg = condOf(args[2]), args[3]
+	case n != 2:
+		return buf, errSyntax
+	}
+	kv.Keys = args[1:2]
+	kv.KeyFrame(t, newID, 0)
+	return buf, nil
+}
+
+// parseDelIfEq parses DELIFEQ key value: DELEX key IFEQ value.
+func parseDelIfEq(r *Request, args [][]byte, t *Text, _ int64, newID func() [16]byte, buf []byte) ([]byte, error) {
+	kv := r.startKV(t)
+	if len(args) != 3 {
+		return buf, arity(kv.Name)
+	}
+	kv.Cond, kv.CondArg = CondEq, args[2]
+	kv.Keys = args[1:2]
+	kv.KeyFrame(t, newID, 0)
+	return buf, nil
+}
+
+// parseGetEx parses GETEX key [EX s|PX ms|EXAT t|PXAT t|PERSIST].
+func parseGetEx(r *Request, args [][]byte, t *Text, nowMs int64, newID func() [16]byte, buf []byte) ([]byte, error) {
+	kv := r.startKV(t)
 	n := len(args)
-	switch kv.Op {
-	case OpDelEx:
+	if n < 2 {
+		return buf, arity(kv.Name)
+	}
+	kv.Keys = args[1:2]
+	var unit string
+	var exp []byte
+	for i := 2; i < n; i++ {
+		o := args[i]
 		switch {
-		case kv.Name == "DELIFEQ":
-			if n != 3 {
-				return buf, arity(kv.Name)
-			}
-			kv.Cond, kv.CondArg = CondEq, args[2]
-		case n < 2:
-			return buf, arity(kv.Name)
-		case n == 4 && condOf(args[2]) != CondNone:
-			kv.Cond, kv.CondArg = condOf(args[2]), args[3]
-		case n != 2:
+		case resp.Is(o, "PERSIST") && unit == "":
+			kv.Persist = true
+		case expiryUnit(o) != "" && !kv.Persist && (unit == "" || unit == expiryUnit(o)) && i+1 < n:
+			unit, exp = expiryUnit(o), args[i+1]
+			i++
+		default:
 			return buf, errSyntax
 		}
-		kv.Keys = args[1:2]
-		kv.KeyFrame(t, newID, 0)
-	case OpDigest, OpGetDel:
-		if n != 2 {
-			return buf, arity(kv.Name)
+	}
+	switch {
+	case kv.Persist:
+		kv.lockFrame(t, newID, flagUpdate, 0, resetExpiry, unlimitedFlag)
+	case exp != nil:
+		// As Redis 7: the value is checked once the key is known to be a string.
+		ms, err := setExpiry(exp, unit, kv.Name, nowMs)
+		if err != nil {
+			kv.Late = err
+			return buf, nil
 		}
-		kv.Keys = args[1:2]
-		if kv.Op == OpGetDel {
-			kv.KeyFrame(t, newID, 0)
-		}
-	case OpGetEx:
-		if n < 2 {
-			return buf, arity(kv.Name)
-		}
-		kv.Keys = args[1:2]
-		var unit string
-		var exp []byte
-		for i := 2; i < n; i++ {
-			o := args[i]
-			switch {
-			case resp.Is(o, "PERSIST") && unit == "":
-				kv.Persist = true
-			case expiryUnit(o) != "" && !kv.Persist && (unit == "" || unit == expiryUnit(o)) && i+1 < n:
-				unit, exp = expiryUnit(o), args[i+1]
-				i++
-			default:
-				return buf, errSyntax
-			}
-		}
-		switch {
-		case kv.Persist:
-			kv.lockFrame(t, newID, flagUpdate, 0, resetExpiry, unlimitedFlag)
-		case exp != nil:
-			// As Redis 7: the value is checked once the key is known to be a string.
-			ms, err := setExpiry(exp, unit, kv.Name, nowMs)
-			if err != nil {
-				kv.Late = err
-				return buf, nil
-			}
-			e, ef := ExpiryMs(ms) // ms -1: a time past, the key expires at once
-			kv.lockFrame(t, newID, flagUpdate, 0, e, ef|kvPersistFlag)
-			if ms > 0 {
-				kv.ExpireAt = nowMs + ms
-			}
+		e, ef := ExpiryMs(ms) // ms -1: a time past, the key expires at once
+		kv.lockFrame(t, newID, flagUpdate, 0, e, ef|kvPersistFlag)
+		if ms > 0 {
+			kv.ExpireAt = nowMs + ms
 		}
 	}
 	return buf, nil
@@ -132,15 +135,15 @@ func StringOf(rec, scratch []byte) ([]byte, bool) {
 	if rec == nil {
 		return nil, false
 	}
-	d, err := ParseDataRecord(rec)
-	if err != nil || d.Cmd == DataUnset {
+	d, err := slock.ParseDataRecord(rec)
+	if err != nil || d.Cmd == slock.DataUnset {
 		return nil, false
 	}
 	switch {
-	case d.Flag&DataNumber != 0:
-		return strconv.AppendInt(scratch, Number(d.Value), 10), true
-	case d.Flag&DataArray != 0:
-		e, _, ok := NextElem(d.Value)
+	case d.Flag&slock.DataNumber != 0:
+		return strconv.AppendInt(scratch, slock.Number(d.Value), 10), true
+	case d.Flag&slock.DataArray != 0:
+		e, _, ok := slock.NextElem(d.Value)
 		return e, ok
 	}
 	return d.Value, true

@@ -1,4 +1,4 @@
-package slock
+package rediscmd
 
 import (
 	"encoding/binary"
@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/tallyd/tallyd/proto/resp"
+	"github.com/tallyd/tallyd/proto/slock"
 )
 
 // This file maps slock's Redis key/value commands onto Lock and Unlock frames
@@ -52,11 +53,11 @@ const (
 // KV is a parsed key/value command.
 type KV struct {
 	Op    Op
-	Name  string   // the command's canonical name, for error texts
-	Keys  [][]byte // the key arguments (DEL and EXISTS take several; views into the args)
-	Value []byte   // SET, GETSET, SETNX, SETEX, APPEND: the value; KEYS, SCAN: the pattern
-	Delta int64    // INCR family: the signed delta
-	Frame Frame    // the Lock or Unlock to run for Keys[0] (KeyFrame rebuilds it for the others)
+	Name  string      // the command's canonical name, for error texts
+	Keys  [][]byte    // the key arguments (DEL and EXISTS take several; views into the args)
+	Value []byte      // SET, GETSET, SETNX, SETEX, APPEND: the value; KEYS, SCAN: the pattern
+	Delta int64       // INCR family: the signed delta
+	Frame slock.Frame // the Lock or Unlock to run for Keys[0] (KeyFrame rebuilds it for the others)
 
 	// ExpireAt is when (Unix ms) the key expires, exactly, for SET EX/PX, SETEX, PSETEX
 	// and the EXPIRE family; 0: as Frame says (no expiry, or none asked). Frame.Expried
@@ -152,269 +153,360 @@ func lower(s string) string {
 }
 
 // ParseKV parses the key/value command args (args[0] is its name, op and name from
-// LookupKV) for a connection in state t at nowMs (Unix milliseconds, for PEXPIREAT and
-// EXPIREAT), into kv. The lock command for the first key, with its data record built into
-// buf, is in kv.Frame; newID supplies RequestIds and fresh LockIds. Errors are *TextError
-// with the Redis error text.
+// LookupKV) as Parse does, for a connection in state t at nowMs (Unix milliseconds, for
+// PEXPIREAT and EXPIREAT), into kv. The lock command for the first key, with its data
+// record built into buf, is in kv.Frame; newID supplies RequestIds and fresh LockIds.
+// Errors are *TextError with the Redis error text.
 func ParseKV(args [][]byte, op Op, name string, t *Text, nowMs int64, newID func() [16]byte, kv *KV, buf []byte) ([]byte, error) {
-	*kv = KV{Op: op, Name: name, Numbers: t.Slock}
+	r := Request{Spec: cmdIndex[name]}
+	if r.Spec == nil || r.Spec.Cmd != CmdKV || r.Spec.Op != op {
+		*kv = KV{Op: op, Name: name, Numbers: t.Slock}
+		return buf, &kvErr{Msg: "Unknown Command"}
+	}
+	buf, err := r.Spec.parse(&r, args, t, nowMs, newID, buf)
+	*kv = r.KV
+	return buf, err
+}
+
+// startKV begins the parse of a key/value command: r.KV, reset, for r.Spec.
+func (r *Request) startKV(t *Text) *KV {
+	r.KV = KV{Op: r.Spec.Op, Name: r.Spec.Name, Numbers: t.Slock}
+	return &r.KV
+}
+
+// parseSet parses SET key value [NX|XX|IF* v] [GET] [EX|PX|EXAT|PXAT t|KEEPTTL] and
+// tallyd's options (ACK, FENCE, NAOF, TX, PTX).
+func parseSet(r *Request, args [][]byte, t *Text, nowMs int64, newID func() [16]byte, buf []byte) ([]byte, error) {
+	kv := r.startKV(t)
 	n := len(args)
-	switch op {
-	case OpSet:
-		switch name {
-		case "SETEX", "PSETEX":
-			if n != 4 {
-				return buf, arity(name)
-			}
-			ms, err := expireMs(args[2], name == "SETEX", name, nowMs)
-			if err != nil {
-				return buf, err
-			}
-			kv.Keys, kv.Value = args[1:2], args[3]
-			return kv.setFrame(t, newID, buf, ms, nowMs, 0, 0, 0)
-		}
-		if n < 3 {
-			return buf, arity(name)
-		}
-		kv.Keys, kv.Value = args[1:2], args[2]
-		var ms int64
-		var tf, ef uint16
-		var timeout uint16
-		var unit string // EX, PX, EXAT or PXAT
-		var exp []byte  // its argument
-		get := false
-		for i := 3; i < n; i++ {
-			o := args[i]
-			switch {
-			case resp.Is(o, "NX") && !kv.XX && kv.Cond == CondNone:
-				kv.NX = true
-			case resp.Is(o, "XX") && !kv.NX && kv.Cond == CondNone:
-				kv.XX = true
-				tf |= kvWaitUnlocked
-			case resp.Is(o, "GET"):
-				get = true
-			case condOf(o) != CondNone && !kv.NX && !kv.XX && kv.Cond == CondNone && i+1 < n:
-				// Redis 8.4: set only if the key's value (or its digest) is, or is not, this.
-				kv.Cond, kv.CondArg = condOf(o), args[i+1]
-				i++
-			case resp.Is(o, "KEEPTTL") && unit == "":
-				kv.KeepTTL = true
-			case resp.Is(o, "ACK"):
-				tf |= kvRequireAck
-			case resp.Is(o, "FENCE") && i+1 < n:
-				v, err := strconv.ParseUint(string(args[i+1]), 10, 64)
-				if err != nil || v == 0 {
-					return buf, errFenceToken
-				}
-				kv.Fence = v
-				i++
-			case resp.Is(o, "NAOF"):
-				ef |= kvNoPersist
-			case expiryUnit(o) != "" && !kv.KeepTTL && (unit == "" || unit == expiryUnit(o)) && i+1 < n:
-				// As Redis 7: one of them, given again if at all; its value is checked
-				// once every option is known to be one.
-				unit, exp = expiryUnit(o), args[i+1]
-				i++
-			case (resp.Is(o, "TX") || resp.Is(o, "PTX")) && i+1 < n:
-				v, ok := resp.ParseInt(args[i+1])
-				if !ok {
-					return buf, errNotInt
-				}
-				if v <= 0 {
-					return buf, errExpire
-				}
-				switch {
-				case resp.Is(o, "TX"):
-					timeout = uint16(min(v, 0xffff))
-				default:
-					timeout = uint16(min(max(v/1000, 1), 0xffff))
-				}
-				i++
-			default:
-				return buf, errSyntax
-			}
-		}
-		if get {
-			// Answers the value before, as GETSET does; with NX (Redis 7) the key is set
-			// only if it had none, and either way the old value is the answer.
-			kv.Op = OpGetSet
-		}
-		if exp != nil {
-			var err error
-			if ms, err = setExpiry(exp, unit, name, nowMs); err != nil {
-				return buf, err
-			}
-		}
-		if kv.Cond != CondNone {
-			timeout = 0 // compared and set in one step: it never waits
-		}
-		return kv.setFrame(t, newID, buf, ms, nowMs, tf, ef, timeout)
-	case OpGetSet, OpSetNX, OpAppend:
-		if n != 3 {
-			return buf, arity(name)
-		}
-		kv.Keys, kv.Value = args[1:2], args[2]
-		if op == OpSetNX {
+	if n < 3 {
+		return buf, arity(kv.Name)
+	}
+	kv.Keys, kv.Value = args[1:2], args[2]
+	var ms int64
+	var tf, ef uint16
+	var timeout uint16
+	var unit string // EX, PX, EXAT or PXAT
+	var exp []byte  // its argument
+	get := false
+	for i := 3; i < n; i++ {
+		o := args[i]
+		switch {
+		case resp.Is(o, "NX") && !kv.XX && kv.Cond == CondNone:
 			kv.NX = true
-			var timeout uint16 // as Redis: a taken key answers 0 at once
-			if t.Slock {
-				timeout = t.Timeout // slock waits for the key
+		case resp.Is(o, "XX") && !kv.NX && kv.Cond == CondNone:
+			kv.XX = true
+			tf |= kvWaitUnlocked
+		case resp.Is(o, "GET"):
+			get = true
+		case condOf(o) != CondNone && !kv.NX && !kv.XX && kv.Cond == CondNone && i+1 < n:
+			// Redis 8.4: set only if the key's value (or its digest) is, or is not, this.
+			kv.Cond, kv.CondArg = condOf(o), args[i+1]
+			i++
+		case resp.Is(o, "KEEPTTL") && unit == "":
+			kv.KeepTTL = true
+		case resp.Is(o, "ACK"):
+			tf |= kvRequireAck
+		case resp.Is(o, "FENCE") && i+1 < n:
+			v, err := strconv.ParseUint(string(args[i+1]), 10, 64)
+			if err != nil || v == 0 {
+				return buf, errFenceToken
 			}
-			return kv.setFrame(t, newID, buf, 0, 0, 0, 0, timeout)
-		}
-		if op == OpAppend {
-			kv.lockFrame(t, newID, flagUpdate|FlagData, 0, keepExpiry, unlimitedFlag)
-			return kv.dataRecord(buf, DataAppend, 0, kv.Value)
-		}
-		return kv.setFrame(t, newID, buf, 0, 0, 0, 0, 0)
-	case OpGet, OpType, OpStrlen:
-		if n != 2 {
-			return buf, arity(name)
-		}
-		kv.Keys = args[1:2]
-		kv.KeyFrame(t, newID, 0)
-		return buf, nil
-	case OpExists, OpDel:
-		if n < 2 {
-			return buf, arity(name)
-		}
-		kv.Keys = args[1:]
-		kv.KeyFrame(t, newID, 0)
-		return buf, nil
-	case OpIncr:
-		switch name {
-		case "INCR", "DECR":
-			// slock takes an optional delta as the third argument.
-			if n != 2 && n != 3 {
-				return buf, arity(name)
+			kv.Fence = v
+			i++
+		case resp.Is(o, "NAOF"):
+			ef |= kvNoPersist
+		case expiryUnit(o) != "" && !kv.KeepTTL && (unit == "" || unit == expiryUnit(o)) && i+1 < n:
+			// As Redis 7: one of them, given again if at all; its value is checked
+			// once every option is known to be one.
+			unit, exp = expiryUnit(o), args[i+1]
+			i++
+		case (resp.Is(o, "TX") || resp.Is(o, "PTX")) && i+1 < n:
+			v, ok := resp.ParseInt(args[i+1])
+			if !ok {
+				return buf, errNotInt
 			}
-			kv.Delta = 1
-			if n == 3 {
-				d, ok := resp.ParseInt(args[2])
-				if !ok {
-					return buf, errNotInt
-				}
-				kv.Delta = d
+			if v <= 0 {
+				return buf, errExpire
 			}
+			switch {
+			case resp.Is(o, "TX"):
+				timeout = uint16(min(v, 0xffff))
+			default:
+				timeout = uint16(min(max(v/1000, 1), 0xffff))
+			}
+			i++
 		default:
-			if n != 3 {
-				return buf, arity(name)
-			}
+			return buf, errSyntax
+		}
+	}
+	if get {
+		// Answers the value before, as GETSET does; with NX (Redis 7) the key is set
+		// only if it had none, and either way the old value is the answer.
+		kv.Op = OpGetSet
+	}
+	if exp != nil {
+		var err error
+		if ms, err = setExpiry(exp, unit, kv.Name, nowMs); err != nil {
+			return buf, err
+		}
+	}
+	if kv.Cond != CondNone {
+		timeout = 0 // compared and set in one step: it never waits
+	}
+	return kv.setFrame(t, newID, buf, ms, nowMs, tf, ef, timeout)
+}
+
+// parseSetEx parses SETEX key seconds value.
+func parseSetEx(r *Request, args [][]byte, t *Text, nowMs int64, newID func() [16]byte, buf []byte) ([]byte, error) {
+	return r.startKV(t).setEx(args, true, t, nowMs, newID, buf)
+}
+
+// parsePSetEx parses PSETEX key milliseconds value.
+func parsePSetEx(r *Request, args [][]byte, t *Text, nowMs int64, newID func() [16]byte, buf []byte) ([]byte, error) {
+	return r.startKV(t).setEx(args, false, t, nowMs, newID, buf)
+}
+
+// setEx parses SETEX (secs) or PSETEX into kv.
+func (kv *KV) setEx(args [][]byte, secs bool, t *Text, nowMs int64, newID func() [16]byte, buf []byte) ([]byte, error) {
+	if len(args) != 4 {
+		return buf, arity(kv.Name)
+	}
+	ms, err := expireMs(args[2], secs, kv.Name, nowMs)
+	if err != nil {
+		return buf, err
+	}
+	kv.Keys, kv.Value = args[1:2], args[3]
+	return kv.setFrame(t, newID, buf, ms, nowMs, 0, 0, 0)
+}
+
+// parseGetSet parses GETSET key value.
+func parseGetSet(r *Request, args [][]byte, t *Text, _ int64, newID func() [16]byte, buf []byte) ([]byte, error) {
+	kv := r.startKV(t)
+	if len(args) != 3 {
+		return buf, arity(kv.Name)
+	}
+	kv.Keys, kv.Value = args[1:2], args[2]
+	return kv.setFrame(t, newID, buf, 0, 0, 0, 0, 0)
+}
+
+// parseSetNX parses SETNX key value.
+func parseSetNX(r *Request, args [][]byte, t *Text, _ int64, newID func() [16]byte, buf []byte) ([]byte, error) {
+	kv := r.startKV(t)
+	if len(args) != 3 {
+		return buf, arity(kv.Name)
+	}
+	kv.Keys, kv.Value = args[1:2], args[2]
+	kv.NX = true
+	var timeout uint16 // as Redis: a taken key answers 0 at once
+	if t.Slock {
+		timeout = t.Timeout // slock waits for the key
+	}
+	return kv.setFrame(t, newID, buf, 0, 0, 0, 0, timeout)
+}
+
+// parseAppend parses APPEND key value.
+func parseAppend(r *Request, args [][]byte, t *Text, _ int64, newID func() [16]byte, buf []byte) ([]byte, error) {
+	kv := r.startKV(t)
+	if len(args) != 3 {
+		return buf, arity(kv.Name)
+	}
+	kv.Keys, kv.Value = args[1:2], args[2]
+	kv.lockFrame(t, newID, flagUpdate|slock.FlagData, 0, keepExpiry, unlimitedFlag)
+	return kv.dataRecord(buf, slock.DataAppend, 0, kv.Value)
+}
+
+// parseKey parses GET, TYPE, STRLEN and GETDEL: one key.
+func parseKey(r *Request, args [][]byte, t *Text, _ int64, newID func() [16]byte, buf []byte) ([]byte, error) {
+	kv := r.startKV(t)
+	if len(args) != 2 {
+		return buf, arity(kv.Name)
+	}
+	kv.Keys = args[1:2]
+	kv.KeyFrame(t, newID, 0)
+	return buf, nil
+}
+
+// parseKeyList parses EXISTS, DEL and UNLINK: one key or more.
+func parseKeyList(r *Request, args [][]byte, t *Text, _ int64, newID func() [16]byte, buf []byte) ([]byte, error) {
+	kv := r.startKV(t)
+	if len(args) < 2 {
+		return buf, arity(kv.Name)
+	}
+	kv.Keys = args[1:]
+	kv.KeyFrame(t, newID, 0)
+	return buf, nil
+}
+
+// parseIncr parses INCR key [delta] (slock takes an optional delta).
+func parseIncr(r *Request, args [][]byte, t *Text, _ int64, newID func() [16]byte, buf []byte) ([]byte, error) {
+	return r.startKV(t).incr(args, false, false, t, newID, buf)
+}
+
+// parseDecr parses DECR key [delta].
+func parseDecr(r *Request, args [][]byte, t *Text, _ int64, newID func() [16]byte, buf []byte) ([]byte, error) {
+	return r.startKV(t).incr(args, false, true, t, newID, buf)
+}
+
+// parseIncrBy parses INCRBY key delta.
+func parseIncrBy(r *Request, args [][]byte, t *Text, _ int64, newID func() [16]byte, buf []byte) ([]byte, error) {
+	return r.startKV(t).incr(args, true, false, t, newID, buf)
+}
+
+// parseDecrBy parses DECRBY key delta.
+func parseDecrBy(r *Request, args [][]byte, t *Text, _ int64, newID func() [16]byte, buf []byte) ([]byte, error) {
+	return r.startKV(t).incr(args, true, true, t, newID, buf)
+}
+
+// incr parses the INCR family into kv: by, the delta is required (INCRBY, DECRBY); down,
+// it is subtracted (DECR, DECRBY).
+func (kv *KV) incr(args [][]byte, by, down bool, t *Text, newID func() [16]byte, buf []byte) ([]byte, error) {
+	n := len(args)
+	if by {
+		if n != 3 {
+			return buf, arity(kv.Name)
+		}
+		d, ok := resp.ParseInt(args[2])
+		if !ok {
+			return buf, errNotInt
+		}
+		kv.Delta = d
+	} else {
+		if n != 2 && n != 3 {
+			return buf, arity(kv.Name)
+		}
+		kv.Delta = 1
+		if n == 3 {
 			d, ok := resp.ParseInt(args[2])
 			if !ok {
 				return buf, errNotInt
 			}
 			kv.Delta = d
 		}
-		if name[0] == 'D' {
-			if kv.Delta == -1<<63 {
-				return buf, errDecrOverflow
-			}
-			kv.Delta = -kv.Delta
-		}
-		kv.Keys = args[1:2]
-		// The store adds Delta to the key's value and stores the sum in place of the 0 of
-		// this NUMBER record (store.LockCommand.Add), keeping its KEY property.
-		kv.lockFrame(t, newID, flagUpdate|FlagData, 0, keepExpiry, unlimitedFlag)
-		return kv.SetNumber(buf, 0)
-	case OpExpire:
-		if n < 3 {
-			return buf, arity(name)
-		}
-		if err := kv.expireOptions(args[3:]); err != nil {
-			return buf, err
-		}
-		// As Redis 7 (expireGenericCommand): seconds must not overflow as milliseconds,
-		// nor the time asked plus its base (now, 0 for the AT forms); a time past
-		// expires the key at once.
-		v, ok := resp.ParseInt(args[2])
-		if !ok {
-			return buf, errNotInt
-		}
-		if name == "EXPIRE" || name == "EXPIREAT" {
-			if v > math.MaxInt64/1000 || v < math.MinInt64/1000 {
-				return buf, expireErr(name)
-			}
-			v *= 1000
-		}
-		var base int64
-		if name == "EXPIRE" || name == "PEXPIRE" {
-			base = nowMs
-		}
-		if v > math.MaxInt64-base {
-			return buf, expireErr(name)
-		}
-		at := v + base
-		kv.When = at
-		kv.Keys = args[1:2]
-		if at <= nowMs {
-			e, ef := ExpiryMs(0)
-			kv.lockFrame(t, newID, flagUpdate, 0, e, ef|kvPersistFlag)
-			return buf, nil
-		}
-		e, ef := ExpiryMs(at - nowMs)
-		kv.lockFrame(t, newID, flagUpdate, 0, e, ef|kvPersistFlag)
-		kv.ExpireAt = at
-		return buf, nil
-	case OpPersist:
-		if n != 2 && n != 3 { // the reference wants a dummy third argument; either works here
-			return buf, arity(name)
-		}
-		kv.Keys = args[1:2]
-		kv.lockFrame(t, newID, flagUpdate, 0, resetExpiry, unlimitedFlag)
-		return buf, nil
-	case OpTTL, OpPTTL:
-		if n != 2 {
-			return buf, arity(name)
-		}
-		kv.Keys = args[1:2]
-		return buf, nil
-	case OpKeys:
-		if n != 2 {
-			return buf, arity(name)
-		}
-		kv.Value = args[1]
-		return buf, nil
-	case OpScan:
-		// SCAN cursor [MATCH pattern] [COUNT n] [TYPE t]: one pass returns every key.
-		if n < 2 || n%2 != 0 {
-			if n < 2 {
-				return buf, arity(name)
-			}
-			return buf, errSyntax
-		}
-		if c, ok := resp.ParseInt(args[1]); !ok || c < 0 {
-			return buf, &kvErr{Msg: "invalid cursor"}
-		}
-		kv.Value = []byte("*")
-		for i := 2; i+1 < n; i += 2 {
-			switch {
-			case resp.Is(args[i], "MATCH"):
-				kv.Value = args[i+1]
-			case resp.Is(args[i], "COUNT"):
-				if c, ok := resp.ParseInt(args[i+1]); !ok || c < 1 {
-					return buf, errSyntax
-				}
-			case resp.Is(args[i], "TYPE"):
-			default:
-				return buf, errSyntax
-			}
-		}
-		return buf, nil
-	case OpDBSize:
-		if n != 1 {
-			return buf, arity(name)
-		}
-		return buf, nil
-	case OpFlushDB, OpFlushAll:
-		if n > 2 || n == 2 && !resp.Is(args[1], "ASYNC") && !resp.Is(args[1], "SYNC") {
-			return buf, errSyntax
-		}
-		return buf, nil
-	case OpDelEx, OpDigest, OpGetDel, OpGetEx:
-		return kv.parseCAS(args, t, nowMs, newID, buf)
 	}
-	return buf, &kvErr{Msg: "Unknown Command"}
+	if down {
+		if kv.Delta == -1<<63 {
+			return buf, errDecrOverflow
+		}
+		kv.Delta = -kv.Delta
+	}
+	kv.Keys = args[1:2]
+	// The store adds Delta to the key's value and stores the sum in place of the 0 of
+	// this NUMBER record (store.LockCommand.Add), keeping its KEY property.
+	kv.lockFrame(t, newID, flagUpdate|slock.FlagData, 0, keepExpiry, unlimitedFlag)
+	return kv.SetNumber(buf, 0)
+}
+
+// parseExpire parses EXPIRE key seconds [NX|XX|GT|LT].
+func parseExpire(r *Request, args [][]byte, t *Text, nowMs int64, newID func() [16]byte, buf []byte) ([]byte, error) {
+	return r.startKV(t).expire(args, true, false, t, nowMs, newID, buf)
+}
+
+// parsePExpire parses PEXPIRE key milliseconds [NX|XX|GT|LT].
+func parsePExpire(r *Request, args [][]byte, t *Text, nowMs int64, newID func() [16]byte, buf []byte) ([]byte, error) {
+	return r.startKV(t).expire(args, false, false, t, nowMs, newID, buf)
+}
+
+// parseExpireAt parses EXPIREAT key unix-seconds [NX|XX|GT|LT].
+func parseExpireAt(r *Request, args [][]byte, t *Text, nowMs int64, newID func() [16]byte, buf []byte) ([]byte, error) {
+	return r.startKV(t).expire(args, true, true, t, nowMs, newID, buf)
+}
+
+// parsePExpireAt parses PEXPIREAT key unix-milliseconds [NX|XX|GT|LT].
+func parsePExpireAt(r *Request, args [][]byte, t *Text, nowMs int64, newID func() [16]byte, buf []byte) ([]byte, error) {
+	return r.startKV(t).expire(args, false, true, t, nowMs, newID, buf)
+}
+
+// expire parses the EXPIRE family into kv: secs, the time is in seconds; at, it is a Unix
+// time rather than one from nowMs.
+func (kv *KV) expire(args [][]byte, secs, at bool, t *Text, nowMs int64, newID func() [16]byte, buf []byte) ([]byte, error) {
+	if len(args) < 3 {
+		return buf, arity(kv.Name)
+	}
+	if err := kv.expireOptions(args[3:]); err != nil {
+		return buf, err
+	}
+	// As Redis 7 (expireGenericCommand): seconds must not overflow as milliseconds,
+	// nor the time asked plus its base (now, 0 for the AT forms); a time past
+	// expires the key at once.
+	v, ok := resp.ParseInt(args[2])
+	if !ok {
+		return buf, errNotInt
+	}
+	if secs {
+		if v > math.MaxInt64/1000 || v < math.MinInt64/1000 {
+			return buf, expireErr(kv.Name)
+		}
+		v *= 1000
+	}
+	var base int64
+	if !at {
+		base = nowMs
+	}
+	if v > math.MaxInt64-base {
+		return buf, expireErr(kv.Name)
+	}
+	when := v + base
+	kv.When = when
+	kv.Keys = args[1:2]
+	if when <= nowMs {
+		e, ef := ExpiryMs(0)
+		kv.lockFrame(t, newID, flagUpdate, 0, e, ef|kvPersistFlag)
+		return buf, nil
+	}
+	e, ef := ExpiryMs(when - nowMs)
+	kv.lockFrame(t, newID, flagUpdate, 0, e, ef|kvPersistFlag)
+	kv.ExpireAt = when
+	return buf, nil
+}
+
+// parsePersist parses PERSIST key.
+func parsePersist(r *Request, args [][]byte, t *Text, _ int64, newID func() [16]byte, buf []byte) ([]byte, error) {
+	kv := r.startKV(t)
+	if n := len(args); n != 2 && n != 3 { // the reference wants a dummy third argument; either works here
+		return buf, arity(kv.Name)
+	}
+	kv.Keys = args[1:2]
+	kv.lockFrame(t, newID, flagUpdate, 0, resetExpiry, unlimitedFlag)
+	return buf, nil
+}
+
+// parseKeyOnly parses TTL, PTTL and DIGEST: one key, and no lock command.
+func parseKeyOnly(r *Request, args [][]byte, t *Text, _ int64, _ func() [16]byte, buf []byte) ([]byte, error) {
+	kv := r.startKV(t)
+	if len(args) != 2 {
+		return buf, arity(kv.Name)
+	}
+	kv.Keys = args[1:2]
+	return buf, nil
+}
+
+// parseKeys parses KEYS pattern.
+func parseKeys(r *Request, args [][]byte, t *Text, _ int64, _ func() [16]byte, buf []byte) ([]byte, error) {
+	kv := r.startKV(t)
+	if len(args) != 2 {
+		return buf, arity(kv.Name)
+	}
+	kv.Value = args[1]
+	return buf, nil
+}
+
+// parseDBSize parses DBSIZE.
+func parseDBSize(r *Request, args [][]byte, t *Text, _ int64, _ func() [16]byte, buf []byte) ([]byte, error) {
+	kv := r.startKV(t)
+	if len(args) != 1 {
+		return buf, arity(kv.Name)
+	}
+	return buf, nil
+}
+
+// parseFlush parses FLUSHDB and FLUSHALL [ASYNC|SYNC].
+func parseFlush(r *Request, args [][]byte, t *Text, _ int64, _ func() [16]byte, buf []byte) ([]byte, error) {
+	r.startKV(t)
+	if n := len(args); n > 2 || n == 2 && !resp.Is(args[1], "ASYNC") && !resp.Is(args[1], "SYNC") {
+		return buf, errSyntax
+	}
+	return buf, nil
 }
 
 // expiryUnit returns SET's expiry option o in upper case: EX, PX, EXAT or PXAT; "" if it
@@ -468,9 +560,9 @@ func (kv *KV) setFrame(t *Text, newID func() [16]byte, buf []byte, ms, nowMs int
 	case kv.KeepTTL:
 		e = keepExpiry
 	}
-	flag := uint8(flagUpdate | FlagData)
+	flag := uint8(flagUpdate | slock.FlagData)
 	if kv.NX {
-		flag = FlagData
+		flag = slock.FlagData
 	}
 	kv.lockFrame(t, newID, flag, timeout, e, f|ef)
 	kv.Frame.TimeoutFlag |= tf
@@ -480,7 +572,7 @@ func (kv *KV) setFrame(t *Text, newID func() [16]byte, buf []byte, ms, nowMs int
 	if ms > 0 {
 		kv.ExpireAt = nowMs + ms
 	}
-	return kv.dataRecord(buf, DataSet, 0, kv.Value)
+	return kv.dataRecord(buf, slock.DataSet, 0, kv.Value)
 }
 
 // expireMs parses the expiry arg of SET EX/PX, SETEX or PSETEX (in seconds if secs) of
@@ -511,7 +603,7 @@ func expireErr(name string) error {
 // lockFrame sets kv.Frame to a Lock on Keys[0] with LockId = the key.
 func (kv *KV) lockFrame(t *Text, newID func() [16]byte, flag uint8, timeout, expried, expriedFlag uint16) {
 	id := t.KeyID(kv.Keys[0])
-	kv.Frame = Frame{Type: TypeLock, RequestID: newID(), Flag: flag, DB: t.DB, LockID: id, Key: id,
+	kv.Frame = slock.Frame{Type: slock.TypeLock, RequestID: newID(), Flag: flag, DB: t.DB, LockID: id, Key: id,
 		Timeout: timeout, Expried: expried, ExpriedFlag: expriedFlag, Count: 0, Rcount: 0}
 }
 
@@ -523,9 +615,9 @@ func (kv *KV) dataRecord(buf []byte, cmd, flag uint8, value []byte) ([]byte, err
 		return buf, &kvErr{Msg: "key longer than 65535 bytes"}
 	}
 	start := len(buf)
-	props := [1]Property{{Code: PropKey, Value: key}}
-	buf = AppendDataRecord(buf, cmd, StageCurrent, flag, props[:], value)
-	kv.Frame.Flag |= FlagData
+	props := [1]slock.Property{{Code: slock.PropKey, Value: key}}
+	buf = slock.AppendDataRecord(buf, cmd, slock.StageCurrent, flag, props[:], value)
+	kv.Frame.Flag |= slock.FlagData
 	kv.Frame.Data = buf[start:]
 	return buf, nil
 }
@@ -547,7 +639,7 @@ func (kv *KV) GetKey(args [][]byte, i int, t *Text, newID func() [16]byte) {
 func (kv *KV) SetNumber(buf []byte, n int64) ([]byte, error) {
 	var v [8]byte
 	binary.LittleEndian.PutUint64(v[:], uint64(n))
-	return kv.dataRecord(buf, DataSet, DataNumber, v[:])
+	return kv.dataRecord(buf, slock.DataSet, slock.DataNumber, v[:])
 }
 
 // KeyFrame sets kv.Frame to the command for Keys[i] of GET, TYPE, STRLEN, EXISTS (a Show
@@ -555,9 +647,9 @@ func (kv *KV) SetNumber(buf []byte, n int64) ([]byte, error) {
 // the oldest).
 func (kv *KV) KeyFrame(t *Text, newID func() [16]byte, i int) {
 	id := t.KeyID(kv.Keys[i])
-	kv.Frame = Frame{Type: TypeLock, RequestID: newID(), Flag: flagShow, DB: t.DB, LockID: id, Key: id}
+	kv.Frame = slock.Frame{Type: slock.TypeLock, RequestID: newID(), Flag: flagShow, DB: t.DB, LockID: id, Key: id}
 	if kv.Op == OpDel || kv.Op == OpDelEx || kv.Op == OpGetDel {
-		kv.Frame.Type, kv.Frame.Flag = TypeUnlock, unlockHead
+		kv.Frame.Type, kv.Frame.Flag = slock.TypeUnlock, unlockHead
 	}
 }
 
@@ -582,14 +674,14 @@ func Int(rec []byte) (int64, error) {
 	if rec == nil {
 		return 0, nil
 	}
-	d, err := ParseDataRecord(rec)
-	if err != nil || d.Cmd == DataUnset {
+	d, err := slock.ParseDataRecord(rec)
+	if err != nil || d.Cmd == slock.DataUnset {
 		return 0, nil
 	}
 	switch {
-	case d.Flag&DataNumber != 0:
-		return Number(d.Value), nil
-	case d.Flag&(DataArray|DataKV) != 0:
+	case d.Flag&slock.DataNumber != 0:
+		return slock.Number(d.Value), nil
+	case d.Flag&(slock.DataArray|slock.DataKV) != 0:
 		return 0, ErrNotInteger
 	}
 	n, ok := resp.ParseInt(d.Value)
@@ -603,9 +695,9 @@ func Int(rec []byte) (int64, error) {
 // reply carried: the key's value before the command, or nil; for the INCR family the value
 // it made) as its Redis reply. DEL and EXISTS of several keys are counted by the caller
 // (KVCount) instead.
-func AppendKVReply(dst []byte, kv *KV, result Result, value []byte) []byte {
+func AppendKVReply(dst []byte, kv *KV, result slock.Result, value []byte) []byte {
 	ok := kv.Applied(result)
-	if kv.NX && result == ResultLockedError {
+	if kv.NX && result == slock.ResultLockedError {
 		// NX under the key's LockId: the store refused the reentry, so the key exists
 		// and nothing was set.
 		switch kv.Op {
@@ -622,21 +714,21 @@ func AppendKVReply(dst []byte, kv *KV, result Result, value []byte) []byte {
 		switch {
 		case ok:
 			return resp.AppendSimple(dst, "OK")
-		case result == ResultTimeout:
+		case result == slock.ResultTimeout:
 			return resp.AppendNull(dst)
 		}
 	case OpGetSet:
 		switch {
 		case ok:
 			return AppendValue(dst, value, kv.Numbers)
-		case result == ResultTimeout:
+		case result == slock.ResultTimeout:
 			return resp.AppendNull(dst)
 		}
 	case OpSetNX:
 		switch {
 		case ok:
 			return resp.AppendInt(dst, 1)
-		case result == ResultTimeout:
+		case result == slock.ResultTimeout:
 			return resp.AppendInt(dst, 0)
 		}
 	case OpGet:
@@ -660,7 +752,7 @@ func AppendKVReply(dst []byte, kv *KV, result Result, value []byte) []byte {
 		switch {
 		case ok:
 			return resp.AppendInt(dst, int64(Strlen(value)+len(kv.Value)))
-		case result == ResultTimeout:
+		case result == slock.ResultTimeout:
 			return resp.AppendNull(dst)
 		}
 	case OpDel, OpExists, OpDelEx:
@@ -672,11 +764,11 @@ func AppendKVReply(dst []byte, kv *KV, result Result, value []byte) []byte {
 		switch {
 		case ok:
 			return resp.AppendInt(dst, 1)
-		case result == ResultTimeout:
+		case result == slock.ResultTimeout:
 			return resp.AppendInt(dst, 0)
 		}
 	case OpGetDel:
-		if result == ResultOK {
+		if result == slock.ResultOK {
 			return AppendValue(dst, value, kv.Numbers)
 		}
 		return resp.AppendNull(dst) // not deleted: a LOCK under another LockId holds it
@@ -689,18 +781,18 @@ func AppendKVReply(dst []byte, kv *KV, result Result, value []byte) []byte {
 // Applied reports whether kv's lock command, with result, did what it asked: OK, or a
 // reentry of the key's own LockId (an update) — except for NX, whose reentry means the key
 // exists and nothing was set.
-func (kv *KV) Applied(result Result) bool {
-	return result == ResultOK || result == ResultLockedError && !kv.NX
+func (kv *KV) Applied(result slock.Result) bool {
+	return result == slock.ResultOK || result == slock.ResultLockedError && !kv.NX
 }
 
 // KVCount reports whether one key of a command on several counts: DEL unlocked it, EXISTS
 // found a value, SET (of MSET) set it.
-func KVCount(op Op, result Result, value []byte) bool {
+func KVCount(op Op, result slock.Result, value []byte) bool {
 	switch op {
 	case OpDel, OpDelEx:
-		return result == ResultOK
+		return result == slock.ResultOK
 	case OpSet:
-		return result == ResultOK || result == ResultLockedError
+		return result == slock.ResultOK || result == slock.ResultLockedError
 	}
 	return HasValue(value)
 }
@@ -710,8 +802,8 @@ func HasValue(rec []byte) bool {
 	if rec == nil {
 		return false
 	}
-	d, err := ParseDataRecord(rec)
-	return err == nil && d.Cmd != DataUnset
+	d, err := slock.ParseDataRecord(rec)
+	return err == nil && d.Cmd != slock.DataUnset
 }
 
 // AppendValue renders a value record as GET does: a NUMBER as a bulk string of its decimal
@@ -721,22 +813,22 @@ func AppendValue(dst []byte, rec []byte, numbers bool) []byte {
 	if rec == nil {
 		return resp.AppendNull(dst)
 	}
-	d, err := ParseDataRecord(rec)
-	if err != nil || d.Cmd == DataUnset {
+	d, err := slock.ParseDataRecord(rec)
+	if err != nil || d.Cmd == slock.DataUnset {
 		return resp.AppendNull(dst)
 	}
 	switch {
-	case d.Flag&DataNumber != 0 && numbers:
-		return resp.AppendInt(dst, Number(d.Value))
-	case d.Flag&DataNumber != 0:
-		return AppendBulkInt(dst, Number(d.Value))
-	case d.Flag&DataArray != 0:
-		e, _, ok := NextElem(d.Value)
+	case d.Flag&slock.DataNumber != 0 && numbers:
+		return resp.AppendInt(dst, slock.Number(d.Value))
+	case d.Flag&slock.DataNumber != 0:
+		return AppendBulkInt(dst, slock.Number(d.Value))
+	case d.Flag&slock.DataArray != 0:
+		e, _, ok := slock.NextElem(d.Value)
 		if !ok {
 			return resp.AppendNull(dst)
 		}
 		return resp.AppendBulk(dst, e)
-	case DataKind(d.Flag) == KindKV:
+	case slock.DataKind(d.Flag) == slock.KindKV:
 		return resp.AppendNull(dst)
 	}
 	return resp.AppendBulk(dst, d.Value)
@@ -748,16 +840,16 @@ func Strlen(rec []byte) int {
 	if rec == nil {
 		return 0
 	}
-	d, err := ParseDataRecord(rec)
-	if err != nil || d.Cmd == DataUnset {
+	d, err := slock.ParseDataRecord(rec)
+	if err != nil || d.Cmd == slock.DataUnset {
 		return 0
 	}
 	switch {
-	case d.Flag&DataNumber != 0:
+	case d.Flag&slock.DataNumber != 0:
 		var b [24]byte
-		return len(strconv.AppendInt(b[:0], Number(d.Value), 10))
-	case d.Flag&DataArray != 0:
-		e, _, _ := NextElem(d.Value)
+		return len(strconv.AppendInt(b[:0], slock.Number(d.Value), 10))
+	case d.Flag&slock.DataArray != 0:
+		e, _, _ := slock.NextElem(d.Value)
 		return len(e)
 	}
 	return len(d.Value)
@@ -765,11 +857,11 @@ func Strlen(rec []byte) int {
 
 // KeyName returns a value record's KEY property: the key's text.
 func KeyName(rec []byte) ([]byte, bool) {
-	d, err := ParseDataRecord(rec)
-	if err != nil || d.Cmd == DataUnset {
+	d, err := slock.ParseDataRecord(rec)
+	if err != nil || d.Cmd == slock.DataUnset {
 		return nil, false
 	}
-	return Prop(d.Props, PropKey)
+	return slock.Prop(d.Props, slock.PropKey)
 }
 
 // Match reports whether name matches the Redis glob pattern (* ? [abc] [^a-z] \x). It
@@ -866,14 +958,14 @@ func (kv *KV) NumberAppend(rec, buf []byte) ([]byte, error) {
 	if rec == nil {
 		return buf, nil
 	}
-	d, err := ParseDataRecord(rec)
-	if err != nil || d.Cmd == DataUnset || d.Flag&DataNumber == 0 {
+	d, err := slock.ParseDataRecord(rec)
+	if err != nil || d.Cmd == slock.DataUnset || d.Flag&slock.DataNumber == 0 {
 		return buf, nil
 	}
 	start := len(buf)
-	buf = strconv.AppendInt(buf, Number(d.Value), 10)
+	buf = strconv.AppendInt(buf, slock.Number(d.Value), 10)
 	buf = append(buf, kv.Value...)
-	return kv.dataRecord(buf, DataSet, 0, buf[start:])
+	return kv.dataRecord(buf, slock.DataSet, 0, buf[start:])
 }
 
 // ExpireIf are the conditions of EXPIRE's options.

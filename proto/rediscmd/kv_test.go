@@ -1,10 +1,11 @@
-package slock
+package rediscmd
 
 import (
 	"strings"
 	"testing"
 
 	"github.com/tallyd/tallyd/proto/resp"
+	"github.com/tallyd/tallyd/proto/slock"
 )
 
 func TestMatch(t *testing.T) {
@@ -90,7 +91,7 @@ func FuzzParseKV(f *testing.F) {
 			}
 			return
 		}
-		out := AppendKVReply(nil, &kv, Result(result%13), value)
+		out := AppendKVReply(nil, &kv, slock.Result(result%13), value)
 		if _, used, perr := resp.ParseReply(out); perr != nil || used != len(out) {
 			t.Fatalf("%q: reply %q does not parse as one RESP reply: %v", line, out, perr)
 		}

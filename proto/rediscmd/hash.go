@@ -1,10 +1,11 @@
-package slock
+package rediscmd
 
 import (
 	"bytes"
 	"strconv"
 
 	"github.com/tallyd/tallyd/proto/resp"
+	"github.com/tallyd/tallyd/proto/slock"
 )
 
 // This file holds the Redis hash commands of the text side. A hash is a key's value
@@ -35,11 +36,11 @@ const (
 // Hash is a parsed hash command.
 type Hash struct {
 	Op    HashOp
-	Name  string   // canonical name: HMSET answers OK where HSET answers a count
-	Key   []byte   // a view into the request
-	Args  [][]byte // views into the request
-	Delta int64    // HINCRBY
-	Frame Frame    // writes: the Lock to run, its Data the template record (a view into the buffer)
+	Name  string      // canonical name: HMSET answers OK where HSET answers a count
+	Key   []byte      // a view into the request
+	Args  [][]byte    // views into the request
+	Delta int64       // HINCRBY
+	Frame slock.Frame // writes: the Lock to run, its Data the template record (a view into the buffer)
 }
 
 // LookupHash returns the hash command named name (any case) and its canonical name;
@@ -59,11 +60,18 @@ func (h *Hash) Writes() bool { return h.Op == HashSet || h.Op == HashDel || h.Op
 // on the key, with its template record built into buf; newID supplies its RequestId.
 // Errors are *TextError with the Redis error text.
 func ParseHash(args [][]byte, op HashOp, name string, t *Text, newID func() [16]byte, h *Hash, buf []byte) ([]byte, error) {
-	*h = Hash{Op: op, Name: name}
 	spec := cmdIndex[name]
 	if spec == nil || spec.Cmd != CmdHash || spec.Hash != op {
+		*h = Hash{Op: op, Name: name}
 		return buf, &kvErr{Msg: "Unknown Command"}
 	}
+	return parseHashOf(args, spec, t, newID, h, buf)
+}
+
+// parseHashOf parses the command line args of the hash command spec (ParseHash's contract).
+func parseHashOf(args [][]byte, spec *Spec, t *Text, newID func() [16]byte, h *Hash, buf []byte) ([]byte, error) {
+	op, name := spec.Hash, spec.Name
+	*h = Hash{Op: op, Name: name}
 	if n := len(args); !spec.ArityOK(n) || op == HashSet && n%2 != 0 {
 		return buf, arity(name)
 	}
@@ -82,11 +90,11 @@ func ParseHash(args [][]byte, op HashOp, name string, t *Text, newID func() [16]
 		return buf, &kvErr{Msg: "key longer than 65535 bytes"}
 	}
 	id := t.KeyID(h.Key)
-	h.Frame = Frame{Type: TypeLock, RequestID: newID(), Flag: flagUpdate | FlagData, DB: t.DB, LockID: id, Key: id,
+	h.Frame = slock.Frame{Type: slock.TypeLock, RequestID: newID(), Flag: flagUpdate | slock.FlagData, DB: t.DB, LockID: id, Key: id,
 		Expried: keepExpiry, ExpriedFlag: unlimitedFlag}
 	start := len(buf)
-	props := [1]Property{{Code: PropKey, Value: h.Key}}
-	buf = AppendDataRecord(buf, DataSet, StageCurrent, DataKV, props[:], nil)
+	props := [1]slock.Property{{Code: slock.PropKey, Value: h.Key}}
+	buf = slock.AppendDataRecord(buf, slock.DataSet, slock.StageCurrent, slock.DataKV, props[:], nil)
 	h.Frame.Data = buf[start:]
 	return buf, nil
 }
@@ -113,11 +121,11 @@ func IsHash(rec []byte) (hash, ok bool) {
 	if rec == nil {
 		return false, false
 	}
-	d, err := ParseDataRecord(rec)
-	if err != nil || d.Cmd == DataUnset {
+	d, err := slock.ParseDataRecord(rec)
+	if err != nil || d.Cmd == slock.DataUnset {
 		return false, false
 	}
-	return DataKind(d.Flag) == KindKV, true
+	return slock.DataKind(d.Flag) == slock.KindKV, true
 }
 
 // TypeName is TYPE of a value record: "hash", "string", or "none" for no value.
@@ -141,13 +149,13 @@ func hashValue(rec []byte) (v []byte, ok bool) {
 	if !hash {
 		return nil, false
 	}
-	d, _ := ParseDataRecord(rec)
+	d, _ := slock.ParseDataRecord(rec)
 	return d.Value, true
 }
 
 // HashField returns the value of field in hash value v (the first pair with it).
 func HashField(v, field []byte) ([]byte, bool) {
-	for f, val, rest, ok := NextPair(v); ok; f, val, rest, ok = NextPair(rest) {
+	for f, val, rest, ok := slock.NextPair(v); ok; f, val, rest, ok = slock.NextPair(rest) {
 		if bytes.Equal(f, field) {
 			return val, true
 		}
@@ -178,13 +186,13 @@ func AppendHashRead(dst []byte, h *Hash, rec []byte) []byte {
 		}
 		return resp.AppendInt(dst, 0)
 	case HashLen:
-		return resp.AppendInt(dst, int64(KVLen(v)))
+		return resp.AppendInt(dst, int64(slock.KVLen(v)))
 	case HashMGet:
 		dst = resp.AppendArray(dst, len(h.Args))
 		var index map[string][]byte
-		if n := KVLen(v); n*len(h.Args) > hmgetIndexAt {
+		if n := slock.KVLen(v); n*len(h.Args) > hmgetIndexAt {
 			index = make(map[string][]byte, n)
-			for f, val, rest, ok := NextPair(v); ok; f, val, rest, ok = NextPair(rest) {
+			for f, val, rest, ok := slock.NextPair(v); ok; f, val, rest, ok = slock.NextPair(rest) {
 				if _, dup := index[string(f)]; !dup {
 					index[string(f)] = val
 				}
@@ -206,12 +214,12 @@ func AppendHashRead(dst []byte, h *Hash, rec []byte) []byte {
 		}
 		return dst
 	case HashGetAll, HashKeys, HashVals:
-		n := KVLen(v)
+		n := slock.KVLen(v)
 		if h.Op == HashGetAll {
 			n *= 2
 		}
 		dst = resp.AppendArray(dst, n)
-		for f, val, rest, ok := NextPair(v); ok; f, val, rest, ok = NextPair(rest) {
+		for f, val, rest, ok := slock.NextPair(v); ok; f, val, rest, ok = slock.NextPair(rest) {
 			if h.Op != HashVals {
 				dst = resp.AppendBulk(dst, f)
 			}
@@ -228,8 +236,8 @@ func AppendHashRead(dst []byte, h *Hash, rec []byte) []byte {
 // store's result: the fields added (HSET), deleted (HDEL), or the new value (HINCRBY);
 // HMSET answers OK. A result other than OK (or LOCKED_ERROR, an Update's success) means
 // the key is held by another lock and nothing changed, answered as INCR does.
-func AppendHashWrite(dst []byte, h *Hash, result Result, n int64) []byte {
-	if result != ResultOK && result != ResultLockedError {
+func AppendHashWrite(dst []byte, h *Hash, result slock.Result, n int64) []byte {
+	if result != slock.ResultOK && result != slock.ResultLockedError {
 		return resp.AppendError(dst, "ERR "+strconv.Itoa(int(result)))
 	}
 	if h.Name == "HMSET" {

@@ -1,4 +1,4 @@
-package slock
+package rediscmd
 
 import (
 	"strings"
@@ -131,4 +131,18 @@ func FuzzParseRequest(f *testing.F) {
 			t.Fatalf("%q: spec %v", line, r.Spec)
 		}
 	})
+}
+
+// TestRoutes: where the commands that are not the data's run in a cluster.
+func TestRoutes(t *testing.T) {
+	want := map[string]Route{"PING": RouteConn, "ECHO": RouteConn, "QUIT": RouteConn, "SELECT": RouteConn,
+		"TIMEOUT": RouteConn, "HELLO": RouteConn, "CONSISTENCY": RouteConn, "COMMAND": RouteConn, "CLIENT": RouteConn,
+		"AUTH": RouteUser, "ACL": RouteUser, "INFO": RouteMember, "CONFIG": RouteMember, "CLUSTER": RouteLeader,
+		"SUBSCRIBE": RouteMember, "UNSUBSCRIBE": RouteMember, "PSUBSCRIBE": RouteMember, "PUNSUBSCRIBE": RouteMember,
+		"PUBSUB": RouteMember}
+	for _, s := range Commands() {
+		if s.Route != want[s.Name] { // RouteData when not listed
+			t.Errorf("%s: route %d, want %d", s.Name, s.Route, want[s.Name])
+		}
+	}
 }

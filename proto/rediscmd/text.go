@@ -1,10 +1,11 @@
-package slock
+package rediscmd
 
 import (
 	"encoding/binary"
 	"strconv"
 
 	"github.com/tallyd/tallyd/proto/resp"
+	"github.com/tallyd/tallyd/proto/slock"
 )
 
 // Text is the state of a Redis-text connection that LOCK, UNLOCK and PUSH default to.
@@ -43,14 +44,14 @@ var (
 //
 // Unlike the reference, the options after EXECUTE belong to the inner command only, and
 // FLAG keeps the data bit of data options given before it.
-func ParseTextLock(args [][]byte, t *Text, newID func() [16]byte, f *Frame, buf []byte) (will bool, out []byte, err error) {
+func ParseTextLock(args [][]byte, t *Text, newID func() [16]byte, f *slock.Frame, buf []byte) (will bool, out []byte, err error) {
 	if len(args) < 2 || len(args)%2 != 0 {
 		return false, buf, errArgCount
 	}
-	*f = Frame{Type: TypeLock, RequestID: newID(), DB: t.DB, Key: t.KeyID(args[1]),
+	*f = slock.Frame{Type: slock.TypeLock, RequestID: newID(), DB: t.DB, Key: t.KeyID(args[1]),
 		Timeout: t.Timeout, TimeoutFlag: t.TimeoutFlag, Expried: 120}
 	if resp.Is(args[0], "UNLOCK") {
-		f.Type = TypeUnlock
+		f.Type = slock.TypeUnlock
 		f.LockID = t.LastLockID
 	} else {
 		f.LockID = newID()
@@ -60,14 +61,14 @@ func ParseTextLock(args [][]byte, t *Text, newID func() [16]byte, f *Frame, buf 
 
 // parseTextOptions applies `opt val` pairs to f; EXECUTE consumes the rest as the inner
 // command.
-func parseTextOptions(opts [][]byte, t *Text, newID func() [16]byte, f *Frame, buf []byte) (will bool, out []byte, err error) {
+func parseTextOptions(opts [][]byte, t *Text, newID func() [16]byte, f *slock.Frame, buf []byte) (will bool, out []byte, err error) {
 	start := len(buf)
 	hasData := false
 	for i := 0; i+1 < len(opts); i += 2 {
 		name, val := opts[i], opts[i+1]
 		switch {
 		case resp.Is(name, "LOCK_ID"):
-			f.LockID = TextID(val)
+			f.LockID = slock.TextID(val)
 		case resp.Is(name, "FLAG"):
 			n, ok := textUint(val, 0xff)
 			if !ok {
@@ -107,15 +108,15 @@ func parseTextOptions(opts [][]byte, t *Text, newID func() [16]byte, f *Frame, b
 		case resp.Is(name, "WILL"):
 			will = len(val) > 0 && val[0] != '0'
 		case resp.Is(name, "SET"), resp.Is(name, "APPEND"), resp.Is(name, "PUSH"):
-			cmd := uint8(DataSet)
+			cmd := uint8(slock.DataSet)
 			if resp.Is(name, "APPEND") {
-				cmd = DataAppend
+				cmd = slock.DataAppend
 			} else if resp.Is(name, "PUSH") {
-				cmd = DataPush
+				cmd = slock.DataPush
 			}
-			buf, hasData = AppendDataRecord(buf[:start], cmd, StageCurrent, 0, nil, val), true
+			buf, hasData = slock.AppendDataRecord(buf[:start], cmd, slock.StageCurrent, 0, nil, val), true
 		case resp.Is(name, "UNSET"):
-			buf, hasData = AppendDataRecord(buf[:start], DataUnset, StageCurrent, 0, nil, nil), true
+			buf, hasData = slock.AppendDataRecord(buf[:start], slock.DataUnset, slock.StageCurrent, 0, nil, nil), true
 		case resp.Is(name, "INCR"):
 			n, ok := resp.ParseInt(val)
 			if !ok {
@@ -123,47 +124,47 @@ func parseTextOptions(opts [][]byte, t *Text, newID func() [16]byte, f *Frame, b
 			}
 			var v [8]byte
 			binary.LittleEndian.PutUint64(v[:], uint64(n))
-			buf, hasData = AppendDataRecord(buf[:start], DataIncr, StageCurrent, 0, nil, v[:]), true
+			buf, hasData = slock.AppendDataRecord(buf[:start], slock.DataIncr, slock.StageCurrent, 0, nil, v[:]), true
 		case resp.Is(name, "SHIFT"), resp.Is(name, "POP"):
 			n, ok := textUint(val, 0xffffffff)
 			if !ok {
 				return false, buf, errArg
 			}
-			cmd := uint8(DataShift)
+			cmd := uint8(slock.DataShift)
 			if resp.Is(name, "POP") {
-				cmd = DataPop
+				cmd = slock.DataPop
 			}
 			var v [4]byte
 			binary.LittleEndian.PutUint32(v[:], uint32(n))
-			buf, hasData = AppendDataRecord(buf[:start], cmd, StageCurrent, 0, nil, v[:]), true
+			buf, hasData = slock.AppendDataRecord(buf[:start], cmd, slock.StageCurrent, 0, nil, v[:]), true
 		case resp.Is(name, "EXECUTE"):
 			// EXECUTE stage LOCK|UNLOCK key [opts]...: the rest is the inner command.
 			rest := opts[i+1:]
 			if len(rest) < 3 || len(rest)%2 != 1 {
 				return false, buf, errArgCount
 			}
-			stage := uint8(StageCurrent)
+			stage := uint8(slock.StageCurrent)
 			switch {
 			case resp.Is(rest[0], "UNLOCK"):
-				stage = StageUnlock
+				stage = slock.StageUnlock
 			case resp.Is(rest[0], "TIMEOUT"):
-				stage = StageTimeout
+				stage = slock.StageTimeout
 			case resp.Is(rest[0], "EXPRIED"):
-				stage = StageExpried
+				stage = slock.StageExpried
 			}
-			var inner Frame
+			var inner slock.Frame
 			if _, _, err = ParseTextLock(rest[1:], t, newID, &inner, nil); err != nil {
 				return false, buf, err
 			}
-			frame := AppendLockRequest(nil, &inner) // an EXECUTE is rare: its own buffer
-			buf, hasData = AppendDataRecord(buf[:start], DataExecute, stage, 0, nil, frame), true
+			frame := slock.AppendLockRequest(nil, &inner) // an EXECUTE is rare: its own buffer
+			buf, hasData = slock.AppendDataRecord(buf[:start], slock.DataExecute, stage, 0, nil, frame), true
 			i = len(opts) // consumed
 		default:
 			return false, buf, &TextError{Msg: "Unknown Command Option " + strconv.Quote(string(name))}
 		}
 	}
 	if hasData {
-		f.Flag |= FlagData
+		f.Flag |= slock.FlagData
 		f.Data = buf[start:]
 	}
 	return will, buf, nil
@@ -183,11 +184,11 @@ func textUint(b []byte, limit int64) (int64, bool) {
 // ARRAY as an array of its non-empty elements, KV as an array k1, v1, ..., else a bulk
 // string), and 2 more, last, with TOKEN and the holder's fencing token when a LOCK granted
 // (or reentered) it.
-func AppendTextLockReply(dst []byte, r *LockReply) []byte {
-	var data Data
+func AppendTextLockReply(dst []byte, r *slock.LockReply) []byte {
+	var data slock.Data
 	hasData := false
 	if r.Value != nil {
-		if d, err := ParseDataRecord(r.Value); err == nil && d.Cmd != DataUnset {
+		if d, err := slock.ParseDataRecord(r.Value); err == nil && d.Cmd != slock.DataUnset {
 			data, hasData = d, true
 		}
 	}
@@ -195,7 +196,7 @@ func AppendTextLockReply(dst []byte, r *LockReply) []byte {
 	if hasData {
 		n += 2
 	}
-	token := r.Token != 0 && r.Type == TypeLock && r.Result == ResultOK
+	token := r.Token != 0 && r.Type == slock.TypeLock && r.Result == slock.ResultOK
 	if token {
 		n += 2
 	}
@@ -204,7 +205,7 @@ func AppendTextLockReply(dst []byte, r *LockReply) []byte {
 	dst = resp.AppendBulkString(dst, r.Result.String())
 	dst = resp.AppendBulkString(dst, "LOCK_ID")
 	var hex [32]byte
-	dst = resp.AppendBulk(dst, AppendHexID(hex[:0], r.LockID))
+	dst = resp.AppendBulk(dst, slock.AppendHexID(hex[:0], r.LockID))
 	dst = resp.AppendBulkString(dst, "LCOUNT")
 	dst = resp.AppendBulkInt(dst, int64(r.Lcount))
 	dst = resp.AppendBulkString(dst, "COUNT")
@@ -225,23 +226,23 @@ func AppendTextLockReply(dst []byte, r *LockReply) []byte {
 }
 
 // AppendTextData renders a value record's value by its type.
-func AppendTextData(dst []byte, d *Data) []byte {
+func AppendTextData(dst []byte, d *slock.Data) []byte {
 	switch {
-	case d.Flag&DataNumber != 0:
-		return resp.AppendInt(dst, Number(d.Value))
-	case d.Flag&DataArray != 0: // NextElem skips zero-length elements
-		dst = resp.AppendArray(dst, ArrayLen(d.Value))
+	case d.Flag&slock.DataNumber != 0:
+		return resp.AppendInt(dst, slock.Number(d.Value))
+	case d.Flag&slock.DataArray != 0: // NextElem skips zero-length elements
+		dst = resp.AppendArray(dst, slock.ArrayLen(d.Value))
 		for v := d.Value; ; {
-			e, rest, ok := NextElem(v)
+			e, rest, ok := slock.NextElem(v)
 			if !ok {
 				return dst
 			}
 			dst, v = resp.AppendBulk(dst, e), rest
 		}
-	case d.Flag&DataKV != 0:
-		dst = resp.AppendArray(dst, 2*KVLen(d.Value))
+	case d.Flag&slock.DataKV != 0:
+		dst = resp.AppendArray(dst, 2*slock.KVLen(d.Value))
 		for v := d.Value; ; {
-			k, val, rest, ok := NextPair(v)
+			k, val, rest, ok := slock.NextPair(v)
 			if !ok {
 				break
 			}

@@ -1,9 +1,10 @@
-package slock
+package rediscmd
 
 import (
 	"strconv"
 
 	"github.com/tallyd/tallyd/proto/resp"
+	"github.com/tallyd/tallyd/proto/slock"
 )
 
 // This file is the text side of fencing tokens: TOKEN and GETFENCE, SET's FENCE option,
@@ -25,7 +26,7 @@ func ParseToken(args [][]byte, t *Text) (TokenQuery, error) {
 	switch {
 	case len(args) == 2:
 	case len(args) == 4 && resp.Is(args[2], "LOCK_ID"):
-		q.LockID, q.Any = TextID(args[3]), false
+		q.LockID, q.Any = slock.TextID(args[3]), false
 	default:
 		return q, errSyntax
 	}

@@ -1,9 +1,11 @@
-package slock
+package rediscmd
 
 import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/tallyd/tallyd/proto/slock"
 )
 
 // words splits a command line into its arguments.
@@ -109,8 +111,8 @@ func TestHashWriteFrame(t *testing.T) {
 		t.Fatalf("parsed %+v", h)
 	}
 	f := h.Frame
-	id := TextID([]byte("user:1"))
-	if f.Type != TypeLock || f.RequestID != rid1 || f.Flag != 0x22 || f.DB != 3 || f.LockID != id || f.Key != id ||
+	id := slock.TextID([]byte("user:1"))
+	if f.Type != slock.TypeLock || f.RequestID != rid1 || f.Flag != 0x22 || f.DB != 3 || f.LockID != id || f.Key != id ||
 		f.Timeout != 0 || f.TimeoutFlag != 0 || f.Expried != 0xFFFF || f.ExpriedFlag != 0x4000|0x0100|0x2000 || f.Count != 0 || f.Rcount != 0 {
 		t.Fatalf("frame %+v", f)
 	}
@@ -209,17 +211,17 @@ func TestHMGetIndexed(t *testing.T) {
 func TestAppendHashWrite(t *testing.T) {
 	for _, c := range []struct {
 		line   string
-		result Result
+		result slock.Result
 		n      int64
 		want   string
 	}{
-		{"HSET k a 1", ResultOK, 1, ":1\r\n"},
-		{"HSET k a 1", ResultLockedError, 0, ":0\r\n"},
-		{"HMSET k a 1", ResultLockedError, 0, "+OK\r\n"},
-		{"HDEL k a b", ResultOK, 2, ":2\r\n"},
-		{"HINCRBY k a -3", ResultLockedError, -3, ":-3\r\n"},
-		{"HINCRBY k a 1", ResultTimeout, 0, "-ERR 8\r\n"},
-		{"HDEL k a", ResultUnownError, 0, "-ERR 7\r\n"},
+		{"HSET k a 1", slock.ResultOK, 1, ":1\r\n"},
+		{"HSET k a 1", slock.ResultLockedError, 0, ":0\r\n"},
+		{"HMSET k a 1", slock.ResultLockedError, 0, "+OK\r\n"},
+		{"HDEL k a b", slock.ResultOK, 2, ":2\r\n"},
+		{"HINCRBY k a -3", slock.ResultLockedError, -3, ":-3\r\n"},
+		{"HINCRBY k a 1", slock.ResultTimeout, 0, "-ERR 8\r\n"},
+		{"HDEL k a", slock.ResultUnownError, 0, "-ERR 7\r\n"},
 	} {
 		h, err := parseHash(t, c.line, 0)
 		if err != nil {
@@ -250,7 +252,7 @@ func TestTypeName(t *testing.T) {
 		string(record([]byte{0, 0x10}, keyProps("s"), str("x"))): "string",
 		string(record([]byte{0, 0x05}, le64(1))):                 "string", // NUMBER wins over KV
 		string(record([]byte{0, 0x06}, le32(1), str("x"))):       "string", // ARRAY too
-		string(record([]byte{DataUnset, 0x04})):                  "none",
+		string(record([]byte{slock.DataUnset, 0x04})):            "none",
 	} {
 		var r []byte
 		if rec != "" {
@@ -273,7 +275,7 @@ func TestHashAllocs(t *testing.T) {
 	if a := testing.AllocsPerRun(100, func() {
 		op, name := LookupHash(args[0])
 		buf, _ = ParseHash(args, op, name, tx, newID, &h, buf[:0])
-		dst = AppendHashWrite(dst[:0], &h, ResultOK, 11)
+		dst = AppendHashWrite(dst[:0], &h, slock.ResultOK, 11)
 	}); a != 0 {
 		t.Errorf("HINCRBY: %v allocations", a)
 	}

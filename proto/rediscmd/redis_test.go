@@ -1,9 +1,11 @@
-package slock
+package rediscmd
 
 import (
 	"encoding/binary"
 	"strings"
 	"testing"
+
+	"github.com/tallyd/tallyd/proto/slock"
 )
 
 // The Redis 7 behaviours of the text side that the differential test (e2e) found missing.
@@ -143,7 +145,7 @@ func TestExpireOptions(t *testing.T) {
 func TestCounterValue(t *testing.T) {
 	var n [8]byte
 	binary.LittleEndian.PutUint64(n[:], uint64(1<<63)) // -2^63: the longest number
-	rec := AppendDataRecord(nil, DataSet, StageCurrent, DataNumber, nil, n[:])
+	rec := slock.AppendDataRecord(nil, slock.DataSet, slock.StageCurrent, slock.DataNumber, nil, n[:])
 	if got := string(AppendValue(nil, rec, false)); got != "$20\r\n-9223372036854775808\r\n" {
 		t.Errorf("GET: %q", got)
 	}
@@ -163,11 +165,11 @@ func TestCounterValue(t *testing.T) {
 	if buf, err = kv.NumberAppend(rec, buf); err != nil {
 		t.Fatal(err)
 	}
-	d, err := ParseDataRecord(kv.Frame.Data)
-	if err != nil || d.Cmd != DataSet || d.Flag&DataNumber != 0 || string(d.Value) != "-922337203685477580812" {
+	d, err := slock.ParseDataRecord(kv.Frame.Data)
+	if err != nil || d.Cmd != slock.DataSet || d.Flag&slock.DataNumber != 0 || string(d.Value) != "-922337203685477580812" {
 		t.Errorf("APPEND to a counter: %+v %v", d, err)
 	}
-	str := AppendDataRecord(nil, DataSet, StageCurrent, 0, nil, []byte("ab"))
+	str := slock.AppendDataRecord(nil, slock.DataSet, slock.StageCurrent, 0, nil, []byte("ab"))
 	before := kv.Frame.Data
 	if _, err := kv.NumberAppend(str, buf); err != nil || &kv.Frame.Data[0] != &before[0] {
 		t.Errorf("APPEND to a string changed the record: %v", err)
@@ -204,19 +206,19 @@ func TestNXLockID(t *testing.T) {
 			t.Errorf("%s (slock %v): LockId %x, key %x; want the key's: %v", c.line, c.slock, kv.Frame.LockID, kv.Frame.Key, c.own)
 		}
 	}
-	old := AppendDataRecord(nil, DataSet, StageCurrent, 0, nil, []byte("old"))
+	old := slock.AppendDataRecord(nil, slock.DataSet, slock.StageCurrent, 0, nil, []byte("old"))
 	for _, c := range []struct {
 		kv     KV
-		result Result
+		result slock.Result
 		want   string
 	}{
-		{KV{Op: OpSet, NX: true}, ResultLockedError, "$-1\r\n"},
-		{KV{Op: OpSet, NX: true}, ResultOK, "+OK\r\n"},
-		{KV{Op: OpSet, NX: true}, ResultTimeout, "$-1\r\n"},
-		{KV{Op: OpSet}, ResultLockedError, "+OK\r\n"}, // a plain SET is an Update: LockedError is its success
-		{KV{Op: OpSetNX, NX: true}, ResultLockedError, ":0\r\n"},
-		{KV{Op: OpSetNX, NX: true}, ResultOK, ":1\r\n"},
-		{KV{Op: OpGetSet, NX: true}, ResultLockedError, "$3\r\nold\r\n"}, // SET NX GET of a key that exists
+		{KV{Op: OpSet, NX: true}, slock.ResultLockedError, "$-1\r\n"},
+		{KV{Op: OpSet, NX: true}, slock.ResultOK, "+OK\r\n"},
+		{KV{Op: OpSet, NX: true}, slock.ResultTimeout, "$-1\r\n"},
+		{KV{Op: OpSet}, slock.ResultLockedError, "+OK\r\n"}, // a plain SET is an Update: LockedError is its success
+		{KV{Op: OpSetNX, NX: true}, slock.ResultLockedError, ":0\r\n"},
+		{KV{Op: OpSetNX, NX: true}, slock.ResultOK, ":1\r\n"},
+		{KV{Op: OpGetSet, NX: true}, slock.ResultLockedError, "$3\r\nold\r\n"}, // SET NX GET of a key that exists
 	} {
 		if got := string(AppendKVReply(nil, &c.kv, c.result, old)); got != c.want {
 			t.Errorf("%+v %v: %q, want %q", c.kv, c.result, got, c.want)

@@ -1,6 +1,10 @@
-package slock
+package rediscmd
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/tallyd/tallyd/proto/slock"
+)
 
 // TestParseCAS checks the parse of DELEX, DELIFEQ, DIGEST, GETDEL, GETEX and SET's IF*
 // options: their conditions, frames and Redis's errors.
@@ -58,9 +62,9 @@ func TestParseCAS(t *testing.T) {
 		if err != nil {
 			continue
 		}
-		if kv.Cond != c.cond || string(kv.CondArg) != c.arg || (kv.Frame.Type == TypeUnlock) != c.unlock ||
+		if kv.Cond != c.cond || string(kv.CondArg) != c.arg || (kv.Frame.Type == slock.TypeUnlock) != c.unlock ||
 			(kv.Late != nil) != c.late || kv.Persist != c.persist {
-			t.Errorf("%s: cond %d %q unlock %v late %v persist %v", c.line, kv.Cond, kv.CondArg, kv.Frame.Type == TypeUnlock, kv.Late, kv.Persist)
+			t.Errorf("%s: cond %d %q unlock %v late %v persist %v", c.line, kv.Cond, kv.CondArg, kv.Frame.Type == slock.TypeUnlock, kv.Late, kv.Persist)
 		}
 	}
 }
@@ -70,22 +74,22 @@ func TestParseCAS(t *testing.T) {
 func TestDigest(t *testing.T) {
 	for s, want := range map[string]string{"Hello world": "b6acb9d84a38ff74", "test": "9ec9f7918d7dfc40",
 		"hello": "9555e8555c62dcfd", "foo": "ab6e5f64077e7d8a"} {
-		rec := AppendDataRecord(nil, DataSet, StageCurrent, 0, nil, []byte(s))
+		rec := slock.AppendDataRecord(nil, slock.DataSet, slock.StageCurrent, 0, nil, []byte(s))
 		if got := string(AppendDigest(nil, rec)); got != "$16\r\n"+want+"\r\n" {
 			t.Errorf("DIGEST of %q: %q, want %s", s, got, want)
 		}
 	}
 	var n [8]byte
 	n[0] = 5
-	num := AppendDataRecord(nil, DataSet, StageCurrent, DataNumber, nil, n[:])
-	str := AppendDataRecord(nil, DataSet, StageCurrent, 0, nil, []byte("5"))
+	num := slock.AppendDataRecord(nil, slock.DataSet, slock.StageCurrent, slock.DataNumber, nil, n[:])
+	str := slock.AppendDataRecord(nil, slock.DataSet, slock.StageCurrent, 0, nil, []byte("5"))
 	if a, b := string(AppendDigest(nil, num)), string(AppendDigest(nil, str)); a != b {
 		t.Errorf("DIGEST of the counter 5: %q, of the string 5: %q", a, b)
 	}
 	if got := string(AppendDigest(nil, nil)); got != "$-1\r\n" {
 		t.Errorf("DIGEST of no key: %q", got)
 	}
-	foo := AppendDataRecord(nil, DataSet, StageCurrent, 0, nil, []byte("foo"))
+	foo := slock.AppendDataRecord(nil, slock.DataSet, slock.StageCurrent, 0, nil, []byte("foo"))
 	for _, c := range []struct {
 		kv  KV
 		rec []byte

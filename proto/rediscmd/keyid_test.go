@@ -1,8 +1,10 @@
-package slock
+package rediscmd
 
 import (
 	"encoding/hex"
 	"testing"
+
+	"github.com/tallyd/tallyd/proto/slock"
 )
 
 // TestKeyID: names that TextID merges get distinct LockKeys; short names keep TextID's
@@ -23,8 +25,8 @@ func TestKeyID(t *testing.T) {
 		seen[id] = n
 		short := len(n) < 16 && (n == "" || n[0] != 0)
 		switch {
-		case short && id != TextID([]byte(n)):
-			t.Fatalf("short name %q: %x, TextID %x", n, id, TextID([]byte(n)))
+		case short && id != slock.TextID([]byte(n)):
+			t.Fatalf("short name %q: %x, TextID %x", n, id, slock.TextID([]byte(n)))
 		case !short && id[0] < 0x80:
 			t.Fatalf("hashed name %q: %x has byte 0 < 0x80", n, id)
 		case !short && NewKeys([32]byte{2}).KeyID([]byte(n)) == id:
