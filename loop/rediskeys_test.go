@@ -56,7 +56,7 @@ func TestRedisKeysAnyConnection(t *testing.T) {
 	ts.healthy(t)
 }
 
-// TestLocksAndDelFamilies checks README's rule for a key touched by both Redis commands
+// TestLocksAndDelFamilies checks the rule of docs/redis.md ("Locks and DEL") for a key touched by both Redis commands
 // and slock's LOCK ("Locks and DEL"), one case at a time.
 func TestLocksAndDelFamilies(t *testing.T) {
 	ts := startSlock(t, nil)

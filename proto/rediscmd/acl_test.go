@@ -8,7 +8,7 @@ import (
 	"github.com/tallyd/tallyd/proto/acl"
 )
 
-// Every command and subcommand has categories, and the categories the README promises hold
+// Every command and subcommand has categories, and the categories docs/security.md promises hold
 // the commands it names.
 func TestACLCategories(t *testing.T) {
 	tab := ACLTable()

@@ -198,7 +198,7 @@ type row struct {
 
 // table is the command table. slock's own commands (LOCK, UNLOCK, PUSH, TIMEOUT) take -1:
 // their parse answers slock's own count error, as the reference server does. The categories
-// are Redis 7.0's (COMMAND INFO), tallyd's commands' its own (README "Security").
+// are Redis 7.0's (COMMAND INFO), tallyd's commands' its own (docs/security.md).
 var table = []row{
 	{"LOCK", CmdLock, OpNone, -1, CmdWrite | CmdDenyOOM | CmdMayWait, HashNone, aWrite | aSlow | aBlocking | aLock, keysLock, RouteData, parseLock},
 	{"UNLOCK", CmdUnlock, OpNone, -1, CmdWrite, HashNone, aWrite | aFast | aLock, keysLock, RouteData, parseLock},

@@ -15,7 +15,7 @@ type Text struct {
 	TimeoutFlag uint16
 
 	// Slock is slock's own text semantics, which a connection asks for with CLIENT SLOCK
-	// ON (README): GET, MGET and GETSET answer a counter (a NUMBER value) as an integer
+	// ON (docs/redis.md): GET, MGET and GETSET answer a counter (a NUMBER value) as an integer
 	// reply, and SETNX on a taken key waits up to Timeout for it. Off (the default), they
 	// answer as Redis does: a bulk string, and 0 at once.
 	Slock      bool
