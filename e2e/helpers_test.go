@@ -196,7 +196,7 @@ func freePort(t *testing.T) int {
 	portsMu.Lock()
 	defer portsMu.Unlock()
 	for range 1000 {
-		port := 20000 + rand.IntN(max(lo-20000, 1000))
+		port := 10000 + rand.IntN(max(lo-10000, 1000))
 		if portsGiven[port] {
 			continue
 		}
