@@ -80,6 +80,7 @@ func TestDiskFullRefusesWritesAndLosesNothing(t *testing.T) {
 	t.Parallel()
 	for _, policy := range []string{"everysec", "no"} {
 		t.Run(policy, func(t *testing.T) {
+			t.Parallel()
 			dir := smallDisk(t, 1<<20)
 			ballast := filepath.Join(dir, "ballast")
 			if err := os.WriteFile(ballast, make([]byte, 256<<10), 0o600); err != nil {

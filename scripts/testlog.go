@@ -126,6 +126,8 @@ type timing struct {
 // report prints the n slowest packages and top-level tests of the files named.
 func report(w io.Writer, n int, files []string) error {
 	var pkgs, tests []timing
+	// A package run more than once in a file (fuzz.sh runs one target at a time) is summed.
+	pkgAt := map[string]int{} // file and package: index in pkgs
 	for _, name := range files {
 		data, err := os.ReadFile(name)
 		if err != nil {
@@ -143,6 +145,11 @@ func report(w io.Writer, n int, files []string) error {
 			pkg := strings.TrimPrefix(e.Package, "github.com/tallyd/tallyd/")
 			switch {
 			case e.Test == "":
+				if i, ok := pkgAt[short+" "+pkg]; ok {
+					pkgs[i].elapsed += e.Elapsed
+					continue
+				}
+				pkgAt[short+" "+pkg] = len(pkgs)
 				pkgs = append(pkgs, timing{pkg, e.Elapsed, short})
 			case !strings.Contains(e.Test, "/"):
 				tests = append(tests, timing{pkg + " " + e.Test, e.Elapsed, short})
