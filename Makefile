@@ -1,7 +1,19 @@
 # tallyd — `make run` starts the server with defaults, `make test` runs every test,
 # `make install` installs the binaries, the manual pages and the systemd unit.
 GO       ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
-FUZZTIME ?= 10s
+# How long `make fuzz` (and so `make test`) feeds each fuzz target new inputs, after its seed
+# corpus. The seeds also run as ordinary tests in `plain` and `race`, so this pass only adds
+# the search; at 3s every target still runs, and the 29 took 2.4 minutes on 2 busy cores
+# (10s adds 7s a target, some 3.5 minutes). For a real search: make fuzz FUZZTIME=5m.
+FUZZTIME ?= 3s
+# The packages that `make test` runs only with the race detector (`race`); `plain` runs the
+# others without it.
+RACE_PKGS ?= ./store/... ./loop/... ./aof/... ./raftlog/... ./logfile/... ./cluster/... ./stats/... ./client/... ./tlsbridge/...
+# Where the test targets keep `go test -json` events, for the slowest-tests report.
+TESTLOG   ?= $(BIN)/testlog
+# How many tests of a package run at once: the e2e tests marked parallel mostly wait on the
+# tallyd processes they start, so more than the 2 cores' worth (go test's default) fit.
+PARALLEL  ?= 4
 export GOFLAGS ?= -buildvcs=false
 
 # Where `make install` puts things (under DESTDIR, for packaging).
@@ -13,7 +25,7 @@ SYSCONFDIR ?= /etc
 # Where `make build` puts the binaries and `make man` the pages.
 BIN        ?= bin
 
-.PHONY: all build man install uninstall run test vet deps unit e2e race fuzz clean
+.PHONY: all build man install uninstall run test vet deps unit plain e2e race fuzz slowest clean
 
 all: build
 
@@ -47,7 +59,14 @@ uninstall:
 run: build
 	./bin/tallyd
 
-test: vet deps unit race fuzz
+# Every package's tests once (RACE_PKGS with the race detector, the others without), then
+# the fuzz pass, then the slowest packages and tests, also when something failed. plain and
+# race run side by side: the e2e tests mostly wait on their tallyd processes.
+test: vet deps
+	rm -rf $(TESTLOG)
+	{ $(MAKE) --no-print-directory -j2 plain race && $(MAKE) --no-print-directory fuzz; } || \
+		{ $(MAKE) --no-print-directory slowest; exit 1; }
+	$(MAKE) --no-print-directory slowest
 
 # The reference servers the conformance tests compare against, and iproute2 for the cluster
 # tests' network namespaces (installed with apt-get when run as root, as CI is; elsewhere
@@ -63,21 +82,32 @@ deps:
 vet:
 	$(GO) vet ./...
 
+# Every package without the race detector.
 unit:
-	$(GO) test -count=1 -timeout 45m ./...
+	GO="$(GO)" TESTLOG="$(TESTLOG)" ./scripts/gotest.sh unit -count=1 -timeout 45m -parallel $(PARALLEL) ./...
+
+# The packages that `race` does not run.
+plain:
+	GO="$(GO)" TESTLOG="$(TESTLOG)" ./scripts/gotest.sh plain -count=1 -timeout 45m -parallel $(PARALLEL) \
+		$$($(GO) list ./... | grep -v -x -F "$$($(GO) list $(RACE_PKGS))")
 
 # Only the end-to-end tests (e2e/): they build tallyd, run it as a process and talk to it
 # over TCP. `unit` runs them too.
 e2e:
-	$(GO) test -count=1 -timeout 45m ./e2e/
+	GO="$(GO)" TESTLOG="$(TESTLOG)" ./scripts/gotest.sh e2e -count=1 -timeout 45m -parallel $(PARALLEL) ./e2e/
 
 race:
-	$(GO) test -count=1 -timeout 45m -race ./store/... ./loop/... ./aof/... ./raftlog/... ./logfile/... ./cluster/... ./stats/... ./client/... ./tlsbridge/...
+	GO="$(GO)" TESTLOG="$(TESTLOG)" ./scripts/gotest.sh race -count=1 -timeout 45m -race $(RACE_PKGS)
 
 # A short pass of every fuzz target: the codecs, the store's record functions and the log's replay
 # (seed corpora live in testdata/fuzz).
 fuzz:
-	GO="$(GO)" FUZZTIME="$(FUZZTIME)" ./scripts/fuzz.sh ./proto/... ./store/... ./aof/... ./raftlog/...
+	GO="$(GO)" FUZZTIME="$(FUZZTIME)" TESTLOG="$(TESTLOG)" ./scripts/fuzz.sh ./proto/... ./store/... ./aof/... ./raftlog/...
+
+# The slowest packages and tests of the test targets run since `make test` began.
+slowest:
+	@ls $(TESTLOG)/*.json >/dev/null 2>&1 || { echo "slowest: no test run saved in $(TESTLOG)"; exit 0; }
+	@$(GO) run scripts/testlog.go -slowest 15 $(TESTLOG)/*.json
 
 clean:
 	rm -rf $(BIN)

@@ -71,6 +71,7 @@ func aclListWords(s string) string {
 // TestACLDifferential: logins, NOAUTH, WRONGPASS, NOPERM for commands, subcommands and keys,
 // transactions with a refused command, and the ACL commands, as redis-server answers them.
 func TestACLDifferential(t *testing.T) {
+	t.Parallel()
 	refAddr, talAddr := aclServers(t)
 	var pairs []*rdDual
 	pair := func(t *testing.T, user, pass string) *rdDual {
@@ -158,6 +159,7 @@ func TestACLDifferential(t *testing.T) {
 // TestACLGoRedis: go-redis logs in as each user (HELLO AUTH, with RESP3 asked for or not;
 // AUTH where HELLO is refused) and sees the same results and errors from both servers.
 func TestACLGoRedis(t *testing.T) {
+	t.Parallel()
 	refAddr, talAddr := aclServers(t)
 	run := func(addr string) []string {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -207,6 +209,7 @@ func TestACLGoRedis(t *testing.T) {
 // TestACLRedisPy: redis-py logging in as the users sees the same results and exceptions
 // from both servers (testdata/acl_clients.py).
 func TestACLRedisPy(t *testing.T) {
+	t.Parallel()
 	py := needRedisPy(t)
 	refAddr, talAddr := aclServers(t)
 	run := func(addr string) string {
@@ -231,6 +234,7 @@ func TestACLRedisPy(t *testing.T) {
 
 // TestACLRedisCli: redis-cli --user/--pass (or -a) against both servers.
 func TestACLRedisCli(t *testing.T) {
+	t.Parallel()
 	cli, err := exec.LookPath("redis-cli")
 	if err != nil {
 		t.Skip("redis-cli is not installed: run scripts/ensure-redis-tools.sh")
@@ -262,6 +266,7 @@ func TestACLRedisCli(t *testing.T) {
 // user whose password changed is closed, the new password works. With a config file, a
 // changed requirepass applies at once and the log says it changed without saying it.
 func TestACLSIGHUP(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "users.acl")
 	write := func(name, text string) {

@@ -441,41 +441,12 @@ func newProxyNet(t *testing.T, slots int) *proxyNet {
 	return p
 }
 
-var (
-	quietMu   sync.Mutex
-	quietUsed = map[int]bool{}
-)
-
 // quietPort is a port of 127.0.0.1 that was free a moment ago, below the kernel's
 // ephemeral range: the proxies' listeners and every outbound connection take ports from
 // that range, and a node restarted later must find its ports still free.
 func quietPort(t *testing.T) int {
 	t.Helper()
-	lo := 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if v, err := strconv.Atoi(f[0]); err == nil {
-				lo = v
-			}
-		}
-	}
-	quietMu.Lock()
-	defer quietMu.Unlock()
-	for range 1000 {
-		port := 10000 + rand.IntN(max(lo-10000, 1000))
-		if quietUsed[port] {
-			continue
-		}
-		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err != nil {
-			continue
-		}
-		ln.Close()
-		quietUsed[port] = true
-		return port
-	}
-	t.Fatal("no free port below the ephemeral range")
-	return 0
+	return freePort(t)
 }
 
 func (p *proxyNet) clusterArg(slot int, ids []uint64) string {

@@ -152,6 +152,7 @@ counter.stat_interval = 86400
 // The differential test.
 
 func TestDifferentialAgainstYrmcds(t *testing.T) {
+	t.Parallel()
 	refAddr := cfStartYrmcds(t)
 	talAddr := cfStartTallyd(t)
 	// The reference was probed with one connection until it listened: so is tallyd, for

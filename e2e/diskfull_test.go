@@ -77,8 +77,10 @@ type deadlineConn struct{ net.Conn }
 func (deadlineConn) SetDeadline(time.Time) error { return nil }
 
 func TestDiskFullRefusesWritesAndLosesNothing(t *testing.T) {
+	t.Parallel()
 	for _, policy := range []string{"everysec", "no"} {
 		t.Run(policy, func(t *testing.T) {
+			t.Parallel()
 			dir := smallDisk(t, 1<<20)
 			ballast := filepath.Join(dir, "ballast")
 			if err := os.WriteFile(ballast, make([]byte, 256<<10), 0o600); err != nil {
@@ -250,6 +252,7 @@ func binaryLocks(t *testing.T, addr string) {
 // TestDataDirModes is issue 12 item 10: the data directory tallyd creates is 0700 and its
 // log 0600, whatever the umask lets through.
 func TestDataDirModes(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "data")
 	port := freePort(t)
 	p := start(t, 0, "--counter-port=0", "--slock-port="+strconv.Itoa(port), "--data-dir="+dir)

@@ -126,6 +126,7 @@ func kleppmann(t *testing.T, one *fencer, second func() *fencer) (t1, t2 uint64)
 // across a restart after SIGTERM and after kill -9; TOKEN of a SETNX key and of a free
 // one.
 func TestFencingSingleNode(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	port := freePort(t)
 	addr := "127.0.0.1:" + strconv.Itoa(port)

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -173,15 +174,42 @@ func (p *proc) exitCode(t *testing.T) int {
 	return -1
 }
 
-// freePort returns a port that was free a moment ago on 127.0.0.1.
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{}
+)
+
+// freePort returns a port of 127.0.0.1 that was free a moment ago and that no other test of
+// this process was given. It is below the kernel's ephemeral range, from which the
+// outbound connections of tests running in parallel take their ports: a server restarted
+// later on it finds it still free.
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	lo := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil {
+				lo = v
+			}
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 1000 {
+		port := 10000 + rand.IntN(max(lo-10000, 1000))
+		if portsGiven[port] {
+			continue
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		portsGiven[port] = true
+		return port
+	}
+	t.Fatal("no free port below the ephemeral range")
+	return 0
 }
 
 func dialRetry(t *testing.T, addr string) net.Conn {

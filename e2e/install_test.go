@@ -12,6 +12,7 @@ import (
 )
 
 func TestMakeInstall(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("make"); err != nil {
 		t.Skip("make is not installed")
 	}

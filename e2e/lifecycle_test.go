@@ -17,6 +17,7 @@ import (
 )
 
 func TestSIGTERMReleasesAndExits0(t *testing.T) {
+	t.Parallel()
 	port := freePort(t)
 	p := start(t, 0, "--counter-port", strconv.Itoa(port), "--log-format", "json")
 	p.waitLog(t, "tallyd listening")

@@ -73,6 +73,7 @@ func llRunScript(t *testing.T, env []string, prog, script string) {
 // for a held lock (failing while it is held, succeeding after release and after expiry), and
 // raises LockNotOwnedError for a lock that expired and has another owner.
 func TestLockLibRedisPy(t *testing.T) {
+	t.Parallel()
 	llRunScript(t, nil, needRedisPy(t), "testdata/locklib_redispy.py")
 }
 
@@ -105,6 +106,7 @@ func llNodeModules() string {
 // extend or release a lock lost to another owner, and hands one lock among 16 workers on
 // four connections with a counter inside the critical section that never sees two holders.
 func TestLockLibNodeRedlock(t *testing.T) {
+	t.Parallel()
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Skip("node is not installed: run scripts/ensure-node-redlock.sh (Debian packages nodejs, npm; npm redlock, ioredis)")
@@ -121,6 +123,7 @@ func TestLockLibNodeRedlock(t *testing.T) {
 // TestLockLibRedsync: go-redsync/redsync v4 with its go-redis v9 pool: Lock, Extend, Unlock,
 // a release from another client, a lock lost to expiry and another owner, and contention.
 func TestLockLibRedsync(t *testing.T) {
+	t.Parallel()
 	for _, s := range llServers(t) {
 		t.Run(s.name, func(t *testing.T) {
 			llRedsyncBasics(t, s.addr)
@@ -247,6 +250,7 @@ func llDoubleHolds(holds []llHold) []string {
 // TestLockLibDoubleHoldCheck: the contention test's check finds an overlap when there is one
 // (so that test can fail), and ignores holders whose Unlock found the lock gone.
 func TestLockLibDoubleHoldCheck(t *testing.T) {
+	t.Parallel()
 	good := []llHold{{"a", 1, 4, true}, {"b", 5, 9, true}, {"c", 6, 12, false}, {"d", 13, 14, true}}
 	if d := llDoubleHolds(good); len(d) != 0 {
 		t.Fatalf("found %v in holds that do not overlap", d)
@@ -374,6 +378,7 @@ func llToken(ctx context.Context, c *redis.Client, key, value string) (uint64, e
 // TOKEN, EXEC) gives a token that grows from one holder to the next and that Extend keeps,
 // and a write fenced with the older holder's token is refused once the newer one has written.
 func TestLockLibFencingToken(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	rs, c := llRedsync(t, rdStartTallyd(t))
 	first := rs.NewMutex("job", redsync.WithExpiry(100*time.Millisecond), redsync.WithTries(1))

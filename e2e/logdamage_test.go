@@ -22,6 +22,7 @@ import (
 // cut the file at record 6 (DBSIZE 6). The log holds a fencing-token reservation first,
 // then the 200 SETs.
 func TestLogFlipAndTornTail(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	port := freePort(t)
 	addr := "127.0.0.1:" + strconv.Itoa(port)
@@ -127,6 +128,7 @@ func recordStarts(b []byte, kind byte) []int {
 // there; check-log --fix drops it and the member starts with every write. A damaged entry
 // cannot be dropped without a gap: the fix refuses and says how to rejoin.
 func TestRaftLogFlipAndTornTail(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	port, peer := freePort(t), freePort(t)
 	addr := "127.0.0.1:" + strconv.Itoa(port)

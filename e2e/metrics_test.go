@@ -44,6 +44,7 @@ func httpGet(t *testing.T, url string) (int, string) {
 }
 
 func TestMetricsFlagServesMetricsAndHealthz(t *testing.T) {
+	t.Parallel()
 	port := freePort(t)
 	p := start(t, 0, "--counter-port", strconv.Itoa(port), "--metrics-addr", "127.0.0.1:0")
 	base := "http://" + p.metricsAddr(t)
@@ -95,6 +96,7 @@ func TestMetricsFlagServesMetricsAndHealthz(t *testing.T) {
 }
 
 func TestMetricsAddrFromConfigFile(t *testing.T) {
+	t.Parallel()
 	conf := filepath.Join(t.TempDir(), "tallyd.conf")
 	if err := os.WriteFile(conf, []byte("metrics.addr = \"127.0.0.1:0\"\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -112,6 +114,7 @@ func TestMetricsAddrFromConfigFile(t *testing.T) {
 }
 
 func TestMetricsAddrInvalidExits1(t *testing.T) {
+	t.Parallel()
 	p := start(t, 0, "--counter-port", strconv.Itoa(freePort(t)), "--metrics-addr", "127.0.0.1:99999")
 	if code := p.exitCode(t); code != 1 {
 		t.Fatalf("exit %d", code)

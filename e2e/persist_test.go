@@ -19,6 +19,7 @@ import (
 // restarts it on the same log: every write that was answered is there, with each fsync
 // policy (the kernel keeps what was written; always also fsyncs before answering).
 func TestKill9KeepsAcknowledgedWrites(t *testing.T) {
+	t.Parallel()
 	for _, policy := range []string{"always", "everysec", "no"} {
 		t.Run(policy, func(t *testing.T) {
 			dir := t.TempDir()
@@ -98,6 +99,7 @@ func TestKill9KeepsAcknowledgedWrites(t *testing.T) {
 // TestLogDamage: a torn tail is cut off with a warning; a flipped byte in the middle stops
 // start-up (exit 65) with a message naming the offset, leaving the file for the operator.
 func TestLogDamage(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	port := freePort(t)
 	addr := "127.0.0.1:" + strconv.Itoa(port)
@@ -154,6 +156,7 @@ func TestLogDamage(t *testing.T) {
 // TestLogConfigKeys: the aof.* keys of the config file set the log, flags win over them,
 // and a bad value stops start-up naming the line.
 func TestLogConfigKeys(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "tallyd.conf")
 	data := filepath.Join(dir, "logdir")

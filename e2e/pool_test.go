@@ -13,6 +13,7 @@ import (
 
 // PoolCounter deployment scripts run the daemon with -l and stop it with SIGTERM.
 func TestPoolCounterProcess(t *testing.T) {
+	t.Parallel()
 	port := freePort(t)
 	p := start(t, 0, "-l", "127.0.0.1", "--counter-port", "0", "--pool-port", strconv.Itoa(port))
 	p.waitLog(t, "tallyd listening")

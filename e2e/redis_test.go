@@ -14,6 +14,7 @@ import (
 // TestRedisToolsAgainstTallyd runs redis-cli and redis-benchmark -t set,get,incr against
 // the key/value commands.
 func TestRedisToolsAgainstTallyd(t *testing.T) {
+	t.Parallel()
 	cli, err1 := exec.LookPath("redis-cli")
 	bench, err2 := exec.LookPath("redis-benchmark")
 	if err1 != nil || err2 != nil {

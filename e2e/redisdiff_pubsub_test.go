@@ -105,6 +105,7 @@ func psCompare(t *testing.T, conns int, steps []psStep) {
 // TestRedisDiffPubsub: the subscribe family, PUBLISH, PUBSUB, subscribed mode, RESET, QUIT
 // and glob patterns, byte for byte.
 func TestRedisDiffPubsub(t *testing.T) {
+	t.Parallel()
 	const sub, cmd, sub2 = 0, 1, 2
 	steps := []psStep{
 		on(sub, "SUBSCRIBE", "a", "b"),
@@ -169,6 +170,7 @@ func TestRedisDiffPubsub(t *testing.T) {
 // TestRedisDiffNotify: keyspace notifications for every command tallyd shares with Redis,
 // under several notify-keyspace-events values, and CONFIG SET/GET of the value.
 func TestRedisDiffNotify(t *testing.T) {
+	t.Parallel()
 	const sub, cmd = 0, 1
 	steps := []psStep{
 		on(cmd, "CONFIG", "GET", "notify-keyspace-events"),
@@ -208,6 +210,7 @@ func TestRedisDiffNotify(t *testing.T) {
 // TestRedisDiffOutputLimit: CONFIG SET and GET of client-output-buffer-limit, with Redis's
 // errors and its normalised reply.
 func TestRedisDiffOutputLimit(t *testing.T) {
+	t.Parallel()
 	const cmd = 0
 	var steps []psStep
 	for _, v := range []string{"pubsub 1mb 512kb 10", "pubsub 1mb", "foo 1 2 3", "pubsub x 2 3", "pubsub 1 2 x",
@@ -221,6 +224,7 @@ func TestRedisDiffOutputLimit(t *testing.T) {
 // TestRedisDiffSlowSubscriber: a subscriber that does not read is cut by both servers once
 // its messages pass the pubsub hard limit: the publisher's counts fall to 0 on both.
 func TestRedisDiffSlowSubscriber(t *testing.T) {
+	t.Parallel()
 	for _, addr := range []string{rdStartRedis(t), rdStartTallyd(t)} {
 		c := rdDial(t, addr)
 		c.send(t, []string{"CONFIG", "SET", "client-output-buffer-limit", "pubsub 1mb 0 0"})

@@ -12,6 +12,7 @@ import (
 // the script's SHA1 and line) included. The differences listed (differs) are docs/redis.md's
 // "Scripting" exceptions: gopher-lua's own error texts, RESP3, the libraries not provided.
 func TestRedisDifferentialScripts(t *testing.T) {
+	t.Parallel()
 	refAddr := rdStartRedis(t)
 	talAddr := rdStartTallyd(t)
 	d := &rdDual{t: t, ref: rdDial(t, refAddr), tal: rdDial(t, talAddr)}

@@ -275,6 +275,7 @@ func rdKindOf(s string) string {
 // own LOCK, UNLOCK, PUSH and TIMEOUT aside) against redis-server and tallyd, with the edge
 // cases clients meet, and compares the replies' types and values.
 func TestRedisDifferential(t *testing.T) {
+	t.Parallel()
 	refAddr := rdStartRedis(t)
 	talAddr := rdStartTallyd(t)
 	d := &rdDual{t: t, ref: rdDial(t, refAddr), tal: rdDial(t, talAddr)}
@@ -784,6 +785,7 @@ func rdScanAll(t *testing.T, c *rdConn, opts []string) string {
 // TestRedisDifferentialGoRedis drives both servers with go-redis (RESP2), the way Go
 // programs use them: typed commands, pipelines, transactions and WATCH with its retries.
 func TestRedisDifferentialGoRedis(t *testing.T) {
+	t.Parallel()
 	refAddr := rdStartRedis(t)
 	talAddr := rdStartTallyd(t)
 	run := func(addr string) []string {

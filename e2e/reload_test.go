@@ -71,6 +71,7 @@ func waitFile(t *testing.T, path, substr string) string {
 }
 
 func TestSIGHUPReloadsAndNotifies(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	conf, logFile := filepath.Join(dir, "tallyd.conf"), filepath.Join(dir, "tallyd.log")
 	port, otherPort := freePort(t), freePort(t)
@@ -190,6 +191,7 @@ func TestSIGHUPReloadsAndNotifies(t *testing.T) {
 // Without a config file SIGHUP only says so; it never stops tallyd, even before its loop has
 // seen a connection.
 func TestSIGHUPWithoutConfig(t *testing.T) {
+	t.Parallel()
 	port := freePort(t)
 	p := start(t, 0, "--counter-port", strconv.Itoa(port), "--log-format", "json")
 	p.waitLog(t, "tallyd listening")

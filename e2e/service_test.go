@@ -37,6 +37,7 @@ func unitDirectives(t *testing.T, text string) map[string][]string {
 
 // The unit has the sandboxing the issue asks for, and passes only flags tallyd knows.
 func TestServiceUnit(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile(unitFile)
 	if err != nil {
 		t.Fatal(err)

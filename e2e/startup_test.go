@@ -19,6 +19,7 @@ import (
 )
 
 func TestHelpAndVersion(t *testing.T) {
+	t.Parallel()
 	code, help := runBin(t, "--help")
 	if code != 0 {
 		t.Fatalf("--help exited %d", code)
@@ -40,6 +41,7 @@ func TestHelpAndVersion(t *testing.T) {
 }
 
 func TestInvalidBindExits1(t *testing.T) {
+	t.Parallel()
 	p := start(t, 0, "-l", "300.1.2.3", "--counter-port", strconv.Itoa(freePort(t)))
 	if code := p.exitCode(t); code != 1 {
 		t.Fatalf("exit %d, want 1", code)
@@ -50,6 +52,7 @@ func TestInvalidBindExits1(t *testing.T) {
 }
 
 func TestBusyPortExits1(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -68,6 +71,7 @@ func TestBusyPortExits1(t *testing.T) {
 // tallyd listens with SO_REUSEPORT (its loop accepts by itself), but a second server on the
 // same port must still fail at start rather than split the clients between two stores.
 func TestSecondServerOnSamePortExits1(t *testing.T) {
+	t.Parallel()
 	port := strconv.Itoa(freePort(t))
 	a := start(t, 0, "--counter-port", port)
 	a.waitLog(t, "tallyd listening")
@@ -81,6 +85,7 @@ func TestSecondServerOnSamePortExits1(t *testing.T) {
 }
 
 func TestConfigFileAndFlagOverride(t *testing.T) {
+	t.Parallel()
 	p1, p2, p3 := freePort(t), freePort(t), freePort(t)
 	conf := filepath.Join(t.TempDir(), "yrmcds.conf")
 	err := os.WriteFile(conf, []byte(fmt.Sprintf(`# a yrmcds.conf

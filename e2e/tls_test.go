@@ -19,6 +19,7 @@ import (
 // tallyd with TLS ports from its flags: Redis text and the counter protocol over TLS with a
 // client certificate (mTLS), beside the plaintext slock port, on one store.
 func TestTLSPorts(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ca := testcert.NewCA(t, "e2e CA")
 	srv := ca.WriteFiles(t, dir, "server", "tallyd", "127.0.0.1")

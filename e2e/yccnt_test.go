@@ -88,6 +88,7 @@ func ycLines(s string) []string {
 }
 
 func TestYcCntSession(t *testing.T) {
+	t.Parallel()
 	ycInterpreter(t)
 	if fi, err := os.Stat(ycPath); err != nil || fi.Mode()&0o111 == 0 {
 		t.Fatalf("%s is missing or not executable: %v", ycPath, err)
