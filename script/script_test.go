@@ -120,6 +120,9 @@ func TestBudget(t *testing.T) {
 	if got := eval(t, e, f, "local ok = pcall(function() while true do end end) while true do end", nil); !strings.HasPrefix(got, "-BUSY") {
 		t.Errorf("pcall around the endless loop: %q", got)
 	}
+	// The string and memory bounds, with time enough that a loaded machine never turns them
+	// into the time limit (a 40,000-step loop can take longer than 20 ms under -race).
+	e = New(Limits{Time: time.Minute, MaxMemory: 4 << 20, MaxString: 1 << 16})
 	for _, body := range []string{"local s = 'x' while true do s = s .. s end", "return string.rep('ab', 40000)",
 		"local t = {} for i = 1, 40000 do t[i] = 'ab' end return table.concat(t)",
 		"local s = string.rep('x', 60000) local t = {} for i = 1, 1e6 do t[i] = s .. i end"} {
