@@ -27,6 +27,8 @@ type member struct {
 	rn      *raft.RawNode
 	synced  atomic.Uint64 // the log writer's last report
 	applied []string      // the data of the normal entries applied, in order
+	acks    Acks          // its proposals' indexes, while it leads (as the loop's)
+	reads   Reads         // its read barriers
 }
 
 // harness is N members and the messages between them.
@@ -90,12 +92,16 @@ type readies struct {
 }
 
 func (r readies) SoftState(*raft.SoftState) {}
-func (r readies) ReadState([]byte)          {}
+func (r readies) ReadState(ctx []byte)      { r.m.reads.Passed(ctx) }
 func (r readies) Send(msg *raftpb.Message)  { r.h.send(r.m.id, msg) }
 
 func (r readies) Append(msg *raftpb.Message) {
 	m := r.m
-	if m.st.Append(msg, AppendHooks{Snapshot: func(*raftpb.Snapshot) {}, Entries: func([]*raftpb.Entry) {},
+	if m.st.Append(msg, AppendHooks{Snapshot: func(*raftpb.Snapshot) {}, Entries: func(ents []*raftpb.Entry) {
+		if st := m.rn.BasicStatus(); st.RaftState == raft.StateLeader {
+			m.acks.Note(ents, st.GetTerm())
+		}
+	},
 		Fail: func(what string, err error) { r.h.t.Errorf("member %d: %s: %v", m.id, what, err) }}) {
 		r.h.deliver(m)
 	}

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"time"
 
 	"go.etcd.io/raft/v3"
@@ -40,29 +39,20 @@ import (
 // Advance) once it reports them fsynced. Everything that arrives meanwhile goes into the
 // next Ready: one fsync and one round for all of it (group commit).
 
-// Level is a consistency level, as Cassandra's.
-type Level uint8
+// Level is a consistency level (cluster.Level).
+type Level = cluster.Level
 
 // The consistency levels.
 const (
-	LevelOne    Level = 1 // the leader has it durably (may be lost if the leader dies before replicating it)
-	LevelQuorum Level = 2 // committed by a majority
-	LevelAll    Level = 3 // durable on every voter
+	LevelOne    = cluster.LevelOne
+	LevelQuorum = cluster.LevelQuorum
+	LevelAll    = cluster.LevelAll
 )
-
-var levelNames = [...]string{LevelOne: "ONE", LevelQuorum: "QUORUM", LevelAll: "ALL"}
-
-func (l Level) String() string {
-	if l >= LevelOne && l <= LevelAll {
-		return levelNames[l]
-	}
-	return "Level(" + strconv.Itoa(int(l)) + ")"
-}
 
 // ParseLevel reads ONE, QUORUM or ALL (any case).
 func ParseLevel(b []byte) (Level, bool) {
 	for l := LevelOne; l <= LevelAll; l++ {
-		if resp.Is(b, levelNames[l]) {
+		if resp.Is(b, cluster.LevelNames[l]) {
 			return l, true
 		}
 	}
@@ -97,12 +87,9 @@ var ErrMemberState = errors.New("this member must not run as it is")
 
 // Entry kinds: the first byte of a raft entry's data, and of each section of a snapshot.
 const (
-	entRecords byte = 1 // proposal sequence (8 bytes), then aof state records
-	entSecret  byte = 2 // the cluster's 32-byte key-name secret
+	entRecords      = cluster.EntRecords // proposal sequence (8 bytes), then aof state records
+	entSecret  byte = 2                  // the cluster's 32-byte key-name secret
 )
-
-// ownEntry maps a proposal of this leader to its raft index.
-type ownEntry struct{ index, seq uint64 }
 
 // peerLink is this node's view of one other member: its address and the connection this
 // node dials to it (raft messages and forwarded commands go out on it).
@@ -148,15 +135,9 @@ type clusterState struct {
 	snapSoon             bool   // the membership changed: snapshot at the next chance
 	confState            *raftpb.ConfState
 
-	// Proposals and what acknowledges them.
-	propSeq uint64
-	own     []ownEntry
-	ackSeq  [LevelAll + 1]uint64 // per level: the last proposal acknowledged at it
-
-	// Read barriers (ReadIndex).
-	readSeq, readDone uint64
-	readWanted        bool
-	releasedAt        uint64 // the acknowledgements releaseHeld last looked at
+	acks       cluster.Acks  // proposals and what acknowledges them
+	reads      cluster.Reads // read barriers (ReadIndex)
+	releasedAt uint64        // the acknowledgements releaseHeld last looked at
 
 	secret    bool     // the key-name secret is known (replicated)
 	secretKey [32]byte // and is this
@@ -180,7 +161,6 @@ type clusterState struct {
 	stopping bool
 	errLog   rateLog
 	buf      []byte
-	ctx      [8]byte
 	fatal    error
 }
 
@@ -334,11 +314,8 @@ func (s *Server) clusterTurn() {
 		return
 	}
 	s.propose()
-	if cl.readWanted && cl.isLeader() {
-		cl.readWanted = false
-		cl.readSeq++
-		binary.BigEndian.PutUint64(cl.ctx[:], cl.readSeq)
-		cl.rn.ReadIndex(append([]byte(nil), cl.ctx[:]...))
+	if cl.isLeader() {
+		cl.reads.Ask(cl.rn)
 	}
 	cluster.HandleReadies(cl.rn, raftReadies{s})
 	// Committed means on a majority's disks already: QUORUM replies need not wait for this
@@ -348,7 +325,7 @@ func (s *Server) clusterTurn() {
 	}
 	s.updateAcks()
 	s.releaseHeld()
-	if cl.serving() && s.locks.Journaled() && cl.propSeq-cl.ackSeq[LevelQuorum] < proposeWindow {
+	if cl.serving() && s.locks.Journaled() && cl.acks.Window() < proposeWindow {
 		s.clusterTurn() // a commit opened the window: what waited in the journal goes now
 	}
 }
@@ -362,13 +339,7 @@ func (r raftReadies) Apply(m *raftpb.Message)      { r.s.storageApply(m) }
 func (r raftReadies) Send(m *raftpb.Message)       { r.s.sendRaft(m) }
 
 // ReadState: a read barrier this leader asked for (clusterTurn) has passed.
-func (r raftReadies) ReadState(ctx []byte) {
-	if cl := r.s.cl; len(ctx) == 8 {
-		if n := binary.BigEndian.Uint64(ctx); n > cl.readDone {
-			cl.readDone = n
-		}
-	}
-}
+func (r raftReadies) ReadState(ctx []byte) { r.s.cl.reads.Passed(ctx) }
 
 // storageAppend hands one of raft's appends (entries, hard state, a snapshot) to the log
 // writer; its responses wait until it is durable.
@@ -381,7 +352,7 @@ func (s *Server) storageAppend(m *raftpb.Message) {
 				cl.fresh = false // a leader's entries: it is being caught up (its log is a prefix of the leader's)
 			}
 			if cl.isLeader() {
-				s.noteOwn(ents)
+				cl.acks.Note(ents, cl.term)
 			}
 		},
 		Fail: func(what string, err error) { s.log.Error().Err(err).Msg("cluster: " + what) },
@@ -444,11 +415,7 @@ func (s *Server) softState(ss *raft.SoftState) {
 	}
 	if cl.isLeader() && (!wasLeader || term != wasTerm) {
 		cl.term, cl.ready = term, false
-		cl.own = cl.own[:0]
-		cl.propSeq = max(cl.propSeq, cl.ackSeq[LevelOne], cl.ackSeq[LevelQuorum], cl.ackSeq[LevelAll])
-		for l := range cl.ackSeq {
-			cl.ackSeq[l] = cl.propSeq
-		}
+		cl.acks.Lead()
 		s.log.Info().Uint64("node_id", cl.cfg.NodeID).Uint64("term", term).Msg("cluster: this node leads")
 	}
 	if cl.leader != was {
@@ -460,55 +427,21 @@ func (s *Server) softState(ss *raft.SoftState) {
 	s.wakeWaiting()
 }
 
-// noteOwn records the raft index of this leader's proposals as they enter its log.
-func (s *Server) noteOwn(ents []*raftpb.Entry) {
-	cl := s.cl
-	for _, e := range ents {
-		d := e.GetData()
-		if e.GetType() == raftpb.EntryType_EntryNormal && len(d) >= 9 && d[0] == entRecords && e.GetTerm() == cl.term {
-			cl.own = append(cl.own, ownEntry{e.GetIndex(), binary.BigEndian.Uint64(d[1:9])})
-		}
-	}
-}
-
 // updateAcks moves each level's acknowledged proposal to what the indexes now cover.
 func (s *Server) updateAcks() {
 	cl := s.cl
 	if !cl.isLeader() {
 		return
 	}
-	all := cl.st.Stable()
-	cl.rn.WithProgress(func(id uint64, typ raft.ProgressType, pr tracker.Progress) {
-		if typ == raft.ProgressTypePeer && id != cl.cfg.NodeID && cl.isVoter(id) {
-			all = min(all, pr.Match)
-		}
-	})
+	idx, all := cluster.Levels(cl.rn, cl.cfg.NodeID, cl.st.Stable(), cl.commit, cl.confState)
 	cl.all = all
-	idx := [LevelAll + 1]uint64{LevelOne: cl.st.Stable(), LevelQuorum: cl.commit, LevelAll: min(all, cl.commit)}
-	done := len(cl.own)
-	for l := LevelOne; l <= LevelAll; l++ {
-		i := 0
-		for i < len(cl.own) && cl.own[i].index <= idx[l] {
-			cl.ackSeq[l] = max(cl.ackSeq[l], cl.own[i].seq)
-			i++
-		}
-		done = min(done, i)
-	}
-	s.checkWaits(0) // before own forgets entries: what raft learned of the followers may answer blocked WAITs
-	if done > 0 {
-		cl.own = cl.own[:copy(cl.own, cl.own[done:])]
-	}
+	done := cl.acks.Ack(idx)
+	s.checkWaits(0) // before the acks forget indexes: what raft learned of the followers may answer blocked WAITs
+	cl.acks.Drop(done)
 }
 
 // isVoter says whether id votes in the current configuration.
-func (cl *clusterState) isVoter(id uint64) bool {
-	for _, v := range cl.confState.GetVoters() {
-		if v == id {
-			return true
-		}
-	}
-	return false
-}
+func (cl *clusterState) isVoter(id uint64) bool { return cluster.IsVoter(cl.confState, id) }
 
 // applyEntry applies one committed entry.
 func (s *Server) applyEntry(e *raftpb.Entry, now int64) {
@@ -646,7 +579,7 @@ const maxProposalBuf = 16 << 20
 // proposeWindow proposals await their commit already.
 func (s *Server) propose() {
 	cl := s.cl
-	if !cl.serving() || !s.locks.Journaled() && len(s.ps.relay) == 0 || cl.propSeq-cl.ackSeq[LevelQuorum] >= proposeWindow {
+	if !cl.serving() || !s.locks.Journaled() && len(s.ps.relay) == 0 || cl.acks.Window() >= proposeWindow {
 		return
 	}
 	p := &s.persist
@@ -660,8 +593,8 @@ func (s *Server) propose() {
 	if len(p.buf) == 9 {
 		return
 	}
-	cl.propSeq++
-	binary.BigEndian.PutUint64(p.buf[1:9], cl.propSeq)
+	cl.acks.Seq++
+	binary.BigEndian.PutUint64(p.buf[1:9], cl.acks.Seq)
 	data := append([]byte(nil), p.buf...) // raft keeps it
 	if cap(p.buf) > maxProposalBuf {
 		p.buf = nil
@@ -708,7 +641,7 @@ func (s *Server) maybeSnapshot(now int64) {
 	if cl.applied < cl.snapIndex+cl.cfg.SnapshotEntries && !(cl.snapSoon && cl.applied > cl.snapIndex) {
 		return
 	}
-	if cl.isLeader() && (cl.ackSeq[LevelQuorum] < cl.propSeq || s.locks.Journaled() || cl.applied < cl.commit || !cl.ready) {
+	if cl.isLeader() && (cl.acks.Acked[LevelQuorum] < cl.acks.Seq || s.locks.Journaled() || cl.applied < cl.commit || !cl.ready) {
 		return
 	}
 	start := time.Now()
@@ -743,7 +676,7 @@ func (s *Server) abdicate(why string) {
 		s.failHeld(cs, "CLUSTERDOWN leader changed")
 	}
 	s.abdicateWaits()
-	cl.own = cl.own[:0]
+	cl.acks.Forget()
 	s.resetFromLog()
 }
 
@@ -795,7 +728,7 @@ func (s *Server) failHeld(cs *conn, err string) {
 // more: each is written up to what is now acknowledged.
 func (s *Server) releaseHeld() {
 	cl := s.cl
-	mark := cl.ackSeq[LevelOne] + cl.ackSeq[LevelQuorum] + cl.ackSeq[LevelAll] + cl.readDone
+	mark := cl.acks.Acked[LevelOne] + cl.acks.Acked[LevelQuorum] + cl.acks.Acked[LevelAll] + cl.reads.Done
 	if mark == cl.releasedAt {
 		return
 	}
@@ -829,14 +762,14 @@ func (g raftGate) mark(cs *conn, from int) {
 		return // a connection's own setting: it goes out behind the replies before it
 	}
 	lvl := cs.slock.level()
-	pending := cl.propSeq > cl.ackSeq[lvl] || s.locks.Journaled()
+	pending := cl.acks.Seq > cl.acks.Acked[lvl] || s.locks.Journaled()
 	if !pending && lvl == LevelOne {
 		return
 	}
 	if n := len(cs.gates); n > 0 && !cs.gates[n-1].settled {
 		return // the mark before covers it (made in the same turn, with the same proposal count)
 	}
-	cs.gates = append(cs.gates, gateMark{at: from, lvl: lvl, since: s.persist.lastNow, after: cl.propSeq})
+	cs.gates = append(cs.gates, gateMark{at: from, lvl: lvl, since: s.persist.lastNow, after: cl.acks.Seq})
 	s.hold(cs)
 }
 
@@ -848,7 +781,7 @@ func (rg raftGate) writable(cs *conn) int {
 	for j := range g {
 		if !g[j].settled {
 			g[j].settled = true
-			g[j].seq = cl.propSeq
+			g[j].seq = cl.acks.Seq
 			if s.locks.Journaled() {
 				g[j].seq++ // its change waits for the next proposal, which takes the whole journal
 			}
@@ -857,13 +790,12 @@ func (rg raftGate) writable(cs *conn) int {
 				// proves only that this node led then, and a new leader may have acknowledged
 				// writes (or granted locks) since. A read barrier that begins now proves it
 				// still leads after the command ran (issue 19).
-				g[j].rd = cl.readSeq + 1
-				cl.readWanted = true
+				g[j].rd = cl.reads.Want()
 			}
 		}
 	}
 	i := 0
-	for i < len(g) && g[i].seq <= cl.ackSeq[g[i].lvl] && g[i].rd <= cl.readDone {
+	for i < len(g) && g[i].seq <= cl.acks.Acked[g[i].lvl] && g[i].rd <= cl.reads.Done {
 		i++
 	}
 	cs.gates = g[:copy(g, g[i:])]
@@ -981,14 +913,7 @@ func (s *Server) clusterInfo() *resp.InfoCluster {
 	return c
 }
 
-func (cl *clusterState) isLearner(id uint64) bool {
-	for _, v := range cl.confState.GetLearners() {
-		if v == id {
-			return true
-		}
-	}
-	return false
-}
+func (cl *clusterState) isLearner(id uint64) bool { return cluster.IsLearner(cl.confState, id) }
 
 // closeCluster stops the raft log's writer (after the engine stopped).
 func (s *Server) closeCluster() {

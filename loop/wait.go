@@ -23,7 +23,7 @@ import (
 // writeMark is the raft proposal that carries a connection's last change (on a leader).
 type writeMark struct {
 	term uint64 // the term this node led when the change was made; 0: no change
-	seq  uint64 // the proposal, numbered as clusterState.propSeq, that carries it
+	seq  uint64 // the proposal, numbered as clusterState.acks.Seq, that carries it
 	idx  uint64 // that proposal's raft index, once known
 }
 
@@ -78,7 +78,7 @@ func (s *Server) noteWrite(cs *conn) {
 	if !cl.serving() || !s.locks.Journaled() {
 		return
 	}
-	cs.slock.wr = writeMark{term: cl.term, seq: cl.propSeq + 1}
+	cs.slock.wr = writeMark{term: cl.term, seq: cl.acks.Seq + 1}
 }
 
 // writeIndex returns the raft index of the entry that holds sc's last write (0 for none);
@@ -95,19 +95,17 @@ func (s *Server) writeIndex(sc *slockConn) (uint64, bool) {
 		return cl.readyIdx, true
 	case m.idx != 0:
 		return m.idx, true
-	case m.seq > cl.propSeq:
+	case m.seq > cl.acks.Seq:
 		if s.locks.Journaled() {
 			return 0, false // not proposed yet
 		}
-		m.seq = cl.propSeq // its change left nothing to log: what came before it is what it waits for
+		m.seq = cl.acks.Seq // its change left nothing to log: what came before it is what it waits for
 	}
-	for _, o := range cl.own {
-		if o.seq == m.seq {
-			m.idx = o.index
-			return m.idx, true
-		}
+	if i, ok := cl.acks.Index(m.seq); ok {
+		m.idx = i
+		return m.idx, true
 	}
-	if m.seq <= cl.ackSeq[LevelAll] {
+	if m.seq <= cl.acks.Acked[LevelAll] {
 		m.idx = cl.all // every voter had it when it was forgotten: every voter's log reaches cl.all
 		return m.idx, true
 	}
