@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/tallyd/tallyd/raftlog"
 )
@@ -29,6 +30,7 @@ type member struct {
 	applied []string      // the data of the normal entries applied, in order
 	acks    Acks          // its proposals' indexes, while it leads (as the loop's)
 	reads   Reads         // its read barriers
+	members Members       // its configuration, as applied
 }
 
 // harness is N members and the messages between them.
@@ -55,7 +57,7 @@ func newHarness(t *testing.T, n int) *harness {
 		peers = append(peers, raft.Peer{ID: id, Context: fmt.Appendf(nil, "m%d", id)})
 	}
 	for id := uint64(1); id <= uint64(n); id++ {
-		m := &member{id: id, st: NewStorage()}
+		m := &member{id: id, st: NewStorage(), members: NewMembers()}
 		lg, _, err := raftlog.OpenRaft(t.TempDir(), func(pr raftlog.RaftProgress) { m.synced.Store(pr.Synced) })
 		if err != nil {
 			t.Fatal(err)
@@ -73,9 +75,9 @@ func newHarness(t *testing.T, n int) *harness {
 	return h
 }
 
-// send queues msg for its member, unless either end is cut off.
+// send queues msg for its member, unless either end is cut off or it has no member here.
 func (h *harness) send(from uint64, msg *raftpb.Message) {
-	if !h.cut[from] && !h.cut[msg.GetTo()] {
+	if !h.cut[from] && !h.cut[msg.GetTo()] && msg.GetTo() <= uint64(len(h.members)) {
 		h.queue = append(h.queue, msg)
 	}
 }
@@ -110,7 +112,14 @@ func (r readies) Append(msg *raftpb.Message) {
 func (r readies) Apply(msg *raftpb.Message) {
 	m := r.m
 	for _, e := range msg.GetEntries() {
-		if e.GetType() == raftpb.EntryType_EntryNormal && len(e.GetData()) > 0 {
+		switch {
+		case e.GetType() == raftpb.EntryType_EntryConfChange:
+			var cc raftpb.ConfChange
+			if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
+				r.h.t.Fatalf("member %d: configuration change %d: %v", m.id, e.GetIndex(), err)
+			}
+			m.members.Apply(m.rn, &cc)
+		case e.GetType() == raftpb.EntryType_EntryNormal && len(e.GetData()) > 0:
 			m.applied = append(m.applied, string(e.GetData()))
 		}
 	}

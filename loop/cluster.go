@@ -106,7 +106,6 @@ type clusterState struct {
 	cfg   ClusterConfig
 	rn    *raft.RawNode
 	st    *cluster.Storage // raft's storage: its memory and the raft log on disk
-	addrs map[uint64]string
 	links map[uint64]*peerLink
 
 	role     raft.StateType
@@ -130,10 +129,10 @@ type clusterState struct {
 	dropLog    rateLog
 	peerTLS    bool // links go through the TLS bridge, certificates verified both ways (tls.go)
 
-	applied, commit, all uint64 // indexes: applied here, committed, on every voter (st.Stable: fsynced here)
-	snapIndex            uint64 // the last snapshot's index
-	snapSoon             bool   // the membership changed: snapshot at the next chance
-	confState            *raftpb.ConfState
+	applied, commit, all uint64          // indexes: applied here, committed, on every voter (st.Stable: fsynced here)
+	snapIndex            uint64          // the last snapshot's index
+	snapSoon             bool            // the membership changed: snapshot at the next chance
+	members              cluster.Members // the configuration and the peer addresses
 
 	acks       cluster.Acks  // proposals and what acknowledges them
 	reads      cluster.Reads // read barriers (ReadIndex)
@@ -154,9 +153,8 @@ type clusterState struct {
 	replWaits []*conn // connections blocked in WAIT
 	readyIdx  uint64  // the index of this leader's first entry of its term
 
-	joinAt   int64 // Unix ns of the next join request (--join, until a member)
-	joinTo   string
-	promoted map[uint64]bool
+	joinAt int64 // Unix ns of the next join request (--join, until a member)
+	joinTo string
 
 	stopping bool
 	errLog   rateLog
@@ -192,9 +190,9 @@ func (s *Server) openCluster() (err error) {
 	if cc.SnapshotEntries == 0 {
 		cc.SnapshotEntries = 20000
 	}
-	cl := &clusterState{cfg: *cc, st: cluster.NewStorage(), addrs: make(map[uint64]string),
+	cl := &clusterState{cfg: *cc, st: cluster.NewStorage(), members: cluster.NewMembers(),
 		links: make(map[uint64]*peerLink), sessions: make(map[uint64]*conn), virts: make(map[virtKey]*conn),
-		promoted: make(map[uint64]bool), peerTLS: s.cfg.TLS.PeerClient != nil}
+		peerTLS: s.cfg.TLS.PeerClient != nil}
 	s.cl = cl
 	s.replies = raftGate{s}
 	s.persist.lastNow = s.now().UnixNano()
@@ -214,10 +212,10 @@ func (s *Server) openCluster() (err error) {
 		}
 	}()
 	for id, a := range cc.Peers {
-		cl.addrs[id] = a
+		cl.members.Addrs[id] = a
 	}
 	for id, a := range st.Peers {
-		cl.addrs[id] = a
+		cl.members.Addrs[id] = a
 	}
 	now := s.now().UnixNano()
 	fresh, err := cl.st.Load(st)
@@ -229,7 +227,7 @@ func (s *Server) openCluster() (err error) {
 		cl.snapIndex = st.Snapshot.GetMetadata().GetIndex()
 		cl.applied = cl.snapIndex
 		if cs := st.Snapshot.GetMetadata().GetConfState(); cs != nil {
-			cl.confState = proto.Clone(cs).(*raftpb.ConfState)
+			cl.members.SetConf(cs)
 		}
 	}
 	if st.HardState != nil && !raft.IsEmptyHardState(st.HardState) {
@@ -270,7 +268,7 @@ func (s *Server) openCluster() (err error) {
 		cl.bootLast = uint64(len(peers))
 		s.log.Info().Uint64("node_id", cc.NodeID).Int("voters", len(peers)).Msg("cluster: new cluster bootstrapped")
 	}
-	for id, a := range cl.addrs {
+	for id, a := range cl.members.Addrs {
 		if id != cc.NodeID {
 			cl.links[id] = &peerLink{id: id, addr: a}
 		}
@@ -399,7 +397,7 @@ func (s *Server) installSnapshot(snap *raftpb.Snapshot) {
 	cl.applied, cl.snapIndex = md.GetIndex(), md.GetIndex()
 	cl.fresh = false
 	if cs := md.GetConfState(); cs != nil {
-		cl.confState = proto.Clone(cs).(*raftpb.ConfState)
+		cl.members.SetConf(cs)
 	}
 	s.log.Info().Uint64("index", cl.applied).Msg("cluster: snapshot installed")
 }
@@ -433,7 +431,7 @@ func (s *Server) updateAcks() {
 	if !cl.isLeader() {
 		return
 	}
-	idx, all := cluster.Levels(cl.rn, cl.cfg.NodeID, cl.st.Stable(), cl.commit, cl.confState)
+	idx, all := cluster.Levels(cl.rn, cl.cfg.NodeID, cl.st.Stable(), cl.commit, cl.members.Conf)
 	cl.all = all
 	done := cl.acks.Ack(idx)
 	s.checkWaits(0) // before the acks forget indexes: what raft learned of the followers may answer blocked WAITs
@@ -441,7 +439,7 @@ func (s *Server) updateAcks() {
 }
 
 // isVoter says whether id votes in the current configuration.
-func (cl *clusterState) isVoter(id uint64) bool { return cluster.IsVoter(cl.confState, id) }
+func (cl *clusterState) isVoter(id uint64) bool { return cl.members.IsVoter(id) }
 
 // applyEntry applies one committed entry.
 func (s *Server) applyEntry(e *raftpb.Entry, now int64) {
@@ -463,8 +461,7 @@ func (s *Server) applyEntry(e *raftpb.Entry, now int64) {
 			s.log.Error().Err(err).Msg("cluster: bad configuration change")
 			return
 		}
-		cs := cl.rn.ApplyConfChange(&cc)
-		cl.confState = proto.Clone(cs).(*raftpb.ConfState)
+		cl.members.SetConf(cl.rn.ApplyConfChange(&cc))
 		return
 	}
 	d := e.GetData()
@@ -498,7 +495,7 @@ func (s *Server) applyEntry(e *raftpb.Entry, now int64) {
 // learnPeers takes a peer table read from a snapshot.
 func (s *Server) learnPeers(p map[uint64]string) {
 	for id, a := range p {
-		s.cl.addrs[id] = a
+		s.cl.members.Addrs[id] = a
 	}
 }
 
@@ -532,18 +529,14 @@ func (s *Server) proposeSecret() {
 // applyConfChange applies a membership change: raft's configuration, and the peer table.
 func (s *Server) applyConfChange(cc *raftpb.ConfChange) {
 	cl := s.cl
-	cs := cl.rn.ApplyConfChange(cc)
-	cl.confState = proto.Clone(cs).(*raftpb.ConfState)
+	cl.members.Apply(cl.rn, cc)
 	id := cc.GetNodeId()
 	switch cc.GetType() {
 	case raftpb.ConfChangeType_ConfChangeAddNode, raftpb.ConfChangeType_ConfChangeAddLearnerNode:
-		if a := string(cc.GetContext()); a != "" {
-			cl.addrs[id] = a
-		}
 		if id != cl.cfg.NodeID && cl.links[id] == nil {
-			cl.links[id] = &peerLink{id: id, addr: cl.addrs[id]}
-		} else if l := cl.links[id]; l != nil && l.addr != cl.addrs[id] {
-			l.addr = cl.addrs[id]
+			cl.links[id] = &peerLink{id: id, addr: cl.members.Addrs[id]}
+		} else if l := cl.links[id]; l != nil && l.addr != cl.members.Addrs[id] {
+			l.addr = cl.members.Addrs[id]
 		}
 		if id == cl.cfg.NodeID {
 			cl.joinTo = ""
@@ -551,9 +544,8 @@ func (s *Server) applyConfChange(cc *raftpb.ConfChange) {
 		// raft takes a snapshot only if its configuration has the member: one taken after
 		// this change is what a new member catching up from a snapshot needs.
 		cl.snapSoon = true
-		s.log.Info().Uint64("node_id", id).Str("addr", cl.addrs[id]).Stringer("change", cc.GetType()).Msg("cluster: member added")
+		s.log.Info().Uint64("node_id", id).Str("addr", cl.members.Addrs[id]).Stringer("change", cc.GetType()).Msg("cluster: member added")
 	case raftpb.ConfChangeType_ConfChangeRemoveNode:
-		delete(cl.addrs, id)
 		if l := cl.links[id]; l != nil {
 			if l.out != nil {
 				s.closeLater(l.out)
@@ -562,7 +554,7 @@ func (s *Server) applyConfChange(cc *raftpb.ConfChange) {
 		}
 		s.log.Info().Uint64("node_id", id).Msg("cluster: member removed")
 	}
-	cl.st.Log.SavePeers(cl.addrs)
+	cl.st.Log.SavePeers(cl.members.Addrs)
 }
 
 // proposeWindow is how many of this leader's proposals may await their commit: changes
@@ -627,7 +619,7 @@ func (s *Server) snapshotData(now int64) []byte {
 	if cl.secret {
 		d = append([]byte{entSecret}, cl.secretKey[:]...)
 	}
-	p.buf = raftlog.AppendPeers(append(d, entRecords), cl.addrs)
+	p.buf = raftlog.AppendPeers(append(d, entRecords), cl.members.Addrs)
 	s.locks.SnapshotAll(now, p.emit)
 	d, p.buf = p.buf, nil
 	return d
@@ -646,7 +638,7 @@ func (s *Server) maybeSnapshot(now int64) {
 	}
 	start := time.Now()
 	data := s.snapshotData(now)
-	if err := cl.st.Snapshot(cl.applied, cl.confState, data); err != nil {
+	if err := cl.st.Snapshot(cl.applied, cl.members.Conf, data); err != nil {
 		s.log.Error().Err(err).Msg("cluster: snapshot")
 		return
 	}
@@ -853,19 +845,11 @@ func (s *Server) expireHeld(now int64) {
 // promoteLearners makes caught-up learners voters (the leader only).
 func (s *Server) promoteLearners() {
 	cl := s.cl
-	if !cl.serving() || len(cl.confState.GetLearners()) == 0 {
+	if !cl.serving() {
 		return
 	}
-	cl.rn.WithProgress(func(id uint64, typ raft.ProgressType, pr tracker.Progress) {
-		if typ != raft.ProgressTypeLearner || cl.promoted[id] || pr.Match+100 < cl.commit || pr.Match == 0 {
-			return
-		}
-		cc := &raftpb.ConfChange{Type: raftpb.ConfChangeType_ConfChangeAddNode.Enum(), NodeId: new(id),
-			Context: []byte(cl.addrs[id])}
-		if err := cl.rn.ProposeConfChange(cc); err == nil {
-			cl.promoted[id] = true
-			s.log.Info().Uint64("node_id", id).Uint64("match", pr.Match).Msg("cluster: promoting a caught-up learner")
-		}
+	cl.members.Promote(cl.rn, cl.commit, func(id, match uint64) {
+		s.log.Info().Uint64("node_id", id).Uint64("match", match).Msg("cluster: promoting a caught-up learner")
 	})
 }
 
@@ -894,7 +878,7 @@ func (s *Server) clusterInfo() *resp.InfoCluster {
 	if st.RaftState == raft.StateLeader {
 		cl.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) { match[id] = pr.Match })
 	}
-	for id, addr := range cl.addrs {
+	for id, addr := range cl.members.Addrs {
 		p := resp.InfoPeer{ID: id, Addr: addr, Voter: cl.isVoter(id), Match: -1, Link: "down"}
 		if m, ok := match[id]; ok {
 			p.Match = int64(m)
@@ -913,7 +897,7 @@ func (s *Server) clusterInfo() *resp.InfoCluster {
 	return c
 }
 
-func (cl *clusterState) isLearner(id uint64) bool { return cluster.IsLearner(cl.confState, id) }
+func (cl *clusterState) isLearner(id uint64) bool { return cl.members.IsLearner(id) }
 
 // closeCluster stops the raft log's writer (after the engine stopped).
 func (s *Server) closeCluster() {

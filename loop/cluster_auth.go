@@ -121,7 +121,7 @@ func (s *Server) learnPeer(cs *conn) {
 	cl := s.cl
 	id, a := cs.peer.id, cs.peer.addr
 	if id != 0 && id != cl.cfg.NodeID && a != "" && cl.links[id] == nil {
-		cl.addrs[id] = a
+		cl.members.Addrs[id] = a
 		cl.links[id] = &peerLink{id: id, addr: a}
 	}
 }

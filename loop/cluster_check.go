@@ -26,7 +26,7 @@ func (s *Server) raftAcceptable(cs *conn, m *raftpb.Message) bool {
 		s.dropRaft(m, "not addressed from another member to this one")
 		cs.quit = true // a bad link: closed and logged, never acted on
 		return false
-	case cl.addrs[from] == "":
+	case cl.members.Addrs[from] == "":
 		s.dropRaft(m, "from a node that is not a member")
 		cs.quit = true // a bad link: closed and logged, never acted on
 		return false
@@ -113,7 +113,7 @@ func (s *Server) freshMayVote(m *raftpb.Message) bool {
 				cl.seenBoot = make(map[uint64]bool)
 			}
 			cl.seenBoot[m.GetFrom()] = true
-			if voters := len(cl.confState.GetVoters()); 2*(len(cl.seenBoot)+1) > voters {
+			if voters := len(cl.members.Conf.GetVoters()); 2*(len(cl.seenBoot)+1) > voters {
 				cl.newCluster = true
 				s.log.Info().Int("voters", voters).Msg("cluster: a new cluster (a majority started with empty logs)")
 			}

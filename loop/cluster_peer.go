@@ -307,27 +307,27 @@ func (s *Server) joinTick(now int64) {
 func (s *Server) joinRequest(cs *conn, id uint64, addr string) {
 	cl := s.cl
 	if !cl.serving() {
-		s.put(cs, peer.AppendJoinReply(s.out(cs), false, cl.leader, cl.addrs[cl.leader], "not the leader"))
+		s.put(cs, peer.AppendJoinReply(s.out(cs), false, cl.leader, cl.members.Addrs[cl.leader], "not the leader"))
 		return
 	}
 	if id == 0 || addr == "" {
-		s.put(cs, peer.AppendJoinReply(s.out(cs), false, cl.leader, cl.addrs[cl.leader], "a node id and a peer address are needed"))
+		s.put(cs, peer.AppendJoinReply(s.out(cs), false, cl.leader, cl.members.Addrs[cl.leader], "a node id and a peer address are needed"))
 		return
 	}
 	if cl.isVoter(id) {
 		// It asks to join, so its log is empty: a voter that lost its data, whose votes are
 		// forgotten. Raft's safety needs it to come back as a new member.
 		msg := fmt.Sprintf("node %d is a voter already: a node that lost its data joins with a new --node-id (and `tallyctl cluster remove %d`)", id, id)
-		s.put(cs, peer.AppendJoinReply(s.out(cs), false, cl.leader, cl.addrs[cl.leader], msg))
+		s.put(cs, peer.AppendJoinReply(s.out(cs), false, cl.leader, cl.members.Addrs[cl.leader], msg))
 		return
 	}
 	if !cl.isMember(id) {
 		if err := s.addMember(id, addr); err != nil {
-			s.put(cs, peer.AppendJoinReply(s.out(cs), false, cl.leader, cl.addrs[cl.leader], err.Error()))
+			s.put(cs, peer.AppendJoinReply(s.out(cs), false, cl.leader, cl.members.Addrs[cl.leader], err.Error()))
 			return
 		}
 	}
-	s.put(cs, peer.AppendJoinReply(s.out(cs), true, cl.leader, cl.addrs[cl.leader], ""))
+	s.put(cs, peer.AppendJoinReply(s.out(cs), true, cl.leader, cl.members.Addrs[cl.leader], ""))
 }
 
 // joinReply takes a member's answer: on to the leader it named, or wait to be contacted.
@@ -349,8 +349,7 @@ func (s *Server) joinReply(cs *conn, f *peer.Frame) {
 // addMember proposes id as a learner at addr.
 func (s *Server) addMember(id uint64, addr string) error {
 	cl := s.cl
-	cc := &raftpb.ConfChange{Type: raftpb.ConfChangeType_ConfChangeAddLearnerNode.Enum(), NodeId: new(id), Context: []byte(addr)}
-	if err := cl.rn.ProposeConfChange(cc); err != nil {
+	if err := cluster.ProposeLearner(cl.rn, id, addr); err != nil {
 		return err
 	}
 	s.log.Info().Uint64("node_id", id).Str("addr", addr).Msg("cluster: adding a learner")
@@ -358,4 +357,4 @@ func (s *Server) addMember(id uint64, addr string) error {
 }
 
 // isMember says whether id is a voter or learner of the current configuration.
-func (cl *clusterState) isMember(id uint64) bool { return cl.isVoter(id) || cl.isLearner(id) }
+func (cl *clusterState) isMember(id uint64) bool { return cl.members.IsMember(id) }
