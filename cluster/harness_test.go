@@ -31,12 +31,14 @@ type member struct {
 	acks    Acks          // its proposals' indexes, while it leads (as the loop's)
 	reads   Reads         // its read barriers
 	members Members       // its configuration, as applied
+	fresh   Fresh         // its vote rule while no leader has caught it up
 }
 
 // harness is N members and the messages between them.
 type harness struct {
 	t       *testing.T
 	members []*member
+	peers   []raft.Peer       // the bootstrap's voters
 	queue   []*raftpb.Message // sent, not yet delivered
 	cut     map[uint64]bool   // members whose messages are dropped both ways
 	// With rng set, each round delivers its messages in a random order, drops one in drop
@@ -52,27 +54,39 @@ func newHarness(t *testing.T, n int) *harness {
 	raftlog.StepRaftLogs(true)
 	t.Cleanup(func() { raftlog.StepRaftLogs(false) })
 	h := &harness{t: t, cut: map[uint64]bool{}}
-	var peers []raft.Peer
 	for id := uint64(1); id <= uint64(n); id++ {
-		peers = append(peers, raft.Peer{ID: id, Context: fmt.Appendf(nil, "m%d", id)})
+		h.peers = append(h.peers, raft.Peer{ID: id, Context: fmt.Appendf(nil, "m%d", id)})
 	}
 	for id := uint64(1); id <= uint64(n); id++ {
-		m := &member{id: id, st: NewStorage(), members: NewMembers()}
-		lg, _, err := raftlog.OpenRaft(t.TempDir(), func(pr raftlog.RaftProgress) { m.synced.Store(pr.Synced) })
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { lg.Unstepped(); lg.Close() })
-		m.st.Log = lg
-		if m.rn, err = raft.NewRawNode(RaftConfig(id, 0, m.st, Logger{Log: &nopLog})); err != nil {
-			t.Fatal(err)
-		}
-		if err := m.rn.Bootstrap(peers); err != nil {
-			t.Fatal(err)
-		}
-		h.members = append(h.members, m)
+		h.members = append(h.members, h.start(id))
 	}
 	return h
+}
+
+// start returns member id with an empty data directory, bootstrapped as a new cluster's
+// (--initial-cluster-state new): fresh, as the loop makes it.
+func (h *harness) start(id uint64) *member {
+	t := h.t
+	m := &member{id: id, st: NewStorage(), members: NewMembers(), fresh: Fresh{On: true, BootLast: uint64(len(h.peers))}}
+	lg, _, err := raftlog.OpenRaft(t.TempDir(), func(pr raftlog.RaftProgress) { m.synced.Store(pr.Synced) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lg.Unstepped(); lg.Close() })
+	m.st.Log = lg
+	if m.rn, err = raft.NewRawNode(RaftConfig(id, 0, m.st, Logger{Log: &nopLog})); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.rn.Bootstrap(h.peers); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// wipe restarts member id on an empty data directory, as a new cluster's member.
+func (h *harness) wipe(id uint64) *member {
+	h.members[id-1] = h.start(id)
+	return h.members[id-1]
 }
 
 // send queues msg for its member, unless either end is cut off or it has no member here.
@@ -100,6 +114,7 @@ func (r readies) Send(msg *raftpb.Message)  { r.h.send(r.m.id, msg) }
 func (r readies) Append(msg *raftpb.Message) {
 	m := r.m
 	if m.st.Append(msg, AppendHooks{Snapshot: func(*raftpb.Snapshot) {}, Entries: func(ents []*raftpb.Entry) {
+		m.fresh.Appended(ents[len(ents)-1].GetIndex())
 		if st := m.rn.BasicStatus(); st.RaftState == raft.StateLeader {
 			m.acks.Note(ents, st.GetTerm())
 		}
@@ -151,7 +166,11 @@ func (h *harness) round() {
 			h.queue = append(h.queue, msg)
 			continue
 		}
-		_ = h.members[msg.GetTo()-1].rn.Step(msg)
+		to := h.members[msg.GetTo()-1]
+		if ok, _ := to.fresh.MayStep(msg, len(to.members.Conf.GetVoters())); !ok {
+			continue // as the loop's raftAcceptable: a fresh member's vote is withheld
+		}
+		_ = to.rn.Step(msg)
 	}
 }
 

@@ -115,19 +115,9 @@ type clusterState struct {
 	ticked   int64  // Unix ns of the last raft tick
 	loadedTo uint64 // the commit index found at start: local reads wait until it is applied
 
-	// fresh: this member started with an empty data directory (or holds only its
-	// bootstrap) and no leader has caught it up yet (its log has no entry past the bootstrap
-	// entries, bootLast). It votes for a candidate with more only once the cluster is known
-	// to be new (newCluster: a majority, itself included, asked for votes with bootstrap-only
-	// logs before anyone showed history); a member that lost its data sees history first
-	// (fresh.go has the whole rule).
-	fresh      bool
-	bootLast   uint64
-	newCluster bool
-	history    bool            // a peer showed entries past the bootstrap before newCluster
-	seenBoot   map[uint64]bool // peers that asked for votes with bootstrap-only logs
-	dropLog    rateLog
-	peerTLS    bool // links go through the TLS bridge, certificates verified both ways (tls.go)
+	fresh   cluster.Fresh // the vote rule of a member that started empty (cluster/fresh.go)
+	dropLog rateLog
+	peerTLS bool // links go through the TLS bridge, certificates verified both ways (tls.go)
 
 	applied, commit, all uint64          // indexes: applied here, committed, on every voter (st.Stable: fsynced here)
 	snapIndex            uint64          // the last snapshot's index
@@ -237,12 +227,12 @@ func (s *Server) openCluster() (err error) {
 	if err != nil {
 		return fmt.Errorf("raft: %w", err)
 	}
-	cl.fresh = fresh
+	cl.fresh.On = fresh
 	if !fresh && cluster.BootstrapOnly(st.Snapshot, st.Entries) {
 		// It bootstrapped (or restarted after bootstrapping) and no leader's entry ever
 		// reached it: as empty as a new member, whatever it held before it lost its data.
-		cl.fresh = true
-		cl.bootLast, _ = cl.st.Mem.LastIndex()
+		cl.fresh.On = true
+		cl.fresh.BootLast, _ = cl.st.Mem.LastIndex()
 	}
 	switch {
 	case !fresh:
@@ -265,7 +255,7 @@ func (s *Server) openCluster() (err error) {
 		if err := cl.rn.Bootstrap(peers); err != nil {
 			return fmt.Errorf("raft bootstrap: %w", err)
 		}
-		cl.bootLast = uint64(len(peers))
+		cl.fresh.BootLast = uint64(len(peers))
 		s.log.Info().Uint64("node_id", cc.NodeID).Int("voters", len(peers)).Msg("cluster: new cluster bootstrapped")
 	}
 	for id, a := range cl.members.Addrs {
@@ -346,9 +336,7 @@ func (s *Server) storageAppend(m *raftpb.Message) {
 	durable := cl.st.Append(m, cluster.AppendHooks{
 		Snapshot: s.installSnapshot,
 		Entries: func(ents []*raftpb.Entry) {
-			if cl.fresh && ents[len(ents)-1].GetIndex() > cl.bootLast {
-				cl.fresh = false // a leader's entries: it is being caught up (its log is a prefix of the leader's)
-			}
+			cl.fresh.Appended(ents[len(ents)-1].GetIndex()) // a leader's entries end the rule: its log is a prefix of the leader's
 			if cl.isLeader() {
 				cl.acks.Note(ents, cl.term)
 			}
@@ -395,7 +383,7 @@ func (s *Server) installSnapshot(snap *raftpb.Snapshot) {
 	s.restoreSnapshot(snap.GetData(), s.now().UnixNano())
 	s.locks.ForgetJournal()
 	cl.applied, cl.snapIndex = md.GetIndex(), md.GetIndex()
-	cl.fresh = false
+	cl.fresh.On = false
 	if cs := md.GetConfState(); cs != nil {
 		cl.members.SetConf(cs)
 	}

@@ -34,7 +34,7 @@ func (s *Server) raftAcceptable(cs *conn, m *raftpb.Message) bool {
 		s.dropRaft(m, "a message raft only makes for itself")
 		cs.quit = true // a bad link: closed and logged, never acted on
 		return false
-	case cl.fresh && !s.freshMayVote(m):
+	case cl.fresh.On && !s.freshMayVote(m):
 		// A candidate whose log goes past the bootstrap asks a member that started empty,
 		// in a cluster that has a history: whatever this member had acknowledged before is
 		// gone, so its vote could elect a leader that lacks acknowledged writes. It votes
@@ -95,33 +95,13 @@ func (s *Server) memberFatal(err error) {
 	go func() { _ = s.Stop(context.Background()) }()
 }
 
-// freshMayVote watches, while this member is fresh, what peers show of their logs, and says
-// whether m, which may be a vote request, may be stepped. A fresh member votes for a
-// candidate whose log goes past the bootstrap only in a new cluster: one where a majority,
-// itself included, asked for votes with bootstrap-only logs before any peer showed entries
-// past it. That tells a brand-new cluster whose first leader died before catching everyone
-// up (its followers must still elect another) from a member that lost its data and was
-// restarted with --initial-cluster-state new (its peers show their history first).
+// freshMayVote says whether m may be stepped by this fresh member (cluster.Fresh), and logs
+// when m shows the cluster new.
 func (s *Server) freshMayVote(m *raftpb.Message) bool {
-	cl := s.cl
-	t := m.GetType()
-	vote := t == raftpb.MessageType_MsgVote || t == raftpb.MessageType_MsgPreVote
-	if !cl.newCluster && !cl.history {
-		switch {
-		case vote && m.GetIndex() <= cl.bootLast:
-			if cl.seenBoot == nil {
-				cl.seenBoot = make(map[uint64]bool)
-			}
-			cl.seenBoot[m.GetFrom()] = true
-			if voters := len(cl.members.Conf.GetVoters()); 2*(len(cl.seenBoot)+1) > voters {
-				cl.newCluster = true
-				s.log.Info().Int("voters", voters).Msg("cluster: a new cluster (a majority started with empty logs)")
-			}
-		case vote && m.GetIndex() > cl.bootLast,
-			t == raftpb.MessageType_MsgHeartbeat && m.GetCommit() > cl.bootLast,
-			t == raftpb.MessageType_MsgApp && m.GetIndex() > cl.bootLast:
-			cl.history = true
-		}
+	voters := len(s.cl.members.Conf.GetVoters())
+	ok, found := s.cl.fresh.MayStep(m, voters)
+	if found {
+		s.log.Info().Int("voters", voters).Msg("cluster: a new cluster (a majority started with empty logs)")
 	}
-	return !vote || m.GetIndex() <= cl.bootLast || cl.newCluster
+	return ok
 }
