@@ -29,10 +29,6 @@ func (l Level) String() string {
 	return "Level(" + strconv.Itoa(int(l)) + ")"
 }
 
-// EntRecords is the first byte of a proposal's entry: the proposal's sequence number (8
-// bytes) follows, then its data.
-const EntRecords byte = 1
-
 // ownEntry maps a proposal of this leader to its raft index.
 type ownEntry struct{ index, seq uint64 }
 

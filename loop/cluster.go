@@ -85,10 +85,10 @@ type ClusterConfig struct {
 // data it had acknowledged. tallyd exits with status 78 on it.
 var ErrMemberState = errors.New("this member must not run as it is")
 
-// Entry kinds: the first byte of a raft entry's data, and of each section of a snapshot.
+// Entry kinds (cluster.EntRecords: aof state records).
 const (
-	entRecords      = cluster.EntRecords // proposal sequence (8 bytes), then aof state records
-	entSecret  byte = 2                  // the cluster's 32-byte key-name secret
+	entRecords = cluster.EntRecords
+	entSecret  = cluster.EntSecret
 )
 
 // peerLink is this node's view of one other member: its address and the connection this
@@ -128,9 +128,8 @@ type clusterState struct {
 	reads      cluster.Reads // read barriers (ReadIndex)
 	releasedAt uint64        // the acknowledgements releaseHeld last looked at
 
-	secret    bool     // the key-name secret is known (replicated)
-	secretKey [32]byte // and is this
-	joinLink  *peerLink
+	secret   cluster.Secret // the key-name secret, once known (replicated)
+	joinLink *peerLink
 
 	// Forwarding (cluster_fwd.go).
 	nextSession uint64
@@ -457,7 +456,7 @@ func (s *Server) applyEntry(e *raftpb.Entry, now int64) {
 		if !cl.ready && len(d) == 0 {
 			cl.ready = true // this term's first entry: everything before it is applied
 			cl.readyIdx = e.GetIndex()
-			if !cl.secret {
+			if !cl.secret.Known {
 				s.proposeSecret()
 			}
 			s.log.Info().Uint64("index", e.GetIndex()).Msg("cluster: leader ready")
@@ -474,8 +473,8 @@ func (s *Server) applyEntry(e *raftpb.Entry, now int64) {
 			s.applyRecords(d[9:], now)
 		}
 	case entSecret:
-		if len(d) == 33 {
-			s.setSecret([32]byte(d[1:33]))
+		if k, ok := cluster.ParseSecret(d); ok {
+			s.setSecret(k)
 		}
 	}
 }
@@ -499,18 +498,17 @@ func (s *Server) applyRecords(b []byte, now int64) {
 // setSecret adopts the cluster's key-name secret.
 func (s *Server) setSecret(k [32]byte) {
 	s.keys = rediscmd.NewKeys(k)
-	s.cl.secret, s.cl.secretKey = true, k
+	s.cl.secret = cluster.Secret{Known: true, Key: k}
 }
 
 // proposeSecret has a new cluster's first leader choose the key-name secret every node uses.
 func (s *Server) proposeSecret() {
-	d := make([]byte, 33)
-	d[0] = entSecret
-	if _, err := rand.Read(d[1:]); err != nil {
+	var k [32]byte
+	if _, err := rand.Read(k[:]); err != nil {
 		panic("loop: no random source: " + err.Error())
 	}
-	if err := s.cl.rn.Propose(d); err == nil {
-		s.setSecret([32]byte(d[1:33]))
+	if err := s.cl.rn.Propose(cluster.SecretEntry(k)); err == nil {
+		s.setSecret(k)
 	}
 }
 
@@ -588,28 +586,25 @@ func (s *Server) propose() {
 // restoreSnapshot fills the store (emptied) from a snapshot's data: the key-name secret
 // (once known), then the log's records (the peer table and every logged key's state).
 func (s *Server) restoreSnapshot(d []byte, now int64) {
-	if len(d) >= 33 && d[0] == entSecret {
-		s.setSecret([32]byte(d[1:33]))
-		d = d[33:]
+	k, recs, ok := cluster.SplitSnapshot(d)
+	if k != nil {
+		s.setSecret(*k)
 	}
-	if len(d) == 0 || d[0] != entRecords {
+	if !ok {
 		s.log.Error().Msg("cluster: snapshot without records")
 		return
 	}
-	s.applyRecords(d[1:], now)
+	s.applyRecords(recs, now)
 }
 
 // snapshotData encodes the secret, the peers and the store's replicated state.
 func (s *Server) snapshotData(now int64) []byte {
 	cl := s.cl
 	p := &s.persist
-	var d []byte
-	if cl.secret {
-		d = append([]byte{entSecret}, cl.secretKey[:]...)
-	}
-	p.buf = raftlog.AppendPeers(append(d, entRecords), cl.members.Addrs)
+	p.buf = raftlog.AppendPeers(cl.secret.SnapshotHead(), cl.members.Addrs)
 	s.locks.SnapshotAll(now, p.emit)
-	d, p.buf = p.buf, nil
+	d := p.buf
+	p.buf = nil
 	return d
 }
 
