@@ -158,7 +158,7 @@ func (s *Server) countRefused(p Proto) {
 		s.stats[p].Rejected++
 	}
 	if p == ProtoPool {
-		s.pools.Stats().ConnectErrors++
+		s.st.pools.Stats().ConnectErrors++
 	}
 }
 

@@ -71,7 +71,7 @@ func TestRequestPathDoesNotAllocate(t *testing.T) {
 	if len(fc.in) != 0 || fc.written == 0 {
 		t.Fatalf("batch not consumed (%d left) or nothing written", len(fc.in))
 	}
-	if err := s.counters.Check(); err != nil {
+	if err := s.st.counters.Check(); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -348,7 +348,7 @@ func (s *Server) clusterTurn() {
 	}
 	s.updateAcks()
 	s.releaseHeld()
-	if cl.serving() && s.locks.Journaled() && cl.propSeq-cl.ackSeq[LevelQuorum] < proposeWindow {
+	if cl.serving() && s.st.locks.Journaled() && cl.propSeq-cl.ackSeq[LevelQuorum] < proposeWindow {
 		s.clusterTurn() // a commit opened the window: what waited in the journal goes now
 	}
 }
@@ -408,7 +408,7 @@ func (s *Server) storageApply(m *raftpb.Message) {
 		s.applyEntry(e, now)
 	}
 	if !cl.isLeader() {
-		s.locks.ForgetJournal() // a follower's store only mirrors the log
+		s.st.locks.ForgetJournal() // a follower's store only mirrors the log
 	}
 	for _, r := range m.GetResponses() {
 		_ = cl.rn.Step(r)
@@ -422,9 +422,9 @@ func (s *Server) installSnapshot(snap *raftpb.Snapshot) {
 	if md.GetIndex() <= cl.applied {
 		return
 	}
-	s.store.ResetLocks()
+	s.st.store.ResetLocks()
 	s.restoreSnapshot(snap.GetData(), s.now().UnixNano())
-	s.locks.ForgetJournal()
+	s.st.locks.ForgetJournal()
 	cl.applied, cl.snapIndex = md.GetIndex(), md.GetIndex()
 	cl.fresh = false
 	if cs := md.GetConfState(); cs != nil {
@@ -571,7 +571,7 @@ func (s *Server) learnPeers(p map[uint64]string) {
 
 // applyRecords restores the keys of a run of records (and any peer table among them).
 func (s *Server) applyRecords(b []byte, now int64) {
-	restore := func(ks *store.KeyState) { s.locks.Restore(ks, now) }
+	restore := func(ks *store.KeyState) { s.st.locks.Restore(ks, now) }
 	// The messages the leader published with these changes, published here too (pubsub.go).
 	if err := aof.DecodeRecordsWith(b, restore, s.learnPeers, s.relayed); err != nil {
 		s.log.Error().Err(err).Msg("cluster: bad records in the raft log")
@@ -580,7 +580,7 @@ func (s *Server) applyRecords(b []byte, now int64) {
 
 // setSecret adopts the cluster's key-name secret.
 func (s *Server) setSecret(k [32]byte) {
-	s.keys = rediscmd.NewKeys(k)
+	s.st.keys = rediscmd.NewKeys(k)
 	s.cl.secret, s.cl.secretKey = true, k
 }
 
@@ -646,12 +646,12 @@ const maxProposalBuf = 16 << 20
 // proposeWindow proposals await their commit already.
 func (s *Server) propose() {
 	cl := s.cl
-	if !cl.serving() || !s.locks.Journaled() && len(s.ps.relay) == 0 || cl.propSeq-cl.ackSeq[LevelQuorum] >= proposeWindow {
+	if !cl.serving() || !s.st.locks.Journaled() && len(s.ps.relay) == 0 || cl.propSeq-cl.ackSeq[LevelQuorum] >= proposeWindow {
 		return
 	}
 	p := &s.persist
 	p.buf = append(p.buf[:0], entRecords, 0, 0, 0, 0, 0, 0, 0, 0)
-	s.locks.Journal(p.lastNow, p.emit)
+	s.st.locks.Journal(p.lastNow, p.emit)
 	p.buf = append(p.buf, s.ps.relay...) // the messages published with these changes (pubsub.go)
 	s.ps.relay = s.ps.relay[:0]
 	if cap(s.ps.relay) > maxRelayBuf {
@@ -695,7 +695,7 @@ func (s *Server) snapshotData(now int64) []byte {
 		d = append([]byte{entSecret}, cl.secretKey[:]...)
 	}
 	p.buf = raftlog.AppendPeers(append(d, entRecords), cl.addrs)
-	s.locks.SnapshotAll(now, p.emit)
+	s.st.locks.SnapshotAll(now, p.emit)
 	d, p.buf = p.buf, nil
 	return d
 }
@@ -708,7 +708,7 @@ func (s *Server) maybeSnapshot(now int64) {
 	if cl.applied < cl.snapIndex+cl.cfg.SnapshotEntries && !(cl.snapSoon && cl.applied > cl.snapIndex) {
 		return
 	}
-	if cl.isLeader() && (cl.ackSeq[LevelQuorum] < cl.propSeq || s.locks.Journaled() || cl.applied < cl.commit || !cl.ready) {
+	if cl.isLeader() && (cl.ackSeq[LevelQuorum] < cl.propSeq || s.st.locks.Journaled() || cl.applied < cl.commit || !cl.ready) {
 		return
 	}
 	start := time.Now()
@@ -752,8 +752,8 @@ func (s *Server) abdicate(why string) {
 func (s *Server) resetFromLog() {
 	cl := s.cl
 	now := s.now().UnixNano()
-	s.store.ResetLocks()
-	s.locks = s.store.Locks
+	s.st.store.ResetLocks()
+	s.st.locks = s.st.store.Locks
 	snap, err := cl.st.Mem.Snapshot()
 	if err == nil && !raft.IsEmptySnap(snap) {
 		s.restoreSnapshot(snap.GetData(), now)
@@ -770,7 +770,7 @@ func (s *Server) resetFromLog() {
 			}
 		}
 	}
-	s.locks.ForgetJournal()
+	s.st.locks.ForgetJournal()
 }
 
 // failHeld answers every reply cs holds for the log with err instead: it was never
@@ -829,7 +829,7 @@ func (g raftGate) mark(cs *conn, from int) {
 		return // a connection's own setting: it goes out behind the replies before it
 	}
 	lvl := cs.slock.level()
-	pending := cl.propSeq > cl.ackSeq[lvl] || s.locks.Journaled()
+	pending := cl.propSeq > cl.ackSeq[lvl] || s.st.locks.Journaled()
 	if !pending && lvl == LevelOne {
 		return
 	}
@@ -849,7 +849,7 @@ func (rg raftGate) writable(cs *conn) int {
 		if !g[j].settled {
 			g[j].settled = true
 			g[j].seq = cl.propSeq
-			if s.locks.Journaled() {
+			if s.st.locks.Journaled() {
 				g[j].seq++ // its change waits for the next proposal, which takes the whole journal
 			}
 			if g[j].lvl >= LevelQuorum && g[j].seq <= g[j].after {

@@ -71,13 +71,13 @@ type handler interface {
 func (s *Server) handlerFor(cs *conn) handler {
 	switch cs.proto {
 	case ProtoCounter:
-		cs.ledger = s.counters.NewLedger(cs.owner)
+		cs.ledger = s.st.counters.NewLedger(cs.owner)
 		return &s.yrmcds[ProtoCounter]
 	case ProtoSemaphore:
-		cs.ledger = s.semaphores.NewLedger(cs.owner)
+		cs.ledger = s.st.semaphores.NewLedger(cs.owner)
 		return &s.yrmcds[ProtoSemaphore]
 	case ProtoPool:
-		cs.pool = s.pools.NewClient(cs.owner)
+		cs.pool = s.st.pools.NewClient(cs.owner)
 		return &s.poolH
 	case ProtoSlock:
 		cs.slock = newSlockConn()

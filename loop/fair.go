@@ -269,15 +269,15 @@ func (s *Server) poke() {
 // bytes are freed (the memory budget: what clients no longer see goes first); it returns the
 // bytes freed.
 func (s *Server) freeFlushedFor(need int64) int64 {
-	if !s.locks.Flushing() {
+	if !s.st.locks.Flushing() {
 		return 0
 	}
-	before := s.store.Bytes()
+	before := s.st.store.Bytes()
 	start := nanotime()
 	slice := max(s.fair.slice, int64(DefaultConnSlice))
-	for s.locks.FreeFlushed(freeStep) && before-s.store.Bytes() < need && nanotime()-start < slice {
+	for s.st.locks.FreeFlushed(freeStep) && before-s.st.store.Bytes() < need && nanotime()-start < slice {
 	}
-	return before - s.store.Bytes()
+	return before - s.st.store.Bytes()
 }
 
 // freeStep is how many flushed keys are freed between two looks at the clock.
@@ -287,12 +287,12 @@ const freeStep = 1024
 // aside (store: Locks.Flush), and has the pump come back for more at the next turn; ticks
 // run it too. Nothing is answered: the keys are gone for every client already.
 func (s *Server) freeFlushed() {
-	if !s.locks.Flushing() {
+	if !s.st.locks.Flushing() {
 		return
 	}
 	start := nanotime()
 	slice := max(s.fair.slice, int64(DefaultConnSlice))
-	for s.locks.FreeFlushed(freeStep) {
+	for s.st.locks.FreeFlushed(freeStep) {
 		if nanotime()-start >= slice {
 			s.poke() // on the pump's next turn, after the connections ready now
 			return

@@ -147,7 +147,7 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 func (s *Server) refuse(ln *listenerState, limit string, n int) ([]byte, gnet.Action) {
 	s.stats[ln.Proto].Rejected++
 	if ln.Proto == ProtoPool {
-		s.pools.Stats().ConnectErrors++
+		s.st.pools.Stats().ConnectErrors++
 	}
 	if missed, ok := s.rejectLog.allow(s.now()); ok {
 		s.log.Warn().Str("limit", limit).Int("value", n).Int("connections", s.live).
@@ -350,7 +350,7 @@ const minTick = 250 * time.Microsecond
 // millisecond timeouts fire on time rather than at the next regular tick.
 func (s *Server) publishDue() {
 	due := int64(math.MaxInt64)
-	if at, ok := s.store.NextDeadline(); ok {
+	if at, ok := s.st.store.NextDeadline(); ok {
 		due = at
 	}
 	s.nextDue.Store(due)
@@ -404,12 +404,12 @@ func (s *Server) tick(context.Context) error {
 // collections. Ticks run it, and so does each Redis-text command, so that a key a command
 // before it expired is gone for it even before the next tick.
 func (s *Server) advance(now int64) {
-	if at, ok := s.store.NextDeadline(); !ok || at > now {
+	if at, ok := s.st.store.NextDeadline(); !ok || at > now {
 		return
 	}
-	d := &s.due
+	d := &s.st.due
 	d.Reset()
-	s.store.Advance(now, d)
+	s.st.store.Advance(now, d)
 	if len(d.Wakes) > 0 {
 		s.poolH.wakes = append(s.poolH.wakes, d.Wakes...)
 		s.poolH.deliver()
@@ -425,7 +425,7 @@ func (s *Server) advance(now int64) {
 	}
 	if d.SemaphoreGC {
 		start := time.Now()
-		n := s.semaphores.GC()
+		n := s.st.semaphores.GC()
 		s.stats[ProtoSemaphore].GC(uint64(time.Since(start).Microseconds()))
 		if n > 0 {
 			s.log.Debug().Int("deleted", n).Msg("semaphore gc")
@@ -436,8 +436,8 @@ func (s *Server) advance(now int64) {
 // gcCounters deletes released counters whose interval has ended, and times it.
 func (s *Server) gcCounters(now time.Time) {
 	start := time.Now()
-	n := s.counters.GC(now.UnixNano())
+	n := s.st.counters.GC(now.UnixNano())
 	us := uint64(time.Since(start).Microseconds())
 	s.stats[ProtoCounter].GC(us)
-	s.log.Debug().Int("deleted", n).Uint64("elapsed_us", us).Int("objects", s.counters.Len()).Msg("counter gc")
+	s.log.Debug().Int("deleted", n).Uint64("elapsed_us", us).Int("objects", s.st.counters.Len()).Msg("counter gc")
 }

@@ -134,7 +134,7 @@ func (ts *testServer) onLoop(t *testing.T, f func()) {
 func (ts *testServer) checkInvariants(t *testing.T) {
 	t.Helper()
 	var err error
-	ts.onLoop(t, func() { err = ts.store.Check() })
+	ts.onLoop(t, func() { err = ts.st.store.Check() })
 	if err != nil {
 		t.Fatalf("store invariant: %v", err)
 	}

@@ -122,7 +122,7 @@ func (s *Server) fillInfo(in *resp.Info, now int64) {
 	used := s.heapBytes()
 	s.info.memPeak = max(s.info.memPeak, used)
 	in.Memory = resp.InfoMemory{Used: used, RSS: s.rss(), Peak: s.info.memPeak, Budget: s.memUsed(),
-		Dataset: s.store.Bytes(), Max: s.cfg.MaxMemory}
+		Dataset: s.st.store.Bytes(), Max: s.cfg.MaxMemory}
 	if e := s.scr.eng; e != nil {
 		n, b := e.Stats()
 		in.Memory.Scripts, in.Memory.ScriptBytes = int64(n), b
@@ -144,14 +144,14 @@ func (s *Server) fillInfo(in *resp.Info, now int64) {
 	in.AOF = s.persistInfo()
 	in.DBs = in.DBs[:0]
 	for db := 0; db <= store.MaxLockDB; db++ {
-		ls, ok := s.locks.State(uint8(db))
+		ls, ok := s.st.locks.State(uint8(db))
 		if !ok {
 			continue
 		}
-		d := resp.InfoDB{DB: uint8(db), Values: s.locks.ValueCount(uint8(db)), Keys: ls.KeyCount,
+		d := resp.InfoDB{DB: uint8(db), Values: s.st.locks.ValueCount(uint8(db)), Keys: ls.KeyCount,
 			Locked: ls.LockedCount, Waiting: ls.WaitCount, LockCount: ls.LockCount, UnlockCount: ls.UnLockCount,
 			Timeouted: ls.TimeoutedCount, Expried: ls.ExpiredCount, UnlockErrors: ls.UnlockErrorCount}
-		d.Expires, d.AvgTTL = s.locks.ValueExpiries(uint8(db), now, infoSample)
+		d.Expires, d.AvgTTL = s.st.locks.ValueExpiries(uint8(db), now, infoSample)
 		in.DBs = append(in.DBs, d)
 		in.Blocked += uint64(ls.WaitCount)
 		in.Stats.Expired += uint64(ls.ExpiredCount)

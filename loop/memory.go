@@ -79,7 +79,7 @@ type memState struct {
 
 // memUsed is what the budget counts now.
 func (s *Server) memUsed() int64 {
-	return s.mem.in + s.mem.out + s.mem.wills + s.store.Bytes()
+	return s.mem.in + s.mem.out + s.mem.wills + s.st.store.Bytes()
 }
 
 // overBudget reports whether the budget is set and exceeded, once what no client is owed
@@ -104,25 +104,25 @@ func (s *Server) overBudget() bool {
 func (s *Server) makeRoom() {
 	budget := s.cfg.MaxMemory
 	need := s.memUsed() - budget + budget/32
-	freed := s.locks.Trim() + s.pools.Trim()
+	freed := s.st.locks.Trim() + s.st.pools.Trim()
 	if freed < need {
 		freed += s.freeFlushedFor(need - freed) // keys FLUSHALL already took from every client (fair.go)
 	}
 	var counters, semaphores, waits int
 	if freed < need {
 		var f int64
-		f, counters = s.counters.Evict(need - freed)
+		f, counters = s.st.counters.Evict(need - freed)
 		freed += f
 	}
 	if freed < need {
 		var f int64
-		f, semaphores = s.semaphores.Evict(need - freed)
+		f, semaphores = s.st.semaphores.Evict(need - freed)
 		freed += f
 	}
-	if freed < need && s.locks.Orphans() > 0 {
+	if freed < need && s.st.locks.Orphans() > 0 {
 		now := s.now().UnixNano()
 		var f int64
-		s.sl.replies, s.sl.execs, f, waits = s.locks.EvictOrphans(need-freed, now, s.sl.replies[:0], s.sl.execs[:0])
+		s.sl.replies, s.sl.execs, f, waits = s.st.locks.EvictOrphans(need-freed, now, s.sl.replies[:0], s.sl.execs[:0])
 		freed += f
 		s.drainLocks(now)
 	}
@@ -258,9 +258,9 @@ func (s *Server) yrmcdsOOM(cs *conn, name []byte) bool {
 	}
 	var exists bool
 	if cs.proto == ProtoCounter {
-		_, exists = s.counters.Get(name)
+		_, exists = s.st.counters.Get(name)
 	} else {
-		_, exists = s.semaphores.Get(name)
+		_, exists = s.st.semaphores.Get(name)
 	}
 	if exists {
 		s.refuseOOM(cs, "acquire: a connection's first share of a name")

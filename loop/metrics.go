@@ -442,7 +442,7 @@ func (s *Server) snapshot(at time.Time) *stats.Snapshot {
 	snap := &stats.Snapshot{At: at, Started: time.Unix(0, s.started), Version: s.cfg.Version,
 		Ticks: m.ticks, TickLag: m.tickLag.snapshot(lagSeconds), Protos: make([]stats.Proto, len(m.protos)),
 		Memory: stats.Memory{Budget: uint64(s.cfg.MaxMemory), Input: uint64(s.mem.in), Output: uint64(s.mem.out),
-			Wills: uint64(s.mem.wills), Store: uint64(s.store.Bytes()), Closed: m.memClosed, Refused: m.memRefused, Evicted: m.memEvicted},
+			Wills: uint64(s.mem.wills), Store: uint64(s.st.store.Bytes()), Closed: m.memClosed, Refused: m.memRefused, Evicted: m.memEvicted},
 		Loop: stats.Loop{Turns: s.fair.turnHist.snapshot(latencySeconds), MaxTurn: float64(s.fair.maxTurn) / 1e9,
 			Yields: s.fair.yields, Slowlog: s.slow.total,
 			PubsubChannels: len(s.ps.channels), PubsubPatterns: len(s.ps.patterns), PubsubMessages: s.ps.received, PubsubCut: s.ps.cut}}
@@ -471,17 +471,17 @@ func (s *Server) snapshot(at time.Time) *stats.Snapshot {
 		}
 		switch p {
 		case ProtoCounter, ProtoSemaphore:
-			info := s.counters.Info()
+			info := s.st.counters.Info()
 			if p == ProtoSemaphore {
-				info = s.semaphores.Info()
+				info = s.st.semaphores.Info()
 			}
 			ps.Objects, ps.Memory = info.Objects, info.UsedMemory
 			ps.GCRuns, ps.GCSeconds = st.GCCount, float64(st.TotalGCElapsed)/1e6
 		case ProtoPool:
-			ps.Objects, ps.Held, ps.Waiting = s.pools.Gauges()
+			ps.Objects, ps.Held, ps.Waiting = s.st.pools.Gauges()
 		case ProtoSlock:
 			for db := 0; db <= store.MaxLockDB; db++ {
-				if ls, ok := s.locks.State(uint8(db)); ok {
+				if ls, ok := s.st.locks.State(uint8(db)); ok {
 					ps.Objects += uint64(ls.KeyCount)
 					ps.Held += uint64(ls.LockedCount)
 					ps.Waiting += uint64(ls.WaitCount)

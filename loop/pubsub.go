@@ -779,7 +779,7 @@ func (s *Server) configSet(b []byte, args [][]byte) []byte {
 		seen[k] = true
 	}
 	s.ps.notify, s.obuf[0], s.obuf[1], s.pubsubLimit = notify, obuf[0], obuf[1], obuf[2]
-	s.locks.KeepGone = notify&(nExpired|nLock) != 0
+	s.st.locks.KeepGone = notify&(nExpired|nLock) != 0
 	return resp.AppendSimple(b, "OK")
 }
 

@@ -208,27 +208,20 @@ type Server struct {
 	now func() time.Time
 
 	// Owned by the loop goroutine (and by Run before the engine starts).
-	store      *store.Store // every family on one clock; the four below are its
-	counters   *store.Counters
-	semaphores *store.Semaphores
-	pools      *store.Pools
-	locks      *store.Locks
-	ids        *store.IDs     // LockIds and RequestIds of text commands (unguessable)
-	keys       *rediscmd.Keys // text key names to LockKeys (keyid.go)
-	due        store.Due      // what the tick's Advance found due
-	stats      [numProtos]listenerStats
-	conns      map[store.Owner]*conn // live connections, by owner id
-	byPort     map[int]*listenerState
-	live       int
-	nextOwner  store.Owner
-	started    int64 // Unix ns, for uptime
-	fdCap      int
-	fds        Descriptors // the descriptor budget, shared with the metrics server
-	rejectLog  rateLog
-	admitLog   rateLog
-	auth       authState // the users of the Redis-text side (auth.go)
-	inputLog   rateLog
-	oomLog     rateLog
+	st        storeState
+	stats     [numProtos]listenerStats
+	conns     map[store.Owner]*conn // live connections, by owner id
+	byPort    map[int]*listenerState
+	live      int
+	nextOwner store.Owner
+	started   int64 // Unix ns, for uptime
+	fdCap     int
+	fds       Descriptors // the descriptor budget, shared with the metrics server
+	rejectLog rateLog
+	admitLog  rateLog
+	auth      authState // the users of the Redis-text side (auth.go)
+	inputLog  rateLog
+	oomLog    rateLog
 
 	// The protocols' handlers (conn.go) and the slock state their connections share.
 	yrmcds    [ProtoSemaphore + 1]yrmcdsHandler
@@ -275,6 +268,18 @@ type Server struct {
 	// plays gnet connects them itself (then OnOpen, or dialFailed on the loop). Nil in
 	// production.
 	dialHook func(d *peerDial, addr string)
+}
+
+// storeState is the store, its four families and what text commands name keys and locks by.
+type storeState struct {
+	store      *store.Store // every family on one clock; the four below are its
+	counters   *store.Counters
+	semaphores *store.Semaphores
+	pools      *store.Pools
+	locks      *store.Locks
+	ids        *store.IDs     // LockIds and RequestIds of text commands (unguessable)
+	keys       *rediscmd.Keys // text key names to LockKeys (keyid.go)
+	due        store.Due      // what the tick's Advance found due
 }
 
 type listenerState struct {
@@ -334,7 +339,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.cfg.Listeners = append([]Listener(nil), cfg.Listeners...) // preflight fills in ports
 	now := s.now()
-	s.store = store.New(store.Config{
+	s.st.store = store.New(store.Config{
 		Counters: store.CountersConfig{
 			Interval: cfg.StatInterval, MaxObjects: cfg.MaxObjects, SizeHint: sizeHint(cfg.CounterBuckets),
 		},
@@ -357,9 +362,10 @@ func New(cfg Config) (*Server, error) {
 			"connections that do not AUTH run as default, with every permission and no password, as in Redis " +
 			"(add `user default off` to make every client log in)")
 	}
-	s.ids = store.NewIDs(randomKey())
-	s.keys = newKeys() // openLog loads the data directory's
-	s.counters, s.semaphores, s.pools, s.locks = s.store.Counters, s.store.Semaphores, s.store.Pools, s.store.Locks
+	s.st.ids = store.NewIDs(randomKey())
+	s.st.keys = newKeys() // openLog loads the data directory's
+	st := s.st.store
+	s.st.counters, s.st.semaphores, s.st.pools, s.st.locks = st.Counters, st.Semaphores, st.Pools, st.Locks
 	s.poolH = poolHandler{s: s, dec: pool.Decoder{MaxLine: cfg.PoolMaxLine}, wakes: make([]store.Wake, 0, 64)}
 	s.sniff = sniffHandler{s}
 	s.peerH = peerHandler{s: s}
@@ -368,7 +374,7 @@ func New(cfg Config) (*Server, error) {
 	s.sl = slockState{clients: make(map[[16]byte]*conn), closed: make(map[store.Owner][16]byte)}
 	s.ps.notify, s.pubsubLimit = notify, cfg.PubsubLimit
 	s.obuf[1] = PubsubLimit{Hard: 256 << 20, Soft: 64 << 20, SoftFor: 60 * time.Second} // Redis's default, shown only
-	s.locks.KeepGone = notify&(nExpired|nLock) != 0
+	s.st.locks.KeepGone = notify&(nExpired|nLock) != 0
 	s.yrmcds[ProtoCounter] = yrmcdsHandler{s: s, dec: counter.Decoder{Dialect: counter.Counter, MaxBody: cfg.MaxBody}}
 	s.yrmcds[ProtoSemaphore] = yrmcdsHandler{s: s, dec: counter.Decoder{Dialect: counter.Semaphore, MaxBody: cfg.MaxBody}}
 	s.started = now.UnixNano()

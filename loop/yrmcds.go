@@ -49,9 +49,9 @@ func (h *yrmcdsHandler) closed(cs *conn, now int64) {
 // family is the store family a yrmcds listener of proto serves.
 func (s *Server) family(proto Proto) store.Family {
 	if proto == ProtoCounter {
-		return s.counters
+		return s.st.counters
 	}
-	return s.semaphores
+	return s.st.semaphores
 }
 
 // yrmcdsReq applies one decoded request and appends its reply; it returns the reply's status
@@ -96,7 +96,7 @@ func (s *Server) yrmcdsReq(cs *conn, r *counter.Request, out []byte, now int64) 
 			CurrConnections: st.CurrConnections, TotalConnections: st.TotalConnections,
 			Commands: st.Commands, WithDump: isCounter}), counter.StatusOK
 	case counter.OpDump: // the decoder refuses Dump in the semaphore dialect
-		cs.dump = s.counters.DumpStart()
+		cs.dump = s.st.counters.DumpStart()
 		cs.dumpOp, cs.dumpAc = r.Opaque, r.DumpAcquired
 		cs.busy = true
 		return out, counter.StatusOK
@@ -128,7 +128,7 @@ func (s *Server) storeError(cs *conn, out []byte, r *counter.Request, res store.
 // the empty terminating reply and ends the dump.
 func (h *yrmcdsHandler) streamDump(cs *conn, out []byte, now int64) []byte {
 	for len(out) < dumpChunk {
-		entries, done := h.s.counters.DumpNext(cs.dump, now, h.dumpBuf[:0])
+		entries, done := h.s.st.counters.DumpNext(cs.dump, now, h.dumpBuf[:0])
 		h.dumpBuf = entries[:0]
 		for i := range entries {
 			e := &entries[i]
