@@ -155,7 +155,7 @@ func (s *Server) refuseSource(ln *listenerState, ra net.Addr, why string) ([]byt
 
 func (s *Server) countRefused(p Proto) {
 	if p < numProtos {
-		s.stats[p].Rejected++
+		s.ct.stats[p].Rejected++
 	}
 	if p == ProtoPool {
 		s.st.pools.Stats().ConnectErrors++
@@ -164,7 +164,7 @@ func (s *Server) countRefused(p Proto) {
 
 // logRefused logs a connection refused for where it comes from, saying how to let it in.
 func (s *Server) logRefused(p Proto, ra net.Addr, why string) {
-	missed, ok := s.admitLog.allow(s.now())
+	missed, ok := s.logs.admit.allow(s.now())
 	if !ok {
 		return
 	}

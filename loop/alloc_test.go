@@ -105,7 +105,7 @@ func newPoolPathServer(tb testing.TB) (*Server, *fakeConn) {
 	cs := &conn{c: fc, owner: 1, proto: ProtoPool, ln: &listenerState{}}
 	cs.h = s.handlerFor(cs)
 	fc.ctx = cs
-	s.conns[cs.owner] = cs
+	s.ct.conns[cs.owner] = cs
 	return s, fc
 }
 

@@ -83,7 +83,7 @@ func (s *Server) setUsers(us *acl.Users) {
 		}
 	}
 	closed := 0
-	for _, cs := range s.conns {
+	for _, cs := range s.ct.conns {
 		sc := cs.slock
 		if sc == nil || sc.user == nil || cs.closed {
 			continue

@@ -730,7 +730,7 @@ func (s *Server) abdicate(why string) {
 	cl := s.cl
 	cl.ready = false
 	s.log.Warn().Str("why", why).Msg("cluster: no longer leading; rebuilding the store from the committed log")
-	for _, cs := range s.conns {
+	for _, cs := range s.ct.conns {
 		if cs.slock == nil || cs.closed {
 			continue
 		}

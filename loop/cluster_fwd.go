@@ -82,8 +82,8 @@ func (s *Server) forwarded(cs *conn, f *peer.Frame, now int64) {
 	key := virtKey{cs.owner, f.Session}
 	vc := cl.virts[key]
 	if vc == nil {
-		s.nextOwner++
-		vc = &conn{owner: s.nextOwner, proto: ProtoSlock, slock: newSlockConn()}
+		s.ct.nextOwner++
+		vc = &conn{owner: s.ct.nextOwner, proto: ProtoSlock, slock: newSlockConn()}
 		v := &virtConn{Conn: cs.c, s: s, vc: vc, link: cs, session: f.Session}
 		vc.c, vc.virt = v, v
 		if f.Kind == peer.KindBinary {
@@ -91,7 +91,7 @@ func (s *Server) forwarded(cs *conn, f *peer.Frame, now int64) {
 		} else {
 			vc.slock.kind, vc.h = slock.RESP, &s.slockText
 		}
-		s.conns[vc.owner] = vc
+		s.ct.conns[vc.owner] = vc
 		cl.virts[key] = vc
 	}
 	sc := vc.slock
@@ -140,7 +140,7 @@ func (s *Server) closeVirt(vc *conn, tell bool) {
 	vc.h.closed(vc, now)
 	s.release(vc)
 	s.forgetMem(vc)
-	delete(s.conns, vc.owner)
+	delete(s.ct.conns, vc.owner)
 	s.idleDrop(vc)
 	delete(s.cl.virts, virtKey{v.link.owner, v.session})
 	if tell && !v.link.closed {

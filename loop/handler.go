@@ -34,19 +34,19 @@ func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 		}
 		host, _, _ := net.SplitHostPort(l.Addr)
 		addrs[i] = &net.TCPAddr{IP: net.ParseIP(host), Port: port}
-		if _, dup := s.byPort[port]; dup {
+		if _, dup := s.ct.byPort[port]; dup {
 			s.bootErr = fmt.Errorf("two listeners on port %d", port)
 			return gnet.Shutdown
 		}
-		s.byPort[port] = &listenerState{Listener: l, loopback: loopbackBind(l.Addr)}
+		s.ct.byPort[port] = &listenerState{Listener: l, loopback: loopbackBind(l.Addr)}
 		if l.TLS {
-			tags[i] = s.byPort[port]
+			tags[i] = s.ct.byPort[port]
 		}
 	}
 	s.addrMu.Lock()
 	s.addrs = addrs
 	s.addrMu.Unlock()
-	ev := s.log.Info().Int("open_file_cap", s.fdCap).Int64("max_memory", s.cfg.MaxMemory)
+	ev := s.log.Info().Int("open_file_cap", s.ct.fdCap).Int64("max_memory", s.cfg.MaxMemory)
 	for i, l := range s.cfg.Listeners {
 		ev = ev.Str(l.Proto.String(), addrs[i].String())
 	}
@@ -111,25 +111,25 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		return nil, gnet.Close
 	case refused != "":
 		return s.refuseSource(ln, ra, refused)
-	case s.cfg.MaxConnections > 0 && s.live >= s.cfg.MaxConnections:
+	case s.cfg.MaxConnections > 0 && s.ct.live >= s.cfg.MaxConnections:
 		return s.refuse(ln, "max-connections", s.cfg.MaxConnections)
 	case ln.MaxConnections > 0 && ln.live >= ln.MaxConnections:
 		return s.refuse(ln, ln.Proto.String()+" max-connections", ln.MaxConnections)
-	case bc == nil && !s.fds.Take(): // given back in OnClose
-		return s.refuse(ln, "open-file cap", s.fdCap)
+	case bc == nil && !s.ct.fds.Take(): // given back in OnClose
+		return s.refuse(ln, "open-file cap", s.ct.fdCap)
 	}
-	s.nextOwner++
-	cs := &conn{c: c, owner: s.nextOwner, proto: ln.Proto, ln: ln, bridged: bc}
+	s.ct.nextOwner++
+	cs := &conn{c: c, owner: s.ct.nextOwner, proto: ln.Proto, ln: ln, bridged: bc}
 	cs.h = s.handlerFor(cs)
 	if cs.slock != nil {
 		cs.slock.gate, cs.slock.remote = g, ra
 	}
 	c.SetContext(cs)
-	s.conns[cs.owner] = cs
-	s.live++
-	s.tb.live.Store(int64(s.live))
+	s.ct.conns[cs.owner] = cs
+	s.ct.live++
+	s.tb.live.Store(int64(s.ct.live))
 	ln.live++
-	st := &s.stats[ln.Proto]
+	st := &s.ct.stats[ln.Proto]
 	st.CurrConnections++
 	st.TotalConnections++
 	s.idleTouch(cs, s.now().UnixNano())
@@ -145,12 +145,12 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 
 // refuse closes a just-accepted connection without sending anything.
 func (s *Server) refuse(ln *listenerState, limit string, n int) ([]byte, gnet.Action) {
-	s.stats[ln.Proto].Rejected++
+	s.ct.stats[ln.Proto].Rejected++
 	if ln.Proto == ProtoPool {
 		s.st.pools.Stats().ConnectErrors++
 	}
-	if missed, ok := s.rejectLog.allow(s.now()); ok {
-		s.log.Warn().Str("limit", limit).Int("value", n).Int("connections", s.live).
+	if missed, ok := s.logs.reject.allow(s.now()); ok {
+		s.log.Warn().Str("limit", limit).Int("value", n).Int("connections", s.ct.live).
 			Uint64("refused_since_last_line", missed).Msg("connection refused: limit reached")
 	}
 	return nil, gnet.Close
@@ -169,15 +169,15 @@ func (s *Server) listenerOf(c gnet.Conn) *listenerState {
 	sa, err := unix.Getsockname(fd)
 	if err != nil {
 		if a, ok := c.LocalAddr().(*net.TCPAddr); ok && fd < 0 && a != nil {
-			return s.byPort[a.Port]
+			return s.ct.byPort[a.Port]
 		}
 		return nil
 	}
 	switch a := sa.(type) {
 	case *unix.SockaddrInet4:
-		return s.byPort[a.Port]
+		return s.ct.byPort[a.Port]
 	case *unix.SockaddrInet6:
-		return s.byPort[a.Port]
+		return s.ct.byPort[a.Port]
 	}
 	return nil
 }
@@ -215,14 +215,14 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 	cs.h.closed(cs, now)
 	s.release(cs)
 	s.forgetMem(cs)
-	delete(s.conns, cs.owner)
-	s.live--
-	s.tb.live.Store(int64(s.live))
+	delete(s.ct.conns, cs.owner)
+	s.ct.live--
+	s.tb.live.Store(int64(s.ct.live))
 	if cs.bridged == nil {
-		s.fds.Give()
+		s.ct.fds.Give()
 	}
 	cs.ln.live--
-	s.stats[cs.proto].CurrConnections--
+	s.ct.stats[cs.proto].CurrConnections--
 	s.idleDrop(cs)
 	s.publishDue()
 	if s.cur == nil {
@@ -321,7 +321,7 @@ func (s *Server) serve(cs *conn, now int64) {
 	n := c.InboundBuffered()
 	s.noteIn(cs, inputCost*n)
 	if n > s.cfg.MaxInput && !cs.quit && (cs.peer == nil || n > peerLimit || !cs.peer.authed) {
-		if missed, ok := s.inputLog.allow(s.now()); ok {
+		if missed, ok := s.logs.input.allow(s.now()); ok {
 			s.log.Warn().Uint64("conn", uint64(cs.owner)).Stringer("proto", cs.proto).
 				Int("unparsed", n).Int("limit", s.cfg.MaxInput).Uint64("more_since_last_line", missed).
 				Msg("closing connection: too much unparsed input (max-input)")
@@ -387,10 +387,10 @@ func (s *Server) tick(context.Context) error {
 	s.persistTick(now)
 	s.clusterTick(now)
 	s.idleSweep(now.UnixNano())
-	if c, ok := s.fds.follow(now.UnixNano()); ok {
-		s.log.Warn().Int("open_file_limit", s.fds.limit).Int("open_file_cap", c).
+	if c, ok := s.ct.fds.follow(now.UnixNano()); ok {
+		s.log.Warn().Int("open_file_limit", s.ct.fds.limit).Int("open_file_cap", c).
 			Msg("the open-file limit changed: connections are capped to fit it")
-		s.fdCap = c
+		s.ct.fdCap = c
 	}
 	s.publishDue()
 	s.freeFlushed() // what FLUSHDB and FLUSHALL set aside (fair.go)
@@ -426,7 +426,7 @@ func (s *Server) advance(now int64) {
 	if d.SemaphoreGC {
 		start := time.Now()
 		n := s.st.semaphores.GC()
-		s.stats[ProtoSemaphore].GC(uint64(time.Since(start).Microseconds()))
+		s.ct.stats[ProtoSemaphore].GC(uint64(time.Since(start).Microseconds()))
 		if n > 0 {
 			s.log.Debug().Int("deleted", n).Msg("semaphore gc")
 		}
@@ -438,6 +438,6 @@ func (s *Server) gcCounters(now time.Time) {
 	start := time.Now()
 	n := s.st.counters.GC(now.UnixNano())
 	us := uint64(time.Since(start).Microseconds())
-	s.stats[ProtoCounter].GC(us)
+	s.ct.stats[ProtoCounter].GC(us)
 	s.log.Debug().Int("deleted", n).Uint64("elapsed_us", us).Int("objects", s.st.counters.Len()).Msg("counter gc")
 }

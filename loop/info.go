@@ -31,6 +31,7 @@ type rateSample struct {
 
 // infoState is what the loop keeps for INFO.
 type infoState struct {
+	started  int64 // Unix ns, for uptime
 	samples  [rateSamples]rateSample
 	next     int                // the slot the next sample goes to
 	n        int                // samples taken, up to rateSamples
@@ -110,9 +111,9 @@ func (s *Server) countLookup(found bool) {
 
 // fillInfo fills in the INFO figures at now.
 func (s *Server) fillInfo(in *resp.Info, now int64) {
-	st := &s.stats[ProtoSlock]
-	in.Version, in.PID, in.Uptime = s.cfg.Version, os.Getpid(), (now-s.started)/1e9
-	in.Clients, in.ConnectionsTotal, in.MaxClients = st.CurrConnections, st.TotalConnections, s.fdCap
+	st := &s.ct.stats[ProtoSlock]
+	in.Version, in.PID, in.Uptime = s.cfg.Version, os.Getpid(), (now-s.info.started)/1e9
+	in.Clients, in.ConnectionsTotal, in.MaxClients = st.CurrConnections, st.TotalConnections, s.ct.fdCap
 	for i, l := range s.cfg.Listeners {
 		if a, ok := s.Addr(i).(*net.TCPAddr); ok && l.Proto == ProtoSlock {
 			in.Port = a.Port
@@ -130,8 +131,8 @@ func (s *Server) fillInfo(in *resp.Info, now int64) {
 	ops, inK, outK := s.rates()
 	in.Stats = resp.InfoStats{Commands: s.commandsTotal(), OpsPerSec: ops, NetIn: sum(s.m.bytesIn[:]),
 		NetOut: sum(s.m.bytesOut[:]), InKbps: inK, OutKbps: outK, Hits: s.info.hits, Misses: s.info.misses}
-	for p := range s.stats {
-		in.Stats.Rejected += s.stats[p].Rejected
+	for p := range s.ct.stats {
+		in.Stats.Rejected += s.ct.stats[p].Rejected
 	}
 	for c := range commandNames[ProtoSlock] {
 		in.Stats.ErrorReplies += s.m.requestCount(ProtoSlock, c, soError)

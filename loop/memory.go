@@ -203,7 +203,7 @@ func (s *Server) shedIfOver() {
 	}
 	need := min(used-budget+budget/8, bufs-slack)
 	cand := s.mem.shed[:0]
-	for _, cs := range s.conns {
+	for _, cs := range s.ct.conns {
 		if !cs.closed && !cs.closing && !cs.quit && cs.buffered() >= shedFloor {
 			cand = append(cand, cs)
 		}
@@ -241,7 +241,7 @@ const oomText = "OOM command not allowed when used memory > 'maxmemory'."
 // refuseOOM logs (rate-limited) a write refused for the budget.
 func (s *Server) refuseOOM(cs *conn, what string) {
 	s.m.memRefused++
-	if missed, ok := s.oomLog.allow(s.now()); ok {
+	if missed, ok := s.logs.oom.allow(s.now()); ok {
 		s.log.Warn().Stringer("proto", cs.proto).Str("refused", what).Int64("used", s.memUsed()).
 			Int64("limit", s.cfg.MaxMemory).Uint64("more_since_last_line", missed).
 			Msg("write refused: memory over the budget (max-memory)")
@@ -343,7 +343,7 @@ func (s *Server) textUnlockOOM(cs *conn, cmd *store.LockCommand) bool {
 
 // willLog logs (rate-limited) a refused WILL command.
 func (s *Server) willLog(cs *conn, why string) {
-	if missed, ok := s.oomLog.allow(s.now()); ok {
+	if missed, ok := s.logs.oom.allow(s.now()); ok {
 		s.log.Warn().Uint64("conn", uint64(cs.owner)).Str("why", why).
 			Uint64("more_since_last_line", missed).Msg("WILL command refused")
 	}

@@ -210,7 +210,7 @@ func TestMemoryCountsQueuedData(t *testing.T) {
 	}
 
 	// The requests outlive their connection; the next writes make them give way.
-	conns := func() (n int) { ts.onLoop(t, func() { n = len(ts.conns) }); return n }
+	conns := func() (n int) { ts.onLoop(t, func() { n = len(ts.ct.conns) }); return n }
 	open := conns()
 	_ = w.c.Close()
 	deadline := time.Now().Add(replyWait)

@@ -439,7 +439,7 @@ func (s *Server) metricsTick(now time.Time) {
 // snapshot copies everything /metrics shows; it runs on the loop (or in New, before it).
 func (s *Server) snapshot(at time.Time) *stats.Snapshot {
 	m := &s.m
-	snap := &stats.Snapshot{At: at, Started: time.Unix(0, s.started), Version: s.cfg.Version,
+	snap := &stats.Snapshot{At: at, Started: time.Unix(0, s.info.started), Version: s.cfg.Version,
 		Ticks: m.ticks, TickLag: m.tickLag.snapshot(lagSeconds), Protos: make([]stats.Proto, len(m.protos)),
 		Memory: stats.Memory{Budget: uint64(s.cfg.MaxMemory), Input: uint64(s.mem.in), Output: uint64(s.mem.out),
 			Wills: uint64(s.mem.wills), Store: uint64(s.st.store.Bytes()), Closed: m.memClosed, Refused: m.memRefused, Evicted: m.memEvicted},
@@ -447,7 +447,7 @@ func (s *Server) snapshot(at time.Time) *stats.Snapshot {
 			Yields: s.fair.yields, Slowlog: s.slow.total,
 			PubsubChannels: len(s.ps.channels), PubsubPatterns: len(s.ps.patterns), PubsubMessages: s.ps.received, PubsubCut: s.ps.cut}}
 	for i, p := range m.protos {
-		st := &s.stats[p]
+		st := &s.ct.stats[p]
 		ps := &snap.Protos[i]
 		*ps = stats.Proto{Name: p.String(), Connections: st.CurrConnections, ConnectionsTotal: st.TotalConnections,
 			Rejected: st.Rejected, BytesIn: m.bytesIn[p], BytesOut: m.bytesOut[p],

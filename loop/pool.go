@@ -74,7 +74,7 @@ func (h *poolHandler) exec(cs *conn, now int64) {
 			s.m.countPoolOther(r.Cmd, true)
 			break
 		}
-		st := poolStats(s.st.pools, now/1e9-s.started/1e9)
+		st := poolStats(s.st.pools, now/1e9-s.info.started/1e9)
 		var ok bool
 		out, ok = pool.AppendStatsReply(out, r.StatArg, &st)
 		if !ok {
@@ -100,7 +100,7 @@ func (h *poolHandler) deliver() {
 	s := h.s
 	for _, w := range h.wakes {
 		s.m.poolWake(w.Outcome)
-		if cs := s.conns[w.Owner]; cs != nil && !cs.closed {
+		if cs := s.ct.conns[w.Owner]; cs != nil && !cs.closed {
 			s.put(cs, pool.AppendReply(s.out(cs), poolReplies[w.Outcome]))
 		}
 	}

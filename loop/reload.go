@@ -73,14 +73,14 @@ func (s *Server) applyReload() {
 				s.cfg.Listeners[i].MaxConnections = l.MaxConnections
 			}
 		}
-		for _, ln := range s.byPort {
+		for _, ln := range s.ct.byPort {
 			if ln.Proto == l.Proto {
 				ln.MaxConnections = l.MaxConnections
 			}
 		}
 	}
 	for _, l := range c.Listeners {
-		for _, ln := range s.byPort {
+		for _, ln := range s.ct.byPort {
 			if ln.Proto == l.Proto {
 				ln.Allow = l.Allow
 			}
@@ -107,8 +107,8 @@ func (s *Server) applyReload() {
 // follow a changed timeout. When the timeout was off (wasOff), requests went unrecorded, so
 // every connection counts from now.
 func (s *Server) idleRearm(now int64, wasOff bool) {
-	all := make([]*conn, 0, len(s.conns))
-	for _, cs := range s.conns {
+	all := make([]*conn, 0, len(s.ct.conns))
+	for _, cs := range s.ct.conns {
 		s.idleDrop(cs)
 		if cs.closed {
 			continue

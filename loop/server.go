@@ -208,20 +208,10 @@ type Server struct {
 	now func() time.Time
 
 	// Owned by the loop goroutine (and by Run before the engine starts).
-	st        storeState
-	stats     [numProtos]listenerStats
-	conns     map[store.Owner]*conn // live connections, by owner id
-	byPort    map[int]*listenerState
-	live      int
-	nextOwner store.Owner
-	started   int64 // Unix ns, for uptime
-	fdCap     int
-	fds       Descriptors // the descriptor budget, shared with the metrics server
-	rejectLog rateLog
-	admitLog  rateLog
-	auth      authState // the users of the Redis-text side (auth.go)
-	inputLog  rateLog
-	oomLog    rateLog
+	st   storeState
+	ct   connState
+	auth authState // the users of the Redis-text side (auth.go)
+	logs rateLogs
 
 	// The protocols' handlers (conn.go) and the slock state their connections share.
 	yrmcds    [ProtoSemaphore + 1]yrmcdsHandler
@@ -236,7 +226,6 @@ type Server struct {
 	obuf        [3]PubsubLimit // client-output-buffer-limit's normal and slave classes, shown only
 
 	outQueue           // the one output path (output.go)
-	early    []byte    // serveEarly's scratch (order.go)
 	fair     fairState // each connection's slice of a turn, the pump, the turn figures (fair.go)
 	slow     slowlog   // SLOWLOG (slowlog.go)
 
@@ -280,6 +269,23 @@ type storeState struct {
 	ids        *store.IDs     // LockIds and RequestIds of text commands (unguessable)
 	keys       *rediscmd.Keys // text key names to LockKeys (keyid.go)
 	due        store.Due      // what the tick's Advance found due
+}
+
+// connState is the live connections, their listeners and the descriptors they take.
+type connState struct {
+	conns     map[store.Owner]*conn // live connections, by owner id
+	byPort    map[int]*listenerState
+	live      int
+	nextOwner store.Owner
+	stats     [numProtos]listenerStats
+	fdCap     int
+	fds       Descriptors // the descriptor budget, shared with the metrics server
+	early     []byte      // serveEarly's scratch (order.go)
+}
+
+// rateLogs keeps the loop's repeated warnings to one a second each.
+type rateLogs struct {
+	reject, admit, input, oom rateLog
 }
 
 type listenerState struct {
@@ -330,8 +336,7 @@ func New(cfg Config) (*Server, error) {
 		fair:    fairState{slice: int64(cfg.ConnSlice)},
 		log:     cfg.Log,
 		now:     cfg.Now,
-		conns:   make(map[store.Owner]*conn),
-		byPort:  make(map[int]*listenerState),
+		ct:      connState{conns: make(map[store.Owner]*conn), byPort: make(map[int]*listenerState)},
 		ready:   make(chan struct{}),
 	}
 	if s.now == nil {
@@ -377,7 +382,7 @@ func New(cfg Config) (*Server, error) {
 	s.st.locks.KeepGone = notify&(nExpired|nLock) != 0
 	s.yrmcds[ProtoCounter] = yrmcdsHandler{s: s, dec: counter.Decoder{Dialect: counter.Counter, MaxBody: cfg.MaxBody}}
 	s.yrmcds[ProtoSemaphore] = yrmcdsHandler{s: s, dec: counter.Decoder{Dialect: counter.Semaphore, MaxBody: cfg.MaxBody}}
-	s.started = now.UnixNano()
+	s.info.started = now.UnixNano()
 	s.nextDue.Store(math.MaxInt64)
 	s.gcCounters(now) // the reference collects at start
 	s.initMetrics()
@@ -389,9 +394,9 @@ func New(cfg Config) (*Server, error) {
 		s.log.Warn().Int("backlog", cfg.Backlog).Int("reduced_to", backlog).Int("open_file_cap", fdCap).
 			Msg("listen backlog reduced to fit the open-file limit")
 	}
-	s.fdCap, s.cfg.Backlog = fdCap, backlog
-	s.fds.cap.Store(int64(fdCap))
-	s.fds.limit = limit
+	s.ct.fdCap, s.cfg.Backlog = fdCap, backlog
+	s.ct.fds.cap.Store(int64(fdCap))
+	s.ct.fds.limit = limit
 	return s, nil
 }
 
@@ -458,7 +463,7 @@ func (s *Server) Run() error {
 
 // Descriptors is the budget of descriptors the loop's connections take from; the metrics
 // server's connections must take from it too (see stats.HTTPConfig).
-func (s *Server) Descriptors() *Descriptors { return &s.fds }
+func (s *Server) Descriptors() *Descriptors { return &s.ct.fds }
 
 // Ready is closed once every listener is bound (or Run has failed).
 func (s *Server) Ready() <-chan struct{} { return s.ready }

@@ -444,7 +444,7 @@ func (c *sim) boot(m *simMember, first bool, mods ...simMod) error {
 	for i, l := range s.cfg.Listeners {
 		a := simAddr(l.Addr)
 		addrs[i] = a
-		s.byPort[a.Port] = &listenerState{Listener: l}
+		s.ct.byPort[a.Port] = &listenerState{Listener: l}
 	}
 	s.addrs = addrs
 	s.readyOnce.Do(func() { close(s.ready) })

@@ -314,7 +314,7 @@ func (s *Server) drainLocks(now int64) {
 				continue // malformed EXECUTE content is silently ignored
 			}
 			cmd := frameCommand(&f)
-			s.stampLock(s.conns[x.owner], &cmd)
+			s.stampLock(s.ct.conns[x.owner], &cmd)
 			s.m.lockBegin(x.owner, &cmd, true)
 			sl.replies, sl.execs = s.st.locks.Do(x.owner, &cmd, now, sl.replies, sl.execs)
 		case len(sl.willQueue) > 0:
@@ -346,7 +346,7 @@ func (s *Server) deliverLock(r *store.LockReply, discard store.Owner) {
 		s.notifyLockReply(r) // a WILL's lock or unlock
 		return
 	}
-	cs := s.conns[r.Owner]
+	cs := s.ct.conns[r.Owner]
 	if cs == nil {
 		if cid, ok := s.sl.closed[r.Owner]; ok {
 			cs = s.sl.clients[cid]

@@ -585,7 +585,7 @@ func (s *Server) configItems(admin bool) [][2]string {
 	return [][2]string{
 		{"save", ""}, {"appendonly", ao}, {"appendfsync", s.cfg.AppendFsync.String()},
 		{"databases", strconv.Itoa(store.MaxLockDB + 1)}, {"dir", dir},
-		{"maxclients", strconv.Itoa(s.fdCap)}, {"timeout", strconv.FormatInt(int64(s.cfg.IdleTimeout/time.Second), 10)},
+		{"maxclients", strconv.Itoa(s.ct.fdCap)}, {"timeout", strconv.FormatInt(int64(s.cfg.IdleTimeout/time.Second), 10)},
 		{"slowlog-log-slower-than", strconv.FormatInt(s.cfg.SlowlogSlowerThan, 10)},
 		{"slowlog-max-len", strconv.Itoa(s.cfg.SlowlogMaxLen)},
 		{"lua-time-limit", strconv.FormatInt(s.luaTimeLimit().Milliseconds(), 10)},

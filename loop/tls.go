@@ -40,7 +40,7 @@ type TLSConfig struct {
 type tlsState struct {
 	client, peer *tlsbridge.Bridge
 	held         map[int]net.Listener // by listener index: bound by preflight, served by a bridge once the engine runs
-	// live and max are s.live and cfg.MaxConnections, published by the loop for the
+	// live and max are s.ct.live and cfg.MaxConnections, published by the loop for the
 	// admission of TLS connections at accept (before their handshake).
 	live, max atomic.Int64
 	logMu     sync.Mutex
@@ -84,7 +84,7 @@ func (s *Server) newBridges() {
 	t.max.Store(int64(s.cfg.MaxConnections))
 	base := tlsbridge.Config{
 		HandshakeTimeout: s.cfg.TLS.HandshakeTimeout, MaxHandshakes: s.cfg.TLS.MaxHandshakes,
-		Budget: &s.fds, Enroll: s.enrollTLS, Report: s.tlsEvent, KeepAlive: 5 * time.Minute,
+		Budget: &s.ct.fds, Enroll: s.enrollTLS, Report: s.tlsEvent, KeepAlive: 5 * time.Minute,
 	}
 	if s.cfg.TLS.Client != nil {
 		c := base

@@ -60,7 +60,7 @@ func (s *Server) yrmcdsReq(cs *conn, r *counter.Request, out []byte, now int64) 
 	if r.Status != counter.StatusOK {
 		return counter.AppendError(out, r.Opcode, r.Status, r.Opaque), r.Status
 	}
-	st := &s.stats[cs.proto]
+	st := &s.ct.stats[cs.proto]
 	if cmd, ok := counter.StatCmdOf(r.Opcode); ok {
 		st.Commands[cmd]++
 	}
@@ -116,7 +116,7 @@ func (s *Server) storeError(cs *conn, out []byte, r *counter.Request, res store.
 		st = counter.StatusNotAcquired
 	case store.OutOfMemory:
 		st = counter.StatusOutOfMemory
-		if missed, ok := s.oomLog.allow(s.now()); ok {
+		if missed, ok := s.logs.oom.allow(s.now()); ok {
 			s.log.Warn().Stringer("proto", cs.proto).Int("max_objects", s.cfg.MaxObjects).
 				Uint64("more_since_last_line", missed).Msg("acquire refused: object limit reached (max-objects)")
 		}
