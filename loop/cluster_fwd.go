@@ -87,9 +87,9 @@ func (s *Server) forwarded(cs *conn, f *peer.Frame, now int64) {
 		v := &virtConn{Conn: cs.c, s: s, vc: vc, link: cs, session: f.Session}
 		vc.c, vc.virt = v, v
 		if f.Kind == peer.KindBinary {
-			vc.slock.kind, vc.h = slock.Binary, &s.slockBin
+			vc.slock.kind, vc.h = slock.Binary, &s.h.slockBin
 		} else {
-			vc.slock.kind, vc.h = slock.RESP, &s.slockText
+			vc.slock.kind, vc.h = slock.RESP, &s.h.slockText
 		}
 		s.ct.conns[vc.owner] = vc
 		cl.virts[key] = vc

@@ -72,16 +72,16 @@ func (s *Server) handlerFor(cs *conn) handler {
 	switch cs.proto {
 	case ProtoCounter:
 		cs.ledger = s.st.counters.NewLedger(cs.owner)
-		return &s.yrmcds[ProtoCounter]
+		return &s.h.yrmcds[ProtoCounter]
 	case ProtoSemaphore:
 		cs.ledger = s.st.semaphores.NewLedger(cs.owner)
-		return &s.yrmcds[ProtoSemaphore]
+		return &s.h.yrmcds[ProtoSemaphore]
 	case ProtoPool:
 		cs.pool = s.st.pools.NewClient(cs.owner)
-		return &s.poolH
+		return &s.h.pool
 	case ProtoSlock:
 		cs.slock = newSlockConn()
-		return &s.sniff
+		return &s.h.sniff
 	}
 	return nil
 }

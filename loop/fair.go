@@ -127,7 +127,7 @@ func (s *Server) startPump() {
 	// Registered once the engine runs (Register before that races gnet's own set-up), and
 	// one Register at a time (gnet's round-robin index is not safe for concurrent use).
 	for !s.engineRunning() {
-		if s.stopping.Load() {
+		if s.run.stopping.Load() {
 			_, _ = w.Close(), r.Close()
 			return
 		}
@@ -137,7 +137,7 @@ func (s *Server) startPump() {
 	if err != nil {
 		s.fair.handed.Store(nil)
 		_ = w.Close()
-		if !s.stopping.Load() {
+		if !s.run.stopping.Load() {
 			s.log.Warn().Err(err).Msg("no fairness pump: connections are not sliced (--conn-slice)")
 		}
 	}

@@ -18,7 +18,7 @@ import (
 // OnBoot runs on Run's goroutine before the loop starts: it tunes each listener and records
 // the addresses actually bound.
 func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
-	s.engine = eng
+	s.run.engine = eng
 	addrs := make([]net.Addr, len(s.cfg.Listeners))
 	tags := map[int]*listenerState{} // the TLS listeners' (tls.go)
 	for i, l := range s.cfg.Listeners {
@@ -29,13 +29,13 @@ func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 			port, err = tuneListener(eng, l.Addr, s.cfg.Backlog)
 		}
 		if err != nil {
-			s.bootErr = fmt.Errorf("listener %s (%s): %w", l.Addr, l.Proto, err)
+			s.run.bootErr = fmt.Errorf("listener %s (%s): %w", l.Addr, l.Proto, err)
 			return gnet.Shutdown
 		}
 		host, _, _ := net.SplitHostPort(l.Addr)
 		addrs[i] = &net.TCPAddr{IP: net.ParseIP(host), Port: port}
 		if _, dup := s.ct.byPort[port]; dup {
-			s.bootErr = fmt.Errorf("two listeners on port %d", port)
+			s.run.bootErr = fmt.Errorf("two listeners on port %d", port)
 			return gnet.Shutdown
 		}
 		s.ct.byPort[port] = &listenerState{Listener: l, loopback: loopbackBind(l.Addr)}
@@ -43,9 +43,9 @@ func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 			tags[i] = s.ct.byPort[port]
 		}
 	}
-	s.addrMu.Lock()
-	s.addrs = addrs
-	s.addrMu.Unlock()
+	s.run.addrMu.Lock()
+	s.run.addrs = addrs
+	s.run.addrMu.Unlock()
 	ev := s.log.Info().Int("open_file_cap", s.ct.fdCap).Int64("max_memory", s.cfg.MaxMemory)
 	for i, l := range s.cfg.Listeners {
 		ev = ev.Str(l.Proto.String(), addrs[i].String())
@@ -65,7 +65,7 @@ func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 	if s.fair.slice > 0 {
 		go s.startPump() // fair.go
 	}
-	s.readyOnce.Do(func() { close(s.ready) })
+	s.run.readyOnce.Do(func() { close(s.run.ready) })
 	return gnet.None
 }
 
@@ -75,8 +75,8 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		s.openPump(c) // not a client: the loop's own (fair.go)
 		return nil, gnet.None
 	}
-	if s.el.Load() == nil {
-		s.el.Store(c.EventLoop())
+	if s.run.el.Load() == nil {
+		s.run.el.Store(c.EventLoop())
 		// Ticks reach the loop only from now on: catch up first, so that what fell due
 		// before anyone connected (locks restored from the log) is gone before a request.
 		_ = s.tick(context.Background())
@@ -98,7 +98,7 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	g, refused := s.admit(ln, ra)
 	if ln.Proto == ProtoPeer {
 		switch {
-		case s.cl == nil || s.stopping.Load():
+		case s.cl == nil || s.run.stopping.Load():
 			return nil, gnet.Close
 		case refused != "":
 			return s.refuseSource(ln, ra, refused)
@@ -107,7 +107,7 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		return nil, gnet.None
 	}
 	switch {
-	case s.stopping.Load():
+	case s.run.stopping.Load():
 		return nil, gnet.Close
 	case refused != "":
 		return s.refuseSource(ln, ra, refused)
@@ -353,18 +353,18 @@ func (s *Server) publishDue() {
 	if at, ok := s.st.store.NextDeadline(); ok {
 		due = at
 	}
-	s.nextDue.Store(due)
+	s.run.nextDue.Store(due)
 }
 
 // OnTick runs on gnet's ticker goroutine, not the loop: it only hands the timed work over.
 func (s *Server) OnTick() (time.Duration, gnet.Action) {
 	s.tickHook()
 	s.engineUp() // the first tick lets the TLS listeners be served (tls.go)
-	if el, ok := s.el.Load().(gnet.EventLoop); ok && !s.stopping.Load() {
+	if el, ok := s.run.el.Load().(gnet.EventLoop); ok && !s.run.stopping.Load() {
 		_ = el.Execute(context.Background(), gnet.RunnableFunc(s.tick))
 	}
 	delay := s.cfg.Tick
-	if due := s.nextDue.Load(); due != math.MaxInt64 {
+	if due := s.run.nextDue.Load(); due != math.MaxInt64 {
 		if d := time.Duration(due - s.now().UnixNano()); d < delay {
 			delay = max(d, minTick)
 		}
@@ -411,8 +411,8 @@ func (s *Server) advance(now int64) {
 	d.Reset()
 	s.st.store.Advance(now, d)
 	if len(d.Wakes) > 0 {
-		s.poolH.wakes = append(s.poolH.wakes, d.Wakes...)
-		s.poolH.deliver()
+		s.h.pool.wakes = append(s.h.pool.wakes, d.Wakes...)
+		s.h.pool.deliver()
 	}
 	if len(d.Replies) > 0 || len(d.Execs) > 0 {
 		s.m.lockBegin(0, nil, true)

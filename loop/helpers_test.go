@@ -110,7 +110,7 @@ func startServer(t *testing.T, mod func(*Config)) *testServer {
 // onLoop runs f on the event loop and waits for it (the loop must have seen a connection).
 func (ts *testServer) onLoop(t *testing.T, f func()) {
 	t.Helper()
-	el, ok := ts.el.Load().(gnet.EventLoop)
+	el, ok := ts.run.el.Load().(gnet.EventLoop)
 	if !ok {
 		t.Fatal("no event loop yet: open a connection first")
 	}

@@ -409,12 +409,12 @@ func (m *metrics) lockReply(r *store.LockReply) {
 // a connection it notes when this turn is handed over (for the lag); before that the loop
 // has no work and cannot be reached, so the ticker keeps the snapshot taken at start current.
 func (s *Server) tickHook() {
-	if _, ok := s.el.Load().(gnet.EventLoop); ok {
+	if _, ok := s.run.el.Load().(gnet.EventLoop); ok {
 		s.m.tickSent.CompareAndSwap(0, s.now().UnixNano())
 		return
 	}
 	now := time.Now()
-	if s.stopping.Load() || (now.UnixNano()-s.m.idleAt < int64(s.m.every) && !s.m.pub.Asked()) {
+	if s.run.stopping.Load() || (now.UnixNano()-s.m.idleAt < int64(s.m.every) && !s.m.pub.Asked()) {
 		return
 	}
 	s.m.idleAt = now.UnixNano()

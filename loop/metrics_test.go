@@ -558,7 +558,7 @@ func TestMetricsHealthz(t *testing.T) {
 	// A stuck loop: /healthz says so until it runs again.
 	cl := dial(t, ms.counterAddr)
 	expectStatus(t, cl.simple(counter.OpNoop), counter.StatusOK)
-	el := ms.el.Load().(gnet.EventLoop)
+	el := ms.run.el.Load().(gnet.EventLoop)
 	release := make(chan struct{})
 	if err := el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
 		<-release

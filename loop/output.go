@@ -374,7 +374,7 @@ func (s *Server) unpark() {
 
 // runFlushed runs f on the loop (from another goroutine) and flushes what it produced.
 func (s *Server) runFlushed(f func()) {
-	el, ok := s.el.Load().(gnet.EventLoop)
+	el, ok := s.run.el.Load().(gnet.EventLoop)
 	if !ok {
 		return
 	}

@@ -137,7 +137,7 @@ func (s *Server) logProgress(pr aof.Progress) {
 		go func() { _ = s.Stop(context.Background()) }()
 		return
 	}
-	el, ok := s.el.Load().(gnet.EventLoop)
+	el, ok := s.run.el.Load().(gnet.EventLoop)
 	if !ok {
 		return
 	}

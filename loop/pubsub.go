@@ -22,6 +22,9 @@ import (
 
 // pubsubState is the loop's channels and patterns, with their subscribers.
 type pubsubState struct {
+	// limit is client-output-buffer-limit's pubsub class, as CONFIG SET left it.
+	limit    PubsubLimit
+	obuf     [3]PubsubLimit        // client-output-buffer-limit's normal and slave classes, shown only
 	channels map[string]*psChannel // channels with at least one subscriber
 	patterns []*psPattern          // distinct patterns with at least one subscriber
 	notify   notifyFlags           // notify-keyspace-events
@@ -376,7 +379,7 @@ func (s *Server) pubsubOver(cs *conn) bool {
 	if subs == nil || cs.closing {
 		return false // (closing: cut already, and logged once)
 	}
-	lim := s.pubsubLimit
+	lim := s.ps.limit
 	unsent := int64(len(cs.out) + cs.sent)
 	why := ""
 	switch {
@@ -641,9 +644,9 @@ var obufClasses = [3]string{"normal", "slave", "pubsub"}
 func (s *Server) obufLimits() string {
 	var b []byte
 	for i, c := range obufClasses {
-		l := s.obuf[i]
+		l := s.ps.obuf[i]
 		if i == 2 {
-			l = s.pubsubLimit
+			l = s.ps.limit
 		}
 		if i > 0 {
 			b = append(b, ' ')
@@ -749,7 +752,7 @@ func (s *Server) configSet(b []byte, args [][]byte) []byte {
 	if len(args)%2 != 0 {
 		return resp.AppendError(b, "ERR syntax error")
 	}
-	notify, obuf := s.ps.notify, [3]PubsubLimit{s.obuf[0], s.obuf[1], s.pubsubLimit}
+	notify, obuf := s.ps.notify, [3]PubsubLimit{s.ps.obuf[0], s.ps.obuf[1], s.ps.limit}
 	var seen [2]bool
 	for i := 2; i < len(args); i += 2 {
 		v := string(args[i+1])
@@ -778,7 +781,7 @@ func (s *Server) configSet(b []byte, args [][]byte) []byte {
 		}
 		seen[k] = true
 	}
-	s.ps.notify, s.obuf[0], s.obuf[1], s.pubsubLimit = notify, obuf[0], obuf[1], obuf[2]
+	s.ps.notify, s.ps.obuf[0], s.ps.obuf[1], s.ps.limit = notify, obuf[0], obuf[1], obuf[2]
 	s.st.locks.KeepGone = notify&(nExpired|nLock) != 0
 	return resp.AppendSimple(b, "OK")
 }

@@ -158,7 +158,7 @@ func (s *Server) runCommand(cs *conn, spec *rediscmd.Spec, args [][]byte, now in
 		return false
 	}
 	r := &sc.req
-	h := &s.slockText
+	h := &s.h.slockText
 	if h.newID == nil { // a closure passed on through a func value escapes: made once
 		h.newID = s.st.ids.Next // what textID answers, for any connection
 	}
@@ -534,7 +534,7 @@ func (s *Server) txExec(cs *conn, now int64) (closeConn bool) {
 	tx.active, tx.exec = false, true
 	defer func() { tx.exec = false }()
 	for q := tx.queue; len(q) > 0; {
-		h := &s.slockText
+		h := &s.h.slockText
 		h.execDec = textDecoder(math.MaxInt) // each line was parsed once already, whatever --max-input is now
 		args, n, err := h.execDec.Parse(q, h.execArgs[:0])
 		h.execArgs = keepArgs(args)

@@ -28,11 +28,11 @@ func (s *Server) Reload(cfg Config) {
 	} else {
 		p.users = us // read here, off the loop
 	}
-	if old := s.reload.Swap(p); old != nil {
+	if old := s.run.reload.Swap(p); old != nil {
 		close(old.done) // replaced: never applied
 	}
-	el, ok := s.el.Load().(gnet.EventLoop)
-	if !ok || s.stopping.Load() {
+	el, ok := s.run.el.Load().(gnet.EventLoop)
+	if !ok || s.run.stopping.Load() {
 		return
 	}
 	_ = el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
@@ -59,7 +59,7 @@ type pendingReload struct {
 // applyReload runs on the loop (from Reload and at every tick): it applies the pending
 // Reload, if any.
 func (s *Server) applyReload() {
-	p := s.reload.Swap(nil)
+	p := s.run.reload.Swap(nil)
 	if p == nil {
 		return
 	}

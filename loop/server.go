@@ -213,17 +213,9 @@ type Server struct {
 	auth authState // the users of the Redis-text side (auth.go)
 	logs rateLogs
 
-	// The protocols' handlers (conn.go) and the slock state their connections share.
-	yrmcds    [ProtoSemaphore + 1]yrmcdsHandler
-	poolH     poolHandler
-	sniff     sniffHandler
-	slockBin  binaryHandler
-	slockText textHandler
-	sl        slockState
-	ps        pubsubState // pub/sub and keyspace notifications (pubsub.go)
-	// pubsubLimit is client-output-buffer-limit's pubsub class, as CONFIG SET left it.
-	pubsubLimit PubsubLimit
-	obuf        [3]PubsubLimit // client-output-buffer-limit's normal and slave classes, shown only
+	h  handlers    // the protocols' (conn.go)
+	sl slockState  // the slock state their connections share
+	ps pubsubState // pub/sub and keyspace notifications (pubsub.go)
 
 	outQueue           // the one output path (output.go)
 	fair     fairState // each connection's slice of a turn, the pump, the turn figures (fair.go)
@@ -234,29 +226,13 @@ type Server struct {
 	persist persistState
 	replies replyGate     // holds replies until durable: logGate, raftGate or openGate (output.go)
 	cl      *clusterState // nil unless in cluster mode (cluster.go)
-	peerH   peerHandler
 	idle    idleState
 	tb      tlsState  // the TLS bridges (tls.go)
 	mem     memState  // the memory budget's totals (memory.go)
 	m       metrics   // counted for /metrics (metrics.go)
 	info    infoState // figures only INFO shows (info.go)
 
-	// Shared with other goroutines.
-	engine    gnet.Engine
-	el        atomic.Value // gnet.EventLoop, published by the first OnOpen
-	ready     chan struct{}
-	readyOnce sync.Once
-	stopping  atomic.Bool
-	reload    atomic.Pointer[pendingReload] // a Reload the loop has yet to apply (reload.go)
-	nextDue   atomic.Int64                  // Unix ns of the next wait or expiry, published by the loop for OnTick
-	addrMu    sync.Mutex
-	addrs     []net.Addr // actual address of each listener, in Config order
-	bootErr   error
-
-	// dialHook, when set, dials the peer links instead of a goroutine of dial: a test that
-	// plays gnet connects them itself (then OnOpen, or dialFailed on the loop). Nil in
-	// production.
-	dialHook func(d *peerDial, addr string)
+	run runState // shared with other goroutines
 }
 
 // storeState is the store, its four families and what text commands name keys and locks by.
@@ -286,6 +262,36 @@ type connState struct {
 // rateLogs keeps the loop's repeated warnings to one a second each.
 type rateLogs struct {
 	reject, admit, input, oom rateLog
+}
+
+// handlers is one handler per protocol (conn.go).
+type handlers struct {
+	yrmcds    [ProtoSemaphore + 1]yrmcdsHandler
+	pool      poolHandler
+	sniff     sniffHandler
+	slockBin  binaryHandler
+	slockText textHandler
+	peer      peerHandler
+}
+
+// runState is what the loop shares with other goroutines: the engine, readiness, the
+// listeners' addresses and the requests to stop or reload.
+type runState struct {
+	engine    gnet.Engine
+	el        atomic.Value // gnet.EventLoop, published by the first OnOpen
+	ready     chan struct{}
+	readyOnce sync.Once
+	stopping  atomic.Bool
+	reload    atomic.Pointer[pendingReload] // a Reload the loop has yet to apply (reload.go)
+	nextDue   atomic.Int64                  // Unix ns of the next wait or expiry, published by the loop for OnTick
+	addrMu    sync.Mutex
+	addrs     []net.Addr // actual address of each listener, in Config order
+	bootErr   error
+
+	// dialHook, when set, dials the peer links instead of a goroutine of dial: a test that
+	// plays gnet connects them itself (then OnOpen, or dialFailed on the loop). Nil in
+	// production.
+	dialHook func(d *peerDial, addr string)
 }
 
 type listenerState struct {
@@ -337,7 +343,7 @@ func New(cfg Config) (*Server, error) {
 		log:     cfg.Log,
 		now:     cfg.Now,
 		ct:      connState{conns: make(map[store.Owner]*conn), byPort: make(map[int]*listenerState)},
-		ready:   make(chan struct{}),
+		run:     runState{ready: make(chan struct{})},
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -371,19 +377,19 @@ func New(cfg Config) (*Server, error) {
 	s.st.keys = newKeys() // openLog loads the data directory's
 	st := s.st.store
 	s.st.counters, s.st.semaphores, s.st.pools, s.st.locks = st.Counters, st.Semaphores, st.Pools, st.Locks
-	s.poolH = poolHandler{s: s, dec: pool.Decoder{MaxLine: cfg.PoolMaxLine}, wakes: make([]store.Wake, 0, 64)}
-	s.sniff = sniffHandler{s}
-	s.peerH = peerHandler{s: s}
-	s.slockBin = binaryHandler{s: s, dec: slock.Decoder{MaxData: cfg.SlockMaxData, MaxCall: cfg.SlockMaxData}}
-	s.slockText = textHandler{s: s, args: make([][]byte, 0, 32)}
+	s.h.pool = poolHandler{s: s, dec: pool.Decoder{MaxLine: cfg.PoolMaxLine}, wakes: make([]store.Wake, 0, 64)}
+	s.h.sniff = sniffHandler{s}
+	s.h.peer = peerHandler{s: s}
+	s.h.slockBin = binaryHandler{s: s, dec: slock.Decoder{MaxData: cfg.SlockMaxData, MaxCall: cfg.SlockMaxData}}
+	s.h.slockText = textHandler{s: s, args: make([][]byte, 0, 32)}
 	s.sl = slockState{clients: make(map[[16]byte]*conn), closed: make(map[store.Owner][16]byte)}
-	s.ps.notify, s.pubsubLimit = notify, cfg.PubsubLimit
-	s.obuf[1] = PubsubLimit{Hard: 256 << 20, Soft: 64 << 20, SoftFor: 60 * time.Second} // Redis's default, shown only
+	s.ps.notify, s.ps.limit = notify, cfg.PubsubLimit
+	s.ps.obuf[1] = PubsubLimit{Hard: 256 << 20, Soft: 64 << 20, SoftFor: 60 * time.Second} // Redis's default, shown only
 	s.st.locks.KeepGone = notify&(nExpired|nLock) != 0
-	s.yrmcds[ProtoCounter] = yrmcdsHandler{s: s, dec: counter.Decoder{Dialect: counter.Counter, MaxBody: cfg.MaxBody}}
-	s.yrmcds[ProtoSemaphore] = yrmcdsHandler{s: s, dec: counter.Decoder{Dialect: counter.Semaphore, MaxBody: cfg.MaxBody}}
+	s.h.yrmcds[ProtoCounter] = yrmcdsHandler{s: s, dec: counter.Decoder{Dialect: counter.Counter, MaxBody: cfg.MaxBody}}
+	s.h.yrmcds[ProtoSemaphore] = yrmcdsHandler{s: s, dec: counter.Decoder{Dialect: counter.Semaphore, MaxBody: cfg.MaxBody}}
 	s.info.started = now.UnixNano()
-	s.nextDue.Store(math.MaxInt64)
+	s.run.nextDue.Store(math.MaxInt64)
 	s.gcCounters(now) // the reference collects at start
 	s.initMetrics()
 	fdCap, backlog, limit, err := openFileCap(len(cfg.Listeners), cfg.Backlog)
@@ -411,7 +417,7 @@ func sizeHint(buckets int) int {
 func (s *Server) Run() error {
 	defer s.stopTLS() // once the engine is down, or if it never started
 	if err := s.preflight(); err != nil {
-		s.readyOnce.Do(func() { close(s.ready) })
+		s.run.readyOnce.Do(func() { close(s.run.ready) })
 		return err
 	}
 	open, closeFn := s.openLog, s.closeLog
@@ -419,7 +425,7 @@ func (s *Server) Run() error {
 		open, closeFn = s.openCluster, s.closeCluster // the raft log replaces the append-only log
 	}
 	if err := open(); err != nil {
-		s.readyOnce.Do(func() { close(s.ready) })
+		s.run.readyOnce.Do(func() { close(s.run.ready) })
 		return err
 	}
 	defer closeFn()
@@ -447,15 +453,15 @@ func (s *Server) Run() error {
 		gnet.WithTCPKeepAlive(5*time.Minute),
 		gnet.WithLogger(gnetLogger{s.log}),
 	)
-	s.readyOnce.Do(func() { close(s.ready) }) // unblock waiters if the engine never booted
+	s.run.readyOnce.Do(func() { close(s.run.ready) }) // unblock waiters if the engine never booted
 	switch {
 	case err != nil:
 		return fmt.Errorf("event loop: %w", err)
-	case s.bootErr != nil:
-		return s.bootErr
+	case s.run.bootErr != nil:
+		return s.run.bootErr
 	case s.persist.fatal.Load() != nil:
 		return *s.persist.fatal.Load()
-	case !s.stopping.Load():
+	case !s.run.stopping.Load():
 		return errors.New("event loop stopped unexpectedly (see the log lines before this one)")
 	}
 	return nil
@@ -466,30 +472,30 @@ func (s *Server) Run() error {
 func (s *Server) Descriptors() *Descriptors { return &s.ct.fds }
 
 // Ready is closed once every listener is bound (or Run has failed).
-func (s *Server) Ready() <-chan struct{} { return s.ready }
+func (s *Server) Ready() <-chan struct{} { return s.run.ready }
 
 // Addr returns the bound address of the i-th configured listener, nil before Ready.
 func (s *Server) Addr(i int) net.Addr {
-	s.addrMu.Lock()
-	defer s.addrMu.Unlock()
-	if i < 0 || i >= len(s.addrs) {
+	s.run.addrMu.Lock()
+	defer s.run.addrMu.Unlock()
+	if i < 0 || i >= len(s.run.addrs) {
 		return nil
 	}
-	return s.addrs[i]
+	return s.run.addrs[i]
 }
 
 // Stop closes every connection, releasing what each holds, and makes Run return nil. It is
 // safe from any goroutine except the loop's own handlers, and returns when the engine is down.
 func (s *Server) Stop(ctx context.Context) error {
-	if s.stopping.Swap(true) {
+	if s.run.stopping.Swap(true) {
 		return nil
 	}
 	s.m.pub.Close("tallyd is shutting down")
-	<-s.ready
-	if err := s.engine.Validate(); err != nil {
+	<-s.run.ready
+	if err := s.run.engine.Validate(); err != nil {
 		return nil // never started or already down
 	}
-	return s.engine.Stop(ctx)
+	return s.run.engine.Stop(ctx)
 }
 
 // preflight binds and releases each address first, because gnet reports a busy port as an

@@ -117,9 +117,9 @@ func (h *sniffHandler) parse(cs *conn, in []byte) (int, error) {
 	}
 	switch kind {
 	case slock.Binary:
-		cs.h = &h.s.slockBin
+		cs.h = &h.s.h.slockBin
 	case slock.RESP:
-		cs.h = &h.s.slockText
+		cs.h = &h.s.h.slockText
 	default:
 		return 0, errors.New("inline text command (only RESP arrays and binary frames are spoken)")
 	}
@@ -204,7 +204,7 @@ func (h *binaryHandler) exec(cs *conn, now int64) {
 		s.put(cs, slock.AppendSimple(s.out(cs), f.Type, f.RequestID, slock.ResultOK))
 		if f.Type == slock.TypeAdmin {
 			cs.slock.kind = slock.RESP // the connection speaks Redis text from now on
-			cs.h = &s.slockText
+			cs.h = &s.h.slockText
 		}
 	case slock.TypeQuit:
 		s.put(cs, slock.AppendSimple(s.out(cs), f.Type, f.RequestID, slock.ResultOK))
@@ -309,7 +309,7 @@ func (s *Server) drainLocks(now int64) {
 			x := sl.execQueue[0]
 			sl.execQueue = sl.execQueue[1:]
 			var f slock.Frame
-			n, err := s.slockBin.dec.Parse(x.frame, &f)
+			n, err := s.h.slockBin.dec.Parse(x.frame, &f)
 			if err != nil || n == 0 || (f.Type != slock.TypeLock && f.Type != slock.TypeUnlock) || f.DB != x.db {
 				continue // malformed EXECUTE content is silently ignored
 			}

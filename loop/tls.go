@@ -94,7 +94,7 @@ func (s *Server) newBridges() {
 	if s.cfg.TLS.PeerClient != nil && s.cl != nil {
 		c := base
 		c.Server, c.Client = s.cfg.TLS.PeerServer, s.cfg.TLS.PeerClient
-		c.Admit = func(any) bool { return !s.stopping.Load() }
+		c.Admit = func(any) bool { return !s.run.stopping.Load() }
 		c.UserTimeout = s.linkTimeout() // as openPeer sets on a plaintext link
 		t.peer = tlsbridge.New(c)
 	}
@@ -116,7 +116,7 @@ func (s *Server) startTLS(tags map[int]*listenerState) {
 		_ = b.Close() // the loop closes its end at once
 		err = s.register(context.Background(), loopTouch{}, a)
 	}
-	if err != nil && !s.stopping.Load() {
+	if err != nil && !s.run.stopping.Load() {
 		s.log.Warn().Err(err).Msg("TLS: could not tell the loop it runs")
 	}
 	for i, ln := range s.tb.held {
@@ -169,7 +169,7 @@ func (s *Server) stopTLS() {
 // are serialized; the wait for OnOpen is not.
 func (s *Server) register(ctx context.Context, v any, c net.Conn) error {
 	s.tb.regMu.Lock()
-	ch, err := s.engine.Register(gnet.NewNetConnContext(gnet.NewContext(context.Background(), v), c))
+	ch, err := s.run.engine.Register(gnet.NewNetConnContext(gnet.NewContext(context.Background(), v), c))
 	s.tb.regMu.Unlock()
 	if err != nil {
 		_ = c.Close()
@@ -191,7 +191,7 @@ func (s *Server) enrollTLS(ctx context.Context, end net.Conn, bc *tlsbridge.Conn
 // admitTLS says whether a TLS connection just accepted may start its handshake: not when
 // the connections already open and those in their handshakes reach --max-connections.
 func (s *Server) admitTLS(any) bool {
-	if s.stopping.Load() {
+	if s.run.stopping.Load() {
 		return false
 	}
 	max := s.tb.max.Load()
@@ -276,7 +276,7 @@ func (s *Server) openBridged(c gnet.Conn) (done bool, action gnet.Action) {
 		case d != nil:
 			s.openPeer(c, d)
 		case ln != nil && ln.Proto == ProtoPeer:
-			if s.cl == nil || s.stopping.Load() {
+			if s.cl == nil || s.run.stopping.Load() {
 				return true, gnet.Close
 			}
 			s.openPeer(c, nil)
