@@ -150,9 +150,9 @@ type pumpEnd struct {
 }
 
 // openPump runs on the loop when the pump's connection is registered.
-func (s *Server) openPump(c gnet.Conn) {
-	if end := s.fair.handed.Load(); end != nil {
-		s.fair.pump, s.fair.pumpW, s.fair.pumpRaw = c, end.w, end.raw
+func (f *fairState) openPump(c gnet.Conn) {
+	if end := f.handed.Load(); end != nil {
+		f.pump, f.pumpW, f.pumpRaw = c, end.w, end.raw
 	}
 }
 
@@ -191,7 +191,7 @@ func (s *Server) pumped(c gnet.Conn) {
 // sliceOver reports whether cs, having served served requests in this turn, has used its
 // slice. It reads the clock only every sliceCheckEvery requests, or when the last one did.
 func (s *Server) sliceOver(cs *conn, served int) bool {
-	if !s.sliced(cs) {
+	if !s.fair.sliced(cs) {
 		return false
 	}
 	if !s.fair.fresh {
@@ -206,24 +206,24 @@ func (s *Server) sliceOver(cs *conn, served int) bool {
 // sliced reports whether cs's requests are served a slice at a time: fairness is on, the
 // pump is there to bring it back (until it is, and without it, each connection runs as long
 // as it has requests, as before), and cs is a client's own connection.
-func (s *Server) sliced(cs *conn) bool {
-	return s.fair.slice > 0 && s.fair.pump != nil && cs.peer == nil && cs.virt == nil
+func (f *fairState) sliced(cs *conn) bool {
+	return f.slice > 0 && f.pump != nil && cs.peer == nil && cs.virt == nil
 }
 
 // execTimed runs the request cs's handler parsed; the clock reading of the last command goes
 // stale unless this one read the clock itself (a Redis-text command does).
-func (s *Server) execTimed(cs *conn, now int64) {
-	reads := s.fair.reads
+func (f *fairState) execTimed(cs *conn, now int64) {
+	reads := f.reads
 	cs.h.exec(cs, now)
-	if s.fair.reads == reads {
-		s.fair.fresh = false
+	if f.reads == reads {
+		f.fresh = false
 	}
 }
 
 // sliceLeft reports whether the connection being served still has some of its slice: what
 // a command going on across turns (KEYS, MGET) asks between two steps. It reads the clock.
 func (s *Server) sliceLeft(cs *conn) bool {
-	if !s.sliced(cs) {
+	if !s.fair.sliced(cs) {
 		return true
 	}
 	s.fair.clock, s.fair.fresh = nanotime(), true
@@ -232,8 +232,8 @@ func (s *Server) sliceLeft(cs *conn) bool {
 
 // clockRead records a clock reading a command took (nanotime) as it ended: the slice check
 // after it, and the next command's start, need none.
-func (s *Server) clockRead(t int64) {
-	s.fair.clock, s.fair.fresh, s.fair.reads = t, true, s.fair.reads+1
+func (f *fairState) clockRead(t int64) {
+	f.clock, f.fresh, f.reads = t, true, f.reads+1
 }
 
 // yield ends cs's slice: it is served again on a later turn, after the connections that are
@@ -302,9 +302,9 @@ func (s *Server) freeFlushed() {
 
 // turnBegin starts measuring a turn of the loop (an OnTraffic, a tick): its start, for
 // turnEnd.
-func (s *Server) turnBegin() int64 {
+func (f *fairState) turnBegin() int64 {
 	t := nanotime()
-	s.fair.clock, s.fair.fresh, s.fair.start = t, true, t
+	f.clock, f.fresh, f.start = t, true, t
 	return t
 }
 

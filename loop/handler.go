@@ -43,9 +43,7 @@ func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 			tags[i] = s.ct.byPort[port]
 		}
 	}
-	s.run.addrMu.Lock()
-	s.run.addrs = addrs
-	s.run.addrMu.Unlock()
+	s.run.setAddrs(addrs)
 	ev := s.log.Info().Int("open_file_cap", s.ct.fdCap).Int64("max_memory", s.cfg.MaxMemory)
 	for i, l := range s.cfg.Listeners {
 		ev = ev.Str(l.Proto.String(), addrs[i].String())
@@ -65,14 +63,14 @@ func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 	if s.fair.slice > 0 {
 		go s.startPump() // fair.go
 	}
-	s.run.readyOnce.Do(func() { close(s.run.ready) })
+	s.run.markReady()
 	return gnet.None
 }
 
 // OnOpen admits or refuses a new connection and gives it its protocol.
 func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	if _, ok := c.Context().(pumpMark); ok {
-		s.openPump(c) // not a client: the loop's own (fair.go)
+		s.fair.openPump(c) // not a client: the loop's own (fair.go)
 		return nil, gnet.None
 	}
 	if s.run.el.Load() == nil {
@@ -248,14 +246,14 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 	cs, _ := c.Context().(*conn)
 	if cs == nil || cs.closed {
 		if _, ok := c.Context().(pumpMark); ok {
-			turn := s.turnBegin()
+			turn := s.fair.turnBegin()
 			s.pumped(c)
 			s.turnEnd(turn)
 			return gnet.None
 		}
 		return gnet.Close
 	}
-	turn := s.turnBegin()
+	turn := s.fair.turnBegin()
 	now := s.now().UnixNano()
 	s.persist.lastNow = now
 	s.cur = cs
@@ -306,7 +304,7 @@ func (s *Server) serve(cs *conn, now int64) {
 			break // a partial request stays buffered until more bytes arrive
 		}
 		used += n
-		s.execTimed(cs, now) // fair.go
+		s.fair.execTimed(cs, now) // fair.go
 		served++
 	}
 	if cs.closed {
@@ -375,7 +373,7 @@ func (s *Server) OnTick() (time.Duration, gnet.Action) {
 // tick runs on the loop: what fell due in the store (timeouts, expiries, persistence,
 // garbage collection) is handed out, and streaming dumps resumed.
 func (s *Server) tick(context.Context) error {
-	defer s.turnEnd(s.turnBegin())
+	defer s.turnEnd(s.fair.turnBegin())
 	s.applyReload()
 	now := s.now()
 	s.persist.lastNow = now.UnixNano()

@@ -101,11 +101,11 @@ func sum(v []uint64) (n uint64) {
 }
 
 // countLookup counts a GET of a key (of MGET's too) as a keyspace hit or miss.
-func (s *Server) countLookup(found bool) {
+func (in *infoState) countLookup(found bool) {
 	if found {
-		s.info.hits++
+		in.hits++
 	} else {
-		s.info.misses++
+		in.misses++
 	}
 }
 
@@ -122,7 +122,7 @@ func (s *Server) fillInfo(in *resp.Info, now int64) {
 	}
 	used := s.heapBytes()
 	s.info.memPeak = max(s.info.memPeak, used)
-	in.Memory = resp.InfoMemory{Used: used, RSS: s.rss(), Peak: s.info.memPeak, Budget: s.memUsed(),
+	in.Memory = resp.InfoMemory{Used: used, RSS: s.info.rss(), Peak: s.info.memPeak, Budget: s.memUsed(),
 		Dataset: s.st.store.Bytes(), Max: s.cfg.MaxMemory}
 	if e := s.scr.eng; e != nil {
 		n, b := e.Stats()
@@ -157,11 +157,11 @@ func (s *Server) fillInfo(in *resp.Info, now int64) {
 		in.Blocked += uint64(ls.WaitCount)
 		in.Stats.Expired += uint64(ls.ExpiredCount)
 	}
-	in.Stats.Channels, in.Stats.Patterns = s.pubsubCounts()
+	in.Stats.Channels, in.Stats.Patterns = s.ps.pubsubCounts()
 }
 
 // rss is the process's resident set in bytes (/proc/self/statm), 0 where it cannot be read.
-func (s *Server) rss() int64 {
+func (in *infoState) rss() int64 {
 	b, err := os.ReadFile("/proc/self/statm")
 	if err != nil {
 		return 0
@@ -180,8 +180,8 @@ func (s *Server) rss() int64 {
 	if n < 2 || err != nil {
 		return 0
 	}
-	if s.info.pageSize == 0 {
-		s.info.pageSize = int64(os.Getpagesize())
+	if in.pageSize == 0 {
+		in.pageSize = int64(os.Getpagesize())
 	}
-	return pages * s.info.pageSize
+	return pages * in.pageSize
 }

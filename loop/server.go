@@ -294,6 +294,26 @@ type runState struct {
 	dialHook func(d *peerDial, addr string)
 }
 
+// markReady closes ready, once.
+func (r *runState) markReady() { r.readyOnce.Do(func() { close(r.ready) }) }
+
+// setAddrs publishes the listeners' bound addresses.
+func (r *runState) setAddrs(addrs []net.Addr) {
+	r.addrMu.Lock()
+	r.addrs = addrs
+	r.addrMu.Unlock()
+}
+
+// addr returns the i-th listener's bound address, nil if there is none (yet).
+func (r *runState) addr(i int) net.Addr {
+	r.addrMu.Lock()
+	defer r.addrMu.Unlock()
+	if i < 0 || i >= len(r.addrs) {
+		return nil
+	}
+	return r.addrs[i]
+}
+
 type listenerState struct {
 	Listener
 	live     int
@@ -417,7 +437,7 @@ func sizeHint(buckets int) int {
 func (s *Server) Run() error {
 	defer s.stopTLS() // once the engine is down, or if it never started
 	if err := s.preflight(); err != nil {
-		s.run.readyOnce.Do(func() { close(s.run.ready) })
+		s.run.markReady()
 		return err
 	}
 	open, closeFn := s.openLog, s.closeLog
@@ -425,7 +445,7 @@ func (s *Server) Run() error {
 		open, closeFn = s.openCluster, s.closeCluster // the raft log replaces the append-only log
 	}
 	if err := open(); err != nil {
-		s.run.readyOnce.Do(func() { close(s.run.ready) })
+		s.run.markReady()
 		return err
 	}
 	defer closeFn()
@@ -453,7 +473,7 @@ func (s *Server) Run() error {
 		gnet.WithTCPKeepAlive(5*time.Minute),
 		gnet.WithLogger(gnetLogger{s.log}),
 	)
-	s.run.readyOnce.Do(func() { close(s.run.ready) }) // unblock waiters if the engine never booted
+	s.run.markReady() // unblock waiters if the engine never booted
 	switch {
 	case err != nil:
 		return fmt.Errorf("event loop: %w", err)
@@ -476,12 +496,7 @@ func (s *Server) Ready() <-chan struct{} { return s.run.ready }
 
 // Addr returns the bound address of the i-th configured listener, nil before Ready.
 func (s *Server) Addr(i int) net.Addr {
-	s.run.addrMu.Lock()
-	defer s.run.addrMu.Unlock()
-	if i < 0 || i >= len(s.run.addrs) {
-		return nil
-	}
-	return s.run.addrs[i]
+	return s.run.addr(i)
 }
 
 // Stop closes every connection, releasing what each holds, and makes Run return nil. It is

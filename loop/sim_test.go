@@ -447,7 +447,7 @@ func (c *sim) boot(m *simMember, first bool, mods ...simMod) error {
 		s.ct.byPort[a.Port] = &listenerState{Listener: l}
 	}
 	s.run.addrs = addrs
-	s.run.readyOnce.Do(func() { close(s.run.ready) })
+	s.run.markReady()
 	s.run.el.Store(gnet.EventLoop(m.loop))
 	m.up = true
 	c.tracef(false, "m%d started (incarnation %d)", m.id, m.inc)

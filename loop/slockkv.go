@@ -49,7 +49,7 @@ func (s *Server) slockKV(cs *conn, now int64) {
 	}
 	sc.kvName, sc.kvPast = kv.Keys[0], kvPast(kv, now)
 	if sc.kvPast && s.ps.notify != 0 && s.st.locks.Value(db, kv.Frame.Key) != nil {
-		s.muteExpiry(db, kv.Frame.Key) // its deletion is published as the command's (pubsub.go)
+		s.ps.muteExpiry(db, kv.Frame.Key) // its deletion is published as the command's (pubsub.go)
 	}
 	s.runKV(cs, now)
 	kv.Keys, kv.Value = nil, nil // views into the request: gone once it is served
@@ -340,7 +340,7 @@ func (s *Server) kvReply(cs *conn, r *slock.LockReply, res store.LockResult) {
 		s.textError(cs, rediscmd.ErrOverflow)
 	default:
 		if sc.req.KV.Op == rediscmd.OpGet {
-			s.countLookup(r.Value != nil)
+			s.info.countLookup(r.Value != nil)
 		}
 		if f := sc.req.KV.Fence; f != 0 && (r.Result == slock.ResultOK || r.Result == slock.ResultLockedError) {
 			s.st.locks.RaiseFence(r.DB, r.Key, f) // the fenced write is done: older tokens are refused from now on
@@ -589,7 +589,7 @@ func (s *Server) configItems(admin bool) [][2]string {
 		{"slowlog-log-slower-than", strconv.FormatInt(s.cfg.SlowlogSlowerThan, 10)},
 		{"slowlog-max-len", strconv.Itoa(s.cfg.SlowlogMaxLen)},
 		{"lua-time-limit", strconv.FormatInt(s.luaTimeLimit().Milliseconds(), 10)},
-		{"notify-keyspace-events", s.ps.notify.String()}, {"client-output-buffer-limit", s.obufLimits()},
+		{"notify-keyspace-events", s.ps.notify.String()}, {"client-output-buffer-limit", s.ps.obufLimits()},
 	}
 }
 

@@ -149,7 +149,7 @@ func (s *Server) textClock() int64 {
 // later turn is logged when it ends (textcont.go).
 func (s *Server) textRan(cs *conn, args [][]byte, start int64) {
 	end := nanotime()
-	s.clockRead(end)
+	s.fair.clockRead(end)
 	if c := cs.slock.cont; c != nil && c.active {
 		c.spent += end - start
 		return

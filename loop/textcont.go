@@ -92,7 +92,7 @@ func (s *Server) contMore(cs *conn, now int64) {
 	start := nanotime()
 	s.contStep(cs, c, now)
 	end := nanotime()
-	s.clockRead(end)
+	s.fair.clockRead(end)
 	c.spent += end - start
 	if !c.active {
 		s.slowlogNote(cs, c.slow, c.spent)
