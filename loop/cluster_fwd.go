@@ -101,7 +101,7 @@ func (s *Server) forwarded(cs *conn, f *peer.Frame, now int64) {
 		sc.client = f.Client // what it locks is its client's, whichever session it came on
 	}
 	sc.lvl = Level(f.Level)
-	s.virtUser(vc, f.User)
+	s.auth.virtUser(vc, f.User)
 	vc.virt.in = append(vc.virt.in, f.Data...)
 	s.serveVirt(vc, now)
 }
@@ -139,7 +139,7 @@ func (s *Server) closeVirt(vc *conn, tell bool) {
 	now := s.now().UnixNano()
 	vc.h.closed(vc, now)
 	s.release(vc)
-	s.forgetMem(vc)
+	s.mem.forgetMem(vc)
 	delete(s.ct.conns, vc.owner)
 	s.idleDrop(vc)
 	delete(s.cl.virts, virtKey{v.link.owner, v.session})

@@ -126,7 +126,7 @@ func (s *Server) startPump() {
 	s.fair.handed.Store(&pumpEnd{w: tw, raw: raw})
 	// Registered once the engine runs (Register before that races gnet's own set-up), and
 	// one Register at a time (gnet's round-robin index is not safe for concurrent use).
-	for !s.engineRunning() {
+	for !s.tb.engineRunning() {
 		if s.run.stopping.Load() {
 			_, _ = w.Close(), r.Close()
 			return

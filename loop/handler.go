@@ -48,7 +48,7 @@ func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 	for i, l := range s.cfg.Listeners {
 		ev = ev.Str(l.Proto.String(), addrs[i].String())
 	}
-	ev.Str("redis_auth", s.usersSummary()).Bool("protected_mode", s.cfg.ProtectedMode).Msg("tallyd listening")
+	ev.Str("redis_auth", s.auth.usersSummary()).Bool("protected_mode", s.cfg.ProtectedMode).Msg("tallyd listening")
 	s.warnExposed(addrs)
 	for i, l := range s.cfg.Listeners {
 		if l.Proto == ProtoPeer && !l.TLS {
@@ -203,7 +203,7 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 	if cs.peer != nil {
 		cs.h.closed(cs, now)
 		s.release(cs)
-		s.forgetMem(cs)
+		s.mem.forgetMem(cs)
 		if s.cur == nil {
 			s.flush()
 		}
@@ -212,7 +212,7 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 	held := cs.held()
 	cs.h.closed(cs, now)
 	s.release(cs)
-	s.forgetMem(cs)
+	s.mem.forgetMem(cs)
 	delete(s.ct.conns, cs.owner)
 	s.ct.live--
 	s.tb.live.Store(int64(s.ct.live))
@@ -357,7 +357,7 @@ func (s *Server) publishDue() {
 // OnTick runs on gnet's ticker goroutine, not the loop: it only hands the timed work over.
 func (s *Server) OnTick() (time.Duration, gnet.Action) {
 	s.tickHook()
-	s.engineUp() // the first tick lets the TLS listeners be served (tls.go)
+	s.tb.engineUp() // the first tick lets the TLS listeners be served (tls.go)
 	if el, ok := s.run.el.Load().(gnet.EventLoop); ok && !s.run.stopping.Load() {
 		_ = el.Execute(context.Background(), gnet.RunnableFunc(s.tick))
 	}

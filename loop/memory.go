@@ -176,12 +176,12 @@ func (s *Server) noteTx(cs *conn) {
 func (cs *conn) buffered() int { return cs.memIn + cs.memOut + cs.memTx }
 
 // forgetMem takes a closed connection's buffers and WILLs out of the totals.
-func (s *Server) forgetMem(cs *conn) {
-	s.mem.in -= int64(cs.memIn + cs.memTx)
-	s.mem.out -= int64(cs.memOut)
+func (ms *memState) forgetMem(cs *conn) {
+	ms.in -= int64(cs.memIn + cs.memTx)
+	ms.out -= int64(cs.memOut)
 	cs.memIn, cs.memOut, cs.memTx = 0, 0, 0
 	if cs.slock != nil {
-		s.mem.wills -= int64(cs.slock.willBytes)
+		ms.wills -= int64(cs.slock.willBytes)
 		cs.slock.willBytes = 0
 	}
 }

@@ -435,7 +435,7 @@ func sizeHint(buckets int) int {
 // Run listens and serves until Stop is called (it then returns nil) or the engine fails (it
 // returns why). It may be called once.
 func (s *Server) Run() error {
-	defer s.stopTLS() // once the engine is down, or if it never started
+	defer s.tb.stopTLS() // once the engine is down, or if it never started
 	if err := s.preflight(); err != nil {
 		s.run.markReady()
 		return err

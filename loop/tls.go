@@ -130,9 +130,9 @@ func (s *Server) startTLS(tags map[int]*listenerState) {
 
 // engineRunning says whether the engine's loop runs (its first tick came): only then may
 // a connection be registered on it.
-func (s *Server) engineRunning() bool {
+func (tb *tlsState) engineRunning() bool {
 	select {
-	case <-s.tb.up:
+	case <-tb.up:
 		return true
 	default:
 		return false
@@ -141,22 +141,22 @@ func (s *Server) engineRunning() bool {
 
 // engineUp runs at every OnTick (the ticker goroutine starts once the engine's loop is
 // registered): the first lets startTLS go on.
-func (s *Server) engineUp() {
-	if s.tb.up != nil {
-		s.tb.upOnce.Do(func() { close(s.tb.up) })
+func (tb *tlsState) engineUp() {
+	if tb.up != nil {
+		tb.upOnce.Do(func() { close(tb.up) })
 	}
 }
 
 // stopTLS closes the bridges once the engine is down (every loop end is closed): Run's end.
-func (s *Server) stopTLS() {
-	if s.tb.starting != nil {
-		close(s.tb.quit)
-		<-s.tb.starting
+func (tb *tlsState) stopTLS() {
+	if tb.starting != nil {
+		close(tb.quit)
+		<-tb.starting
 	}
-	for _, ln := range s.tb.held { // if the bridges never served them
+	for _, ln := range tb.held { // if the bridges never served them
 		_ = ln.Close()
 	}
-	for _, b := range []*tlsbridge.Bridge{s.tb.client, s.tb.peer} {
+	for _, b := range []*tlsbridge.Bridge{tb.client, tb.peer} {
 		if b != nil {
 			b.Close(tlsGrace)
 		}

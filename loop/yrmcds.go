@@ -43,15 +43,15 @@ func (h *yrmcdsHandler) more(cs *conn, now int64) {
 
 func (h *yrmcdsHandler) closed(cs *conn, now int64) {
 	cs.dump = nil
-	h.s.family(cs.proto).Drop(cs.ledger, now)
+	h.s.st.family(cs.proto).Drop(cs.ledger, now)
 }
 
 // family is the store family a yrmcds listener of proto serves.
-func (s *Server) family(proto Proto) store.Family {
+func (st *storeState) family(proto Proto) store.Family {
 	if proto == ProtoCounter {
-		return s.st.counters
+		return st.counters
 	}
-	return s.st.semaphores
+	return st.semaphores
 }
 
 // yrmcdsReq applies one decoded request and appends its reply; it returns the reply's status
@@ -65,7 +65,7 @@ func (s *Server) yrmcdsReq(cs *conn, r *counter.Request, out []byte, now int64) 
 		st.Commands[cmd]++
 	}
 	isCounter := cs.proto == ProtoCounter
-	fam := s.family(cs.proto)
+	fam := s.st.family(cs.proto)
 	switch r.Opcode {
 	case counter.OpNoop:
 		return counter.AppendOK(out, r.Opcode, r.Opaque), counter.StatusOK
