@@ -87,7 +87,7 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		return nil, action // a TLS peer link, or the loop's touch (tls.go)
 	}
 	bc, _ := c.Context().(*tlsbridge.Conn) // a TLS client: its descriptors are taken
-	ln := s.listenerOf(c)
+	ln := s.ct.listenerOf(c)
 	if ln == nil {
 		s.log.Error().Int("fd", c.Fd()).Msg("connection from an unknown listener; closing it")
 		return nil, gnet.Close
@@ -158,7 +158,7 @@ func (s *Server) refuse(ln *listenerState, limit string, n int) ([]byte, gnet.Ac
 // listener address gnet reports does not say which port an ephemeral listener got). A
 // connection without a socket (Fd -1: a test's in-memory one) is known by its local address;
 // a TLS connection's socket is one end of a socketpair: its bridge says (tls.go).
-func (s *Server) listenerOf(c gnet.Conn) *listenerState {
+func (ct *connState) listenerOf(c gnet.Conn) *listenerState {
 	if bc, ok := c.Context().(*tlsbridge.Conn); ok {
 		ln, _ := bc.Tag.(*listenerState)
 		return ln
@@ -167,15 +167,15 @@ func (s *Server) listenerOf(c gnet.Conn) *listenerState {
 	sa, err := unix.Getsockname(fd)
 	if err != nil {
 		if a, ok := c.LocalAddr().(*net.TCPAddr); ok && fd < 0 && a != nil {
-			return s.ct.byPort[a.Port]
+			return ct.byPort[a.Port]
 		}
 		return nil
 	}
 	switch a := sa.(type) {
 	case *unix.SockaddrInet4:
-		return s.ct.byPort[a.Port]
+		return ct.byPort[a.Port]
 	case *unix.SockaddrInet6:
-		return s.ct.byPort[a.Port]
+		return ct.byPort[a.Port]
 	}
 	return nil
 }
