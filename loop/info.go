@@ -52,7 +52,7 @@ func (s *Server) infoTick(now int64) {
 		return
 	}
 	in.memPeak = max(in.memPeak, s.heapBytes())
-	in.samples[in.next] = rateSample{at: now, commands: s.commandsTotal(), in: sum(s.m.bytesIn[:]), out: sum(s.m.bytesOut[:])}
+	in.samples[in.next] = rateSample{at: now, commands: s.m.commandsTotal(), in: sum(s.m.bytesIn[:]), out: sum(s.m.bytesOut[:])}
 	in.next = (in.next + 1) % rateSamples
 	in.n = min(in.n+1, rateSamples)
 }
@@ -91,7 +91,7 @@ func (s *Server) heapBytes() int64 {
 }
 
 // commandsTotal is every request of every protocol counted so far.
-func (s *Server) commandsTotal() uint64 { return sum(s.m.requests[:]) }
+func (m *metrics) commandsTotal() uint64 { return sum(m.requests[:]) }
 
 func sum(v []uint64) (n uint64) {
 	for _, x := range v {
@@ -129,7 +129,7 @@ func (s *Server) fillInfo(in *resp.Info, now int64) {
 		in.Memory.Scripts, in.Memory.ScriptBytes = int64(n), b
 	}
 	ops, inK, outK := s.rates()
-	in.Stats = resp.InfoStats{Commands: s.commandsTotal(), OpsPerSec: ops, NetIn: sum(s.m.bytesIn[:]),
+	in.Stats = resp.InfoStats{Commands: s.m.commandsTotal(), OpsPerSec: ops, NetIn: sum(s.m.bytesIn[:]),
 		NetOut: sum(s.m.bytesOut[:]), InKbps: inK, OutKbps: outK, Hits: s.info.hits, Misses: s.info.misses}
 	for p := range s.ct.stats {
 		in.Stats.Rejected += s.ct.stats[p].Rejected

@@ -315,8 +315,8 @@ type textMark struct {
 }
 
 // textBegin starts counting a Redis-text command of cs; textDone, deferred, finishes.
-func (s *Server) textBegin(cs *conn, name []byte) textMark {
-	s.m.inText, s.m.lockRan = true, false
+func (m *metrics) textBegin(cs *conn, name []byte) textMark {
+	m.inText, m.lockRan = true, false
 	cmd := uint8(scOther)
 	if len(name) < len(textCommands) {
 		for _, tc := range textCommands[len(name)] {
@@ -333,8 +333,7 @@ func (s *Server) textBegin(cs *conn, name []byte) textMark {
 // (or queued) as outcome; any other command, or one that did not run, error when it was
 // answered with an error and ok otherwise (queued for a key/value command whose lock
 // command waits).
-func (s *Server) textDone(t textMark) {
-	m := &s.m
+func (m *metrics) textDone(t textMark) {
 	m.inText = false
 	outcome := uint8(slock.ResultOK)
 	switch {

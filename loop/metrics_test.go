@@ -622,7 +622,7 @@ func TestMetricsLabelTables(t *testing.T) {
 	}
 	s := &Server{}
 	for _, name := range []string{"echo", "INCRBY", "Get", "push", "PING", "lock"} {
-		tm := s.textBegin(&conn{}, []byte(name))
+		tm := s.m.textBegin(&conn{}, []byte(name))
 		want := strings.ToLower(name)
 		if want == "push" {
 			want = "lock"
@@ -631,7 +631,7 @@ func TestMetricsLabelTables(t *testing.T) {
 			t.Errorf("%q counts as %q, want %q", name, got, want)
 		}
 	}
-	if tm := s.textBegin(&conn{}, []byte("FLUSHALLX")); commandNames[ProtoSlock][tm.cmd] != "other" {
+	if tm := s.m.textBegin(&conn{}, []byte("FLUSHALLX")); commandNames[ProtoSlock][tm.cmd] != "other" {
 		t.Errorf("an unknown command counts as %q", commandNames[ProtoSlock][tm.cmd])
 	}
 }

@@ -112,7 +112,7 @@ func (s *Server) slockCommand(cs *conn, args [][]byte, raw []byte, now int64) (q
 	}
 	start := s.textClock() // SLOWLOG, and the connection's slice (slowlog.go)
 	s.advance(now)         // a key that an earlier command of this batch expired is gone for this one
-	t := s.textBegin(cs, args[0])
+	t := s.m.textBegin(cs, args[0])
 	sc.local = s.cl != nil && connLocal(spec)
 	changes := s.st.locks.Changes()
 	quit = s.runCommand(cs, spec, args, now)
@@ -121,7 +121,7 @@ func (s *Server) slockCommand(cs *conn, args [][]byte, raw []byte, now int64) (q
 	}
 	sc.local = false
 	sc.req.Args, sc.req.Arg = nil, nil // views into the input: gone once served
-	s.textDone(t)
+	s.m.textDone(t)
 	s.textRan(cs, args, start)
 	return quit
 }
