@@ -309,9 +309,8 @@ func (f *fairState) turnBegin() int64 {
 }
 
 // turnEnd counts the turn that turnBegin started.
-func (s *Server) turnEnd(start int64) {
+func (f *fairState) turnEnd(start int64) {
 	d := nanotime() - start
-	f := &s.fair
 	f.turns++
 	f.maxTurn = max(f.maxTurn, d)
 	for i, b := range stallBounds {

@@ -248,7 +248,7 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 		if _, ok := c.Context().(pumpMark); ok {
 			turn := s.fair.turnBegin()
 			s.pumped(c)
-			s.turnEnd(turn)
+			s.fair.turnEnd(turn)
 			return gnet.None
 		}
 		return gnet.Close
@@ -266,7 +266,7 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 	s.publishDue()
 	s.flush()
 	s.cur = nil
-	s.turnEnd(turn)
+	s.fair.turnEnd(turn)
 	if cs.quit || cs.closing {
 		return gnet.Close
 	}
@@ -373,7 +373,7 @@ func (s *Server) OnTick() (time.Duration, gnet.Action) {
 // tick runs on the loop: what fell due in the store (timeouts, expiries, persistence,
 // garbage collection) is handed out, and streaming dumps resumed.
 func (s *Server) tick(context.Context) error {
-	defer s.turnEnd(s.fair.turnBegin())
+	defer s.fair.turnEnd(s.fair.turnBegin())
 	s.applyReload()
 	now := s.now()
 	s.persist.lastNow = now.UnixNano()

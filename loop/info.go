@@ -51,7 +51,7 @@ func (s *Server) infoTick(now int64) {
 	if in.n > 0 && now-last.at < rateEvery {
 		return
 	}
-	in.memPeak = max(in.memPeak, s.heapBytes())
+	in.memPeak = max(in.memPeak, s.info.heapBytes())
 	in.samples[in.next] = rateSample{at: now, commands: s.m.commandsTotal(), in: sum(s.m.bytesIn[:]), out: sum(s.m.bytesOut[:])}
 	in.next = (in.next + 1) % rateSamples
 	in.n = min(in.n+1, rateSamples)
@@ -59,8 +59,7 @@ func (s *Server) infoTick(now int64) {
 
 // rates returns the commands per second and the kilobytes per second in and out across the
 // samples taken (0 until there are two).
-func (s *Server) rates() (ops int64, inKbps, outKbps float64) {
-	in := &s.info
+func (in *infoState) rates() (ops int64, inKbps, outKbps float64) {
 	if in.n < 2 {
 		return 0, 0, 0
 	}
@@ -78,8 +77,7 @@ func (s *Server) rates() (ops int64, inKbps, outKbps float64) {
 
 // heapBytes is what the Go heap's objects take, live or not yet swept: what the allocator
 // has handed out, as Redis's used_memory is. Reading it stops nothing.
-func (s *Server) heapBytes() int64 {
-	in := &s.info
+func (in *infoState) heapBytes() int64 {
 	if in.heap == nil {
 		in.heap = []rtmetrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
 	}
@@ -120,7 +118,7 @@ func (s *Server) fillInfo(in *resp.Info, now int64) {
 			break
 		}
 	}
-	used := s.heapBytes()
+	used := s.info.heapBytes()
 	s.info.memPeak = max(s.info.memPeak, used)
 	in.Memory = resp.InfoMemory{Used: used, RSS: s.info.rss(), Peak: s.info.memPeak, Budget: s.memUsed(),
 		Dataset: s.st.store.Bytes(), Max: s.cfg.MaxMemory}
@@ -128,7 +126,7 @@ func (s *Server) fillInfo(in *resp.Info, now int64) {
 		n, b := e.Stats()
 		in.Memory.Scripts, in.Memory.ScriptBytes = int64(n), b
 	}
-	ops, inK, outK := s.rates()
+	ops, inK, outK := s.info.rates()
 	in.Stats = resp.InfoStats{Commands: s.m.commandsTotal(), OpsPerSec: ops, NetIn: sum(s.m.bytesIn[:]),
 		NetOut: sum(s.m.bytesOut[:]), InKbps: inK, OutKbps: outK, Hits: s.info.hits, Misses: s.info.misses}
 	for p := range s.ct.stats {
