@@ -155,16 +155,16 @@ func (s *Server) refuseSource(ln *listenerState, ra net.Addr, why string) ([]byt
 
 func (s *Server) countRefused(p Proto) {
 	if p < numProtos {
-		s.stats[p].Rejected++
+		s.ct.stats[p].Rejected++
 	}
 	if p == ProtoPool {
-		s.pools.Stats().ConnectErrors++
+		s.st.pools.Stats().ConnectErrors++
 	}
 }
 
 // logRefused logs a connection refused for where it comes from, saying how to let it in.
 func (s *Server) logRefused(p Proto, ra net.Addr, why string) {
-	missed, ok := s.admitLog.allow(s.now())
+	missed, ok := s.logs.admit.allow(s.now())
 	if !ok {
 		return
 	}

@@ -69,7 +69,7 @@ func TestAllowList(t *testing.T) {
 	var rejected [numProtos]uint64
 	ts.onLoop(t, func() {
 		for p := range rejected {
-			rejected[p] = ts.stats[p].Rejected
+			rejected[p] = ts.ct.stats[p].Rejected
 		}
 	})
 	if rejected != [numProtos]uint64{1, 1, 1, 0} {
@@ -187,7 +187,7 @@ func newSlockServer(t testing.TB, mod func(*Config)) *Server {
 func (s *Server) fakeSlockConn(c gnet.Conn) *conn {
 	cs := &conn{c: c, owner: 1, proto: ProtoSlock, ln: &listenerState{}}
 	cs.h = s.handlerFor(cs)
-	s.conns[cs.owner] = cs
+	s.ct.conns[cs.owner] = cs
 	return cs
 }
 
@@ -229,7 +229,7 @@ func TestSlockGate(t *testing.T) {
 		if closed := act != 0; closed != tc.close || string(gc.out) != tc.want {
 			t.Errorf("gate %d, %q: closed %v, wrote %q; want %v, %q", tc.gate, tc.in, closed, gc.out, tc.close, tc.want)
 		}
-		if rej := s.stats[ProtoSlock].Rejected; (rej == 1) != tc.close {
+		if rej := s.ct.stats[ProtoSlock].Rejected; (rej == 1) != tc.close {
 			t.Errorf("gate %d, %q: %d rejected", tc.gate, tc.in, rej)
 		}
 	}

@@ -28,7 +28,7 @@ func newKVPathServer(tb testing.TB, dir string) (*Server, *fakeConn) {
 	cs := &conn{c: fc, owner: 1, proto: ProtoSlock, ln: &listenerState{}}
 	cs.h = s.handlerFor(cs)
 	fc.ctx = cs
-	s.conns[cs.owner] = cs
+	s.ct.conns[cs.owner] = cs
 	return s, fc
 }
 
@@ -109,7 +109,7 @@ func TestRepliesWaitForTheLog(t *testing.T) {
 		cs2 := &conn{c: other, owner: 2, proto: ProtoSlock, ln: &listenerState{}}
 		cs2.h = s.handlerFor(cs2)
 		other.ctx = cs2
-		s.conns[cs2.owner] = cs2
+		s.ct.conns[cs2.owner] = cs2
 
 		fc.in = resp.AppendCommand(nil, "SET", "k", "v")
 		s.OnTraffic(fc)

@@ -71,7 +71,7 @@ func TestRequestPathDoesNotAllocate(t *testing.T) {
 	if len(fc.in) != 0 || fc.written == 0 {
 		t.Fatalf("batch not consumed (%d left) or nothing written", len(fc.in))
 	}
-	if err := s.counters.Check(); err != nil {
+	if err := s.st.counters.Check(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -105,7 +105,7 @@ func newPoolPathServer(tb testing.TB) (*Server, *fakeConn) {
 	cs := &conn{c: fc, owner: 1, proto: ProtoPool, ln: &listenerState{}}
 	cs.h = s.handlerFor(cs)
 	fc.ctx = cs
-	s.conns[cs.owner] = cs
+	s.ct.conns[cs.owner] = cs
 	return s, fc
 }
 

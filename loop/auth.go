@@ -83,7 +83,7 @@ func (s *Server) setUsers(us *acl.Users) {
 		}
 	}
 	closed := 0
-	for _, cs := range s.conns {
+	for _, cs := range s.ct.conns {
 		sc := cs.slock
 		if sc == nil || sc.user == nil || cs.closed {
 			continue
@@ -153,7 +153,7 @@ func (s *Server) permit(cs *conn, spec *rediscmd.Spec, args [][]byte) bool {
 // frame (name; empty from members that do not send it: the default user), looked up in this
 // member's own users (members share the ACL file). A name this member does not have, or has
 // off, makes vc's commands refused (permitVirt).
-func (s *Server) virtUser(vc *conn, name []byte) {
+func (a *authState) virtUser(vc *conn, name []byte) {
 	sc := vc.slock
 	if u := sc.user; u != nil && u.Name == string(name) || u == nil && len(name) == 0 && !sc.noUser {
 		return // as for its last frame
@@ -162,7 +162,7 @@ func (s *Server) virtUser(vc *conn, name []byte) {
 	if len(name) == 0 {
 		return
 	}
-	u := s.auth.users.Get(name)
+	u := a.users.Get(name)
 	if u == nil || !u.Enabled() {
 		sc.noUser = true
 		return
@@ -332,11 +332,11 @@ func clip(b []byte) string {
 }
 
 // usersSummary says who may connect to the Redis-text side, for the start-up log.
-func (s *Server) usersSummary() string {
-	us := s.auth.users
+func (a *authState) usersSummary() string {
+	us := a.users
 	switch {
-	case s.auth.file != "":
-		return strconv.Itoa(len(us.List())) + " users from " + s.auth.file
+	case a.file != "":
+		return strconv.Itoa(len(us.List())) + " users from " + a.file
 	case !us.Default().NoPass():
 		return "password (requirepass)"
 	}

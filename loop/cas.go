@@ -26,7 +26,7 @@ func casDelEx(s *Server, cs *conn, kv *rediscmd.KV, db uint8, _ int64) bool {
 		s.textError(cs, rediscmd.ErrWrongType)
 	case !rediscmd.HasValue(v) || !kv.CondHolds(v):
 		s.sendTo(cs, resp.AppendInt(b, 0))
-	case s.locks.LockedByOther(db, key, cs.owner, s.clientOf(cs)):
+	case s.st.locks.LockedByOther(db, key, cs.owner, s.clientOf(cs)):
 		s.sendTo(cs, resp.AppendInt(b, 0)) // a LOCK under another LockId: not deleted, as DEL
 	default:
 		return false
@@ -41,7 +41,7 @@ func casGetDel(s *Server, cs *conn, kv *rediscmd.KV, db uint8, _ int64) bool {
 	switch {
 	case hash:
 		s.textError(cs, rediscmd.ErrWrongType)
-	case !rediscmd.HasValue(v), s.locks.LockedByOther(db, key, cs.owner, s.clientOf(cs)):
+	case !rediscmd.HasValue(v), s.st.locks.LockedByOther(db, key, cs.owner, s.clientOf(cs)):
 		s.sendTo(cs, resp.AppendNull(s.scratchFor(cs)))
 	default:
 		return false
@@ -61,7 +61,7 @@ func casGetEx(s *Server, cs *conn, kv *rediscmd.KV, db uint8, now int64) bool {
 		s.textError(cs, rediscmd.ErrWrongType)
 	case kv.Late != nil:
 		s.textError(cs, kv.Late)
-	case kv.Frame.Type == 0, kv.Persist && s.locks.TTL(db, key, now) == -1:
+	case kv.Frame.Type == 0, kv.Persist && s.st.locks.TTL(db, key, now) == -1:
 		s.sendTo(cs, rediscmd.AppendValue(b, v, kv.Numbers)) // nothing to change: a GET
 	default:
 		return false
@@ -74,7 +74,7 @@ func casGetEx(s *Server, cs *conn, kv *rediscmd.KV, db uint8, now int64) bool {
 // whether that is a hash.
 func casValue(s *Server, cs *conn, kv *rediscmd.KV, db uint8) (key [16]byte, v []byte, hash bool) {
 	key = cs.slock.text.KeyID(kv.Keys[0])
-	v = s.locks.Value(db, key)
+	v = s.st.locks.Value(db, key)
 	hash, _ = rediscmd.IsHash(v)
 	return key, v, hash
 }
@@ -83,7 +83,7 @@ func casValue(s *Server, cs *conn, kv *rediscmd.KV, db uint8) (key [16]byte, v [
 // answered (a wrong type, or the condition does not hold: not set), true when the SET is to
 // run.
 func (s *Server) casSet(cs *conn, kv *rediscmd.KV, db uint8) bool {
-	v := s.locks.Value(db, kv.Frame.Key)
+	v := s.st.locks.Value(db, kv.Frame.Key)
 	if hash, _ := rediscmd.IsHash(v); hash {
 		s.textError(cs, rediscmd.ErrWrongType)
 		return false

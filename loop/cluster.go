@@ -312,7 +312,7 @@ func (s *Server) clusterTurn() {
 	}
 	s.updateAcks()
 	s.releaseHeld()
-	if cl.serving() && s.locks.Journaled() && cl.acks.Window() < proposeWindow {
+	if cl.serving() && s.st.locks.Journaled() && cl.acks.Window() < proposeWindow {
 		s.clusterTurn() // a commit opened the window: what waited in the journal goes now
 	}
 }
@@ -364,7 +364,7 @@ func (s *Server) storageApply(m *raftpb.Message) {
 		s.applyEntry(e, now)
 	}
 	if !cl.isLeader() {
-		s.locks.ForgetJournal() // a follower's store only mirrors the log
+		s.st.locks.ForgetJournal() // a follower's store only mirrors the log
 	}
 	for _, r := range m.GetResponses() {
 		_ = cl.rn.Step(r)
@@ -378,9 +378,9 @@ func (s *Server) installSnapshot(snap *raftpb.Snapshot) {
 	if md.GetIndex() <= cl.applied {
 		return
 	}
-	s.store.ResetLocks()
+	s.st.store.ResetLocks()
 	s.restoreSnapshot(snap.GetData(), s.now().UnixNano())
-	s.locks.ForgetJournal()
+	s.st.locks.ForgetJournal()
 	cl.applied, cl.snapIndex = md.GetIndex(), md.GetIndex()
 	cl.fresh.On = false
 	if cs := md.GetConfState(); cs != nil {
@@ -488,7 +488,7 @@ func (s *Server) learnPeers(p map[uint64]string) {
 
 // applyRecords restores the keys of a run of records (and any peer table among them).
 func (s *Server) applyRecords(b []byte, now int64) {
-	restore := func(ks *store.KeyState) { s.locks.Restore(ks, now) }
+	restore := func(ks *store.KeyState) { s.st.locks.Restore(ks, now) }
 	// The messages the leader published with these changes, published here too (pubsub.go).
 	if err := aof.DecodeRecordsWith(b, restore, s.learnPeers, s.relayed); err != nil {
 		s.log.Error().Err(err).Msg("cluster: bad records in the raft log")
@@ -497,7 +497,7 @@ func (s *Server) applyRecords(b []byte, now int64) {
 
 // setSecret adopts the cluster's key-name secret.
 func (s *Server) setSecret(k [32]byte) {
-	s.keys = rediscmd.NewKeys(k)
+	s.st.keys = rediscmd.NewKeys(k)
 	s.cl.secret = cluster.Secret{Known: true, Key: k}
 }
 
@@ -557,12 +557,12 @@ const maxProposalBuf = 16 << 20
 // proposeWindow proposals await their commit already.
 func (s *Server) propose() {
 	cl := s.cl
-	if !cl.serving() || !s.locks.Journaled() && len(s.ps.relay) == 0 || cl.acks.Window() >= proposeWindow {
+	if !cl.serving() || !s.st.locks.Journaled() && len(s.ps.relay) == 0 || cl.acks.Window() >= proposeWindow {
 		return
 	}
 	p := &s.persist
 	p.buf = append(p.buf[:0], entRecords, 0, 0, 0, 0, 0, 0, 0, 0)
-	s.locks.Journal(p.lastNow, p.emit)
+	s.st.locks.Journal(p.lastNow, p.emit)
 	p.buf = append(p.buf, s.ps.relay...) // the messages published with these changes (pubsub.go)
 	s.ps.relay = s.ps.relay[:0]
 	if cap(s.ps.relay) > maxRelayBuf {
@@ -602,7 +602,7 @@ func (s *Server) snapshotData(now int64) []byte {
 	cl := s.cl
 	p := &s.persist
 	p.buf = raftlog.AppendPeers(cl.secret.SnapshotHead(), cl.members.Addrs)
-	s.locks.SnapshotAll(now, p.emit)
+	s.st.locks.SnapshotAll(now, p.emit)
 	d := p.buf
 	p.buf = nil
 	return d
@@ -616,7 +616,7 @@ func (s *Server) maybeSnapshot(now int64) {
 	if cl.applied < cl.snapIndex+cl.cfg.SnapshotEntries && !(cl.snapSoon && cl.applied > cl.snapIndex) {
 		return
 	}
-	if cl.isLeader() && (cl.acks.Acked[LevelQuorum] < cl.acks.Seq || s.locks.Journaled() || cl.applied < cl.commit || !cl.ready) {
+	if cl.isLeader() && (cl.acks.Acked[LevelQuorum] < cl.acks.Seq || s.st.locks.Journaled() || cl.applied < cl.commit || !cl.ready) {
 		return
 	}
 	start := time.Now()
@@ -638,7 +638,7 @@ func (s *Server) abdicate(why string) {
 	cl := s.cl
 	cl.ready = false
 	s.log.Warn().Str("why", why).Msg("cluster: no longer leading; rebuilding the store from the committed log")
-	for _, cs := range s.conns {
+	for _, cs := range s.ct.conns {
 		if cs.slock == nil || cs.closed {
 			continue
 		}
@@ -660,8 +660,8 @@ func (s *Server) abdicate(why string) {
 func (s *Server) resetFromLog() {
 	cl := s.cl
 	now := s.now().UnixNano()
-	s.store.ResetLocks()
-	s.locks = s.store.Locks
+	s.st.store.ResetLocks()
+	s.st.locks = s.st.store.Locks
 	snap, err := cl.st.Mem.Snapshot()
 	if err == nil && !raft.IsEmptySnap(snap) {
 		s.restoreSnapshot(snap.GetData(), now)
@@ -678,7 +678,7 @@ func (s *Server) resetFromLog() {
 			}
 		}
 	}
-	s.locks.ForgetJournal()
+	s.st.locks.ForgetJournal()
 }
 
 // failHeld answers every reply cs holds for the log with err instead: it was never
@@ -737,7 +737,7 @@ func (g raftGate) mark(cs *conn, from int) {
 		return // a connection's own setting: it goes out behind the replies before it
 	}
 	lvl := cs.slock.level()
-	pending := cl.acks.Seq > cl.acks.Acked[lvl] || s.locks.Journaled()
+	pending := cl.acks.Seq > cl.acks.Acked[lvl] || s.st.locks.Journaled()
 	if !pending && lvl == LevelOne {
 		return
 	}
@@ -757,7 +757,7 @@ func (rg raftGate) writable(cs *conn) int {
 		if !g[j].settled {
 			g[j].settled = true
 			g[j].seq = cl.acks.Seq
-			if s.locks.Journaled() {
+			if s.st.locks.Journaled() {
 				g[j].seq++ // its change waits for the next proposal, which takes the whole journal
 			}
 			if g[j].lvl >= LevelQuorum && g[j].seq <= g[j].after {

@@ -82,16 +82,16 @@ func (s *Server) forwarded(cs *conn, f *peer.Frame, now int64) {
 	key := virtKey{cs.owner, f.Session}
 	vc := cl.virts[key]
 	if vc == nil {
-		s.nextOwner++
-		vc = &conn{owner: s.nextOwner, proto: ProtoSlock, slock: newSlockConn()}
+		s.ct.nextOwner++
+		vc = &conn{owner: s.ct.nextOwner, proto: ProtoSlock, slock: newSlockConn()}
 		v := &virtConn{Conn: cs.c, s: s, vc: vc, link: cs, session: f.Session}
 		vc.c, vc.virt = v, v
 		if f.Kind == peer.KindBinary {
-			vc.slock.kind, vc.h = slock.Binary, &s.slockBin
+			vc.slock.kind, vc.h = slock.Binary, &s.h.slockBin
 		} else {
-			vc.slock.kind, vc.h = slock.RESP, &s.slockText
+			vc.slock.kind, vc.h = slock.RESP, &s.h.slockText
 		}
-		s.conns[vc.owner] = vc
+		s.ct.conns[vc.owner] = vc
 		cl.virts[key] = vc
 	}
 	sc := vc.slock
@@ -101,7 +101,7 @@ func (s *Server) forwarded(cs *conn, f *peer.Frame, now int64) {
 		sc.client = f.Client // what it locks is its client's, whichever session it came on
 	}
 	sc.lvl = Level(f.Level)
-	s.virtUser(vc, f.User)
+	s.auth.virtUser(vc, f.User)
 	vc.virt.in = append(vc.virt.in, f.Data...)
 	s.serveVirt(vc, now)
 }
@@ -139,8 +139,8 @@ func (s *Server) closeVirt(vc *conn, tell bool) {
 	now := s.now().UnixNano()
 	vc.h.closed(vc, now)
 	s.release(vc)
-	s.forgetMem(vc)
-	delete(s.conns, vc.owner)
+	s.mem.forgetMem(vc)
+	delete(s.ct.conns, vc.owner)
 	s.idleDrop(vc)
 	delete(s.cl.virts, virtKey{v.link.owner, v.session})
 	if tell && !v.link.closed {

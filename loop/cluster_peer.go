@@ -74,8 +74,8 @@ func (h *peerHandler) closed(cs *conn, now int64) { h.s.peerGone(cs) }
 
 // openPeer sets up a peer link at its OnOpen: accepted on the peer port (ln), or dialled (d).
 func (s *Server) openPeer(c gnet.Conn, d *peerDial) {
-	s.nextOwner++
-	cs := &conn{c: c, owner: s.nextOwner, proto: ProtoPeer, h: &s.peerH, peer: &peerConn{authed: s.cl.cfg.Key == nil}}
+	s.ct.nextOwner++
+	cs := &conn{c: c, owner: s.ct.nextOwner, proto: ProtoPeer, h: &s.h.peer, peer: &peerConn{authed: s.cl.cfg.Key == nil}}
 	c.SetContext(cs)
 	// A link whose peer went silent (a partition drops packets without a word) fails once
 	// what was sent stays unacknowledged this long, and is dialled again, rather than wait
@@ -217,8 +217,8 @@ func (s *Server) dialLink(l *peerLink, join bool, now int64) {
 	}
 	l.dialing = true
 	id, addr := l.id, l.addr
-	if s.dialHook != nil {
-		s.dialHook(&peerDial{id: id, join: join}, addr)
+	if s.run.dialHook != nil {
+		s.run.dialHook(&peerDial{id: id, join: join}, addr)
 		return
 	}
 	go s.dial(&peerDial{id: id, join: join}, addr) // a dial may block: never on the loop

@@ -71,17 +71,17 @@ type handler interface {
 func (s *Server) handlerFor(cs *conn) handler {
 	switch cs.proto {
 	case ProtoCounter:
-		cs.ledger = s.counters.NewLedger(cs.owner)
-		return &s.yrmcds[ProtoCounter]
+		cs.ledger = s.st.counters.NewLedger(cs.owner)
+		return &s.h.yrmcds[ProtoCounter]
 	case ProtoSemaphore:
-		cs.ledger = s.semaphores.NewLedger(cs.owner)
-		return &s.yrmcds[ProtoSemaphore]
+		cs.ledger = s.st.semaphores.NewLedger(cs.owner)
+		return &s.h.yrmcds[ProtoSemaphore]
 	case ProtoPool:
-		cs.pool = s.pools.NewClient(cs.owner)
-		return &s.poolH
+		cs.pool = s.st.pools.NewClient(cs.owner)
+		return &s.h.pool
 	case ProtoSlock:
 		cs.slock = newSlockConn()
-		return &s.sniff
+		return &s.h.sniff
 	}
 	return nil
 }

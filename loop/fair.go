@@ -126,8 +126,8 @@ func (s *Server) startPump() {
 	s.fair.handed.Store(&pumpEnd{w: tw, raw: raw})
 	// Registered once the engine runs (Register before that races gnet's own set-up), and
 	// one Register at a time (gnet's round-robin index is not safe for concurrent use).
-	for !s.engineRunning() {
-		if s.stopping.Load() {
+	for !s.tb.engineRunning() {
+		if s.run.stopping.Load() {
 			_, _ = w.Close(), r.Close()
 			return
 		}
@@ -137,7 +137,7 @@ func (s *Server) startPump() {
 	if err != nil {
 		s.fair.handed.Store(nil)
 		_ = w.Close()
-		if !s.stopping.Load() {
+		if !s.run.stopping.Load() {
 			s.log.Warn().Err(err).Msg("no fairness pump: connections are not sliced (--conn-slice)")
 		}
 	}
@@ -150,9 +150,9 @@ type pumpEnd struct {
 }
 
 // openPump runs on the loop when the pump's connection is registered.
-func (s *Server) openPump(c gnet.Conn) {
-	if end := s.fair.handed.Load(); end != nil {
-		s.fair.pump, s.fair.pumpW, s.fair.pumpRaw = c, end.w, end.raw
+func (f *fairState) openPump(c gnet.Conn) {
+	if end := f.handed.Load(); end != nil {
+		f.pump, f.pumpW, f.pumpRaw = c, end.w, end.raw
 	}
 }
 
@@ -191,7 +191,7 @@ func (s *Server) pumped(c gnet.Conn) {
 // sliceOver reports whether cs, having served served requests in this turn, has used its
 // slice. It reads the clock only every sliceCheckEvery requests, or when the last one did.
 func (s *Server) sliceOver(cs *conn, served int) bool {
-	if !s.sliced(cs) {
+	if !s.fair.sliced(cs) {
 		return false
 	}
 	if !s.fair.fresh {
@@ -206,24 +206,24 @@ func (s *Server) sliceOver(cs *conn, served int) bool {
 // sliced reports whether cs's requests are served a slice at a time: fairness is on, the
 // pump is there to bring it back (until it is, and without it, each connection runs as long
 // as it has requests, as before), and cs is a client's own connection.
-func (s *Server) sliced(cs *conn) bool {
-	return s.fair.slice > 0 && s.fair.pump != nil && cs.peer == nil && cs.virt == nil
+func (f *fairState) sliced(cs *conn) bool {
+	return f.slice > 0 && f.pump != nil && cs.peer == nil && cs.virt == nil
 }
 
 // execTimed runs the request cs's handler parsed; the clock reading of the last command goes
 // stale unless this one read the clock itself (a Redis-text command does).
-func (s *Server) execTimed(cs *conn, now int64) {
-	reads := s.fair.reads
+func (f *fairState) execTimed(cs *conn, now int64) {
+	reads := f.reads
 	cs.h.exec(cs, now)
-	if s.fair.reads == reads {
-		s.fair.fresh = false
+	if f.reads == reads {
+		f.fresh = false
 	}
 }
 
 // sliceLeft reports whether the connection being served still has some of its slice: what
 // a command going on across turns (KEYS, MGET) asks between two steps. It reads the clock.
 func (s *Server) sliceLeft(cs *conn) bool {
-	if !s.sliced(cs) {
+	if !s.fair.sliced(cs) {
 		return true
 	}
 	s.fair.clock, s.fair.fresh = nanotime(), true
@@ -232,8 +232,8 @@ func (s *Server) sliceLeft(cs *conn) bool {
 
 // clockRead records a clock reading a command took (nanotime) as it ended: the slice check
 // after it, and the next command's start, need none.
-func (s *Server) clockRead(t int64) {
-	s.fair.clock, s.fair.fresh, s.fair.reads = t, true, s.fair.reads+1
+func (f *fairState) clockRead(t int64) {
+	f.clock, f.fresh, f.reads = t, true, f.reads+1
 }
 
 // yield ends cs's slice: it is served again on a later turn, after the connections that are
@@ -269,15 +269,15 @@ func (s *Server) poke() {
 // bytes are freed (the memory budget: what clients no longer see goes first); it returns the
 // bytes freed.
 func (s *Server) freeFlushedFor(need int64) int64 {
-	if !s.locks.Flushing() {
+	if !s.st.locks.Flushing() {
 		return 0
 	}
-	before := s.store.Bytes()
+	before := s.st.store.Bytes()
 	start := nanotime()
 	slice := max(s.fair.slice, int64(DefaultConnSlice))
-	for s.locks.FreeFlushed(freeStep) && before-s.store.Bytes() < need && nanotime()-start < slice {
+	for s.st.locks.FreeFlushed(freeStep) && before-s.st.store.Bytes() < need && nanotime()-start < slice {
 	}
-	return before - s.store.Bytes()
+	return before - s.st.store.Bytes()
 }
 
 // freeStep is how many flushed keys are freed between two looks at the clock.
@@ -287,12 +287,12 @@ const freeStep = 1024
 // aside (store: Locks.Flush), and has the pump come back for more at the next turn; ticks
 // run it too. Nothing is answered: the keys are gone for every client already.
 func (s *Server) freeFlushed() {
-	if !s.locks.Flushing() {
+	if !s.st.locks.Flushing() {
 		return
 	}
 	start := nanotime()
 	slice := max(s.fair.slice, int64(DefaultConnSlice))
-	for s.locks.FreeFlushed(freeStep) {
+	for s.st.locks.FreeFlushed(freeStep) {
 		if nanotime()-start >= slice {
 			s.poke() // on the pump's next turn, after the connections ready now
 			return
@@ -302,16 +302,15 @@ func (s *Server) freeFlushed() {
 
 // turnBegin starts measuring a turn of the loop (an OnTraffic, a tick): its start, for
 // turnEnd.
-func (s *Server) turnBegin() int64 {
+func (f *fairState) turnBegin() int64 {
 	t := nanotime()
-	s.fair.clock, s.fair.fresh, s.fair.start = t, true, t
+	f.clock, f.fresh, f.start = t, true, t
 	return t
 }
 
 // turnEnd counts the turn that turnBegin started.
-func (s *Server) turnEnd(start int64) {
+func (f *fairState) turnEnd(start int64) {
 	d := nanotime() - start
-	f := &s.fair
 	f.turns++
 	f.maxTurn = max(f.maxTurn, d)
 	for i, b := range stallBounds {

@@ -38,7 +38,7 @@ func (s *Server) stampLock(cs *conn, cmd *store.LockCommand) {
 func (s *Server) clientOf(cs *conn) uint64 {
 	sc := cs.slock
 	if sc.client == 0 {
-		id := s.ids.Next()
+		id := s.st.ids.Next()
 		sc.client = binary.LittleEndian.Uint64(id[:8]) | 1
 	}
 	return sc.client
@@ -53,7 +53,7 @@ func (s *Server) token(cs *conn, args [][]byte) {
 		s.textError(cs, err)
 		return
 	}
-	t, ok := s.locks.Token(sc.text.DB, q.Key, q.LockID, q.Any)
+	t, ok := s.st.locks.Token(sc.text.DB, q.Key, q.LockID, q.Any)
 	if !ok {
 		s.sendTo(cs, resp.AppendNull(s.scratchFor(cs)))
 		return

@@ -39,9 +39,9 @@ func hammer(t *testing.T, proto Proto) {
 	var failed atomic.Bool
 	probe := dial(t, addr) // also publishes the event loop for onLoop
 	expectStatus(t, probe.simple(counter.OpNoop), counter.StatusOK)
-	check := ts.counters.Check
+	check := ts.st.counters.Check
 	if proto == ProtoSemaphore {
-		check = ts.semaphores.Check
+		check = ts.st.semaphores.Check
 	}
 	// A checker runs the store's invariant on the loop while the clients work.
 	stopChecks := ts.checkWhileRunning(t, proto.String(), check, &failed)

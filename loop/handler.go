@@ -18,7 +18,7 @@ import (
 // OnBoot runs on Run's goroutine before the loop starts: it tunes each listener and records
 // the addresses actually bound.
 func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
-	s.engine = eng
+	s.run.engine = eng
 	addrs := make([]net.Addr, len(s.cfg.Listeners))
 	tags := map[int]*listenerState{} // the TLS listeners' (tls.go)
 	for i, l := range s.cfg.Listeners {
@@ -29,28 +29,26 @@ func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 			port, err = tuneListener(eng, l.Addr, s.cfg.Backlog)
 		}
 		if err != nil {
-			s.bootErr = fmt.Errorf("listener %s (%s): %w", l.Addr, l.Proto, err)
+			s.run.bootErr = fmt.Errorf("listener %s (%s): %w", l.Addr, l.Proto, err)
 			return gnet.Shutdown
 		}
 		host, _, _ := net.SplitHostPort(l.Addr)
 		addrs[i] = &net.TCPAddr{IP: net.ParseIP(host), Port: port}
-		if _, dup := s.byPort[port]; dup {
-			s.bootErr = fmt.Errorf("two listeners on port %d", port)
+		if _, dup := s.ct.byPort[port]; dup {
+			s.run.bootErr = fmt.Errorf("two listeners on port %d", port)
 			return gnet.Shutdown
 		}
-		s.byPort[port] = &listenerState{Listener: l, loopback: loopbackBind(l.Addr)}
+		s.ct.byPort[port] = &listenerState{Listener: l, loopback: loopbackBind(l.Addr)}
 		if l.TLS {
-			tags[i] = s.byPort[port]
+			tags[i] = s.ct.byPort[port]
 		}
 	}
-	s.addrMu.Lock()
-	s.addrs = addrs
-	s.addrMu.Unlock()
-	ev := s.log.Info().Int("open_file_cap", s.fdCap).Int64("max_memory", s.cfg.MaxMemory)
+	s.run.setAddrs(addrs)
+	ev := s.log.Info().Int("open_file_cap", s.ct.fdCap).Int64("max_memory", s.cfg.MaxMemory)
 	for i, l := range s.cfg.Listeners {
 		ev = ev.Str(l.Proto.String(), addrs[i].String())
 	}
-	ev.Str("redis_auth", s.usersSummary()).Bool("protected_mode", s.cfg.ProtectedMode).Msg("tallyd listening")
+	ev.Str("redis_auth", s.auth.usersSummary()).Bool("protected_mode", s.cfg.ProtectedMode).Msg("tallyd listening")
 	s.warnExposed(addrs)
 	for i, l := range s.cfg.Listeners {
 		if l.Proto == ProtoPeer && !l.TLS {
@@ -65,18 +63,18 @@ func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 	if s.fair.slice > 0 {
 		go s.startPump() // fair.go
 	}
-	s.readyOnce.Do(func() { close(s.ready) })
+	s.run.markReady()
 	return gnet.None
 }
 
 // OnOpen admits or refuses a new connection and gives it its protocol.
 func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	if _, ok := c.Context().(pumpMark); ok {
-		s.openPump(c) // not a client: the loop's own (fair.go)
+		s.fair.openPump(c) // not a client: the loop's own (fair.go)
 		return nil, gnet.None
 	}
-	if s.el.Load() == nil {
-		s.el.Store(c.EventLoop())
+	if s.run.el.Load() == nil {
+		s.run.el.Store(c.EventLoop())
 		// Ticks reach the loop only from now on: catch up first, so that what fell due
 		// before anyone connected (locks restored from the log) is gone before a request.
 		_ = s.tick(context.Background())
@@ -89,7 +87,7 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		return nil, action // a TLS peer link, or the loop's touch (tls.go)
 	}
 	bc, _ := c.Context().(*tlsbridge.Conn) // a TLS client: its descriptors are taken
-	ln := s.listenerOf(c)
+	ln := s.ct.listenerOf(c)
 	if ln == nil {
 		s.log.Error().Int("fd", c.Fd()).Msg("connection from an unknown listener; closing it")
 		return nil, gnet.Close
@@ -98,7 +96,7 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	g, refused := s.admit(ln, ra)
 	if ln.Proto == ProtoPeer {
 		switch {
-		case s.cl == nil || s.stopping.Load():
+		case s.cl == nil || s.run.stopping.Load():
 			return nil, gnet.Close
 		case refused != "":
 			return s.refuseSource(ln, ra, refused)
@@ -107,29 +105,29 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		return nil, gnet.None
 	}
 	switch {
-	case s.stopping.Load():
+	case s.run.stopping.Load():
 		return nil, gnet.Close
 	case refused != "":
 		return s.refuseSource(ln, ra, refused)
-	case s.cfg.MaxConnections > 0 && s.live >= s.cfg.MaxConnections:
+	case s.cfg.MaxConnections > 0 && s.ct.live >= s.cfg.MaxConnections:
 		return s.refuse(ln, "max-connections", s.cfg.MaxConnections)
 	case ln.MaxConnections > 0 && ln.live >= ln.MaxConnections:
 		return s.refuse(ln, ln.Proto.String()+" max-connections", ln.MaxConnections)
-	case bc == nil && !s.fds.Take(): // given back in OnClose
-		return s.refuse(ln, "open-file cap", s.fdCap)
+	case bc == nil && !s.ct.fds.Take(): // given back in OnClose
+		return s.refuse(ln, "open-file cap", s.ct.fdCap)
 	}
-	s.nextOwner++
-	cs := &conn{c: c, owner: s.nextOwner, proto: ln.Proto, ln: ln, bridged: bc}
+	s.ct.nextOwner++
+	cs := &conn{c: c, owner: s.ct.nextOwner, proto: ln.Proto, ln: ln, bridged: bc}
 	cs.h = s.handlerFor(cs)
 	if cs.slock != nil {
 		cs.slock.gate, cs.slock.remote = g, ra
 	}
 	c.SetContext(cs)
-	s.conns[cs.owner] = cs
-	s.live++
-	s.tb.live.Store(int64(s.live))
+	s.ct.conns[cs.owner] = cs
+	s.ct.live++
+	s.tb.live.Store(int64(s.ct.live))
 	ln.live++
-	st := &s.stats[ln.Proto]
+	st := &s.ct.stats[ln.Proto]
 	st.CurrConnections++
 	st.TotalConnections++
 	s.idleTouch(cs, s.now().UnixNano())
@@ -145,12 +143,12 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 
 // refuse closes a just-accepted connection without sending anything.
 func (s *Server) refuse(ln *listenerState, limit string, n int) ([]byte, gnet.Action) {
-	s.stats[ln.Proto].Rejected++
+	s.ct.stats[ln.Proto].Rejected++
 	if ln.Proto == ProtoPool {
-		s.pools.Stats().ConnectErrors++
+		s.st.pools.Stats().ConnectErrors++
 	}
-	if missed, ok := s.rejectLog.allow(s.now()); ok {
-		s.log.Warn().Str("limit", limit).Int("value", n).Int("connections", s.live).
+	if missed, ok := s.logs.reject.allow(s.now()); ok {
+		s.log.Warn().Str("limit", limit).Int("value", n).Int("connections", s.ct.live).
 			Uint64("refused_since_last_line", missed).Msg("connection refused: limit reached")
 	}
 	return nil, gnet.Close
@@ -160,7 +158,7 @@ func (s *Server) refuse(ln *listenerState, limit string, n int) ([]byte, gnet.Ac
 // listener address gnet reports does not say which port an ephemeral listener got). A
 // connection without a socket (Fd -1: a test's in-memory one) is known by its local address;
 // a TLS connection's socket is one end of a socketpair: its bridge says (tls.go).
-func (s *Server) listenerOf(c gnet.Conn) *listenerState {
+func (ct *connState) listenerOf(c gnet.Conn) *listenerState {
 	if bc, ok := c.Context().(*tlsbridge.Conn); ok {
 		ln, _ := bc.Tag.(*listenerState)
 		return ln
@@ -169,15 +167,15 @@ func (s *Server) listenerOf(c gnet.Conn) *listenerState {
 	sa, err := unix.Getsockname(fd)
 	if err != nil {
 		if a, ok := c.LocalAddr().(*net.TCPAddr); ok && fd < 0 && a != nil {
-			return s.byPort[a.Port]
+			return ct.byPort[a.Port]
 		}
 		return nil
 	}
 	switch a := sa.(type) {
 	case *unix.SockaddrInet4:
-		return s.byPort[a.Port]
+		return ct.byPort[a.Port]
 	case *unix.SockaddrInet6:
-		return s.byPort[a.Port]
+		return ct.byPort[a.Port]
 	}
 	return nil
 }
@@ -205,7 +203,7 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 	if cs.peer != nil {
 		cs.h.closed(cs, now)
 		s.release(cs)
-		s.forgetMem(cs)
+		s.mem.forgetMem(cs)
 		if s.cur == nil {
 			s.flush()
 		}
@@ -214,15 +212,15 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 	held := cs.held()
 	cs.h.closed(cs, now)
 	s.release(cs)
-	s.forgetMem(cs)
-	delete(s.conns, cs.owner)
-	s.live--
-	s.tb.live.Store(int64(s.live))
+	s.mem.forgetMem(cs)
+	delete(s.ct.conns, cs.owner)
+	s.ct.live--
+	s.tb.live.Store(int64(s.ct.live))
 	if cs.bridged == nil {
-		s.fds.Give()
+		s.ct.fds.Give()
 	}
 	cs.ln.live--
-	s.stats[cs.proto].CurrConnections--
+	s.ct.stats[cs.proto].CurrConnections--
 	s.idleDrop(cs)
 	s.publishDue()
 	if s.cur == nil {
@@ -248,14 +246,14 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 	cs, _ := c.Context().(*conn)
 	if cs == nil || cs.closed {
 		if _, ok := c.Context().(pumpMark); ok {
-			turn := s.turnBegin()
+			turn := s.fair.turnBegin()
 			s.pumped(c)
-			s.turnEnd(turn)
+			s.fair.turnEnd(turn)
 			return gnet.None
 		}
 		return gnet.Close
 	}
-	turn := s.turnBegin()
+	turn := s.fair.turnBegin()
 	now := s.now().UnixNano()
 	s.persist.lastNow = now
 	s.cur = cs
@@ -268,7 +266,7 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 	s.publishDue()
 	s.flush()
 	s.cur = nil
-	s.turnEnd(turn)
+	s.fair.turnEnd(turn)
 	if cs.quit || cs.closing {
 		return gnet.Close
 	}
@@ -306,7 +304,7 @@ func (s *Server) serve(cs *conn, now int64) {
 			break // a partial request stays buffered until more bytes arrive
 		}
 		used += n
-		s.execTimed(cs, now) // fair.go
+		s.fair.execTimed(cs, now) // fair.go
 		served++
 	}
 	if cs.closed {
@@ -321,7 +319,7 @@ func (s *Server) serve(cs *conn, now int64) {
 	n := c.InboundBuffered()
 	s.noteIn(cs, inputCost*n)
 	if n > s.cfg.MaxInput && !cs.quit && (cs.peer == nil || n > peerLimit || !cs.peer.authed) {
-		if missed, ok := s.inputLog.allow(s.now()); ok {
+		if missed, ok := s.logs.input.allow(s.now()); ok {
 			s.log.Warn().Uint64("conn", uint64(cs.owner)).Stringer("proto", cs.proto).
 				Int("unparsed", n).Int("limit", s.cfg.MaxInput).Uint64("more_since_last_line", missed).
 				Msg("closing connection: too much unparsed input (max-input)")
@@ -350,21 +348,21 @@ const minTick = 250 * time.Microsecond
 // millisecond timeouts fire on time rather than at the next regular tick.
 func (s *Server) publishDue() {
 	due := int64(math.MaxInt64)
-	if at, ok := s.store.NextDeadline(); ok {
+	if at, ok := s.st.store.NextDeadline(); ok {
 		due = at
 	}
-	s.nextDue.Store(due)
+	s.run.nextDue.Store(due)
 }
 
 // OnTick runs on gnet's ticker goroutine, not the loop: it only hands the timed work over.
 func (s *Server) OnTick() (time.Duration, gnet.Action) {
 	s.tickHook()
-	s.engineUp() // the first tick lets the TLS listeners be served (tls.go)
-	if el, ok := s.el.Load().(gnet.EventLoop); ok && !s.stopping.Load() {
+	s.tb.engineUp() // the first tick lets the TLS listeners be served (tls.go)
+	if el, ok := s.run.el.Load().(gnet.EventLoop); ok && !s.run.stopping.Load() {
 		_ = el.Execute(context.Background(), gnet.RunnableFunc(s.tick))
 	}
 	delay := s.cfg.Tick
-	if due := s.nextDue.Load(); due != math.MaxInt64 {
+	if due := s.run.nextDue.Load(); due != math.MaxInt64 {
 		if d := time.Duration(due - s.now().UnixNano()); d < delay {
 			delay = max(d, minTick)
 		}
@@ -375,7 +373,7 @@ func (s *Server) OnTick() (time.Duration, gnet.Action) {
 // tick runs on the loop: what fell due in the store (timeouts, expiries, persistence,
 // garbage collection) is handed out, and streaming dumps resumed.
 func (s *Server) tick(context.Context) error {
-	defer s.turnEnd(s.turnBegin())
+	defer s.fair.turnEnd(s.fair.turnBegin())
 	s.applyReload()
 	now := s.now()
 	s.persist.lastNow = now.UnixNano()
@@ -387,10 +385,10 @@ func (s *Server) tick(context.Context) error {
 	s.persistTick(now)
 	s.clusterTick(now)
 	s.idleSweep(now.UnixNano())
-	if c, ok := s.fds.follow(now.UnixNano()); ok {
-		s.log.Warn().Int("open_file_limit", s.fds.limit).Int("open_file_cap", c).
+	if c, ok := s.ct.fds.follow(now.UnixNano()); ok {
+		s.log.Warn().Int("open_file_limit", s.ct.fds.limit).Int("open_file_cap", c).
 			Msg("the open-file limit changed: connections are capped to fit it")
-		s.fdCap = c
+		s.ct.fdCap = c
 	}
 	s.publishDue()
 	s.freeFlushed() // what FLUSHDB and FLUSHALL set aside (fair.go)
@@ -404,15 +402,15 @@ func (s *Server) tick(context.Context) error {
 // collections. Ticks run it, and so does each Redis-text command, so that a key a command
 // before it expired is gone for it even before the next tick.
 func (s *Server) advance(now int64) {
-	if at, ok := s.store.NextDeadline(); !ok || at > now {
+	if at, ok := s.st.store.NextDeadline(); !ok || at > now {
 		return
 	}
-	d := &s.due
+	d := &s.st.due
 	d.Reset()
-	s.store.Advance(now, d)
+	s.st.store.Advance(now, d)
 	if len(d.Wakes) > 0 {
-		s.poolH.wakes = append(s.poolH.wakes, d.Wakes...)
-		s.poolH.deliver()
+		s.h.pool.wakes = append(s.h.pool.wakes, d.Wakes...)
+		s.h.pool.deliver()
 	}
 	if len(d.Replies) > 0 || len(d.Execs) > 0 {
 		s.m.lockBegin(0, nil, true)
@@ -425,8 +423,8 @@ func (s *Server) advance(now int64) {
 	}
 	if d.SemaphoreGC {
 		start := time.Now()
-		n := s.semaphores.GC()
-		s.stats[ProtoSemaphore].GC(uint64(time.Since(start).Microseconds()))
+		n := s.st.semaphores.GC()
+		s.ct.stats[ProtoSemaphore].GC(uint64(time.Since(start).Microseconds()))
 		if n > 0 {
 			s.log.Debug().Int("deleted", n).Msg("semaphore gc")
 		}
@@ -436,8 +434,8 @@ func (s *Server) advance(now int64) {
 // gcCounters deletes released counters whose interval has ended, and times it.
 func (s *Server) gcCounters(now time.Time) {
 	start := time.Now()
-	n := s.counters.GC(now.UnixNano())
+	n := s.st.counters.GC(now.UnixNano())
 	us := uint64(time.Since(start).Microseconds())
-	s.stats[ProtoCounter].GC(us)
-	s.log.Debug().Int("deleted", n).Uint64("elapsed_us", us).Int("objects", s.counters.Len()).Msg("counter gc")
+	s.ct.stats[ProtoCounter].GC(us)
+	s.log.Debug().Int("deleted", n).Uint64("elapsed_us", us).Int("objects", s.st.counters.Len()).Msg("counter gc")
 }

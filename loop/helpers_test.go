@@ -110,7 +110,7 @@ func startServer(t *testing.T, mod func(*Config)) *testServer {
 // onLoop runs f on the event loop and waits for it (the loop must have seen a connection).
 func (ts *testServer) onLoop(t *testing.T, f func()) {
 	t.Helper()
-	el, ok := ts.el.Load().(gnet.EventLoop)
+	el, ok := ts.run.el.Load().(gnet.EventLoop)
 	if !ok {
 		t.Fatal("no event loop yet: open a connection first")
 	}
@@ -134,7 +134,7 @@ func (ts *testServer) onLoop(t *testing.T, f func()) {
 func (ts *testServer) checkInvariants(t *testing.T) {
 	t.Helper()
 	var err error
-	ts.onLoop(t, func() { err = ts.store.Check() })
+	ts.onLoop(t, func() { err = ts.st.store.Check() })
 	if err != nil {
 		t.Fatalf("store invariant: %v", err)
 	}

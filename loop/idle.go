@@ -118,7 +118,7 @@ func (s *Server) idleHolds(cs *conn) bool {
 		return cs.pool.Len() > 0
 	case cs.slock != nil:
 		sl := cs.slock
-		return len(sl.wills) > 0 || sl.waiting || s.locks.Tied(cs.owner) || sl.subscribed() // a subscriber waits for messages, as Redis exempts it from timeout
+		return len(sl.wills) > 0 || sl.waiting || s.st.locks.Tied(cs.owner) || sl.subscribed() // a subscriber waits for messages, as Redis exempts it from timeout
 	}
 	return false
 }

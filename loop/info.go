@@ -31,6 +31,7 @@ type rateSample struct {
 
 // infoState is what the loop keeps for INFO.
 type infoState struct {
+	started  int64 // Unix ns, for uptime
 	samples  [rateSamples]rateSample
 	next     int                // the slot the next sample goes to
 	n        int                // samples taken, up to rateSamples
@@ -50,16 +51,15 @@ func (s *Server) infoTick(now int64) {
 	if in.n > 0 && now-last.at < rateEvery {
 		return
 	}
-	in.memPeak = max(in.memPeak, s.heapBytes())
-	in.samples[in.next] = rateSample{at: now, commands: s.commandsTotal(), in: sum(s.m.bytesIn[:]), out: sum(s.m.bytesOut[:])}
+	in.memPeak = max(in.memPeak, s.info.heapBytes())
+	in.samples[in.next] = rateSample{at: now, commands: s.m.commandsTotal(), in: sum(s.m.bytesIn[:]), out: sum(s.m.bytesOut[:])}
 	in.next = (in.next + 1) % rateSamples
 	in.n = min(in.n+1, rateSamples)
 }
 
 // rates returns the commands per second and the kilobytes per second in and out across the
 // samples taken (0 until there are two).
-func (s *Server) rates() (ops int64, inKbps, outKbps float64) {
-	in := &s.info
+func (in *infoState) rates() (ops int64, inKbps, outKbps float64) {
 	if in.n < 2 {
 		return 0, 0, 0
 	}
@@ -77,8 +77,7 @@ func (s *Server) rates() (ops int64, inKbps, outKbps float64) {
 
 // heapBytes is what the Go heap's objects take, live or not yet swept: what the allocator
 // has handed out, as Redis's used_memory is. Reading it stops nothing.
-func (s *Server) heapBytes() int64 {
-	in := &s.info
+func (in *infoState) heapBytes() int64 {
 	if in.heap == nil {
 		in.heap = []rtmetrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
 	}
@@ -90,7 +89,7 @@ func (s *Server) heapBytes() int64 {
 }
 
 // commandsTotal is every request of every protocol counted so far.
-func (s *Server) commandsTotal() uint64 { return sum(s.m.requests[:]) }
+func (m *metrics) commandsTotal() uint64 { return sum(m.requests[:]) }
 
 func sum(v []uint64) (n uint64) {
 	for _, x := range v {
@@ -100,38 +99,38 @@ func sum(v []uint64) (n uint64) {
 }
 
 // countLookup counts a GET of a key (of MGET's too) as a keyspace hit or miss.
-func (s *Server) countLookup(found bool) {
+func (in *infoState) countLookup(found bool) {
 	if found {
-		s.info.hits++
+		in.hits++
 	} else {
-		s.info.misses++
+		in.misses++
 	}
 }
 
 // fillInfo fills in the INFO figures at now.
 func (s *Server) fillInfo(in *resp.Info, now int64) {
-	st := &s.stats[ProtoSlock]
-	in.Version, in.PID, in.Uptime = s.cfg.Version, os.Getpid(), (now-s.started)/1e9
-	in.Clients, in.ConnectionsTotal, in.MaxClients = st.CurrConnections, st.TotalConnections, s.fdCap
+	st := &s.ct.stats[ProtoSlock]
+	in.Version, in.PID, in.Uptime = s.cfg.Version, os.Getpid(), (now-s.info.started)/1e9
+	in.Clients, in.ConnectionsTotal, in.MaxClients = st.CurrConnections, st.TotalConnections, s.ct.fdCap
 	for i, l := range s.cfg.Listeners {
 		if a, ok := s.Addr(i).(*net.TCPAddr); ok && l.Proto == ProtoSlock {
 			in.Port = a.Port
 			break
 		}
 	}
-	used := s.heapBytes()
+	used := s.info.heapBytes()
 	s.info.memPeak = max(s.info.memPeak, used)
-	in.Memory = resp.InfoMemory{Used: used, RSS: s.rss(), Peak: s.info.memPeak, Budget: s.memUsed(),
-		Dataset: s.store.Bytes(), Max: s.cfg.MaxMemory}
+	in.Memory = resp.InfoMemory{Used: used, RSS: s.info.rss(), Peak: s.info.memPeak, Budget: s.memUsed(),
+		Dataset: s.st.store.Bytes(), Max: s.cfg.MaxMemory}
 	if e := s.scr.eng; e != nil {
 		n, b := e.Stats()
 		in.Memory.Scripts, in.Memory.ScriptBytes = int64(n), b
 	}
-	ops, inK, outK := s.rates()
-	in.Stats = resp.InfoStats{Commands: s.commandsTotal(), OpsPerSec: ops, NetIn: sum(s.m.bytesIn[:]),
+	ops, inK, outK := s.info.rates()
+	in.Stats = resp.InfoStats{Commands: s.m.commandsTotal(), OpsPerSec: ops, NetIn: sum(s.m.bytesIn[:]),
 		NetOut: sum(s.m.bytesOut[:]), InKbps: inK, OutKbps: outK, Hits: s.info.hits, Misses: s.info.misses}
-	for p := range s.stats {
-		in.Stats.Rejected += s.stats[p].Rejected
+	for p := range s.ct.stats {
+		in.Stats.Rejected += s.ct.stats[p].Rejected
 	}
 	for c := range commandNames[ProtoSlock] {
 		in.Stats.ErrorReplies += s.m.requestCount(ProtoSlock, c, soError)
@@ -144,23 +143,23 @@ func (s *Server) fillInfo(in *resp.Info, now int64) {
 	in.AOF = s.persistInfo()
 	in.DBs = in.DBs[:0]
 	for db := 0; db <= store.MaxLockDB; db++ {
-		ls, ok := s.locks.State(uint8(db))
+		ls, ok := s.st.locks.State(uint8(db))
 		if !ok {
 			continue
 		}
-		d := resp.InfoDB{DB: uint8(db), Values: s.locks.ValueCount(uint8(db)), Keys: ls.KeyCount,
+		d := resp.InfoDB{DB: uint8(db), Values: s.st.locks.ValueCount(uint8(db)), Keys: ls.KeyCount,
 			Locked: ls.LockedCount, Waiting: ls.WaitCount, LockCount: ls.LockCount, UnlockCount: ls.UnLockCount,
 			Timeouted: ls.TimeoutedCount, Expried: ls.ExpiredCount, UnlockErrors: ls.UnlockErrorCount}
-		d.Expires, d.AvgTTL = s.locks.ValueExpiries(uint8(db), now, infoSample)
+		d.Expires, d.AvgTTL = s.st.locks.ValueExpiries(uint8(db), now, infoSample)
 		in.DBs = append(in.DBs, d)
 		in.Blocked += uint64(ls.WaitCount)
 		in.Stats.Expired += uint64(ls.ExpiredCount)
 	}
-	in.Stats.Channels, in.Stats.Patterns = s.pubsubCounts()
+	in.Stats.Channels, in.Stats.Patterns = s.ps.pubsubCounts()
 }
 
 // rss is the process's resident set in bytes (/proc/self/statm), 0 where it cannot be read.
-func (s *Server) rss() int64 {
+func (in *infoState) rss() int64 {
 	b, err := os.ReadFile("/proc/self/statm")
 	if err != nil {
 		return 0
@@ -179,8 +178,8 @@ func (s *Server) rss() int64 {
 	if n < 2 || err != nil {
 		return 0
 	}
-	if s.info.pageSize == 0 {
-		s.info.pageSize = int64(os.Getpagesize())
+	if in.pageSize == 0 {
+		in.pageSize = int64(os.Getpagesize())
 	}
-	return pages * s.info.pageSize
+	return pages * in.pageSize
 }

@@ -49,7 +49,7 @@ func (s *Server) loadKeySecret() error {
 	default:
 		return fmt.Errorf("key-name secret: %w", err)
 	}
-	s.keys = rediscmd.NewKeys([32]byte(b))
+	s.st.keys = rediscmd.NewKeys([32]byte(b))
 	return nil
 }
 

@@ -176,9 +176,9 @@ func TestSlockKVNameClash(t *testing.T) {
 	long := "a name long enough to be hashed"
 	rec := slock.AppendDataRecord(nil, slock.DataSet, slock.StageCurrent, 0, []slock.Property{{Code: slock.PropKey, Value: []byte("other")}}, []byte("theirs"))
 	ts.onLoop(t, func() {
-		id := ts.keys.KeyID([]byte(long))
+		id := ts.st.keys.KeyID([]byte(long))
 		c := store.LockCommand{Kind: store.KindLock, Flag: 0x02 | slock.FlagData, LockID: id, Key: id, Expried: 0x7FFF, ExpriedFlag: 0x4000, Data: rec}
-		ts.locks.Do(0, &c, time.Now().UnixNano(), nil, nil)
+		ts.st.locks.Do(0, &c, time.Now().UnixNano(), nil, nil)
 	})
 	want := `-ERR key "` + long + `" maps to the LockKey of key "other", which holds a value: refused`
 	for _, c := range [][]string{{"GET", long}, {"SET", long, "mine"}, {"DEL", long}, {"MGET", "x", long}, {"MSET", long, "1"}, {"HGET", long, "f"}, {"HSET", long, "f", "1"}, {"TTL", long}, {"EXPIRE", long, "10"}} {

@@ -79,7 +79,7 @@ type memState struct {
 
 // memUsed is what the budget counts now.
 func (s *Server) memUsed() int64 {
-	return s.mem.in + s.mem.out + s.mem.wills + s.store.Bytes()
+	return s.mem.in + s.mem.out + s.mem.wills + s.st.store.Bytes()
 }
 
 // overBudget reports whether the budget is set and exceeded, once what no client is owed
@@ -104,25 +104,25 @@ func (s *Server) overBudget() bool {
 func (s *Server) makeRoom() {
 	budget := s.cfg.MaxMemory
 	need := s.memUsed() - budget + budget/32
-	freed := s.locks.Trim() + s.pools.Trim()
+	freed := s.st.locks.Trim() + s.st.pools.Trim()
 	if freed < need {
 		freed += s.freeFlushedFor(need - freed) // keys FLUSHALL already took from every client (fair.go)
 	}
 	var counters, semaphores, waits int
 	if freed < need {
 		var f int64
-		f, counters = s.counters.Evict(need - freed)
+		f, counters = s.st.counters.Evict(need - freed)
 		freed += f
 	}
 	if freed < need {
 		var f int64
-		f, semaphores = s.semaphores.Evict(need - freed)
+		f, semaphores = s.st.semaphores.Evict(need - freed)
 		freed += f
 	}
-	if freed < need && s.locks.Orphans() > 0 {
+	if freed < need && s.st.locks.Orphans() > 0 {
 		now := s.now().UnixNano()
 		var f int64
-		s.sl.replies, s.sl.execs, f, waits = s.locks.EvictOrphans(need-freed, now, s.sl.replies[:0], s.sl.execs[:0])
+		s.sl.replies, s.sl.execs, f, waits = s.st.locks.EvictOrphans(need-freed, now, s.sl.replies[:0], s.sl.execs[:0])
 		freed += f
 		s.drainLocks(now)
 	}
@@ -176,12 +176,12 @@ func (s *Server) noteTx(cs *conn) {
 func (cs *conn) buffered() int { return cs.memIn + cs.memOut + cs.memTx }
 
 // forgetMem takes a closed connection's buffers and WILLs out of the totals.
-func (s *Server) forgetMem(cs *conn) {
-	s.mem.in -= int64(cs.memIn + cs.memTx)
-	s.mem.out -= int64(cs.memOut)
+func (ms *memState) forgetMem(cs *conn) {
+	ms.in -= int64(cs.memIn + cs.memTx)
+	ms.out -= int64(cs.memOut)
 	cs.memIn, cs.memOut, cs.memTx = 0, 0, 0
 	if cs.slock != nil {
-		s.mem.wills -= int64(cs.slock.willBytes)
+		ms.wills -= int64(cs.slock.willBytes)
 		cs.slock.willBytes = 0
 	}
 }
@@ -203,7 +203,7 @@ func (s *Server) shedIfOver() {
 	}
 	need := min(used-budget+budget/8, bufs-slack)
 	cand := s.mem.shed[:0]
-	for _, cs := range s.conns {
+	for _, cs := range s.ct.conns {
 		if !cs.closed && !cs.closing && !cs.quit && cs.buffered() >= shedFloor {
 			cand = append(cand, cs)
 		}
@@ -241,7 +241,7 @@ const oomText = "OOM command not allowed when used memory > 'maxmemory'."
 // refuseOOM logs (rate-limited) a write refused for the budget.
 func (s *Server) refuseOOM(cs *conn, what string) {
 	s.m.memRefused++
-	if missed, ok := s.oomLog.allow(s.now()); ok {
+	if missed, ok := s.logs.oom.allow(s.now()); ok {
 		s.log.Warn().Stringer("proto", cs.proto).Str("refused", what).Int64("used", s.memUsed()).
 			Int64("limit", s.cfg.MaxMemory).Uint64("more_since_last_line", missed).
 			Msg("write refused: memory over the budget (max-memory)")
@@ -258,9 +258,9 @@ func (s *Server) yrmcdsOOM(cs *conn, name []byte) bool {
 	}
 	var exists bool
 	if cs.proto == ProtoCounter {
-		_, exists = s.counters.Get(name)
+		_, exists = s.st.counters.Get(name)
 	} else {
-		_, exists = s.semaphores.Get(name)
+		_, exists = s.st.semaphores.Get(name)
 	}
 	if exists {
 		s.refuseOOM(cs, "acquire: a connection's first share of a name")
@@ -343,7 +343,7 @@ func (s *Server) textUnlockOOM(cs *conn, cmd *store.LockCommand) bool {
 
 // willLog logs (rate-limited) a refused WILL command.
 func (s *Server) willLog(cs *conn, why string) {
-	if missed, ok := s.oomLog.allow(s.now()); ok {
+	if missed, ok := s.logs.oom.allow(s.now()); ok {
 		s.log.Warn().Uint64("conn", uint64(cs.owner)).Str("why", why).
 			Uint64("more_since_last_line", missed).Msg("WILL command refused")
 	}

@@ -210,7 +210,7 @@ func TestMemoryCountsQueuedData(t *testing.T) {
 	}
 
 	// The requests outlive their connection; the next writes make them give way.
-	conns := func() (n int) { ts.onLoop(t, func() { n = len(ts.conns) }); return n }
+	conns := func() (n int) { ts.onLoop(t, func() { n = len(ts.ct.conns) }); return n }
 	open := conns()
 	_ = w.c.Close()
 	deadline := time.Now().Add(replyWait)
@@ -224,7 +224,7 @@ func TestMemoryCountsQueuedData(t *testing.T) {
 		expectSimple(t, r.cmd("SET", "after"+strconv.Itoa(i), strings.Repeat("a", 1_000_000)), '+', "OK")
 	}
 	var st store.LockState
-	ts.onLoop(t, func() { st, _ = ts.locks.State(0) })
+	ts.onLoop(t, func() { st, _ = ts.st.locks.State(0) })
 	t.Logf("%d SETs of 100 kB stored before -OOM; once the waiters' connection closed, 5 SETs of 1 MB made %d give way",
 		sets, queued-int(st.WaitCount))
 	if st.WaitCount == 0 || int(st.WaitCount) >= queued-3 {

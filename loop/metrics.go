@@ -315,8 +315,8 @@ type textMark struct {
 }
 
 // textBegin starts counting a Redis-text command of cs; textDone, deferred, finishes.
-func (s *Server) textBegin(cs *conn, name []byte) textMark {
-	s.m.inText, s.m.lockRan = true, false
+func (m *metrics) textBegin(cs *conn, name []byte) textMark {
+	m.inText, m.lockRan = true, false
 	cmd := uint8(scOther)
 	if len(name) < len(textCommands) {
 		for _, tc := range textCommands[len(name)] {
@@ -333,8 +333,7 @@ func (s *Server) textBegin(cs *conn, name []byte) textMark {
 // (or queued) as outcome; any other command, or one that did not run, error when it was
 // answered with an error and ok otherwise (queued for a key/value command whose lock
 // command waits).
-func (s *Server) textDone(t textMark) {
-	m := &s.m
+func (m *metrics) textDone(t textMark) {
 	m.inText = false
 	outcome := uint8(slock.ResultOK)
 	switch {
@@ -409,12 +408,12 @@ func (m *metrics) lockReply(r *store.LockReply) {
 // a connection it notes when this turn is handed over (for the lag); before that the loop
 // has no work and cannot be reached, so the ticker keeps the snapshot taken at start current.
 func (s *Server) tickHook() {
-	if _, ok := s.el.Load().(gnet.EventLoop); ok {
+	if _, ok := s.run.el.Load().(gnet.EventLoop); ok {
 		s.m.tickSent.CompareAndSwap(0, s.now().UnixNano())
 		return
 	}
 	now := time.Now()
-	if s.stopping.Load() || (now.UnixNano()-s.m.idleAt < int64(s.m.every) && !s.m.pub.Asked()) {
+	if s.run.stopping.Load() || (now.UnixNano()-s.m.idleAt < int64(s.m.every) && !s.m.pub.Asked()) {
 		return
 	}
 	s.m.idleAt = now.UnixNano()
@@ -439,15 +438,15 @@ func (s *Server) metricsTick(now time.Time) {
 // snapshot copies everything /metrics shows; it runs on the loop (or in New, before it).
 func (s *Server) snapshot(at time.Time) *stats.Snapshot {
 	m := &s.m
-	snap := &stats.Snapshot{At: at, Started: time.Unix(0, s.started), Version: s.cfg.Version,
+	snap := &stats.Snapshot{At: at, Started: time.Unix(0, s.info.started), Version: s.cfg.Version,
 		Ticks: m.ticks, TickLag: m.tickLag.snapshot(lagSeconds), Protos: make([]stats.Proto, len(m.protos)),
 		Memory: stats.Memory{Budget: uint64(s.cfg.MaxMemory), Input: uint64(s.mem.in), Output: uint64(s.mem.out),
-			Wills: uint64(s.mem.wills), Store: uint64(s.store.Bytes()), Closed: m.memClosed, Refused: m.memRefused, Evicted: m.memEvicted},
+			Wills: uint64(s.mem.wills), Store: uint64(s.st.store.Bytes()), Closed: m.memClosed, Refused: m.memRefused, Evicted: m.memEvicted},
 		Loop: stats.Loop{Turns: s.fair.turnHist.snapshot(latencySeconds), MaxTurn: float64(s.fair.maxTurn) / 1e9,
 			Yields: s.fair.yields, Slowlog: s.slow.total,
 			PubsubChannels: len(s.ps.channels), PubsubPatterns: len(s.ps.patterns), PubsubMessages: s.ps.received, PubsubCut: s.ps.cut}}
 	for i, p := range m.protos {
-		st := &s.stats[p]
+		st := &s.ct.stats[p]
 		ps := &snap.Protos[i]
 		*ps = stats.Proto{Name: p.String(), Connections: st.CurrConnections, ConnectionsTotal: st.TotalConnections,
 			Rejected: st.Rejected, BytesIn: m.bytesIn[p], BytesOut: m.bytesOut[p],
@@ -471,17 +470,17 @@ func (s *Server) snapshot(at time.Time) *stats.Snapshot {
 		}
 		switch p {
 		case ProtoCounter, ProtoSemaphore:
-			info := s.counters.Info()
+			info := s.st.counters.Info()
 			if p == ProtoSemaphore {
-				info = s.semaphores.Info()
+				info = s.st.semaphores.Info()
 			}
 			ps.Objects, ps.Memory = info.Objects, info.UsedMemory
 			ps.GCRuns, ps.GCSeconds = st.GCCount, float64(st.TotalGCElapsed)/1e6
 		case ProtoPool:
-			ps.Objects, ps.Held, ps.Waiting = s.pools.Gauges()
+			ps.Objects, ps.Held, ps.Waiting = s.st.pools.Gauges()
 		case ProtoSlock:
 			for db := 0; db <= store.MaxLockDB; db++ {
-				if ls, ok := s.locks.State(uint8(db)); ok {
+				if ls, ok := s.st.locks.State(uint8(db)); ok {
 					ps.Objects += uint64(ls.KeyCount)
 					ps.Held += uint64(ls.LockedCount)
 					ps.Waiting += uint64(ls.WaitCount)

@@ -558,7 +558,7 @@ func TestMetricsHealthz(t *testing.T) {
 	// A stuck loop: /healthz says so until it runs again.
 	cl := dial(t, ms.counterAddr)
 	expectStatus(t, cl.simple(counter.OpNoop), counter.StatusOK)
-	el := ms.el.Load().(gnet.EventLoop)
+	el := ms.run.el.Load().(gnet.EventLoop)
 	release := make(chan struct{})
 	if err := el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
 		<-release
@@ -622,7 +622,7 @@ func TestMetricsLabelTables(t *testing.T) {
 	}
 	s := &Server{}
 	for _, name := range []string{"echo", "INCRBY", "Get", "push", "PING", "lock"} {
-		tm := s.textBegin(&conn{}, []byte(name))
+		tm := s.m.textBegin(&conn{}, []byte(name))
 		want := strings.ToLower(name)
 		if want == "push" {
 			want = "lock"
@@ -631,7 +631,7 @@ func TestMetricsLabelTables(t *testing.T) {
 			t.Errorf("%q counts as %q, want %q", name, got, want)
 		}
 	}
-	if tm := s.textBegin(&conn{}, []byte("FLUSHALLX")); commandNames[ProtoSlock][tm.cmd] != "other" {
+	if tm := s.m.textBegin(&conn{}, []byte("FLUSHALLX")); commandNames[ProtoSlock][tm.cmd] != "other" {
 		t.Errorf("an unknown command counts as %q", commandNames[ProtoSlock][tm.cmd])
 	}
 }

@@ -82,18 +82,18 @@ const earlySize = 64 << 10
 // from the socket exactly the bytes that were served; the rest stays for gnet to read.
 // It costs one recv per accepted connection (EAGAIN when the client has not sent yet).
 func (s *Server) serveEarly(cs *conn) gnet.Action {
-	if s.early == nil {
-		s.early = make([]byte, earlySize)
+	if s.ct.early == nil {
+		s.ct.early = make([]byte, earlySize)
 	}
 	fd := cs.c.Fd()
-	n, _, err := unix.Recvfrom(fd, s.early, unix.MSG_PEEK|unix.MSG_DONTWAIT)
+	n, _, err := unix.Recvfrom(fd, s.ct.early, unix.MSG_PEEK|unix.MSG_DONTWAIT)
 	if err != nil || n <= 0 {
 		return gnet.None // nothing yet, or the peer already closed: gnet will see it
 	}
 	real := cs.c
 	// Its own value, not a field of Server: whatever keeps it after OnTraffic still
 	// writes to this connection.
-	ec := &earlyConn{Conn: real, in: s.early[:n]}
+	ec := &earlyConn{Conn: real, in: s.ct.early[:n]}
 	cs.c = ec
 	act := s.OnTraffic(ec)
 	cs.c = real
@@ -109,7 +109,7 @@ func (s *Server) serveEarly(cs *conn) gnet.Action {
 		used = n
 	}
 	for used > 0 {
-		m, err := unix.Read(fd, s.early[:used])
+		m, err := unix.Read(fd, s.ct.early[:used])
 		if err == unix.EINTR {
 			continue
 		}

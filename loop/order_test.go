@@ -99,7 +99,7 @@ func TestPoolArrivalOrderNewcomer(t *testing.T) {
 // meanwhile nothing is accepted or read, so bytes pile up in the kernel.
 func (ts *testServer) pauseLoop(t *testing.T) (resume func()) {
 	t.Helper()
-	el, ok := ts.el.Load().(gnet.EventLoop)
+	el, ok := ts.run.el.Load().(gnet.EventLoop)
 	if !ok {
 		t.Fatal("no event loop yet: open a connection first")
 	}

@@ -209,7 +209,7 @@ func (s *Server) write(cs *conn) {
 		_, err := cs.c.Write(cs.out[:n])
 		if cs.closed || err != nil {
 			if cs.proto == ProtoPool {
-				s.pools.Stats().FailedSends++ // PoolCounter's STATS counts replies it could not send
+				s.st.pools.Stats().FailedSends++ // PoolCounter's STATS counts replies it could not send
 			}
 			s.release(cs) // the failed Write ran OnClose
 			return
@@ -374,7 +374,7 @@ func (s *Server) unpark() {
 
 // runFlushed runs f on the loop (from another goroutine) and flushes what it produced.
 func (s *Server) runFlushed(f func()) {
-	el, ok := s.el.Load().(gnet.EventLoop)
+	el, ok := s.run.el.Load().(gnet.EventLoop)
 	if !ok {
 		return
 	}

@@ -69,7 +69,7 @@ func TestWakeupsOfOneTurnShareOneWrite(t *testing.T) {
 		cs := &conn{c: fc, owner: store.Owner(i + 1), proto: ProtoSlock, ln: &listenerState{}}
 		cs.h = s.handlerFor(cs)
 		fc.ctx = cs
-		s.conns[cs.owner] = cs
+		s.ct.conns[cs.owner] = cs
 	}
 	var hold, wait []byte
 	for i := range 50 {

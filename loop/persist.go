@@ -87,15 +87,15 @@ func (s *Server) openLog() error {
 	if err := s.loadKeySecret(); err != nil {
 		return err
 	}
-	rk := rekeyer{keys: s.keys}
-	r, err := aof.Replay(p.path, func(ks *store.KeyState) { rk.rekey(ks); s.locks.Restore(ks, now) })
+	rk := rekeyer{keys: s.st.keys}
+	r, err := aof.Replay(p.path, func(ks *store.KeyState) { rk.rekey(ks); s.st.locks.Restore(ks, now) })
 	if err != nil {
 		return err
 	}
-	s.locks.ForgetJournal()
+	s.st.locks.ForgetJournal()
 	p.replayed = r
 	for db := 0; db <= store.MaxLockDB; db++ {
-		if st, ok := s.locks.State(uint8(db)); ok {
+		if st, ok := s.st.locks.State(uint8(db)); ok {
 			p.keys += int(st.KeyCount)
 		}
 	}
@@ -119,7 +119,7 @@ func (s *Server) openLog() error {
 func (s *Server) closeLog() {
 	if s.persist.w != nil {
 		now := s.now().UnixNano()
-		s.locks.PersistAll(now)
+		s.st.locks.PersistAll(now)
 		s.journal(now)
 		s.persist.w.Close()
 	}
@@ -137,7 +137,7 @@ func (s *Server) logProgress(pr aof.Progress) {
 		go func() { _ = s.Stop(context.Background()) }()
 		return
 	}
-	el, ok := s.el.Load().(gnet.EventLoop)
+	el, ok := s.run.el.Load().(gnet.EventLoop)
 	if !ok {
 		return
 	}
@@ -183,11 +183,11 @@ func (s *Server) appendRecord(ks *store.KeyState) { s.persist.buf = aof.AppendSt
 // journal hands the records of the store's changes so far to the writer.
 func (s *Server) journal(now int64) {
 	p := &s.persist
-	if p.w == nil || !s.locks.Journaled() {
+	if p.w == nil || !s.st.locks.Journaled() {
 		return
 	}
 	p.buf = p.buf[:0]
-	s.locks.Journal(now, p.emit)
+	s.st.locks.Journal(now, p.emit)
 	if len(p.buf) == 0 {
 		return
 	}
@@ -233,13 +233,13 @@ func (g logGate) failing() string { return g.s.persist.w.Failing() }
 func (g logGate) mark(cs *conn, from int) {
 	s := g.s
 	p := &s.persist
-	if (p.seq <= p.ack || p.w.Failing() != "") && !s.locks.Journaled() {
+	if (p.seq <= p.ack || p.w.Failing() != "") && !s.st.locks.Journaled() {
 		// While the log cannot be written, what it holds back waits (and the replies marked
 		// for it), but a reply that reports no change (a read, an error) goes out: the
 		// writes it may see are still unacknowledged to their writers.
 		return
 	}
-	if n := len(cs.gates); n > 0 && (cs.gates[n-1].seq == 0 || cs.gates[n-1].seq == p.seq && !s.locks.Journaled()) {
+	if n := len(cs.gates); n > 0 && (cs.gates[n-1].seq == 0 || cs.gates[n-1].seq == p.seq && !s.st.locks.Journaled()) {
 		return // the mark before covers it
 	}
 	cs.gates = append(cs.gates, gateMark{at: from})
@@ -319,9 +319,9 @@ func (s *Server) Rewrite() bool {
 	}
 	p.rewriting = true
 	p.rwStarted = time.Now()
-	s.locks.BeginSnapshot()
+	s.st.locks.BeginSnapshot()
 	p.w.BeginRewrite()
-	s.log.Info().Int("keys", s.locks.LoggedKeys()).Int64("bytes", p.w.Stats().Size).Msg("append-only log rewrite started")
+	s.log.Info().Int("keys", s.st.locks.LoggedKeys()).Int64("bytes", p.w.Stats().Size).Msg("append-only log rewrite started")
 	return true
 }
 
@@ -329,7 +329,7 @@ func (s *Server) Rewrite() bool {
 func (s *Server) rewriteStep(now int64) {
 	p := &s.persist
 	p.buf = p.buf[:0]
-	done := s.locks.SnapshotNext(rewriteSlice, now, p.emit)
+	done := s.st.locks.SnapshotNext(rewriteSlice, now, p.emit)
 	if len(p.buf) > 0 {
 		p.seq = p.w.Append(aof.ToRewrite, p.buf)
 	}
@@ -352,7 +352,7 @@ func (s *Server) persistInfo() *resp.InfoAOF {
 		RewriteSize: s.cfg.AOFRewriteSize, PendingBytes: st.Pending, UnsyncedBytes: st.Unsynced,
 		LastFsyncAgo: int64(now.Sub(st.LastSync).Seconds()), HeldRepliesConns: len(p.held),
 		LastWriteError: st.LastWriteErr, LoadedRecords: int64(p.replayed.Records), LoadedKeys: int64(p.keys),
-		LoggedKeys: int64(s.locks.LoggedKeys()), PersistAfterMS: s.cfg.LockPersistAfter.Milliseconds()}
+		LoggedKeys: int64(s.st.locks.LoggedKeys()), PersistAfterMS: s.cfg.LockPersistAfter.Milliseconds()}
 	if a.Rewritten {
 		a.LastRewriteTime = st.LastRewriteTime.Seconds()
 		a.LastRewriteAgo = int64(now.Sub(st.LastRewrite).Seconds())

@@ -52,21 +52,21 @@ func (h *poolHandler) exec(cs *conn, now int64) {
 		if r.Cmd == pool.CmdAcq4Any {
 			mode = store.AcqAny
 		}
-		o := s.pools.Acquire(cs.pool, mode, r.Key, r.Workers, r.MaxQueue, r.Timeout, now)
+		o := s.st.pools.Acquire(cs.pool, mode, r.Key, r.Workers, r.MaxQueue, r.Timeout, now)
 		s.m.countPool(r.Cmd, o)
 		if o != store.Waiting {
 			s.put(cs, pool.AppendReply(s.out(cs), poolReplies[o]))
 		}
 	case pool.CmdRelease:
 		var o store.Outcome
-		o, h.wakes = s.pools.Release(cs.pool, now, h.wakes)
+		o, h.wakes = s.st.pools.Release(cs.pool, now, h.wakes)
 		s.m.countPool(r.Cmd, o)
 		h.deliver()
 		s.put(cs, pool.AppendReply(s.out(cs), poolReplies[o]))
 	case pool.CmdStats:
 		out := s.out(cs)
 		if bytes.EqualFold(r.StatArg, statsKeysArg) {
-			h.keys = s.pools.Busiest(h.keys[:0], statsKeys)
+			h.keys = s.st.pools.Busiest(h.keys[:0], statsKeys)
 			for _, k := range h.keys {
 				out = pool.AppendKeyLine(out, k.Name, k.Processing, k.Workers, k.Waiting, k.MaxQueue)
 			}
@@ -74,7 +74,7 @@ func (h *poolHandler) exec(cs *conn, now int64) {
 			s.m.countPoolOther(r.Cmd, true)
 			break
 		}
-		st := poolStats(s.pools, now/1e9-s.started/1e9)
+		st := poolStats(s.st.pools, now/1e9-s.info.started/1e9)
 		var ok bool
 		out, ok = pool.AppendStatsReply(out, r.StatArg, &st)
 		if !ok {
@@ -91,7 +91,7 @@ func (h *poolHandler) exec(cs *conn, now int64) {
 func (h *poolHandler) more(cs *conn, now int64) { cs.busy = false }
 
 func (h *poolHandler) closed(cs *conn, now int64) {
-	h.wakes = h.s.pools.Drop(cs.pool, now, h.wakes)
+	h.wakes = h.s.st.pools.Drop(cs.pool, now, h.wakes)
 	h.deliver() // hand-overs to the dropped connection's waiters
 }
 
@@ -100,7 +100,7 @@ func (h *poolHandler) deliver() {
 	s := h.s
 	for _, w := range h.wakes {
 		s.m.poolWake(w.Outcome)
-		if cs := s.conns[w.Owner]; cs != nil && !cs.closed {
+		if cs := s.ct.conns[w.Owner]; cs != nil && !cs.closed {
 			s.put(cs, pool.AppendReply(s.out(cs), poolReplies[w.Outcome]))
 		}
 	}

@@ -20,7 +20,7 @@ func TestPoolHammerRandomClientsAndDisconnects(t *testing.T) {
 	const workers, ops = 10, 150
 	keys := []string{"a", "b", "c"}
 	var failed atomic.Bool
-	stopChecks := ts.checkWhileRunning(t, "pool", ts.pools.Check, &failed)
+	stopChecks := ts.checkWhileRunning(t, "pool", ts.st.pools.Check, &failed)
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
@@ -98,7 +98,7 @@ func TestPoolHammerRandomClientsAndDisconnects(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	var err error
-	ts.onLoop(t, func() { err = ts.pools.Check() })
+	ts.onLoop(t, func() { err = ts.st.pools.Check() })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,9 @@ import (
 
 // pubsubState is the loop's channels and patterns, with their subscribers.
 type pubsubState struct {
+	// limit is client-output-buffer-limit's pubsub class, as CONFIG SET left it.
+	limit    PubsubLimit
+	obuf     [3]PubsubLimit        // client-output-buffer-limit's normal and slave classes, shown only
 	channels map[string]*psChannel // channels with at least one subscriber
 	patterns []*psPattern          // distinct patterns with at least one subscriber
 	notify   notifyFlags           // notify-keyspace-events
@@ -80,8 +83,8 @@ var DefaultPubsubLimit = PubsubLimit{Hard: 32 << 20, Soft: 8 << 20, SoftFor: 60 
 func (sc *slockConn) subscribed() bool { return sc.subs.count() > 0 }
 
 // Channel lists and counts for INFO.
-func (s *Server) pubsubCounts() (channels, patterns int) {
-	return len(s.ps.channels), len(s.ps.patterns)
+func (ps *pubsubState) pubsubCounts() (channels, patterns int) {
+	return len(ps.channels), len(ps.patterns)
 }
 
 // subscribedAllows reports whether spec may run in subscribed mode (RESP2), as Redis 7.0.
@@ -135,7 +138,7 @@ func (s *Server) subscribe(cs *conn, names [][]byte, pattern bool) {
 					strconv.Itoa(s.cfg.MaxSubscriptions)+", --max-subscriptions): not subscribed to '"+clip(n)+"'")
 				continue
 			}
-			s.addSub(cs, n, pattern)
+			s.ps.addSub(cs, n, pattern)
 		}
 		b = appendSubReply(b, kind, n, sc.subs.count())
 	}
@@ -157,14 +160,14 @@ func (s *Server) unsubscribe(cs *conn, names [][]byte, pattern bool) {
 			b = appendSubReply(b, kind, nil, sc.subs.count())
 		}
 		for _, n := range all {
-			s.removeSub(cs, n, pattern)
+			s.ps.removeSub(cs, n, pattern)
 			b = appendSubReply(b, kind, n, sc.subs.count())
 		}
 		s.sendTo(cs, b)
 		return
 	}
 	for _, n := range names {
-		s.removeSub(cs, n, pattern)
+		s.ps.removeSub(cs, n, pattern)
 		b = appendSubReply(b, kind, n, sc.subs.count())
 	}
 	s.sendTo(cs, b)
@@ -208,7 +211,7 @@ func (s *Server) hasSub(cs *conn, n []byte, pattern bool) bool {
 }
 
 // addSub subscribes cs to channel (or pattern) n, which it is not subscribed to yet.
-func (s *Server) addSub(cs *conn, n []byte, pattern bool) {
+func (ps *pubsubState) addSub(cs *conn, n []byte, pattern bool) {
 	subs := cs.slock.subs
 	name := string(n)
 	if !pattern {
@@ -216,29 +219,29 @@ func (s *Server) addSub(cs *conn, n []byte, pattern bool) {
 			subs.channels = make(map[string]struct{})
 		}
 		subs.channels[name] = struct{}{}
-		if s.ps.channels == nil {
-			s.ps.channels = make(map[string]*psChannel)
+		if ps.channels == nil {
+			ps.channels = make(map[string]*psChannel)
 		}
-		c := s.ps.channels[name]
+		c := ps.channels[name]
 		if c == nil {
 			c = &psChannel{name: name}
-			s.ps.channels[name] = c
+			ps.channels[name] = c
 		}
 		c.subs = append(c.subs, cs)
 		return
 	}
 	subs.patterns = append(subs.patterns, name)
-	for _, p := range s.ps.patterns {
+	for _, p := range ps.patterns {
 		if string(p.pat) == name {
 			p.subs = append(p.subs, cs)
 			return
 		}
 	}
-	s.ps.patterns = append(s.ps.patterns, &psPattern{pat: []byte(name), subs: []*conn{cs}})
+	ps.patterns = append(ps.patterns, &psPattern{pat: []byte(name), subs: []*conn{cs}})
 }
 
 // removeSub unsubscribes cs from channel (or pattern) n, if it is subscribed.
-func (s *Server) removeSub(cs *conn, n []byte, pattern bool) {
+func (ps *pubsubState) removeSub(cs *conn, n []byte, pattern bool) {
 	subs := cs.slock.subs
 	if subs == nil {
 		return
@@ -248,13 +251,13 @@ func (s *Server) removeSub(cs *conn, n []byte, pattern bool) {
 			return
 		}
 		delete(subs.channels, string(n))
-		c := s.ps.channels[string(n)]
+		c := ps.channels[string(n)]
 		if c == nil {
 			return
 		}
 		c.subs = dropConn(c.subs, cs)
 		if len(c.subs) == 0 {
-			delete(s.ps.channels, string(n))
+			delete(ps.channels, string(n))
 		}
 		return
 	}
@@ -266,11 +269,11 @@ func (s *Server) removeSub(cs *conn, n []byte, pattern bool) {
 		return
 	}
 	subs.patterns = append(subs.patterns[:i], subs.patterns[i+1:]...)
-	for j, p := range s.ps.patterns {
+	for j, p := range ps.patterns {
 		if string(p.pat) == string(n) {
 			p.subs = dropConn(p.subs, cs)
 			if len(p.subs) == 0 {
-				s.ps.patterns = append(s.ps.patterns[:j], s.ps.patterns[j+1:]...)
+				ps.patterns = append(ps.patterns[:j], ps.patterns[j+1:]...)
 			}
 			return
 		}
@@ -296,10 +299,10 @@ func (s *Server) unsubscribeAll(cs *conn) {
 		return
 	}
 	for c := range subs.channels {
-		s.removeSub(cs, []byte(c), false)
+		s.ps.removeSub(cs, []byte(c), false)
 	}
 	for len(subs.patterns) > 0 {
-		s.removeSub(cs, []byte(subs.patterns[0]), true)
+		s.ps.removeSub(cs, []byte(subs.patterns[0]), true)
 	}
 	cs.slock.subs = nil
 }
@@ -376,7 +379,7 @@ func (s *Server) pubsubOver(cs *conn) bool {
 	if subs == nil || cs.closing {
 		return false // (closing: cut already, and logged once)
 	}
-	lim := s.pubsubLimit
+	lim := s.ps.limit
 	unsent := int64(len(cs.out) + cs.sent)
 	why := ""
 	switch {
@@ -638,12 +641,12 @@ func (s *Server) notifyLock(db uint8, key [16]byte, event string) {
 var obufClasses = [3]string{"normal", "slave", "pubsub"}
 
 // obufLimits renders client-output-buffer-limit as CONFIG GET answers it.
-func (s *Server) obufLimits() string {
+func (ps *pubsubState) obufLimits() string {
 	var b []byte
 	for i, c := range obufClasses {
-		l := s.obuf[i]
+		l := ps.obuf[i]
 		if i == 2 {
-			l = s.pubsubLimit
+			l = ps.limit
 		}
 		if i > 0 {
 			b = append(b, ' ')
@@ -749,7 +752,7 @@ func (s *Server) configSet(b []byte, args [][]byte) []byte {
 	if len(args)%2 != 0 {
 		return resp.AppendError(b, "ERR syntax error")
 	}
-	notify, obuf := s.ps.notify, [3]PubsubLimit{s.obuf[0], s.obuf[1], s.pubsubLimit}
+	notify, obuf := s.ps.notify, [3]PubsubLimit{s.ps.obuf[0], s.ps.obuf[1], s.ps.limit}
 	var seen [2]bool
 	for i := 2; i < len(args); i += 2 {
 		v := string(args[i+1])
@@ -778,8 +781,8 @@ func (s *Server) configSet(b []byte, args [][]byte) []byte {
 		}
 		seen[k] = true
 	}
-	s.ps.notify, s.obuf[0], s.obuf[1], s.pubsubLimit = notify, obuf[0], obuf[1], obuf[2]
-	s.locks.KeepGone = notify&(nExpired|nLock) != 0
+	s.ps.notify, s.ps.obuf[0], s.ps.obuf[1], s.ps.limit = notify, obuf[0], obuf[1], obuf[2]
+	s.st.locks.KeepGone = notify&(nExpired|nLock) != 0
 	return resp.AppendSimple(b, "OK")
 }
 
@@ -910,11 +913,11 @@ func kvPast(kv *rediscmd.KV, now int64) bool {
 // muteExpiry keeps the store's expiry of key, which a command is deleting by a time past, from
 // being published as expired: the command publishes its own event. Each tick forgets what
 // is left (the expiry comes at the next advance).
-func (s *Server) muteExpiry(db uint8, key [16]byte) {
-	if s.ps.muted == nil {
-		s.ps.muted = make(map[watchKey]struct{})
+func (ps *pubsubState) muteExpiry(db uint8, key [16]byte) {
+	if ps.muted == nil {
+		ps.muted = make(map[watchKey]struct{})
 	}
-	s.ps.muted[watchKey{db, key}] = struct{}{}
+	ps.muted[watchKey{db, key}] = struct{}{}
 }
 
 // noPermChannelText is Redis 7.0's error for a channel a user's &patterns do not allow.

@@ -16,7 +16,7 @@ func fakeSubscribers(s *Server, n int, ch string) []*fakeConn {
 		cs := &conn{c: fc, owner: store.Owner(100 + i), proto: ProtoSlock, ln: &listenerState{}}
 		cs.h = s.handlerFor(cs)
 		fc.ctx = cs
-		s.conns[cs.owner] = cs
+		s.ct.conns[cs.owner] = cs
 		fc.in = resp.AppendCommand(nil, "SUBSCRIBE", ch)
 		s.OnTraffic(fc)
 		out = append(out, fc)

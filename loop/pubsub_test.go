@@ -172,7 +172,7 @@ func TestPubsubReplies(t *testing.T) {
 	sub.expect("+OK\r\n")
 	ts.healthy(t)
 	var ch, pat int
-	ts.onLoop(t, func() { ch, pat = ts.pubsubCounts() })
+	ts.onLoop(t, func() { ch, pat = ts.ps.pubsubCounts() })
 	if ch != 0 || pat != 0 {
 		t.Fatalf("after every subscriber left: %d channels, %d patterns", ch, pat)
 	}

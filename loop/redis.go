@@ -91,7 +91,7 @@ func (s *Server) textFlush(cs *conn) bool {
 // the connection after the reply.
 func (s *Server) slockCommand(cs *conn, args [][]byte, raw []byte, now int64) (quit bool) {
 	sc := cs.slock
-	sc.text.Keys = s.keys
+	sc.text.Keys = s.st.keys
 	spec := rediscmd.Lookup(args[0])
 	if cs.virt == nil && !s.permit(cs, spec, args) {
 		return false // NOAUTH or NOPERM (auth.go); a forwarded command was checked where it came from
@@ -112,16 +112,16 @@ func (s *Server) slockCommand(cs *conn, args [][]byte, raw []byte, now int64) (q
 	}
 	start := s.textClock() // SLOWLOG, and the connection's slice (slowlog.go)
 	s.advance(now)         // a key that an earlier command of this batch expired is gone for this one
-	t := s.textBegin(cs, args[0])
+	t := s.m.textBegin(cs, args[0])
 	sc.local = s.cl != nil && connLocal(spec)
-	changes := s.locks.Changes()
+	changes := s.st.locks.Changes()
 	quit = s.runCommand(cs, spec, args, now)
-	if s.cl != nil && s.locks.Changes() != changes {
+	if s.cl != nil && s.st.locks.Changes() != changes {
 		s.noteWrite(cs) // what WAIT counts (wait.go)
 	}
 	sc.local = false
 	sc.req.Args, sc.req.Arg = nil, nil // views into the input: gone once served
-	s.textDone(t)
+	s.m.textDone(t)
 	s.textRan(cs, args, start)
 	return quit
 }
@@ -158,9 +158,9 @@ func (s *Server) runCommand(cs *conn, spec *rediscmd.Spec, args [][]byte, now in
 		return false
 	}
 	r := &sc.req
-	h := &s.slockText
+	h := &s.h.slockText
 	if h.newID == nil { // a closure passed on through a func value escapes: made once
-		h.newID = s.ids.Next // what textID answers, for any connection
+		h.newID = s.st.ids.Next // what textID answers, for any connection
 	}
 	var err error
 	s.sl.dataBuf, err = rediscmd.Parse(spec, args, &sc.text, now/1e6, h.newID, r, s.sl.dataBuf[:0])
@@ -234,7 +234,7 @@ var execByName = map[string]execFn{
 	"TOKEN":       func(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool { s.token(cs, r.Args); return false },
 	"GETFENCE": func(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool {
 		sc := cs.slock
-		f := s.locks.KeyFence(sc.text.DB, sc.text.KeyID(r.Args[1]))
+		f := s.st.locks.KeyFence(sc.text.DB, sc.text.KeyID(r.Args[1]))
 		s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), int64(f)))
 		return false
 	},
@@ -419,7 +419,7 @@ func (s *Server) textLock(cs *conn, r *rediscmd.Request, now int64) {
 
 // textID makes a RequestId or LockId for a text command: unique per server run and
 // unguessable (store.IDs), so that no client can compute another's LockId from its own.
-func (s *Server) textID(cs *conn) [16]byte { return s.ids.Next() }
+func (s *Server) textID(cs *conn) [16]byte { return s.st.ids.Next() }
 
 // randomKey draws a key for store.IDs from the system's random source (once per process).
 func randomKey() (k [16]byte) {
@@ -525,7 +525,7 @@ func (s *Server) txExec(cs *conn, now int64) (closeConn bool) {
 		return false
 	}
 	for w, ver := range tx.watches {
-		if s.locks.WatchVersion(w.db, w.key) != ver {
+		if s.st.locks.WatchVersion(w.db, w.key) != ver {
 			s.sendTo(cs, resp.AppendNullArray(s.scratchFor(cs)))
 			return false
 		}
@@ -534,7 +534,7 @@ func (s *Server) txExec(cs *conn, now int64) (closeConn bool) {
 	tx.active, tx.exec = false, true
 	defer func() { tx.exec = false }()
 	for q := tx.queue; len(q) > 0; {
-		h := &s.slockText
+		h := &s.h.slockText
 		h.execDec = textDecoder(math.MaxInt) // each line was parsed once already, whatever --max-input is now
 		args, n, err := h.execDec.Parse(q, h.execArgs[:0])
 		h.execArgs = keepArgs(args)
@@ -593,7 +593,7 @@ func (s *Server) txWatch(cs *conn, keys [][]byte) {
 		if tx.watches == nil {
 			tx.watches = make(map[watchKey]uint64)
 		}
-		tx.watches[w] = s.locks.Watch(w.db, w.key)
+		tx.watches[w] = s.st.locks.Watch(w.db, w.key)
 	}
 	s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
 }
@@ -602,7 +602,7 @@ func (s *Server) txWatch(cs *conn, keys [][]byte) {
 func (s *Server) unwatchAll(cs *conn) {
 	tx := &cs.slock.tx
 	for w := range tx.watches {
-		s.locks.Unwatch(w.db, w.key)
+		s.st.locks.Unwatch(w.db, w.key)
 	}
 	tx.watches = nil
 }

@@ -269,14 +269,14 @@ func TestRedisWatch(t *testing.T) {
 	gone := dialResp(t, ts.slockAddr)
 	runKV(t, gone, []kvStep{kv(`+OK`, "WATCH", "a", "b", "c")})
 	var n int
-	ts.onLoop(t, func() { n = ts.locks.Watched() })
+	ts.onLoop(t, func() { n = ts.st.locks.Watched() })
 	if n != 3 {
 		t.Fatalf("%d keys watched, want 3", n)
 	}
 	_ = gone.c.Close()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		ts.onLoop(t, func() { n = ts.locks.Watched() })
+		ts.onLoop(t, func() { n = ts.st.locks.Watched() })
 		if n == 0 {
 			break
 		}

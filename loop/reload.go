@@ -28,11 +28,11 @@ func (s *Server) Reload(cfg Config) {
 	} else {
 		p.users = us // read here, off the loop
 	}
-	if old := s.reload.Swap(p); old != nil {
+	if old := s.run.reload.Swap(p); old != nil {
 		close(old.done) // replaced: never applied
 	}
-	el, ok := s.el.Load().(gnet.EventLoop)
-	if !ok || s.stopping.Load() {
+	el, ok := s.run.el.Load().(gnet.EventLoop)
+	if !ok || s.run.stopping.Load() {
 		return
 	}
 	_ = el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
@@ -59,7 +59,7 @@ type pendingReload struct {
 // applyReload runs on the loop (from Reload and at every tick): it applies the pending
 // Reload, if any.
 func (s *Server) applyReload() {
-	p := s.reload.Swap(nil)
+	p := s.run.reload.Swap(nil)
 	if p == nil {
 		return
 	}
@@ -73,14 +73,14 @@ func (s *Server) applyReload() {
 				s.cfg.Listeners[i].MaxConnections = l.MaxConnections
 			}
 		}
-		for _, ln := range s.byPort {
+		for _, ln := range s.ct.byPort {
 			if ln.Proto == l.Proto {
 				ln.MaxConnections = l.MaxConnections
 			}
 		}
 	}
 	for _, l := range c.Listeners {
-		for _, ln := range s.byPort {
+		for _, ln := range s.ct.byPort {
 			if ln.Proto == l.Proto {
 				ln.Allow = l.Allow
 			}
@@ -107,8 +107,8 @@ func (s *Server) applyReload() {
 // follow a changed timeout. When the timeout was off (wasOff), requests went unrecorded, so
 // every connection counts from now.
 func (s *Server) idleRearm(now int64, wasOff bool) {
-	all := make([]*conn, 0, len(s.conns))
-	for _, cs := range s.conns {
+	all := make([]*conn, 0, len(s.ct.conns))
+	for _, cs := range s.ct.conns {
 		s.idleDrop(cs)
 		if cs.closed {
 			continue

@@ -208,42 +208,16 @@ type Server struct {
 	now func() time.Time
 
 	// Owned by the loop goroutine (and by Run before the engine starts).
-	store      *store.Store // every family on one clock; the four below are its
-	counters   *store.Counters
-	semaphores *store.Semaphores
-	pools      *store.Pools
-	locks      *store.Locks
-	ids        *store.IDs     // LockIds and RequestIds of text commands (unguessable)
-	keys       *rediscmd.Keys // text key names to LockKeys (keyid.go)
-	due        store.Due      // what the tick's Advance found due
-	stats      [numProtos]listenerStats
-	conns      map[store.Owner]*conn // live connections, by owner id
-	byPort     map[int]*listenerState
-	live       int
-	nextOwner  store.Owner
-	started    int64 // Unix ns, for uptime
-	fdCap      int
-	fds        Descriptors // the descriptor budget, shared with the metrics server
-	rejectLog  rateLog
-	admitLog   rateLog
-	auth       authState // the users of the Redis-text side (auth.go)
-	inputLog   rateLog
-	oomLog     rateLog
+	st   storeState
+	ct   connState
+	auth authState // the users of the Redis-text side (auth.go)
+	logs rateLogs
 
-	// The protocols' handlers (conn.go) and the slock state their connections share.
-	yrmcds    [ProtoSemaphore + 1]yrmcdsHandler
-	poolH     poolHandler
-	sniff     sniffHandler
-	slockBin  binaryHandler
-	slockText textHandler
-	sl        slockState
-	ps        pubsubState // pub/sub and keyspace notifications (pubsub.go)
-	// pubsubLimit is client-output-buffer-limit's pubsub class, as CONFIG SET left it.
-	pubsubLimit PubsubLimit
-	obuf        [3]PubsubLimit // client-output-buffer-limit's normal and slave classes, shown only
+	h  handlers    // the protocols' (conn.go)
+	sl slockState  // the slock state their connections share
+	ps pubsubState // pub/sub and keyspace notifications (pubsub.go)
 
 	outQueue           // the one output path (output.go)
-	early    []byte    // serveEarly's scratch (order.go)
 	fair     fairState // each connection's slice of a turn, the pump, the turn figures (fair.go)
 	slow     slowlog   // SLOWLOG (slowlog.go)
 
@@ -252,14 +226,57 @@ type Server struct {
 	persist persistState
 	replies replyGate     // holds replies until durable: logGate, raftGate or openGate (output.go)
 	cl      *clusterState // nil unless in cluster mode (cluster.go)
-	peerH   peerHandler
 	idle    idleState
 	tb      tlsState  // the TLS bridges (tls.go)
 	mem     memState  // the memory budget's totals (memory.go)
 	m       metrics   // counted for /metrics (metrics.go)
 	info    infoState // figures only INFO shows (info.go)
 
-	// Shared with other goroutines.
+	run runState // shared with other goroutines
+}
+
+// storeState is the store, its four families and what text commands name keys and locks by.
+type storeState struct {
+	store      *store.Store // every family on one clock; the four below are its
+	counters   *store.Counters
+	semaphores *store.Semaphores
+	pools      *store.Pools
+	locks      *store.Locks
+	ids        *store.IDs     // LockIds and RequestIds of text commands (unguessable)
+	keys       *rediscmd.Keys // text key names to LockKeys (keyid.go)
+	due        store.Due      // what the tick's Advance found due
+}
+
+// connState is the live connections, their listeners and the descriptors they take.
+type connState struct {
+	conns     map[store.Owner]*conn // live connections, by owner id
+	byPort    map[int]*listenerState
+	live      int
+	nextOwner store.Owner
+	stats     [numProtos]listenerStats
+	fdCap     int
+	fds       Descriptors // the descriptor budget, shared with the metrics server
+	early     []byte      // serveEarly's scratch (order.go)
+}
+
+// rateLogs keeps the loop's repeated warnings to one a second each.
+type rateLogs struct {
+	reject, admit, input, oom rateLog
+}
+
+// handlers is one handler per protocol (conn.go).
+type handlers struct {
+	yrmcds    [ProtoSemaphore + 1]yrmcdsHandler
+	pool      poolHandler
+	sniff     sniffHandler
+	slockBin  binaryHandler
+	slockText textHandler
+	peer      peerHandler
+}
+
+// runState is what the loop shares with other goroutines: the engine, readiness, the
+// listeners' addresses and the requests to stop or reload.
+type runState struct {
 	engine    gnet.Engine
 	el        atomic.Value // gnet.EventLoop, published by the first OnOpen
 	ready     chan struct{}
@@ -275,6 +292,26 @@ type Server struct {
 	// plays gnet connects them itself (then OnOpen, or dialFailed on the loop). Nil in
 	// production.
 	dialHook func(d *peerDial, addr string)
+}
+
+// markReady closes ready, once.
+func (r *runState) markReady() { r.readyOnce.Do(func() { close(r.ready) }) }
+
+// setAddrs publishes the listeners' bound addresses.
+func (r *runState) setAddrs(addrs []net.Addr) {
+	r.addrMu.Lock()
+	r.addrs = addrs
+	r.addrMu.Unlock()
+}
+
+// addr returns the i-th listener's bound address, nil if there is none (yet).
+func (r *runState) addr(i int) net.Addr {
+	r.addrMu.Lock()
+	defer r.addrMu.Unlock()
+	if i < 0 || i >= len(r.addrs) {
+		return nil
+	}
+	return r.addrs[i]
 }
 
 type listenerState struct {
@@ -325,16 +362,15 @@ func New(cfg Config) (*Server, error) {
 		fair:    fairState{slice: int64(cfg.ConnSlice)},
 		log:     cfg.Log,
 		now:     cfg.Now,
-		conns:   make(map[store.Owner]*conn),
-		byPort:  make(map[int]*listenerState),
-		ready:   make(chan struct{}),
+		ct:      connState{conns: make(map[store.Owner]*conn), byPort: make(map[int]*listenerState)},
+		run:     runState{ready: make(chan struct{})},
 	}
 	if s.now == nil {
 		s.now = time.Now
 	}
 	s.cfg.Listeners = append([]Listener(nil), cfg.Listeners...) // preflight fills in ports
 	now := s.now()
-	s.store = store.New(store.Config{
+	s.st.store = store.New(store.Config{
 		Counters: store.CountersConfig{
 			Interval: cfg.StatInterval, MaxObjects: cfg.MaxObjects, SizeHint: sizeHint(cfg.CounterBuckets),
 		},
@@ -357,22 +393,23 @@ func New(cfg Config) (*Server, error) {
 			"connections that do not AUTH run as default, with every permission and no password, as in Redis " +
 			"(add `user default off` to make every client log in)")
 	}
-	s.ids = store.NewIDs(randomKey())
-	s.keys = newKeys() // openLog loads the data directory's
-	s.counters, s.semaphores, s.pools, s.locks = s.store.Counters, s.store.Semaphores, s.store.Pools, s.store.Locks
-	s.poolH = poolHandler{s: s, dec: pool.Decoder{MaxLine: cfg.PoolMaxLine}, wakes: make([]store.Wake, 0, 64)}
-	s.sniff = sniffHandler{s}
-	s.peerH = peerHandler{s: s}
-	s.slockBin = binaryHandler{s: s, dec: slock.Decoder{MaxData: cfg.SlockMaxData, MaxCall: cfg.SlockMaxData}}
-	s.slockText = textHandler{s: s, args: make([][]byte, 0, 32)}
+	s.st.ids = store.NewIDs(randomKey())
+	s.st.keys = newKeys() // openLog loads the data directory's
+	st := s.st.store
+	s.st.counters, s.st.semaphores, s.st.pools, s.st.locks = st.Counters, st.Semaphores, st.Pools, st.Locks
+	s.h.pool = poolHandler{s: s, dec: pool.Decoder{MaxLine: cfg.PoolMaxLine}, wakes: make([]store.Wake, 0, 64)}
+	s.h.sniff = sniffHandler{s}
+	s.h.peer = peerHandler{s: s}
+	s.h.slockBin = binaryHandler{s: s, dec: slock.Decoder{MaxData: cfg.SlockMaxData, MaxCall: cfg.SlockMaxData}}
+	s.h.slockText = textHandler{s: s, args: make([][]byte, 0, 32)}
 	s.sl = slockState{clients: make(map[[16]byte]*conn), closed: make(map[store.Owner][16]byte)}
-	s.ps.notify, s.pubsubLimit = notify, cfg.PubsubLimit
-	s.obuf[1] = PubsubLimit{Hard: 256 << 20, Soft: 64 << 20, SoftFor: 60 * time.Second} // Redis's default, shown only
-	s.locks.KeepGone = notify&(nExpired|nLock) != 0
-	s.yrmcds[ProtoCounter] = yrmcdsHandler{s: s, dec: counter.Decoder{Dialect: counter.Counter, MaxBody: cfg.MaxBody}}
-	s.yrmcds[ProtoSemaphore] = yrmcdsHandler{s: s, dec: counter.Decoder{Dialect: counter.Semaphore, MaxBody: cfg.MaxBody}}
-	s.started = now.UnixNano()
-	s.nextDue.Store(math.MaxInt64)
+	s.ps.notify, s.ps.limit = notify, cfg.PubsubLimit
+	s.ps.obuf[1] = PubsubLimit{Hard: 256 << 20, Soft: 64 << 20, SoftFor: 60 * time.Second} // Redis's default, shown only
+	s.st.locks.KeepGone = notify&(nExpired|nLock) != 0
+	s.h.yrmcds[ProtoCounter] = yrmcdsHandler{s: s, dec: counter.Decoder{Dialect: counter.Counter, MaxBody: cfg.MaxBody}}
+	s.h.yrmcds[ProtoSemaphore] = yrmcdsHandler{s: s, dec: counter.Decoder{Dialect: counter.Semaphore, MaxBody: cfg.MaxBody}}
+	s.info.started = now.UnixNano()
+	s.run.nextDue.Store(math.MaxInt64)
 	s.gcCounters(now) // the reference collects at start
 	s.initMetrics()
 	fdCap, backlog, limit, err := openFileCap(len(cfg.Listeners), cfg.Backlog)
@@ -383,9 +420,9 @@ func New(cfg Config) (*Server, error) {
 		s.log.Warn().Int("backlog", cfg.Backlog).Int("reduced_to", backlog).Int("open_file_cap", fdCap).
 			Msg("listen backlog reduced to fit the open-file limit")
 	}
-	s.fdCap, s.cfg.Backlog = fdCap, backlog
-	s.fds.cap.Store(int64(fdCap))
-	s.fds.limit = limit
+	s.ct.fdCap, s.cfg.Backlog = fdCap, backlog
+	s.ct.fds.cap.Store(int64(fdCap))
+	s.ct.fds.limit = limit
 	return s, nil
 }
 
@@ -398,9 +435,9 @@ func sizeHint(buckets int) int {
 // Run listens and serves until Stop is called (it then returns nil) or the engine fails (it
 // returns why). It may be called once.
 func (s *Server) Run() error {
-	defer s.stopTLS() // once the engine is down, or if it never started
+	defer s.tb.stopTLS() // once the engine is down, or if it never started
 	if err := s.preflight(); err != nil {
-		s.readyOnce.Do(func() { close(s.ready) })
+		s.run.markReady()
 		return err
 	}
 	open, closeFn := s.openLog, s.closeLog
@@ -408,7 +445,7 @@ func (s *Server) Run() error {
 		open, closeFn = s.openCluster, s.closeCluster // the raft log replaces the append-only log
 	}
 	if err := open(); err != nil {
-		s.readyOnce.Do(func() { close(s.ready) })
+		s.run.markReady()
 		return err
 	}
 	defer closeFn()
@@ -436,15 +473,15 @@ func (s *Server) Run() error {
 		gnet.WithTCPKeepAlive(5*time.Minute),
 		gnet.WithLogger(gnetLogger{s.log}),
 	)
-	s.readyOnce.Do(func() { close(s.ready) }) // unblock waiters if the engine never booted
+	s.run.markReady() // unblock waiters if the engine never booted
 	switch {
 	case err != nil:
 		return fmt.Errorf("event loop: %w", err)
-	case s.bootErr != nil:
-		return s.bootErr
+	case s.run.bootErr != nil:
+		return s.run.bootErr
 	case s.persist.fatal.Load() != nil:
 		return *s.persist.fatal.Load()
-	case !s.stopping.Load():
+	case !s.run.stopping.Load():
 		return errors.New("event loop stopped unexpectedly (see the log lines before this one)")
 	}
 	return nil
@@ -452,33 +489,28 @@ func (s *Server) Run() error {
 
 // Descriptors is the budget of descriptors the loop's connections take from; the metrics
 // server's connections must take from it too (see stats.HTTPConfig).
-func (s *Server) Descriptors() *Descriptors { return &s.fds }
+func (s *Server) Descriptors() *Descriptors { return &s.ct.fds }
 
 // Ready is closed once every listener is bound (or Run has failed).
-func (s *Server) Ready() <-chan struct{} { return s.ready }
+func (s *Server) Ready() <-chan struct{} { return s.run.ready }
 
 // Addr returns the bound address of the i-th configured listener, nil before Ready.
 func (s *Server) Addr(i int) net.Addr {
-	s.addrMu.Lock()
-	defer s.addrMu.Unlock()
-	if i < 0 || i >= len(s.addrs) {
-		return nil
-	}
-	return s.addrs[i]
+	return s.run.addr(i)
 }
 
 // Stop closes every connection, releasing what each holds, and makes Run return nil. It is
 // safe from any goroutine except the loop's own handlers, and returns when the engine is down.
 func (s *Server) Stop(ctx context.Context) error {
-	if s.stopping.Swap(true) {
+	if s.run.stopping.Swap(true) {
 		return nil
 	}
 	s.m.pub.Close("tallyd is shutting down")
-	<-s.ready
-	if err := s.engine.Validate(); err != nil {
+	<-s.run.ready
+	if err := s.run.engine.Validate(); err != nil {
 		return nil // never started or already down
 	}
-	return s.engine.Stop(ctx)
+	return s.run.engine.Stop(ctx)
 }
 
 // preflight binds and releases each address first, because gnet reports a busy port as an

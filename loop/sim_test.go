@@ -320,7 +320,7 @@ func (c *sim) settle(m *simMember) {
 	}
 	if f := m.s.persist.fatal.Load(); f != nil {
 		c.stop(m, *f)
-	} else if m.s.stopping.Load() {
+	} else if m.s.run.stopping.Load() {
 		c.stop(m, errors.New("stopping"))
 	}
 }
@@ -427,7 +427,7 @@ func (c *sim) boot(m *simMember, first bool, mods ...simMod) error {
 		return err
 	}
 	m.s, m.loop, m.conns, m.dials = s, &simLoop{m: m}, nil, nil
-	s.dialHook = func(d *peerDial, addr string) { m.dials = append(m.dials, simDialReq{d, addr}) }
+	s.run.dialHook = func(d *peerDial, addr string) { m.dials = append(m.dials, simDialReq{d, addr}) }
 	if !c.guard(m, func() { err = s.openCluster() }) {
 		err = errors.New("openCluster panicked: " + m.panicked)
 	}
@@ -444,11 +444,11 @@ func (c *sim) boot(m *simMember, first bool, mods ...simMod) error {
 	for i, l := range s.cfg.Listeners {
 		a := simAddr(l.Addr)
 		addrs[i] = a
-		s.byPort[a.Port] = &listenerState{Listener: l}
+		s.ct.byPort[a.Port] = &listenerState{Listener: l}
 	}
-	s.addrs = addrs
-	s.readyOnce.Do(func() { close(s.ready) })
-	s.el.Store(gnet.EventLoop(m.loop))
+	s.run.addrs = addrs
+	s.run.markReady()
+	s.run.el.Store(gnet.EventLoop(m.loop))
 	m.up = true
 	c.tracef(false, "m%d started (incarnation %d)", m.id, m.inc)
 	c.tick(m, c.now.Add(time.Duration(c.rng.Int64N(int64(c.opt.loopTick))))) // each its own phase
@@ -462,7 +462,7 @@ func (c *sim) tick(m *simMember, t time.Time) {
 		s.tickHook()
 		_ = s.tick(context.Background())
 		delay := s.cfg.Tick
-		if due := s.nextDue.Load(); due != math.MaxInt64 {
+		if due := s.run.nextDue.Load(); due != math.MaxInt64 {
 			if d := time.Duration(due - c.now.UnixNano()); d < delay {
 				delay = max(d, minTick)
 			}

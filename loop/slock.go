@@ -117,9 +117,9 @@ func (h *sniffHandler) parse(cs *conn, in []byte) (int, error) {
 	}
 	switch kind {
 	case slock.Binary:
-		cs.h = &h.s.slockBin
+		cs.h = &h.s.h.slockBin
 	case slock.RESP:
-		cs.h = &h.s.slockText
+		cs.h = &h.s.h.slockText
 	default:
 		return 0, errors.New("inline text command (only RESP arrays and binary frames are spoken)")
 	}
@@ -204,13 +204,13 @@ func (h *binaryHandler) exec(cs *conn, now int64) {
 		s.put(cs, slock.AppendSimple(s.out(cs), f.Type, f.RequestID, slock.ResultOK))
 		if f.Type == slock.TypeAdmin {
 			cs.slock.kind = slock.RESP // the connection speaks Redis text from now on
-			cs.h = &s.slockText
+			cs.h = &s.h.slockText
 		}
 	case slock.TypeQuit:
 		s.put(cs, slock.AppendSimple(s.out(cs), f.Type, f.RequestID, slock.ResultOK))
 		cs.quit = true
 	case slock.TypeState:
-		st, ok := s.locks.State(f.DB)
+		st, ok := s.st.locks.State(f.DB)
 		s.put(cs, slock.AppendState(s.out(cs), f.RequestID, stateOf(f.DB, st, ok)))
 	case slock.TypeLeader:
 		s.put(cs, slock.AppendLeader(s.out(cs), f.RequestID, s.leaderAddr()))
@@ -282,7 +282,7 @@ func (s *Server) leaderAddr() string {
 func (s *Server) runLock(cs *conn, cmd *store.LockCommand, now int64) {
 	s.stampLock(cs, cmd)
 	s.m.lockBegin(cs.owner, cmd, false)
-	s.sl.replies, s.sl.execs = s.locks.Do(cs.owner, cmd, now, s.sl.replies[:0], s.sl.execs[:0])
+	s.sl.replies, s.sl.execs = s.st.locks.Do(cs.owner, cmd, now, s.sl.replies[:0], s.sl.execs[:0])
 	s.drainLocks(now)
 	s.m.lockFinish()
 }
@@ -309,24 +309,24 @@ func (s *Server) drainLocks(now int64) {
 			x := sl.execQueue[0]
 			sl.execQueue = sl.execQueue[1:]
 			var f slock.Frame
-			n, err := s.slockBin.dec.Parse(x.frame, &f)
+			n, err := s.h.slockBin.dec.Parse(x.frame, &f)
 			if err != nil || n == 0 || (f.Type != slock.TypeLock && f.Type != slock.TypeUnlock) || f.DB != x.db {
 				continue // malformed EXECUTE content is silently ignored
 			}
 			cmd := frameCommand(&f)
-			s.stampLock(s.conns[x.owner], &cmd)
+			s.stampLock(s.ct.conns[x.owner], &cmd)
 			s.m.lockBegin(x.owner, &cmd, true)
-			sl.replies, sl.execs = s.locks.Do(x.owner, &cmd, now, sl.replies, sl.execs)
+			sl.replies, sl.execs = s.st.locks.Do(x.owner, &cmd, now, sl.replies, sl.execs)
 		case len(sl.willQueue) > 0:
 			w := sl.willQueue[0]
 			sl.willQueue = sl.willQueue[1:]
 			if w.disconnect {
-				s.locks.Disconnected(w.owner, now)
+				s.st.locks.Disconnected(w.owner, now)
 				continue
 			}
 			discard = w.owner
 			s.m.lockBegin(w.owner, &w.cmd, true)
-			sl.replies, sl.execs = s.locks.Do(w.owner, &w.cmd, now, sl.replies, sl.execs)
+			sl.replies, sl.execs = s.st.locks.Do(w.owner, &w.cmd, now, sl.replies, sl.execs)
 		default:
 			sl.execQueue, sl.willQueue = sl.execQueue[:0], sl.willQueue[:0]
 			return
@@ -346,7 +346,7 @@ func (s *Server) deliverLock(r *store.LockReply, discard store.Owner) {
 		s.notifyLockReply(r) // a WILL's lock or unlock
 		return
 	}
-	cs := s.conns[r.Owner]
+	cs := s.ct.conns[r.Owner]
 	if cs == nil {
 		if cid, ok := s.sl.closed[r.Owner]; ok {
 			cs = s.sl.clients[cid]
@@ -445,7 +445,7 @@ func (s *Server) slockCall(cs *conn, f *slock.Frame) {
 			s.put(cs, slock.AppendCall(s.out(cs), f.RequestID, slock.ResultUnknownError, slock.ErrTypeDecode, nil))
 			return
 		}
-		infos, ok := s.locks.ListLocks(dbOf(req.DB), nil)
+		infos, ok := s.st.locks.ListLocks(dbOf(req.DB), nil)
 		if !ok {
 			s.put(cs, slock.AppendCall(s.out(cs), f.RequestID, slock.ResultUnknownDB, slock.ErrTypeUnknownDB, nil))
 			return
@@ -465,7 +465,7 @@ func (s *Server) slockCall(cs *conn, f *slock.Frame) {
 		var st store.ListStatus
 		if method == slock.MethodListLocked {
 			var holders []store.HolderInfo
-			info, holders, st = s.locks.ListLocked(dbOf(req.DB), req.Key, nil)
+			info, holders, st = s.st.locks.ListLocked(dbOf(req.DB), req.Key, nil)
 			if st == store.ListOK {
 				r := &slock.ListLocked{Key: info.Key, LockedCount: info.Levels, Data: lockData(&info.Data)}
 				for _, h := range holders {
@@ -477,7 +477,7 @@ func (s *Server) slockCall(cs *conn, f *slock.Frame) {
 			}
 		} else {
 			var waiters []store.WaiterInfo
-			info, waiters, st = s.locks.ListWait(dbOf(req.DB), req.Key, nil)
+			info, waiters, st = s.st.locks.ListWait(dbOf(req.DB), req.Key, nil)
 			if st == store.ListOK {
 				r := &slock.ListWait{Key: info.Key, LockedCount: info.Levels, Data: lockData(&info.Data)}
 				for _, w := range waiters {

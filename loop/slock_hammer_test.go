@@ -24,7 +24,7 @@ func TestSlockHammerRandomClientsAndDisconnects(t *testing.T) {
 	const workers, ops = 8, 200
 	keys := [][16]byte{key16("ha"), key16("hb"), key16("hc")}
 	var failed atomic.Bool
-	stopChecks := ts.checkWhileRunning(t, "lock", ts.locks.Check, &failed)
+	stopChecks := ts.checkWhileRunning(t, "lock", ts.st.locks.Check, &failed)
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
@@ -109,7 +109,7 @@ func TestSlockHammerRandomClientsAndDisconnects(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	var err error
-	ts.onLoop(t, func() { err = ts.locks.Check() })
+	ts.onLoop(t, func() { err = ts.st.locks.Check() })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ func (ts *testServer) healthy(t *testing.T) {
 	c := dialSlock(t, ts.slockAddr)
 	c.ping()
 	var err error
-	ts.onLoop(t, func() { err = ts.locks.Check() })
+	ts.onLoop(t, func() { err = ts.st.locks.Check() })
 	if err != nil {
 		t.Fatalf("lock store invariant: %v", err)
 	}

@@ -36,7 +36,7 @@ func (s *Server) slockKV(cs *conn, now int64) {
 	if check := kvChecks[kv.Op]; check != nil && check(s, cs, kv, db, now) {
 		return
 	}
-	if kv.Op == rediscmd.OpDel && s.locks.LockedByOther(db, kv.Frame.Key, cs.owner, s.clientOf(cs)) {
+	if kv.Op == rediscmd.OpDel && s.st.locks.LockedByOther(db, kv.Frame.Key, cs.owner, s.clientOf(cs)) {
 		// Another connection's LOCK (or SETNX) holds the key: DEL would break it. As SET
 		// on that key answers nil (not set), DEL answers 0 (not deleted).
 		s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), 0))
@@ -48,8 +48,8 @@ func (s *Server) slockKV(cs *conn, now int64) {
 		return
 	}
 	sc.kvName, sc.kvPast = kv.Keys[0], kvPast(kv, now)
-	if sc.kvPast && s.ps.notify != 0 && s.locks.Value(db, kv.Frame.Key) != nil {
-		s.muteExpiry(db, kv.Frame.Key) // its deletion is published as the command's (pubsub.go)
+	if sc.kvPast && s.ps.notify != 0 && s.st.locks.Value(db, kv.Frame.Key) != nil {
+		s.ps.muteExpiry(db, kv.Frame.Key) // its deletion is published as the command's (pubsub.go)
 	}
 	s.runKV(cs, now)
 	kv.Keys, kv.Value = nil, nil // views into the request: gone once it is served
@@ -71,7 +71,7 @@ func init() {
 			return true
 		},
 		rediscmd.OpDBSize: func(s *Server, cs *conn, _ *rediscmd.KV, db uint8, _ int64) bool {
-			s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), int64(s.locks.ValueCount(db))))
+			s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), int64(s.st.locks.ValueCount(db))))
 			return true
 		},
 		rediscmd.OpSet:    kvSetCheck,
@@ -79,7 +79,7 @@ func init() {
 		rediscmd.OpExpire: kvExpireCheck, rediscmd.OpPersist: kvExpireCheck,
 		rediscmd.OpFlushDB: kvFlush, rediscmd.OpFlushAll: kvFlush,
 		rediscmd.OpDigest: func(s *Server, cs *conn, kv *rediscmd.KV, db uint8, _ int64) bool {
-			v := s.locks.Value(db, cs.slock.text.KeyID(kv.Keys[0]))
+			v := s.st.locks.Value(db, cs.slock.text.KeyID(kv.Keys[0]))
 			if hash, _ := rediscmd.IsHash(v); hash {
 				s.textError(cs, rediscmd.ErrWrongType)
 				return true
@@ -97,11 +97,11 @@ func init() {
 func kvTTL(s *Server, cs *conn, kv *rediscmd.KV, db uint8, now int64) bool {
 	id := cs.slock.text.KeyID(kv.Keys[0])
 	ms := int64(-2) // a lock without a value (LOCK) is no key, as EXISTS says
-	if s.locks.Value(db, id) != nil {
-		ms = s.locks.TTL(db, id, now)
+	if s.st.locks.Value(db, id) != nil {
+		ms = s.st.locks.TTL(db, id, now)
 	}
 	if ms >= 0 {
-		ms = min(ms, s.locks.TTLAsked(db, id)) // never more than was asked, as in Redis
+		ms = min(ms, s.st.locks.TTLAsked(db, id)) // never more than was asked, as in Redis
 	}
 	if ms >= 0 && kv.Op == rediscmd.OpTTL {
 		ms = (ms + 500) / 1000 // rounded, as Redis does
@@ -113,7 +113,7 @@ func kvTTL(s *Server, cs *conn, kv *rediscmd.KV, db uint8, now int64) bool {
 // kvFenced answers a write whose FENCE token is older than one the key has seen; true if
 // it did.
 func (s *Server) kvFenced(cs *conn, kv *rediscmd.KV, db uint8) bool {
-	if seen := s.locks.KeyFence(db, kv.Frame.Key); kv.Fence != 0 && seen > kv.Fence {
+	if seen := s.st.locks.KeyFence(db, kv.Frame.Key); kv.Fence != 0 && seen > kv.Fence {
 		s.sendTo(cs, rediscmd.AppendFenced(s.scratchFor(cs), kv.Fence, seen))
 		kv.Keys = nil
 		return true
@@ -139,7 +139,7 @@ func kvWriteCheck(s *Server, cs *conn, kv *rediscmd.KV, db uint8, _ int64) bool 
 	if s.kvFenced(cs, kv, db) {
 		return true
 	}
-	v := s.locks.Value(db, kv.Frame.Key)
+	v := s.st.locks.Value(db, kv.Frame.Key)
 	if hash, _ := rediscmd.IsHash(v); hash {
 		s.textError(cs, rediscmd.ErrWrongType)
 		return true
@@ -161,14 +161,14 @@ func kvWriteCheck(s *Server, cs *conn, kv *rediscmd.KV, db uint8, _ int64) bool 
 
 // kvExpireCheck answers the EXPIRE family and PERSIST at once when there is nothing to do.
 func kvExpireCheck(s *Server, cs *conn, kv *rediscmd.KV, db uint8, now int64) bool {
-	if s.locks.Value(db, kv.Frame.Key) == nil {
+	if s.st.locks.Value(db, kv.Frame.Key) == nil {
 		// No such key: 0, as in Redis (an Update of a key with no holder would take
 		// a lock on it instead).
 		s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), 0))
 		kv.Keys = nil
 		return true
 	}
-	ttl := s.locks.TTL(db, kv.Frame.Key, now)
+	ttl := s.st.locks.TTL(db, kv.Frame.Key, now)
 	if kv.Op == rediscmd.OpPersist && ttl == -1 || kv.Op == rediscmd.OpExpire && kv.ExpIf != 0 && !kv.ExpireApplies(expiresAt(s, db, kv.Frame.Key, ttl, now)) {
 		s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), 0)) // as in Redis: no expiry to remove, or an option says no
 		kv.Keys = nil
@@ -186,7 +186,7 @@ func kvFlush(s *Server, cs *conn, kv *rediscmd.KV, db uint8, now int64) bool {
 	if kv.Op == rediscmd.OpFlushAll {
 		which = store.AllDBs
 	}
-	s.sl.replies, s.sl.execs, _ = s.locks.Flush(which, now, s.sl.replies[:0], s.sl.execs[:0])
+	s.sl.replies, s.sl.execs, _ = s.st.locks.Flush(which, now, s.sl.replies[:0], s.sl.execs[:0])
 	s.drainLocks(now)
 	s.freeFlushed()
 	s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
@@ -203,7 +203,7 @@ func kvMany(s *Server, cs *conn, kv *rediscmd.KV, db uint8, now int64) bool {
 	for i := range kv.Keys {
 		kv.KeyFrame(&sc.text, func() [16]byte { return s.textID(cs) }, i)
 		sc.kvName = kv.Keys[i]
-		if kv.Op == rediscmd.OpDel && s.locks.LockedByOther(db, kv.Frame.Key, cs.owner, s.clientOf(cs)) {
+		if kv.Op == rediscmd.OpDel && s.st.locks.LockedByOther(db, kv.Frame.Key, cs.owner, s.clientOf(cs)) {
 			continue // another's lock: not deleted, not counted
 		}
 		s.runKV(cs, now)
@@ -255,7 +255,7 @@ func (s *Server) kvMSet(cs *conn, args [][]byte, nx bool, now int64) {
 			s.textError(cs, err)
 			return
 		}
-		held, mine := s.locks.Holds(db, kv.Frame.Key, kv.Frame.LockID)
+		held, mine := s.st.locks.Holds(db, kv.Frame.Key, kv.Frame.LockID)
 		switch {
 		case nx && held: // MSETNX: a key that exists (or is locked) sets nothing
 			s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), 0))
@@ -298,7 +298,7 @@ func (s *Server) kvSize(kv *rediscmd.KV, db uint8) int {
 		return 0
 	}
 	if kv.Op == rediscmd.OpAppend {
-		if old := s.locks.Value(db, kv.Frame.Key); len(old) > 4 {
+		if old := s.st.locks.Value(db, kv.Frame.Key); len(old) > 4 {
 			return len(old) - 4 + len(kv.Value)
 		}
 	}
@@ -340,10 +340,10 @@ func (s *Server) kvReply(cs *conn, r *slock.LockReply, res store.LockResult) {
 		s.textError(cs, rediscmd.ErrOverflow)
 	default:
 		if sc.req.KV.Op == rediscmd.OpGet {
-			s.countLookup(r.Value != nil)
+			s.info.countLookup(r.Value != nil)
 		}
 		if f := sc.req.KV.Fence; f != 0 && (r.Result == slock.ResultOK || r.Result == slock.ResultLockedError) {
-			s.locks.RaiseFence(r.DB, r.Key, f) // the fenced write is done: older tokens are refused from now on
+			s.st.locks.RaiseFence(r.DB, r.Key, f) // the fenced write is done: older tokens are refused from now on
 		}
 		s.sendTo(cs, rediscmd.AppendKVReply(s.scratchFor(cs), &sc.req.KV, r.Result, r.Value))
 		s.notifyKV(cs, r) // pubsub.go
@@ -355,7 +355,7 @@ func (s *Server) kvReply(cs *conn, r *slock.LockReply, res store.LockResult) {
 // keys it refuses (SCAN lists any number, a bounded step at a time), so that it never
 // stalls the loop.
 func (s *Server) kvKeys(cs *conn, db uint8, pattern []byte) {
-	n := s.locks.ValueCount(db)
+	n := s.st.locks.ValueCount(db)
 	if n > rediscmd.KeysLimit {
 		s.textError(cs, rediscmd.KeysRefused(n, rediscmd.KeysLimit))
 		return
@@ -369,7 +369,7 @@ func (s *Server) kvKeys(cs *conn, db uint8, pattern []byte) {
 		q.Match = nil
 	}
 	names := s.sl.names[:0]
-	s.locks.ScanValues(db, 0, n, func(_ [16]byte, v []byte) {
+	s.st.locks.ScanValues(db, 0, n, func(_ [16]byte, v []byte) {
 		if name, ok := q.Wants(v); ok {
 			names = append(names, name)
 		}
@@ -392,7 +392,7 @@ func (s *Server) keysReply(cs *conn, names [][]byte) {
 // db's keys with a value, at most COUNT keys looked at.
 func (s *Server) kvScan(cs *conn, db uint8, q *rediscmd.Scan) {
 	names := s.sl.names[:0]
-	next := s.locks.ScanValues(db, q.Cursor, q.Count, func(_ [16]byte, v []byte) {
+	next := s.st.locks.ScanValues(db, q.Cursor, q.Count, func(_ [16]byte, v []byte) {
 		if name, ok := q.Wants(v); ok {
 			names = append(names, name)
 		}
@@ -412,7 +412,7 @@ func (s *Server) kvHash(cs *conn, h *rediscmd.Hash, now int64) {
 			s.textError(cs, err)
 			return
 		}
-		s.sendTo(cs, rediscmd.AppendHashRead(s.scratchFor(cs), h, s.locks.Value(db, id)))
+		s.sendTo(cs, rediscmd.AppendHashRead(s.scratchFor(cs), h, s.st.locks.Value(db, id)))
 		return
 	}
 	if err := s.nameClash(db, h.Frame.Key, h.Key); err != nil {
@@ -424,7 +424,7 @@ func (s *Server) kvHash(cs *conn, h *rediscmd.Hash, now int64) {
 	s.m.lockBegin(cs.owner, &cmd, false)
 	var n int64
 	var err error
-	s.sl.replies, s.sl.execs, n, err = s.locks.Hash(cs.owner, &cmd, &op, now, s.sl.replies[:0], s.sl.execs[:0])
+	s.sl.replies, s.sl.execs, n, err = s.st.locks.Hash(cs.owner, &cmd, &op, now, s.sl.replies[:0], s.sl.execs[:0])
 	if err != nil {
 		s.textError(cs, hashError(err))
 		return
@@ -438,7 +438,7 @@ func (s *Server) kvHash(cs *conn, h *rediscmd.Hash, now int64) {
 	s.drainLocks(now) // what the write led to for others (the text connection waits for nothing)
 	s.sendTo(cs, rediscmd.AppendHashWrite(s.scratchFor(cs), h, result, n))
 	if result == slock.ResultOK || result == slock.ResultLockedError {
-		s.notifyHash(db, h, n, s.locks.Value(db, h.Frame.Key) == nil) // pubsub.go
+		s.notifyHash(db, h, n, s.st.locks.Value(db, h.Frame.Key) == nil) // pubsub.go
 	}
 }
 
@@ -585,11 +585,11 @@ func (s *Server) configItems(admin bool) [][2]string {
 	return [][2]string{
 		{"save", ""}, {"appendonly", ao}, {"appendfsync", s.cfg.AppendFsync.String()},
 		{"databases", strconv.Itoa(store.MaxLockDB + 1)}, {"dir", dir},
-		{"maxclients", strconv.Itoa(s.fdCap)}, {"timeout", strconv.FormatInt(int64(s.cfg.IdleTimeout/time.Second), 10)},
+		{"maxclients", strconv.Itoa(s.ct.fdCap)}, {"timeout", strconv.FormatInt(int64(s.cfg.IdleTimeout/time.Second), 10)},
 		{"slowlog-log-slower-than", strconv.FormatInt(s.cfg.SlowlogSlowerThan, 10)},
 		{"slowlog-max-len", strconv.Itoa(s.cfg.SlowlogMaxLen)},
 		{"lua-time-limit", strconv.FormatInt(s.luaTimeLimit().Milliseconds(), 10)},
-		{"notify-keyspace-events", s.ps.notify.String()}, {"client-output-buffer-limit", s.obufLimits()},
+		{"notify-keyspace-events", s.ps.notify.String()}, {"client-output-buffer-limit", s.ps.obufLimits()},
 	}
 }
 
@@ -615,7 +615,7 @@ func (s *Server) nameClash(db uint8, id [16]byte, name []byte) error {
 	if !rediscmd.Hashed(name) {
 		return nil
 	}
-	v := s.locks.Value(db, id)
+	v := s.st.locks.Value(db, id)
 	if v == nil {
 		return nil
 	}
@@ -631,5 +631,5 @@ func expiresAt(s *Server, db uint8, key [16]byte, ttl, now int64) int64 {
 	if ttl < 0 {
 		return -1
 	}
-	return now/1e6 + min(ttl, s.locks.TTLAsked(db, key))
+	return now/1e6 + min(ttl, s.st.locks.TTLAsked(db, key))
 }

@@ -65,7 +65,7 @@ func (s *Server) slowlogNote(cs *conn, args [][]byte, d int64) {
 		sl.ring = append(sl.ring, e)
 	default:
 		if len(sl.ring) > max { // --slowlog-max-len shrank at a reload: keep the newest
-			sl.ring = append(sl.ring[:0:0], s.slowlogNewest(max-1)...)
+			sl.ring = append(sl.ring[:0:0], sl.newest(max-1)...)
 			sl.next = 0
 			sl.ring = append(sl.ring, e)
 			return
@@ -75,9 +75,8 @@ func (s *Server) slowlogNote(cs *conn, args [][]byte, d int64) {
 	}
 }
 
-// slowlogNewest returns up to n entries, oldest first.
-func (s *Server) slowlogNewest(n int) []resp.SlowlogEntry {
-	sl := &s.slow
+// newest returns up to n entries, oldest first.
+func (sl *slowlog) newest(n int) []resp.SlowlogEntry {
 	all := append(append([]resp.SlowlogEntry(nil), sl.ring[sl.next:]...), sl.ring[:sl.next]...)
 	return all[max(0, len(all)-n):]
 }
@@ -102,7 +101,7 @@ func (s *Server) slowlogCmd(cs *conn, args [][]byte) {
 		if count >= 0 {
 			k = int(min(count, int64(k)))
 		}
-		all := s.slowlogNewest(k) // oldest first
+		all := s.slow.newest(k) // oldest first
 		for i, j := 0, len(all)-1; i < j; i, j = i+1, j-1 {
 			all[i], all[j] = all[j], all[i]
 		}
@@ -149,7 +148,7 @@ func (s *Server) textClock() int64 {
 // later turn is logged when it ends (textcont.go).
 func (s *Server) textRan(cs *conn, args [][]byte, start int64) {
 	end := nanotime()
-	s.clockRead(end)
+	s.fair.clockRead(end)
 	if c := cs.slock.cont; c != nil && c.active {
 		c.spent += end - start
 		return

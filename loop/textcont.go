@@ -92,7 +92,7 @@ func (s *Server) contMore(cs *conn, now int64) {
 	start := nanotime()
 	s.contStep(cs, c, now)
 	end := nanotime()
-	s.clockRead(end)
+	s.fair.clockRead(end)
 	c.spent += end - start
 	if !c.active {
 		s.slowlogNote(cs, c.slow, c.spent)
@@ -128,7 +128,7 @@ func (s *Server) keysStep(cs *conn, c *textCont) {
 		q.Match = nil
 	}
 	cursor := c.cursor
-	c.cursor = s.locks.ScanValues(c.db, cursor, keysStep, func(_ [16]byte, v []byte) {
+	c.cursor = s.st.locks.ScanValues(c.db, cursor, keysStep, func(_ [16]byte, v []byte) {
 		if name, ok := q.Wants(v); ok {
 			c.names = append(c.names, name...)
 			c.ends = append(c.ends, len(c.names))
@@ -144,7 +144,7 @@ func (s *Server) keysStep(cs *conn, c *textCont) {
 		names = append(names, c.names[from:end])
 		from = end
 	}
-	if s.locks.ValueRemovals() != c.removals {
+	if s.st.locks.ValueRemovals() != c.removals {
 		names = dedupe(names) // a key moved down the table while it was walked: listed twice
 	}
 	s.keysReply(cs, names)
@@ -257,7 +257,7 @@ func (s *Server) keysBegin(cs *conn, db uint8, pattern []byte) {
 	c := s.contBegin(cs, contKeys)
 	c.db = db
 	c.pattern = append(c.pattern, pattern...)
-	c.removals = s.locks.ValueRemovals()
+	c.removals = s.st.locks.ValueRemovals()
 	s.contStep(cs, c, 0)
 	c.suspend(cs.slock.req.Args)
 }

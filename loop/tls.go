@@ -40,7 +40,7 @@ type TLSConfig struct {
 type tlsState struct {
 	client, peer *tlsbridge.Bridge
 	held         map[int]net.Listener // by listener index: bound by preflight, served by a bridge once the engine runs
-	// live and max are s.live and cfg.MaxConnections, published by the loop for the
+	// live and max are s.ct.live and cfg.MaxConnections, published by the loop for the
 	// admission of TLS connections at accept (before their handshake).
 	live, max atomic.Int64
 	logMu     sync.Mutex
@@ -84,7 +84,7 @@ func (s *Server) newBridges() {
 	t.max.Store(int64(s.cfg.MaxConnections))
 	base := tlsbridge.Config{
 		HandshakeTimeout: s.cfg.TLS.HandshakeTimeout, MaxHandshakes: s.cfg.TLS.MaxHandshakes,
-		Budget: &s.fds, Enroll: s.enrollTLS, Report: s.tlsEvent, KeepAlive: 5 * time.Minute,
+		Budget: &s.ct.fds, Enroll: s.enrollTLS, Report: s.tlsEvent, KeepAlive: 5 * time.Minute,
 	}
 	if s.cfg.TLS.Client != nil {
 		c := base
@@ -94,7 +94,7 @@ func (s *Server) newBridges() {
 	if s.cfg.TLS.PeerClient != nil && s.cl != nil {
 		c := base
 		c.Server, c.Client = s.cfg.TLS.PeerServer, s.cfg.TLS.PeerClient
-		c.Admit = func(any) bool { return !s.stopping.Load() }
+		c.Admit = func(any) bool { return !s.run.stopping.Load() }
 		c.UserTimeout = s.linkTimeout() // as openPeer sets on a plaintext link
 		t.peer = tlsbridge.New(c)
 	}
@@ -116,7 +116,7 @@ func (s *Server) startTLS(tags map[int]*listenerState) {
 		_ = b.Close() // the loop closes its end at once
 		err = s.register(context.Background(), loopTouch{}, a)
 	}
-	if err != nil && !s.stopping.Load() {
+	if err != nil && !s.run.stopping.Load() {
 		s.log.Warn().Err(err).Msg("TLS: could not tell the loop it runs")
 	}
 	for i, ln := range s.tb.held {
@@ -130,9 +130,9 @@ func (s *Server) startTLS(tags map[int]*listenerState) {
 
 // engineRunning says whether the engine's loop runs (its first tick came): only then may
 // a connection be registered on it.
-func (s *Server) engineRunning() bool {
+func (tb *tlsState) engineRunning() bool {
 	select {
-	case <-s.tb.up:
+	case <-tb.up:
 		return true
 	default:
 		return false
@@ -141,22 +141,22 @@ func (s *Server) engineRunning() bool {
 
 // engineUp runs at every OnTick (the ticker goroutine starts once the engine's loop is
 // registered): the first lets startTLS go on.
-func (s *Server) engineUp() {
-	if s.tb.up != nil {
-		s.tb.upOnce.Do(func() { close(s.tb.up) })
+func (tb *tlsState) engineUp() {
+	if tb.up != nil {
+		tb.upOnce.Do(func() { close(tb.up) })
 	}
 }
 
 // stopTLS closes the bridges once the engine is down (every loop end is closed): Run's end.
-func (s *Server) stopTLS() {
-	if s.tb.starting != nil {
-		close(s.tb.quit)
-		<-s.tb.starting
+func (tb *tlsState) stopTLS() {
+	if tb.starting != nil {
+		close(tb.quit)
+		<-tb.starting
 	}
-	for _, ln := range s.tb.held { // if the bridges never served them
+	for _, ln := range tb.held { // if the bridges never served them
 		_ = ln.Close()
 	}
-	for _, b := range []*tlsbridge.Bridge{s.tb.client, s.tb.peer} {
+	for _, b := range []*tlsbridge.Bridge{tb.client, tb.peer} {
 		if b != nil {
 			b.Close(tlsGrace)
 		}
@@ -169,7 +169,7 @@ func (s *Server) stopTLS() {
 // are serialized; the wait for OnOpen is not.
 func (s *Server) register(ctx context.Context, v any, c net.Conn) error {
 	s.tb.regMu.Lock()
-	ch, err := s.engine.Register(gnet.NewNetConnContext(gnet.NewContext(context.Background(), v), c))
+	ch, err := s.run.engine.Register(gnet.NewNetConnContext(gnet.NewContext(context.Background(), v), c))
 	s.tb.regMu.Unlock()
 	if err != nil {
 		_ = c.Close()
@@ -191,7 +191,7 @@ func (s *Server) enrollTLS(ctx context.Context, end net.Conn, bc *tlsbridge.Conn
 // admitTLS says whether a TLS connection just accepted may start its handshake: not when
 // the connections already open and those in their handshakes reach --max-connections.
 func (s *Server) admitTLS(any) bool {
-	if s.stopping.Load() {
+	if s.run.stopping.Load() {
 		return false
 	}
 	max := s.tb.max.Load()
@@ -276,7 +276,7 @@ func (s *Server) openBridged(c gnet.Conn) (done bool, action gnet.Action) {
 		case d != nil:
 			s.openPeer(c, d)
 		case ln != nil && ln.Proto == ProtoPeer:
-			if s.cl == nil || s.stopping.Load() {
+			if s.cl == nil || s.run.stopping.Load() {
 				return true, gnet.Close
 			}
 			s.openPeer(c, nil)

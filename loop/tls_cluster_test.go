@@ -224,7 +224,7 @@ func testTLSPeerCluster(t *testing.T, key []byte, auth string) {
 
 	// Every member's bridged links count their descriptors.
 	for i, m := range ms {
-		if used := m.s.fds.Used(); used < 2*tlsbridge.Descriptors {
+		if used := m.s.ct.fds.Used(); used < 2*tlsbridge.Descriptors {
 			t.Errorf("member %d: %d descriptors taken by its links, want at least %d", i+1, used, 2*tlsbridge.Descriptors)
 		}
 	}

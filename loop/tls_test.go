@@ -238,7 +238,7 @@ func TestTLSLimits(t *testing.T) {
 	a, b := f.respTLS(t), f.respTLS(t)
 	expectSimple(t, a.cmd("PING"), '+', "PONG")
 	expectSimple(t, b.cmd("PING"), '+', "PONG")
-	if used := f.fds.Used(); used != 1+2*tlsbridge.Descriptors {
+	if used := f.ct.fds.Used(); used != 1+2*tlsbridge.Descriptors {
 		t.Errorf("one plain and two TLS connections take %d descriptors, want %d", used, 1+2*tlsbridge.Descriptors)
 	}
 	if _, err := f.dialTLS(t, nil); err == nil {
@@ -257,7 +257,7 @@ func TestTLSLimits(t *testing.T) {
 	c := f.respTLS(t)
 	expectSimple(t, c.cmd("PING"), '+', "PONG")
 	var live int
-	f.onLoop(t, func() { live = f.live })
+	f.onLoop(t, func() { live = f.ct.live })
 	if live != 2 {
 		t.Errorf("the loop counts %d connections, want 2", live)
 	}
@@ -266,9 +266,9 @@ func TestTLSLimits(t *testing.T) {
 func waitUsed(t *testing.T, ts *testServer, n int) {
 	t.Helper()
 	deadline := time.Now().Add(replyWait)
-	for ts.fds.Used() != n {
+	for ts.ct.fds.Used() != n {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d descriptors taken, want %d", ts.fds.Used(), n)
+			t.Fatalf("%d descriptors taken, want %d", ts.ct.fds.Used(), n)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -41,7 +41,7 @@ const (
 func (s *Server) txWork(cs *conn, spec *rediscmd.Spec, args [][]byte) int64 {
 	db := cs.slock.text.DB
 	w := int64(workCommand)
-	value := func(k []byte) int64 { return int64(len(s.locks.Value(db, cs.slock.text.KeyID(k)))) }
+	value := func(k []byte) int64 { return int64(len(s.st.locks.Value(db, cs.slock.text.KeyID(k)))) }
 	switch spec.Cmd {
 	case rediscmd.CmdMGet, rediscmd.CmdWatch:
 		w += workKey * int64(len(args)-1)
@@ -65,7 +65,7 @@ func (s *Server) txWork(cs *conn, spec *rediscmd.Spec, args [][]byte) int64 {
 	case rediscmd.CmdKV:
 		switch spec.Op {
 		case rediscmd.OpKeys:
-			w += workScanKey * int64(s.locks.ValueCount(db))
+			w += workScanKey * int64(s.st.locks.ValueCount(db))
 		case rediscmd.OpDel, rediscmd.OpExists:
 			w += workKey * int64(len(args)-1)
 		case rediscmd.OpGet, rediscmd.OpGetSet, rediscmd.OpAppend, rediscmd.OpSet, rediscmd.OpStrlen, rediscmd.OpGetDel, rediscmd.OpGetEx, rediscmd.OpDelEx, rediscmd.OpDigest:

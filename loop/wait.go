@@ -75,7 +75,7 @@ func (s *Server) waitCmd(cs *conn, args [][]byte, now int64) {
 // cs's last write: the next proposal takes the whole journal, so that proposal carries it.
 func (s *Server) noteWrite(cs *conn) {
 	cl := s.cl
-	if !cl.serving() || !s.locks.Journaled() {
+	if !cl.serving() || !s.st.locks.Journaled() {
 		return
 	}
 	cs.slock.wr = writeMark{term: cl.term, seq: cl.acks.Seq + 1}
@@ -96,7 +96,7 @@ func (s *Server) writeIndex(sc *slockConn) (uint64, bool) {
 	case m.idx != 0:
 		return m.idx, true
 	case m.seq > cl.acks.Seq:
-		if s.locks.Journaled() {
+		if s.st.locks.Journaled() {
 			return 0, false // not proposed yet
 		}
 		m.seq = cl.acks.Seq // its change left nothing to log: what came before it is what it waits for

@@ -178,7 +178,7 @@ func TestWaitAllocs(t *testing.T) {
 	}
 	s := c.ms[l].s
 	var cs *conn
-	for _, x := range s.conns {
+	for _, x := range s.ct.conns {
 		if x.slock != nil && x.slock.wr.term != 0 {
 			cs = x
 		}

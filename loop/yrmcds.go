@@ -43,15 +43,15 @@ func (h *yrmcdsHandler) more(cs *conn, now int64) {
 
 func (h *yrmcdsHandler) closed(cs *conn, now int64) {
 	cs.dump = nil
-	h.s.family(cs.proto).Drop(cs.ledger, now)
+	h.s.st.family(cs.proto).Drop(cs.ledger, now)
 }
 
 // family is the store family a yrmcds listener of proto serves.
-func (s *Server) family(proto Proto) store.Family {
+func (st *storeState) family(proto Proto) store.Family {
 	if proto == ProtoCounter {
-		return s.counters
+		return st.counters
 	}
-	return s.semaphores
+	return st.semaphores
 }
 
 // yrmcdsReq applies one decoded request and appends its reply; it returns the reply's status
@@ -60,12 +60,12 @@ func (s *Server) yrmcdsReq(cs *conn, r *counter.Request, out []byte, now int64) 
 	if r.Status != counter.StatusOK {
 		return counter.AppendError(out, r.Opcode, r.Status, r.Opaque), r.Status
 	}
-	st := &s.stats[cs.proto]
+	st := &s.ct.stats[cs.proto]
 	if cmd, ok := counter.StatCmdOf(r.Opcode); ok {
 		st.Commands[cmd]++
 	}
 	isCounter := cs.proto == ProtoCounter
-	fam := s.family(cs.proto)
+	fam := s.st.family(cs.proto)
 	switch r.Opcode {
 	case counter.OpNoop:
 		return counter.AppendOK(out, r.Opcode, r.Opaque), counter.StatusOK
@@ -96,7 +96,7 @@ func (s *Server) yrmcdsReq(cs *conn, r *counter.Request, out []byte, now int64) 
 			CurrConnections: st.CurrConnections, TotalConnections: st.TotalConnections,
 			Commands: st.Commands, WithDump: isCounter}), counter.StatusOK
 	case counter.OpDump: // the decoder refuses Dump in the semaphore dialect
-		cs.dump = s.counters.DumpStart()
+		cs.dump = s.st.counters.DumpStart()
 		cs.dumpOp, cs.dumpAc = r.Opaque, r.DumpAcquired
 		cs.busy = true
 		return out, counter.StatusOK
@@ -116,7 +116,7 @@ func (s *Server) storeError(cs *conn, out []byte, r *counter.Request, res store.
 		st = counter.StatusNotAcquired
 	case store.OutOfMemory:
 		st = counter.StatusOutOfMemory
-		if missed, ok := s.oomLog.allow(s.now()); ok {
+		if missed, ok := s.logs.oom.allow(s.now()); ok {
 			s.log.Warn().Stringer("proto", cs.proto).Int("max_objects", s.cfg.MaxObjects).
 				Uint64("more_since_last_line", missed).Msg("acquire refused: object limit reached (max-objects)")
 		}
@@ -128,7 +128,7 @@ func (s *Server) storeError(cs *conn, out []byte, r *counter.Request, res store.
 // the empty terminating reply and ends the dump.
 func (h *yrmcdsHandler) streamDump(cs *conn, out []byte, now int64) []byte {
 	for len(out) < dumpChunk {
-		entries, done := h.s.counters.DumpNext(cs.dump, now, h.dumpBuf[:0])
+		entries, done := h.s.st.counters.DumpNext(cs.dump, now, h.dumpBuf[:0])
 		h.dumpBuf = entries[:0]
 		for i := range entries {
 			e := &entries[i]
