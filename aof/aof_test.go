@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tallyd/tallyd/lockwire"
 	"github.com/tallyd/tallyd/store"
 )
 
@@ -21,9 +22,9 @@ func state(db uint8, key string, value string, holders int) store.KeyState {
 		s.Value = []byte(value)
 	}
 	for i := range holders {
-		h := store.HolderState{Flag: 2, Levels: uint8(i + 1), Rcount: 3, Count: 0xFFFF, Timeout: 5, TimeoutFlag: 0x10,
-			Expried: 120, ExpriedFlag: 0x4000, Start: int64(1e18 + i), Deadline: int64(2e18 + i),
+		h := store.HolderState{Levels: uint8(i + 1), Rcount: 3, Count: 0xFFFF, Start: int64(1e18 + i), Deadline: int64(2e18 + i),
 			Token: uint64(1<<40 + i), Client: uint64(7<<50 + i)}
+		lockwire.SetHolder(&h, lockwire.Words{Flag: 2, Timeout: 5, TimeoutFlag: 0x10, Expried: 120, ExpriedFlag: 0x4000})
 		copy(h.LockID[:], key)
 		h.LockID[15] = byte(i)
 		s.Holders = append(s.Holders, h)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hash/crc32"
 
+	"github.com/tallyd/tallyd/lockwire"
 	"github.com/tallyd/tallyd/logfile"
 	"github.com/tallyd/tallyd/store"
 )
@@ -82,12 +83,13 @@ func AppendState(dst []byte, s *store.KeyState) []byte {
 	for i := range s.Holders {
 		h := &s.Holders[i]
 		dst = append(dst, h.LockID[:]...)
-		dst = append(dst, h.Flag, h.Levels, h.Rcount)
+		w := lockwire.OfHolder(h)
+		dst = append(dst, w.Flag, h.Levels, h.Rcount)
 		dst = binary.LittleEndian.AppendUint16(dst, h.Count)
-		dst = binary.LittleEndian.AppendUint16(dst, h.Timeout)
-		dst = binary.LittleEndian.AppendUint16(dst, h.TimeoutFlag)
-		dst = binary.LittleEndian.AppendUint16(dst, h.Expried)
-		dst = binary.LittleEndian.AppendUint16(dst, h.ExpriedFlag)
+		dst = binary.LittleEndian.AppendUint16(dst, w.Timeout)
+		dst = binary.LittleEndian.AppendUint16(dst, w.TimeoutFlag)
+		dst = binary.LittleEndian.AppendUint16(dst, w.Expried)
+		dst = binary.LittleEndian.AppendUint16(dst, w.ExpriedFlag)
 		dst = binary.LittleEndian.AppendUint64(dst, uint64(h.Start))
 		d := h.Deadline
 		if h.ExpireAt > 0 {
@@ -215,12 +217,11 @@ func decode(p []byte, s *store.KeyState) error {
 	for range nh {
 		var h store.HolderState
 		copy(h.LockID[:], p)
-		h.Flag, h.Levels, h.Rcount = p[16], p[17], p[18]
+		h.Levels, h.Rcount = p[17], p[18]
 		h.Count = binary.LittleEndian.Uint16(p[19:])
-		h.Timeout = binary.LittleEndian.Uint16(p[21:])
-		h.TimeoutFlag = binary.LittleEndian.Uint16(p[23:])
-		h.Expried = binary.LittleEndian.Uint16(p[25:])
-		h.ExpriedFlag = binary.LittleEndian.Uint16(p[27:])
+		lockwire.SetHolder(&h, lockwire.Words{Flag: p[16], Timeout: binary.LittleEndian.Uint16(p[21:]),
+			TimeoutFlag: binary.LittleEndian.Uint16(p[23:]), Expried: binary.LittleEndian.Uint16(p[25:]),
+			ExpriedFlag: binary.LittleEndian.Uint16(p[27:])})
 		h.Start = int64(binary.LittleEndian.Uint64(p[29:]))
 		h.Deadline = int64(binary.LittleEndian.Uint64(p[37:]))
 		if h.Deadline < 0 {

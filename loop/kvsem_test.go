@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tallyd/tallyd/aof"
+	"github.com/tallyd/tallyd/lockwire"
 	"github.com/tallyd/tallyd/proto/slock"
 	"github.com/tallyd/tallyd/store"
 )
@@ -177,7 +178,8 @@ func TestSlockKVNameClash(t *testing.T) {
 	rec := slock.AppendDataRecord(nil, slock.DataSet, slock.StageCurrent, 0, []slock.Property{{Code: slock.PropKey, Value: []byte("other")}}, []byte("theirs"))
 	ts.onLoop(t, func() {
 		id := ts.st.keys.KeyID([]byte(long))
-		c := store.LockCommand{Kind: store.KindLock, Flag: 0x02 | slock.FlagData, LockID: id, Key: id, Expried: 0x7FFF, ExpriedFlag: 0x4000, Data: rec}
+		c := store.LockCommand{Kind: store.KindLock, LockID: id, Key: id, Data: rec}
+		lockwire.Set(&c, lockwire.Words{Flag: 0x02 | slock.FlagData, Expried: 0x7FFF, ExpriedFlag: 0x4000})
 		ts.st.locks.Do(0, &c, time.Now().UnixNano(), nil, nil)
 	})
 	want := `-ERR key "` + long + `" maps to the LockKey of key "other", which holds a value: refused`
@@ -206,7 +208,8 @@ func TestSlockKVOldLogRekeyed(t *testing.T) {
 		if held {
 			ks.Value = slock.AppendDataRecord(nil, slock.DataSet, slock.StageCurrent, 0,
 				[]slock.Property{{Code: slock.PropKey, Value: []byte(name)}}, []byte(value))
-			ks.Holders = []store.HolderState{{LockID: id, Levels: 1, Expried: 0x7FFF, ExpriedFlag: 0x4000 | 0x0100 | 0x2000, Start: start}}
+			ks.Holders = []store.HolderState{{LockID: id, Levels: 1, Start: start}}
+			lockwire.SetHolder(&ks.Holders[0], lockwire.Words{Expried: 0x7FFF, ExpriedFlag: 0x4000 | 0x0100 | 0x2000})
 		}
 		return ks
 	}

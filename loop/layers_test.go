@@ -12,7 +12,7 @@ import (
 )
 
 // layerRoots are the packages the rules speak of, as go list patterns.
-var layerRoots = []string{"github.com/tallyd/tallyd/store", "github.com/tallyd/tallyd/proto/...", "github.com/tallyd/tallyd/stats", "github.com/tallyd/tallyd/bench/...", "github.com/tallyd/tallyd/tlsbridge", "github.com/tallyd/tallyd/script", "github.com/tallyd/tallyd/logfile", "github.com/tallyd/tallyd/raftlog", "github.com/tallyd/tallyd/cluster"}
+var layerRoots = []string{"github.com/tallyd/tallyd/store", "github.com/tallyd/tallyd/proto/...", "github.com/tallyd/tallyd/stats", "github.com/tallyd/tallyd/bench/...", "github.com/tallyd/tallyd/tlsbridge", "github.com/tallyd/tallyd/script", "github.com/tallyd/tallyd/logfile", "github.com/tallyd/tallyd/raftlog", "github.com/tallyd/tallyd/cluster", "github.com/tallyd/tallyd/lockwire"}
 
 // layerRule says which module packages pkg may depend on (directly or not); std reports a
 // standard-library package. It returns "" when dep is allowed, else the rule it breaks.
@@ -25,6 +25,10 @@ func layerRule(pkg, dep string, std bool) string {
 	case pkg == "github.com/tallyd/tallyd/store":
 		if !std {
 			return "store imports only the standard library"
+		}
+	case pkg == "github.com/tallyd/tallyd/lockwire":
+		if under(dep, "github.com/tallyd/tallyd") && dep != "github.com/tallyd/tallyd/store" {
+			return "lockwire imports only store of the module"
 		}
 	case pkg == "github.com/tallyd/tallyd/logfile":
 		// What the two logs share: the record frame, the damage rule, the check-log tool.
@@ -116,7 +120,7 @@ func TestLayers(t *testing.T) {
 			}
 		}
 	}
-	if pkgs < 12 { // store, stats, four proto packages, bench and two under it, tlsbridge, logfile, raftlog, cluster
+	if pkgs < 12 { // store, stats, four proto packages, bench and two under it, tlsbridge, logfile, raftlog, cluster, lockwire
 		t.Fatalf("go list found only %d packages under %v", pkgs, layerRoots)
 	}
 }
@@ -139,6 +143,8 @@ func TestLayerRule(t *testing.T) {
 		{"github.com/tallyd/tallyd/proto/rediscmd", "github.com/tallyd/tallyd/proto/slock", false, true},
 		{"github.com/tallyd/tallyd/proto/rediscmd", "github.com/tallyd/tallyd/loop", false, false},
 		{"github.com/tallyd/tallyd/proto/acl", "crypto/sha256", true, true},
+		{"github.com/tallyd/tallyd/lockwire", "github.com/tallyd/tallyd/store", false, true},
+		{"github.com/tallyd/tallyd/lockwire", "github.com/tallyd/tallyd/proto/slock", false, false},
 		{"github.com/tallyd/tallyd/logfile", "hash/crc32", true, true},
 		{"github.com/tallyd/tallyd/logfile", "github.com/tallyd/tallyd/store", false, false},
 		{"github.com/tallyd/tallyd/raftlog", "github.com/tallyd/tallyd/logfile", false, true},

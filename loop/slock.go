@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 
+	"github.com/tallyd/tallyd/lockwire"
 	"github.com/tallyd/tallyd/proto/acl"
 	"github.com/tallyd/tallyd/proto/rediscmd"
 	"github.com/tallyd/tallyd/proto/resp"
@@ -234,9 +235,11 @@ func frameCommand(f *slock.Frame) store.LockCommand {
 	case slock.TypeWillUnlock:
 		kind = store.KindUnlock
 	}
-	return store.LockCommand{Kind: kind, RequestID: f.RequestID, Flag: f.Flag, DB: f.DB,
-		LockID: f.LockID, Key: f.Key, Timeout: f.Timeout, TimeoutFlag: f.TimeoutFlag,
-		Expried: f.Expried, ExpriedFlag: f.ExpriedFlag, Count: f.Count, Rcount: f.Rcount, Data: f.Data}
+	c := store.LockCommand{Kind: kind, RequestID: f.RequestID, DB: f.DB,
+		LockID: f.LockID, Key: f.Key, Count: f.Count, Rcount: f.Rcount, Data: f.Data}
+	lockwire.Set(&c, lockwire.Words{Flag: f.Flag, Timeout: f.Timeout, TimeoutFlag: f.TimeoutFlag,
+		Expried: f.Expried, ExpriedFlag: f.ExpriedFlag})
+	return c
 }
 
 func stateOf(db uint8, st store.LockState, exists bool) *slock.State {
@@ -518,7 +521,8 @@ func lockData(d *store.LockData) *slock.LockData {
 }
 
 func callCommand(c *store.LockCommand) slock.Command {
-	return slock.Command{RequestID: c.RequestID, Flag: c.Flag, LockID: c.LockID, Key: c.Key,
-		TimeoutFlag: c.TimeoutFlag, Timeout: c.Timeout, ExpriedFlag: c.ExpriedFlag, Expried: c.Expried,
+	w := lockwire.Of(c)
+	return slock.Command{RequestID: c.RequestID, Flag: w.Flag, LockID: c.LockID, Key: c.Key,
+		TimeoutFlag: w.TimeoutFlag, Timeout: w.Timeout, ExpriedFlag: w.ExpriedFlag, Expried: w.Expried,
 		Count: c.Count, Rcount: c.Rcount}
 }

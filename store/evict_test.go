@@ -65,10 +65,10 @@ func TestLocksEvictOrphans(t *testing.T) {
 		return rs
 	}
 	data := rec(store.DataSet, 0, make([]byte, 1000))
-	do(1, with(lockc(1, "h", "k"), func(c *store.LockCommand) { c.Expried = 0xFFFF; c.ExpriedFlag = 0x4000 }), at(0))
+	do(1, with(lockc(1, "h", "k"), func(c *wc) { c.Expried = 0xFFFF; c.ExpriedFlag = 0x4000 }), at(0))
 	// Owner 2 queues three requests with data, owner 3 one, owner 4 (which stays open) one.
 	for i, o := range []store.Owner{2, 3, 2, 4, 2} {
-		c := with(lockc(uint16(10+i), "w"+strconv.Itoa(i), "k"), func(c *store.LockCommand) { c.Timeout = 600; c.Data = data })
+		c := with(lockc(uint16(10+i), "w"+strconv.Itoa(i), "k"), func(c *wc) { c.Timeout = 600; c.Data = data })
 		if r := do(o, c, at(int64(1+i))); len(r) != 0 {
 			t.Fatalf("request %d: %+v, want it queued", i, r)
 		}
@@ -120,7 +120,7 @@ func TestLocksBytesGiveBack(t *testing.T) {
 	const n = 5000
 	data := rec(store.DataSet, 0, make([]byte, 100))
 	key := func(i int) store.LockCommand {
-		return with(lockc(1, "h"+strconv.Itoa(i), strconv.Itoa(i)), func(c *store.LockCommand) {
+		return with(lockc(1, "h"+strconv.Itoa(i), strconv.Itoa(i)), func(c *wc) {
 			c.Expried = 0xFFFF
 			c.ExpriedFlag = 0x4000
 			c.Data = data

@@ -15,7 +15,7 @@ import (
 func FuzzLockData(f *testing.F) {
 	f.Add([]byte{0, 'v'}, uint8(0))
 	f.Add(rec(store.DataPipeline, 0, rec(store.DataAppend, 0, []byte("a")), rec(store.DataExecute, 0, frame(lockc(1, "i", "x")))), uint8(1))
-	f.Add(rec(store.DataExecute|0x40, 0x20, frame(with(lockc(1, "i", "x"), func(c *store.LockCommand) { c.Data = setV }))), uint8(2))
+	f.Add(rec(store.DataExecute|0x40, 0x20, frame(with(lockc(1, "i", "x"), func(c *wc) { c.Data = setV }))), uint8(2))
 	f.Add(rec(store.DataPush, 0x12, []byte{1, 0, 9}), uint8(3))
 	f.Add(rec(store.DataPop, 0, u32(1)), uint8(4))
 	f.Fuzz(func(t *testing.T, body []byte, mode uint8) {
@@ -25,14 +25,14 @@ func FuzzLockData(f *testing.F) {
 		h := newLkh(t, store.LocksConfig{MaxValue: 4096})
 		r := append(binary.LittleEndian.AppendUint32(nil, uint32(len(body))), body...)
 		pipe := rec(store.DataPipeline, 0, r, r)
-		l := with(lockc(1, "a", "k"), func(c *store.LockCommand) { c.Rcount = 3; c.Count = 3; c.Expried = 1 })
+		l := with(lockc(1, "a", "k"), func(c *wc) { c.Rcount = 3; c.Count = 3; c.Expried = 1 })
 		for i, c := range []store.LockCommand{
-			with(l, func(c *store.LockCommand) { c.Data = r }),
-			with(l, func(c *store.LockCommand) { c.Data = pipe }),
-			with(l, func(c *store.LockCommand) { c.Flag = 0x02; c.Data = r }),
-			with(l, func(c *store.LockCommand) { c.LockID = id16("b"); c.Data = r }),
-			with(l, func(c *store.LockCommand) { c.Kind = 2; c.Rcount = 1; c.Data = r }),
-			with(l, func(c *store.LockCommand) { c.Kind = 2; c.Data = pipe }),
+			with(l, func(c *wc) { c.Data = r }),
+			with(l, func(c *wc) { c.Data = pipe }),
+			with(l, func(c *wc) { c.Flag = 0x02; c.Data = r }),
+			with(l, func(c *wc) { c.LockID = id16("b"); c.Data = r }),
+			with(l, func(c *wc) { c.Kind = 2; c.Rcount = 1; c.Data = r }),
+			with(l, func(c *wc) { c.Kind = 2; c.Data = pipe }),
 		} {
 			if mode&1 != 0 {
 				c.DB = 7

@@ -16,14 +16,14 @@ import (
 func effectOf(t *testing.T, start, r []byte) []byte {
 	t.Helper()
 	h := newLkh(t, store.LocksConfig{})
-	l := with(lockc(1, "a", "k"), func(c *store.LockCommand) { c.Expried = 100; c.Data = start })
+	l := with(lockc(1, "a", "k"), func(c *wc) { c.Expried = 100; c.Data = start })
 	h.one(1, l, rp{o: 1, req: 1, id: "a", key: "k", lc: 1, lr: 1})
 	before := start
 	if start != nil && start[4]&0x3f == store.DataUnset {
 		before = nil
 	}
-	h.one(1, with(l, func(c *store.LockCommand) { c.Flag = 0x02; c.Data = r }), rp{o: 1, req: 1, res: store.LockLockedError, id: "a", key: "k", lc: 1, lr: 1, v: before})
-	rs := h.do(2, with(lockc(2, "b", "k"), func(c *store.LockCommand) { c.Flag = 0x01 }))
+	h.one(1, with(l, func(c *wc) { c.Flag = 0x02; c.Data = r }), rp{o: 1, req: 1, res: store.LockLockedError, id: "a", key: "k", lc: 1, lr: 1, v: before})
+	rs := h.do(2, with(lockc(2, "b", "k"), func(c *wc) { c.Flag = 0x01 }))
 	if len(rs) != 1 || rs[0].Result != store.LockUnownError {
 		t.Fatalf("show: %v", rs)
 	}
@@ -91,11 +91,11 @@ func TestDataEffects(t *testing.T) {
 // TestPushPopQueue: PUSH and POP form a FIFO queue.
 func TestPushPopQueue(t *testing.T) {
 	h := newLkh(t, store.LocksConfig{})
-	l := with(lockc(1, "q", "q"), func(c *store.LockCommand) { c.Expried, c.ExpriedFlag = 0xFFFF, 0x4000 })
+	l := with(lockc(1, "q", "q"), func(c *wc) { c.Expried, c.ExpriedFlag = 0xFFFF, 0x4000 })
 	h.do(1, l)
 	up := func(r []byte) []byte {
 		t.Helper()
-		rs := h.do(1, with(l, func(c *store.LockCommand) { c.Flag = 0x02; c.Data = r }))
+		rs := h.do(1, with(l, func(c *wc) { c.Flag = 0x02; c.Data = r }))
 		return rs[0].Value
 	}
 	for _, e := range []string{"1", "22", "", "333"} {
@@ -148,10 +148,10 @@ func TestPipeline(t *testing.T) {
 	}
 	t.Run("execute elements", func(t *testing.T) {
 		h := newLkh(t, store.LocksConfig{})
-		inner1, inner2 := frame(lockc(7, "i", "x")), frame(with(lockc(8, "j", "y"), func(c *store.LockCommand) { c.Data = setV }))
+		inner1, inner2 := frame(lockc(7, "i", "x")), frame(with(lockc(8, "j", "y"), func(c *wc) { c.Data = setV }))
 		p := pipe(0, rec(store.DataExecute, 0, inner1), appA, rec(store.DataExecute, 0, inner2, []byte("trailing")),
-			rec(store.DataExecute, 0, frame(with(lockc(9, "k", "z"), func(c *store.LockCommand) { c.DB = 1 }))))
-		h.one(3, with(lockc(1, "a", "k"), func(c *store.LockCommand) { c.Data = p }), rp{o: 3, req: 1, id: "a", key: "k", lc: 1, lr: 1})
+			rec(store.DataExecute, 0, frame(with(lockc(9, "k", "z"), func(c *wc) { c.DB = 1 }))))
+		h.one(3, with(lockc(1, "a", "k"), func(c *wc) { c.Data = p }), rp{o: 3, req: 1, id: "a", key: "k", lc: 1, lr: 1})
 		// Each EXECUTE's value comes back as it was sent: opaque to the store (the loop
 		// decodes it and ignores what is not a Lock or Unlock of the key's DbId).
 		if len(h.execs) != 3 || h.execs[0].Owner != 3 || !bytes.Equal(h.execs[0].Frame, inner1) ||
@@ -170,14 +170,14 @@ func TestFirstOrLast(t *testing.T) {
 	first := fol(rec(store.DataSet, 0, []byte("1")))
 	second := fol(rec(store.DataSet, 0, []byte("2")))
 	sh := func(l store.LockCommand) store.LockCommand {
-		return with(l, func(c *store.LockCommand) { c.Count = 3; c.Rcount = 3 })
+		return with(l, func(c *wc) { c.Count = 3; c.Rcount = 3 })
 	}
-	h.one(1, sh(with(lockc(1, "a", "k"), func(c *store.LockCommand) { c.Data = first })), rp{o: 1, req: 1, id: "a", key: "k", lc: 1, c: 3, lr: 1, rc: 3})
-	h.one(2, sh(with(lockc(2, "b", "k"), func(c *store.LockCommand) { c.Data = second })), rp{o: 2, req: 2, id: "b", key: "k", lc: 2, c: 3, lr: 1, rc: 3, v: first})
+	h.one(1, sh(with(lockc(1, "a", "k"), func(c *wc) { c.Data = first })), rp{o: 1, req: 1, id: "a", key: "k", lc: 1, c: 3, lr: 1, rc: 3})
+	h.one(2, sh(with(lockc(2, "b", "k"), func(c *wc) { c.Data = second })), rp{o: 2, req: 2, id: "b", key: "k", lc: 2, c: 3, lr: 1, rc: 3, v: first})
 	// A reentry never applies one.
-	h.one(1, sh(with(lockc(3, "a", "k"), func(c *store.LockCommand) { c.Data = second })), rp{o: 1, req: 3, id: "a", key: "k", lc: 3, c: 3, lr: 2, rc: 3, v: first})
+	h.one(1, sh(with(lockc(3, "a", "k"), func(c *wc) { c.Data = second })), rp{o: 1, req: 3, id: "a", key: "k", lc: 3, c: 3, lr: 2, rc: 3, v: first})
 	// A probe on a free key never does either.
-	h.one(3, with(lockc(4, "p", "free"), func(c *store.LockCommand) { c.Expried = 0; c.Data = first }), rp{o: 3, req: 4, id: "p", key: "free"})
+	h.one(3, with(lockc(4, "p", "free"), func(c *wc) { c.Expried = 0; c.Data = first }), rp{o: 3, req: 4, id: "p", key: "free"})
 
 	// On Unlock: an EXECUTE (visible, unlike a value the key then loses)
 	// runs only on the release that leaves the key empty.
@@ -185,7 +185,7 @@ func TestFirstOrLast(t *testing.T) {
 	ex := fol(rec(store.DataExecute, 0, inner))
 	un := func(req uint16, id string, o store.Owner, lc uint16, lr uint8) {
 		t.Helper()
-		h.one(o, with(unlockc(req, id, "k"), func(c *store.LockCommand) { c.Data = ex; c.Rcount = 1 }),
+		h.one(o, with(unlockc(req, id, "k"), func(c *wc) { c.Data = ex; c.Rcount = 1 }),
 			rp{o: o, t: 2, req: int(req), id: id, key: "k", lc: lc, lr: lr, rc: 1, v: first})
 	}
 	un(5, "a", 1, 2, 1)
@@ -204,13 +204,13 @@ func TestFirstOrLast(t *testing.T) {
 // handed back as sent, with the DbId of the command that carried it: the
 // caller drops what is malformed or of another DbId.
 func TestExecute(t *testing.T) {
-	inner := frame(with(lockc(9, "i", "other"), func(c *store.LockCommand) { c.DB = 2 }))
-	innerData := frame(with(lockc(10, "j", "other"), func(c *store.LockCommand) { c.DB = 2; c.Data = setV }))
+	inner := frame(with(lockc(9, "i", "other"), func(c *wc) { c.DB = 2 }))
+	innerData := frame(with(lockc(10, "j", "other"), func(c *wc) { c.DB = 2; c.Data = setV }))
 	ex := func(stage byte, f []byte, more ...[]byte) []byte {
 		return rec(store.DataExecute|stage<<6, 0, append([][]byte{f}, more...)...)
 	}
 	lk := func(req uint16, data []byte) store.LockCommand {
-		return with(lockc(req, "a", "k"), func(c *store.LockCommand) { c.DB = 2; c.Rcount = 5; c.Expried = 3; c.Data = data })
+		return with(lockc(req, "a", "k"), func(c *wc) { c.DB = 2; c.Rcount = 5; c.Expried = 3; c.Data = data })
 	}
 	execs := func(h *lkh, want ...[]byte) {
 		t := h.t
@@ -244,11 +244,11 @@ func TestExecute(t *testing.T) {
 		h.do(1, lk(1, ex(1, inner)))
 		h.do(1, lk(2, ex(1, innerData))) // a reentry adds its own
 		h.do(1, lk(3, ex(2, inner)))     // stage 2 never fires
-		h.do(1, with(unlockc(4, "a", "k"), func(c *store.LockCommand) { c.DB = 2; c.Rcount = 1 }))
+		h.do(1, with(unlockc(4, "a", "k"), func(c *wc) { c.DB = 2; c.Rcount = 1 }))
 		execs(h)
-		h.do(1, with(unlockc(5, "a", "k"), func(c *store.LockCommand) { c.DB = 2; c.Rcount = 1 }))
+		h.do(1, with(unlockc(5, "a", "k"), func(c *wc) { c.DB = 2; c.Rcount = 1 }))
 		execs(h)
-		h.do(1, with(unlockc(6, "a", "k"), func(c *store.LockCommand) { c.DB = 2; c.Rcount = 1 }))
+		h.do(1, with(unlockc(6, "a", "k"), func(c *wc) { c.DB = 2; c.Rcount = 1 }))
 		execs(h, inner, innerData)
 	})
 	t.Run("stage 3 on expiry", func(t *testing.T) {
@@ -261,8 +261,8 @@ func TestExecute(t *testing.T) {
 	t.Run("update discards", func(t *testing.T) {
 		h := newLkh(t, store.LocksConfig{})
 		h.do(1, lk(1, ex(1, inner)))
-		h.do(1, with(lk(2, ex(1, innerData)), func(c *store.LockCommand) { c.Flag = 0x02 }))
-		h.do(1, with(unlockc(3, "a", "k"), func(c *store.LockCommand) { c.DB = 2 }))
+		h.do(1, with(lk(2, ex(1, innerData)), func(c *wc) { c.Flag = 0x02 }))
+		h.do(1, with(unlockc(3, "a", "k"), func(c *wc) { c.DB = 2 }))
 		execs(h, innerData)
 	})
 	t.Run("dropped when the latest frame had no data", func(t *testing.T) {
@@ -275,7 +275,7 @@ func TestExecute(t *testing.T) {
 	t.Run("unlock attaches and runs", func(t *testing.T) {
 		h := newLkh(t, store.LocksConfig{})
 		h.do(1, lk(1, nil))
-		h.do(1, with(unlockc(2, "a", "k"), func(c *store.LockCommand) { c.DB = 2; c.Data = ex(1, inner) }))
+		h.do(1, with(unlockc(2, "a", "k"), func(c *wc) { c.DB = 2; c.Data = ex(1, inner) }))
 		execs(h, inner)
 	})
 	t.Run("first-or-last stage 1 with waiters", func(t *testing.T) {
@@ -283,16 +283,16 @@ func TestExecute(t *testing.T) {
 		r := ex(1, inner)
 		r[5] = 0x20
 		h.do(1, lk(1, r))
-		h.do(2, with(lockc(2, "b", "k"), func(c *store.LockCommand) { c.DB = 2 }))
-		h.do(1, with(unlockc(3, "a", "k"), func(c *store.LockCommand) { c.DB = 2 }))
+		h.do(2, with(lockc(2, "b", "k"), func(c *wc) { c.DB = 2 }))
+		h.do(1, with(unlockc(3, "a", "k"), func(c *wc) { c.DB = 2 }))
 		execs(h)
 	})
 	t.Run("queued request's stage 0 runs at grant, for its owner", func(t *testing.T) {
 		h := newLkh(t, store.LocksConfig{})
-		h.do(2, with(lockc(1, "b", "k"), func(c *store.LockCommand) { c.DB = 2 }))
+		h.do(2, with(lockc(1, "b", "k"), func(c *wc) { c.DB = 2 }))
 		h.do(1, lk(2, ex(0, inner)))
 		execs(h)
-		h.do(2, with(unlockc(3, "b", "k"), func(c *store.LockCommand) { c.DB = 2 }))
+		h.do(2, with(unlockc(3, "b", "k"), func(c *wc) { c.DB = 2 }))
 		execs(h, inner)
 	})
 }
@@ -302,14 +302,14 @@ func TestExecute(t *testing.T) {
 func TestDataOnFailure(t *testing.T) {
 	h := newLkh(t, store.LocksConfig{})
 	holdV(h, nil)
-	h.one(2, with(lockc(1, "b", "k"), func(c *store.LockCommand) { c.Timeout = 0; c.Data = setW }), rp{o: 2, req: 1, res: store.LockTimeout, id: "b", key: "k", lc: 1, v: setV})
-	h.one(2, with(unlockc(2, "b", "k"), func(c *store.LockCommand) { c.Data = setW }), rp{o: 2, t: 2, req: 2, res: store.LockUnownError, id: "b", key: "k", lc: 1, v: setV})
-	h.one(2, with(lockc(3, "b", "k"), func(c *store.LockCommand) { c.Data = setW }))
+	h.one(2, with(lockc(1, "b", "k"), func(c *wc) { c.Timeout = 0; c.Data = setW }), rp{o: 2, req: 1, res: store.LockTimeout, id: "b", key: "k", lc: 1, v: setV})
+	h.one(2, with(unlockc(2, "b", "k"), func(c *wc) { c.Data = setW }), rp{o: 2, t: 2, req: 2, res: store.LockUnownError, id: "b", key: "k", lc: 1, v: setV})
+	h.one(2, with(lockc(3, "b", "k"), func(c *wc) { c.Data = setW }))
 	expect(t, "b times out", h.advance(6*time.Second), rp{o: 2, req: 3, res: store.LockTimeout, id: "b", key: "k", lc: 1, v: setV})
 	// INCR callers add the delta to the old value.
-	h.one(1, with(lockc(4, "a", "k"), func(c *store.LockCommand) { c.Flag = 0x02; c.Data = rec(store.DataIncr, 0, i64(5)) }),
+	h.one(1, with(lockc(4, "a", "k"), func(c *wc) { c.Flag = 0x02; c.Data = rec(store.DataIncr, 0, i64(5)) }),
 		rp{o: 1, req: 4, res: store.LockLockedError, id: "a", key: "k", lc: 1, lr: 1, v: setV})
-	got := h.do(1, with(lockc(5, "a", "k"), func(c *store.LockCommand) { c.Flag = 0x02 }))
+	got := h.do(1, with(lockc(5, "a", "k"), func(c *wc) { c.Flag = 0x02 }))
 	if n := int64(binary.LittleEndian.Uint64(got[0].Value[6:])); n != 'v'+5 {
 		t.Fatalf("INCR of \"v\" by 5 = %d", n)
 	}

@@ -1,135 +1,163 @@
 package store
 
-// This file is the only one that reads a LockCommand's flag byte and flag
-// words: the rest of the store asks for the behaviours by name.
+// This file defines a LockCommand's options, wait and hold, and is the only
+// file that reads them: the rest of the store asks for the behaviours by name.
 
-// Lock flags (the flag byte of a Lock).
+// Opts are the options of a Lock or an Unlock.
+type Opts uint8
+
+// A Lock's options.
 const (
-	lockShow   = 0x01
-	lockUpdate = 0x02
-	lockCheck  = 0x08 // concurrent check
-	lockTree   = 0x10
+	OptShow   Opts = 1 << iota // a refused Lock answers with the holder's fields
+	OptUpdate                  // updates its own hold in place
+	OptCheck                   // a concurrent check
+	OptTree                    // a tree lock, which a tree Unlock chains from
 )
 
-// Unlock flags (the flag byte of an Unlock).
+// An Unlock's options.
 const (
-	unlockHead    = 0x01
-	unlockCancel  = 0x02
-	unlockRequeue = 0x08
-	unlockTree    = 0x10
+	OptHead       Opts = 1 << (iota + 4) // unlocks the oldest holder, whatever its LockId
+	OptCancel                            // cancels a queued request with the LockId
+	OptRequeue                           // locks again after the unlock, with its own parameters
+	OptTreeUnlock                        // unlocks a tree lock's chain
 )
 
-// TimeoutFlag and ExpriedFlag bits.
+// Unit is the unit of a wait or a hold.
+type Unit uint8
+
+// The units.
 const (
-	timeData     = 0x0008 // TimeoutFlag: time out at once rather than queue when the key has a value
-	timePriority = 0x0010 // TimeoutFlag: Rcount is a priority
-	timeMinutes  = 0x0040
-	timeReverse  = 0x0080 // lock the reversed key on a queued timeout / on expiry
-	timeArrival  = 0x0100 // TimeoutFlag: the hold time counts from the arrival of the request
-	timeUnlocked = 0x0200 // TimeoutFlag: wait while the key is unlocked
-	timeMillis   = 0x0400
-	timeVersion  = 0x4000 // TimeoutFlag: less-lock-version; ExpriedFlag: never expires
-	timeKeep     = 0x8000 // keep alive while the owning connection lives
+	Seconds Unit = iota
+	Minutes
+	Millis
 )
 
-// ExpriedFlag bits that decide persistence.
+// WaitOpts are the options of a wait.
+type WaitOpts uint8
+
+// The wait's options.
 const (
-	persistNow   = 0x0100
-	persistNever = 0x0200
+	WaitFailsOnValue  WaitOpts = 1 << iota // times out at once when the key has a value
+	WaitByPriority                         // Rcount is its priority in the queue
+	WaitFromArrival                        // the hold counts from the request's arrival
+	WaitWhileUnlocked                      // waits while the key is unlocked
+	WaitLessVersion                        // less-lock-version
+	WaitKept                               // does not time out while its connection is open
+	WaitReverses                           // on timeout, runs again on the reversed key
 )
+
+// HoldOpts are the options of a hold.
+type HoldOpts uint8
+
+// The hold's options.
+const (
+	HoldNever        HoldOpts = 1 << iota // never expires
+	HoldKept                              // does not expire while its connection is open
+	HoldReverses                          // on expiry, runs again on the reversed key
+	HoldPersistNow                        // persists as soon as granted
+	HoldPersistNever                      // never persists
+)
+
+// Wait is how long a Lock waits in the queue: N of Unit.
+type Wait struct {
+	N    uint16
+	Unit Unit
+	Opts WaitOpts
+}
+
+// Hold is how long a granted Lock holds: N of Unit.
+type Hold struct {
+	N    uint16
+	Unit Unit
+	Opts HoldOpts
+}
+
+// Echo is what a command's client sent that the store does not read: it
+// keeps and returns it as it came, for listings and the log.
+type Echo struct {
+	Opts       uint8
+	Wait, Hold uint16
+}
 
 // A Lock's behaviours.
 
-func (c *LockCommand) shows() bool     { return c.Flag&lockShow != 0 }   // a refused Lock answers with the holder's fields
-func (c *LockCommand) updates() bool   { return c.Flag&lockUpdate != 0 } // updates its own hold in place
-func (c *LockCommand) checks() bool    { return c.Flag&lockCheck != 0 }  // a concurrent check
-func (c *LockCommand) locksTree() bool { return c.Flag&lockTree != 0 }   // a tree lock, which a tree Unlock chains from
+func (c *LockCommand) shows() bool     { return c.Opts&OptShow != 0 }
+func (c *LockCommand) updates() bool   { return c.Opts&OptUpdate != 0 }
+func (c *LockCommand) checks() bool    { return c.Opts&OptCheck != 0 }
+func (c *LockCommand) locksTree() bool { return c.Opts&OptTree != 0 }
 
 // An Unlock's behaviours.
 
-func (c *LockCommand) unlocksHead() bool { return c.Flag&unlockHead != 0 }    // unlocks the oldest holder, whatever its LockId
-func (c *LockCommand) cancels() bool     { return c.Flag&unlockCancel != 0 }  // cancels a queued request with the LockId
-func (c *LockCommand) requeues() bool    { return c.Flag&unlockRequeue != 0 } // locks again after the unlock, with its own parameters
-func (c *LockCommand) unlocksTree() bool { return c.Flag&unlockTree != 0 }    // unlocks a tree lock's chain
+func (c *LockCommand) unlocksHead() bool { return c.Opts&OptHead != 0 }
+func (c *LockCommand) cancels() bool     { return c.Opts&OptCancel != 0 }
+func (c *LockCommand) requeues() bool    { return c.Opts&OptRequeue != 0 }
+func (c *LockCommand) unlocksTree() bool { return c.Opts&OptTreeUnlock != 0 }
 
 // The wait's behaviours.
 
-func (c *LockCommand) failsOnValue() bool  { return c.TimeoutFlag&timeData != 0 }     // times out at once when the key has a value
-func (c *LockCommand) byPriority() bool    { return c.TimeoutFlag&timePriority != 0 } // Rcount is its priority in the queue
-func (c *LockCommand) fromArrival() bool   { return c.TimeoutFlag&timeArrival != 0 }  // the hold counts from the request's arrival
-func (c *LockCommand) whileUnlocked() bool { return c.TimeoutFlag&timeUnlocked != 0 } // waits while the key is unlocked
-func (c *LockCommand) lessVersion() bool   { return c.TimeoutFlag&timeVersion != 0 }  // less-lock-version
-func (c *LockCommand) waitKept() bool      { return c.TimeoutFlag&timeKeep != 0 }     // does not time out while its connection is open
-func (c *LockCommand) waitReverses() bool  { return c.TimeoutFlag&timeReverse != 0 }  // on timeout, runs again on the reversed key
+func (c *LockCommand) failsOnValue() bool  { return c.Wait.Opts&WaitFailsOnValue != 0 }
+func (c *LockCommand) byPriority() bool    { return c.Wait.Opts&WaitByPriority != 0 }
+func (c *LockCommand) fromArrival() bool   { return c.Wait.Opts&WaitFromArrival != 0 }
+func (c *LockCommand) whileUnlocked() bool { return c.Wait.Opts&WaitWhileUnlocked != 0 }
+func (c *LockCommand) lessVersion() bool   { return c.Wait.Opts&WaitLessVersion != 0 }
+func (c *LockCommand) waitKept() bool      { return c.Wait.Opts&WaitKept != 0 }
+func (c *LockCommand) waitReverses() bool  { return c.Wait.Opts&WaitReverses != 0 }
 
 // The hold's behaviours.
 
-func (c *LockCommand) neverExpires() bool  { return c.ExpriedFlag&timeVersion != 0 }  // the hold never expires
-func (c *LockCommand) holdKept() bool      { return c.ExpriedFlag&timeKeep != 0 }     // does not expire while its connection is open
-func (c *LockCommand) holdReverses() bool  { return c.ExpriedFlag&timeReverse != 0 }  // on expiry, runs again on the reversed key
-func (c *LockCommand) persistsNow() bool   { return c.ExpriedFlag&persistNow != 0 }   // persists as soon as granted
-func (c *LockCommand) persistsNever() bool { return c.ExpriedFlag&persistNever != 0 } // never persists
+func (c *LockCommand) neverExpires() bool  { return c.Hold.Opts&HoldNever != 0 }
+func (c *LockCommand) holdKept() bool      { return c.Hold.Opts&HoldKept != 0 }
+func (c *LockCommand) holdReverses() bool  { return c.Hold.Opts&HoldReverses != 0 }
+func (c *LockCommand) persistsNow() bool   { return c.Hold.Opts&HoldPersistNow != 0 }
+func (c *LockCommand) persistsNever() bool { return c.Hold.Opts&HoldPersistNever != 0 }
 
 // probes reports whether c is a probe: a Lock that asks for no hold, and
 // keeps none.
-func (c *LockCommand) probes() bool { return c.Expried == 0 }
+func (c *LockCommand) probes() bool { return c.Hold.N == 0 }
 
 // keepsHold reports whether c, an Update, keeps the holder's expiry as it is.
-func (c *LockCommand) keepsHold() bool { return c.neverExpires() && c.Expried == 0xFFFF }
+func (c *LockCommand) keepsHold() bool { return c.neverExpires() && c.Hold.N == 0xFFFF }
 
 // hold is the hold a command asks for, as it gave it.
-type hold struct{ n, flag uint16 }
+type hold struct {
+	h    Hold
+	echo uint16
+}
 
-func (c *LockCommand) holdOf() hold   { return hold{c.Expried, c.ExpriedFlag} }
-func (c *LockCommand) setHold(h hold) { c.Expried, c.ExpriedFlag = h.n, h.flag }
-func (c *LockCommand) clearFlags()    { c.Flag = 0 }
-func (c *LockCommand) plainWait()     { c.TimeoutFlag = 0 }                       // the same wait, in seconds, with no behaviours
-func (c *LockCommand) holdAsWait()    { c.Expried, c.ExpriedFlag = c.Timeout, 0 } // a hold as long as the wait, in seconds, with no behaviours
+func (c *LockCommand) holdOf() hold   { return hold{c.Hold, c.Echo.Hold} }
+func (c *LockCommand) setHold(h hold) { c.Hold, c.Echo.Hold = h.h, h.echo }
+func (c *LockCommand) clearFlags()    { c.Opts, c.Echo.Opts = 0, 0 }
+
+// plainWait makes c's wait the same count in seconds, with no behaviours.
+func (c *LockCommand) plainWait() { c.Wait, c.Echo.Wait = Wait{N: c.Wait.N}, 0 }
+
+// holdAsWait makes c's hold as long as its wait, in seconds, with no behaviours.
+func (c *LockCommand) holdAsWait() { c.Hold, c.Echo.Hold = Hold{N: c.Wait.N}, 0 }
 
 // copyTimes gives c the wait and the hold of from.
 func (c *LockCommand) copyTimes(from *LockCommand) {
-	c.Timeout, c.TimeoutFlag, c.Expried, c.ExpriedFlag = from.Timeout, from.TimeoutFlag, from.Expried, from.ExpriedFlag
+	c.Wait, c.Hold, c.Echo.Wait, c.Echo.Hold = from.Wait, from.Hold, from.Echo.Wait, from.Echo.Hold
 }
 
 // PersistAtOnce makes the hold c asks for persist as soon as it is granted,
 // even if c asked that it never persist.
-func (c *LockCommand) PersistAtOnce() { c.ExpriedFlag = c.ExpriedFlag&^persistNever | persistNow }
+func (c *LockCommand) PersistAtOnce() { c.Hold.Opts = c.Hold.Opts&^HoldPersistNever | HoldPersistNow }
 
 // span is a length of time as a Lock gives it: n of unit.
 type span struct {
 	n    uint16
-	unit timeUnit
+	unit Unit
 }
 
-// timeUnit is the unit of a span.
-type timeUnit uint8
-
-const (
-	inSeconds timeUnit = iota
-	inMinutes
-	inMillis // wins over minutes when a word has both
-)
-
-func (c *LockCommand) waitSpan() span { return spanOf(c.Timeout, c.TimeoutFlag) }
-func (c *LockCommand) holdSpan() span { return spanOf(c.Expried, c.ExpriedFlag) }
-
-// spanOf is the span of a time word and its flag word.
-func spanOf(n, flag uint16) span {
-	switch {
-	case flag&timeMillis != 0:
-		return span{n, inMillis}
-	case flag&timeMinutes != 0:
-		return span{n, inMinutes}
-	}
-	return span{n, inSeconds}
-}
+func (c *LockCommand) waitSpan() span { return span{c.Wait.N, c.Wait.Unit} }
+func (c *LockCommand) holdSpan() span { return span{c.Hold.N, c.Hold.Unit} }
 
 // millis returns s in milliseconds.
 func (s span) millis() int64 {
 	switch s.unit {
-	case inMillis:
+	case Millis:
 		return int64(s.n)
-	case inMinutes:
+	case Minutes:
 		return int64(s.n) * 60_000
 	}
 	return int64(s.n) * 1000
@@ -139,11 +167,11 @@ func (s span) millis() int64 {
 // in milliseconds exactly, one in seconds or minutes at the start of the
 // second after base + s.
 func dueAt(base int64, s span) int64 {
-	if s.unit == inMillis {
+	if s.unit == Millis {
 		return base + int64(s.n)*1e6
 	}
 	n := int64(s.n)
-	if s.unit == inMinutes {
+	if s.unit == Minutes {
 		n *= 60
 	}
 	sec := base / 1e9

@@ -21,28 +21,31 @@ const (
 // built from a text command).
 type LockCommand struct {
 	Kind        LockKind
-	RequestID   [16]byte
-	Flag        uint8
+	Opts        Opts
 	DB          uint8
+	Rcount      uint8
+	RequestID   [16]byte
 	LockID, Key [16]byte
+	Wait        Wait
+	Hold        Hold
+	Echo        Echo
+	Count       uint16
 
-	Timeout, TimeoutFlag, Expried, ExpriedFlag, Count uint16
-	Rcount                                            uint8
+	// Add makes a Lock that carries a SET record an INCRBY of Delta (see
+	// locks_add.go): the record's value becomes the key's integer value plus
+	// Delta. Never set by a frame from the wire.
+	Add bool
 
 	// Data is the data record, whole (u32 N + N bytes, N >= 2), or nil. The
 	// store copies what it keeps.
 	Data []byte
 
-	// Add makes a Lock that carries a SET record an INCRBY of Delta (see
-	// locks_add.go): the record's value becomes the key's integer value plus
-	// Delta. Never set by a frame from the wire.
-	Add   bool
+	// Delta is what an Add adds.
 	Delta int64
 
 	// ExpireAt, when not 0, is when (Unix milliseconds) a hold this command
-	// makes or updates expires, exactly, in place of what Expried and its
-	// unit say (which then only tell a hold from a probe): the Redis
-	// expiries of key/value commands, which a 16-bit Expried cannot carry.
+	// makes or updates expires, exactly, in place of what Hold says (which then only tell a hold from a probe): the Redis
+	// expiries of key/value commands, which a 16-bit Hold.N cannot carry.
 	// Never set by a frame from the wire.
 	ExpireAt int64
 
@@ -151,8 +154,8 @@ type LocksConfig struct {
 
 	// Persist makes the Locks keep a journal of the keys whose persistent state
 	// changed, for an append-only log (see Journal). A holder persists once it
-	// has been held PersistAfter (ns), at once with ExpriedFlag 0x0100 or when
-	// its key has a value, never with 0x0200 or keep-alive 0x8000.
+	// has been held PersistAfter (ns), at once with HoldPersistNow or when
+	// its key has a value, never with HoldPersistNever or HoldKept.
 	Persist      bool
 	PersistAfter int64
 }
@@ -186,12 +189,12 @@ const (
 // Where slock-protocol.md and NOTES.md §4 leave a choice, or describe a
 // reference defect, Locks does this:
 //
-//   - KEEPLIVED (0x8000) in ExpriedFlag keeps a holder, in TimeoutFlag keeps
+//   - HoldKept keeps a holder, WaitKept keeps
 //     a wait, from running out while the owning connection is open; both
 //     count down from Disconnected. A keep-alive item of a connection
 //     already closed (a WILL command, an EXECUTE) counts down at once.
 //   - A Lock that would add a key beyond MaxKeys gets UNKNOWN_ERROR (LockUnknownError);
-//     probes (Expried 0), which keep no key, are exempt. Queued requests
+//     probes (Hold.N 0), which keep no key, are exempt. Queued requests
 //     beyond MaxWaitersPerKey or MaxWaitersPerOwner get TIMEOUT at once.
 //   - An INCR whose delta is not exactly 8 bytes is ignored (the command
 //     succeeds, the value is unchanged); SHIFT past the end empties the
@@ -208,8 +211,8 @@ const (
 //     if there is one, else the oldest holder is unlocked. With 0x02 alone
 //     and nothing to cancel the answer is UNLOCK_ERROR with the key's
 //     levels as Lcount.
-//   - An Update with Expried 0xFFFF and ExpriedFlag 0x4000 keeps the
-//     holder's expiry and its Expried and ExpriedFlag.
+//   - An Update with Hold.N 0xFFFF and HoldNever keeps the
+//     holder's expiry and its Hold.
 //   - An Unlock carrying a data record counts as a frame with flag 0x20 for
 //     the holder's attached EXECUTEs.
 //   - In a PIPELINE, elements that change nothing (SHIFT 0, POP of a
@@ -227,7 +230,7 @@ const (
 // Holders live until an Unlock or their expiry; a connection's close does
 // not release them. Waits and expiries are deadlines in a deadline heap,
 // the Locks' own driven by Expire, or in a Store the Store's, driven by
-// Store.Advance; keep-alive ones (flag 0x8000) are not armed until their
+// Store.Advance; keep-alive ones (HoldKept, WaitKept) are not armed until their
 // connection is Disconnected.
 //
 // Each call appends the replies it causes, in the order they must be sent,
@@ -436,10 +439,10 @@ func (l *Locks) Do(owner Owner, cmd *LockCommand, now int64, replies []LockReply
 // Expire times out the queued requests and expires the holders due at now,
 // appending the replies and EXECUTEs that causes.
 //
-// Times: a value in seconds (or minutes, flag 0x0040) is due at the start
+// Times: a value in Seconds (or Minutes) is due at the start
 // of the second after base + value, base being the second of the grant (or
 // of the request's arrival), so a lock lives between value and value + 1
-// seconds; a value in milliseconds (flag 0x0400) is due exactly base +
+// seconds; a value in Millis is due exactly base +
 // value. The caller should call Expire every few milliseconds, or at
 // NextDeadline. It panics on the Locks of a Store (see Store.Advance).
 func (l *Locks) Expire(now int64, replies []LockReply, execs []Exec) ([]LockReply, []Exec) {
@@ -477,8 +480,8 @@ func (l *Locks) NextDeadline() (int64, bool) {
 }
 
 // Disconnected records that owner's connection closed at now. Its locks and
-// queued requests stay; those kept alive by the connection (KEEPLIVED,
-// 0x8000: in ExpriedFlag for a holder, in TimeoutFlag for a wait) start
+// queued requests stay; those kept alive by the connection (HoldKept for a
+// holder, WaitKept for a wait) start
 // counting down from now. Replies about them are still addressed to owner.
 // The caller may run the connection's WILL commands before or after.
 func (l *Locks) Disconnected(owner Owner, now int64) {
@@ -819,7 +822,7 @@ func (l *Locks) forget(r *lockOwner) {
 }
 
 // Tied reports whether o's connection has requests queued or holds keep-alive locks
-// (flag 0x8000), which its close would end.
+// (HoldKept), which its close would end.
 func (l *Locks) Tied(o Owner) bool {
 	r := l.owners[o]
 	return r != nil && !r.gone && (r.waiters != 0 || r.keep.n != 0)
@@ -850,7 +853,7 @@ func (l *Locks) keep(it *lockItem) {
 }
 
 // armHold sets holder h's expiry from its command, counted from base: none
-// for ExpriedFlag 0x4000, none while its owner is connected for 0x8000.
+// for HoldNever, none while its owner is connected for HoldKept.
 func (l *Locks) armHold(h *lockItem, base int64) {
 	l.unkeep(h)
 	l.dl.remove(h)
@@ -931,7 +934,7 @@ func (l *Locks) removeHolder(h *lockItem) {
 
 // admits reports whether the grant rule admits c to k, which is held: the
 // request's Count and the oldest holder's Count both allow the levels held,
-// and with TimeoutFlag 0x4000 the request's version is not greater than the
+// and with WaitLessVersion the request's version is not greater than the
 // oldest holder's.
 func admits(k *lockKey, c *LockCommand) bool {
 	if k.levels == 0 {
@@ -957,7 +960,7 @@ func (l *Locks) lock(o Owner, c *LockCommand, data []byte, now int64) {
 	k := l.live(d, c.Key)
 	levels := k.levelsOf()
 
-	if c.checks() && c.Timeout == 0 {
+	if c.checks() && c.Wait.N == 0 {
 		if c.Count < 0xFFFF && levels > uint32(c.Count) || c.whileUnlocked() && levels == 0 {
 			l.reply(o, c, LockTimeout, c.LockID, levels, 0, l.current(k))
 			return
@@ -1021,7 +1024,7 @@ func (l *Locks) lock(o Owner, c *LockCommand, data []byte, now int64) {
 }
 
 // relock runs Lock c from o on a key its LockId holds as h: an Update
-// (flag 0x02) or a reentry.
+// (OptUpdate) or a reentry.
 func (l *Locks) relock(o Owner, h *lockItem, c *LockCommand, data []byte, now int64) {
 	k := h.k
 	if c.updates() {
@@ -1031,7 +1034,7 @@ func (l *Locks) relock(o Owner, h *lockItem, c *LockCommand, data []byte, now in
 			h.execs = h.execs[:0]
 			l.applyData(k, h, o, c.DB, data, k.levels == 1)
 		}
-		// Expried 0xFFFF with 0x4000 keeps the holder's expiry as it is.
+		// Hold.N 0xFFFF with HoldNever keeps the holder's expiry as it is.
 		keep := c.keepsHold()
 		old, at, was := h.cmd.holdOf(), h.cmd.ExpireAt, h.owner
 		l.setParams(h, o, c, data != nil, now)
@@ -1083,7 +1086,7 @@ func (l *Locks) setParams(h *lockItem, o Owner, c *LockCommand, data bool, now i
 	l.touch(h)
 }
 
-// grant makes the request c from o a holder of k (a probe, Expried 0,
+// grant makes the request c from o a holder of k (a probe, Hold.N 0,
 // holds nothing), applies its data and replies OK. w is the queued item
 // being granted, or nil for a request granted on arrival.
 func (l *Locks) grant(o Owner, k *lockKey, c *LockCommand, data []byte, w *lockItem, arrived, now int64) {
@@ -1134,7 +1137,7 @@ func (l *Locks) refuse(o Owner, d *lockDB, k *lockKey, c *LockCommand, data []by
 		l.reply(o, c, LockOK, k.hold.head.cmd.LockID, levels, 0, before)
 		return
 	}
-	if c.Timeout == 0 || c.failsOnValue() && k != nil && k.has || l.waitersFull(k, o) {
+	if c.Wait.N == 0 || c.failsOnValue() && k != nil && k.has || l.waitersFull(k, o) {
 		l.reply(o, c, LockTimeout, c.LockID, levels, 0, l.current(k))
 		return
 	}
@@ -1234,7 +1237,7 @@ func (l *Locks) wake(k *lockKey, now int64) {
 	}
 }
 
-// timedOut answers waiter w, due, TIMEOUT; with TimeoutFlag 0x0080 its
+// timedOut answers waiter w, due, TIMEOUT; with WaitReverses its
 // request is then run again on the reversed key.
 func (l *Locks) timedOut(w *lockItem, now int64) {
 	k := w.k
@@ -1256,7 +1259,7 @@ func (l *Locks) timedOut(w *lockItem, now int64) {
 }
 
 // expired ends holder h, due: the EXPRIED push, its stage-3 EXECUTEs, the
-// wake-up of waiters, and with ExpriedFlag 0x0080 its request again on the
+// wake-up of waiters, and with HoldReverses its request again on the
 // reversed key.
 func (l *Locks) expired(h *lockItem, now int64) {
 	k := h.k

@@ -39,7 +39,7 @@ func (l *Locks) add(o Owner, c *LockCommand, now int64) {
 	var num [8]byte
 	binary.LittleEndian.PutUint64(num[:], uint64(sum))
 	l.addBuf = appendRecord(l.addBuf[:0], r.flag&^dataArray|dataNumber, r.props, num[:])
-	c.Timeout = 0
+	c.Wait.N = 0
 	i := len(l.out)
 	l.lock(o, c, l.addBuf, now)
 	if i < len(l.out) && (l.out[i].Result == LockOK || l.out[i].Result == LockLockedError) {

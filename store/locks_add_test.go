@@ -11,15 +11,14 @@ import (
 // kvSet is the Lock of a Redis SET of key to value: LockId = key, Update, a SET record
 // with the key as its KEY property, never expiring.
 func kvSet(req uint16, key string, value []byte) store.LockCommand {
-	return store.LockCommand{Kind: 1, RequestID: rid(req), Flag: 0x02 | 0x20, LockID: id16(key), Key: id16(key),
-		Expried: 0x7FFF, ExpriedFlag: 0x4000 | 0x0100 | 0x2000, Data: recp(0, 0, keyProp(key), value)}
+	return wc{LockCommand: store.LockCommand{Kind: 1, RequestID: rid(req), LockID: id16(key), Key: id16(key), Data: recp(0, 0, keyProp(key), value)}, Flag: 0x02 | 0x20, Expried: 0x7FFF, ExpriedFlag: 0x4000 | 0x0100 | 0x2000}.cmd()
 }
 
 // kvIncr is INCRBY key delta as the text side builds it: a SET of a NUMBER 0 with Add.
 func kvIncr(req uint16, key string, delta int64) store.LockCommand {
 	c := kvSet(req, key, i64(0))
 	c.Data = recp(0, 0x01, keyProp(key), i64(0))
-	c.Expried = 0xFFFF
+	c = with(c, func(c *wc) { c.Expried = 0xFFFF })
 	c.Add, c.Delta = true, delta
 	return c
 }
@@ -80,7 +79,7 @@ func TestLocksAdd(t *testing.T) {
 	one(kvIncr(52, "big", 1), store.LockOverflow)
 	one(kvIncr(53, "c", -1<<63), store.LockOverflow)
 	// A key held by another LockId: the Lock itself times out at once (an Add never waits).
-	one(with(lockc(60, "other", "held"), func(c *store.LockCommand) { c.Expried = 60 }), store.LockOK)
+	one(with(lockc(60, "other", "held"), func(c *wc) { c.Expried = 60 }), store.LockOK)
 	one(kvIncr(61, "held", 1), store.LockTimeout)
 	if h.l.Value(0, id16("held")) != nil {
 		t.Fatal("a refused INCR left a value")
@@ -119,9 +118,9 @@ func TestLocksWatch(t *testing.T) {
 	changed("SET")
 	h.do(1, kvIncr(6, "w", 1))
 	changed("INCR")
-	h.do(1, with(unlockc(7, "w", "w"), func(c *store.LockCommand) { c.Flag = 0x01 }))
+	h.do(1, with(unlockc(7, "w", "w"), func(c *wc) { c.Flag = 0x01 }))
 	changed("DEL")
-	h.do(1, with(kvSet(8, "w", []byte("e")), func(c *store.LockCommand) { c.Expried, c.ExpriedFlag = 100, 0x0400 }))
+	h.do(1, with(kvSet(8, "w", []byte("e")), func(c *wc) { c.Expried, c.ExpriedFlag = 100, 0x0400 }))
 	changed("SET PX 100")
 	h.advance(200 * time.Millisecond)
 	changed("expiry")

@@ -60,7 +60,7 @@ func (b *lockBench) contended(tb testing.TB, la, lb, ua, ub *store.LockCommand) 
 
 func contendedSetup(tb testing.TB, b *lockBench) (la, lb, ua, ub store.LockCommand) {
 	la, lb = lockc(1, "a", "hot"), lockc(2, "b", "hot")
-	la.Timeout, lb.Timeout = 60, 60
+	la.Wait.N, lb.Wait.N = 60, 60
 	ua, ub = unlockc(3, "a", "hot"), unlockc(4, "b", "hot")
 	if rs := b.do(1, &la); len(rs) != 1 || rs[0].Result != store.LockOK {
 		tb.Fatalf("setup: %+v", rs)
@@ -93,10 +93,10 @@ func TestLocksNoAllocs(t *testing.T) {
 	many(0)
 	noAllocs(t, "500 locks, 500 unlocks", 20, many)
 
-	re := with(lockc(3, "r", "re"), func(c *store.LockCommand) { c.Rcount = 0xFF })
-	ure := with(unlockc(4, "r", "re"), func(c *store.LockCommand) { c.Rcount = 1 })
-	show := with(lockc(5, "s", "re"), func(c *store.LockCommand) { c.Flag = 0x01; c.Timeout = 0 })
-	try := with(lockc(6, "t", "re"), func(c *store.LockCommand) { c.Timeout = 0 })
+	re := with(lockc(3, "r", "re"), func(c *wc) { c.Rcount = 0xFF })
+	ure := with(unlockc(4, "r", "re"), func(c *wc) { c.Rcount = 1 })
+	show := with(lockc(5, "s", "re"), func(c *wc) { c.Flag = 0x01; c.Timeout = 0 })
+	try := with(lockc(6, "t", "re"), func(c *wc) { c.Timeout = 0 })
 	b.do(1, &re)
 	noAllocs(t, "reentry, show, try, unlock a level", 10000, func(int) {
 		b.do(1, &re)
@@ -111,9 +111,9 @@ func TestLocksNoAllocs(t *testing.T) {
 
 	// A value of a few bytes: its buffers are kept with the key and items.
 	// (h holds the key, so the value stays between the pairs.)
-	set := with(lockc(7, "d", "data"), func(c *store.LockCommand) { c.Count = 1; c.Data = rec(store.DataIncr, 0, i64(1)) })
-	uset := with(unlockc(8, "d", "data"), func(c *store.LockCommand) { c.Data = rec(store.DataSet, 0, []byte("xyz")) })
-	hold := with(lockc(9, "h", "data"), func(c *store.LockCommand) { c.Count = 1 })
+	set := with(lockc(7, "d", "data"), func(c *wc) { c.Count = 1; c.Data = rec(store.DataIncr, 0, i64(1)) })
+	uset := with(unlockc(8, "d", "data"), func(c *wc) { c.Data = rec(store.DataSet, 0, []byte("xyz")) })
+	hold := with(lockc(9, "h", "data"), func(c *wc) { c.Count = 1 })
 	b.do(2, &hold)
 	b.do(1, &set)
 	b.do(1, &uset)
@@ -129,8 +129,8 @@ func TestLocksNoAllocs(t *testing.T) {
 
 func TestLocksExpireNoAllocs(t *testing.T) {
 	b := newLockBench()
-	lk := with(lockc(1, "a", ""), func(c *store.LockCommand) { c.Expried, c.ExpriedFlag = 5, 0x0400 })
-	w := with(lockc(2, "b", ""), func(c *store.LockCommand) { c.Timeout, c.TimeoutFlag = 3, 0x0400 })
+	lk := with(lockc(1, "a", ""), func(c *wc) { c.Expried, c.ExpriedFlag = 5, 0x0400 })
+	w := with(lockc(2, "b", ""), func(c *wc) { c.Timeout, c.TimeoutFlag = 3, 0x0400 })
 	round := func(i int) {
 		binary.LittleEndian.PutUint32(lk.Key[:], uint32(i%64))
 		w.Key = lk.Key
@@ -171,7 +171,7 @@ func BenchmarkLockUnlockContended(b *testing.B) {
 
 func BenchmarkLockExpire(b *testing.B) {
 	lb := newLockBench()
-	lk := with(lockc(1, "a", ""), func(c *store.LockCommand) { c.Expried, c.ExpriedFlag = 1, 0x0400 })
+	lk := with(lockc(1, "a", ""), func(c *wc) { c.Expried, c.ExpriedFlag = 1, 0x0400 })
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		binary.LittleEndian.PutUint32(lk.Key[:], uint32(i&1023))

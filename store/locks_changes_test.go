@@ -13,7 +13,7 @@ func TestLocksChanges(t *testing.T) {
 	l := store.NewLocks(store.LocksConfig{Persist: true, PersistAfter: 1e9})
 	do := func(typ store.LockKind, key byte, flag uint16) {
 		t.Helper()
-		c := store.LockCommand{Kind: typ, Expried: 60, ExpriedFlag: flag, Rcount: 1}
+		c := wc{LockCommand: store.LockCommand{Kind: typ, Rcount: 1}, Expried: 60, ExpriedFlag: flag}.cmd()
 		c.Key[15], c.LockID[15] = key, key
 		if rs, _ := l.Do(1, &c, now, nil, nil); len(rs) != 1 || rs[0].Result != store.LockOK {
 			t.Fatalf("command %d on key %d: %+v", typ, key, rs)
@@ -38,7 +38,7 @@ func TestLocksChanges(t *testing.T) {
 	}
 
 	m := store.NewLocks(store.LocksConfig{})
-	c := store.LockCommand{Kind: 1, Expried: 60, ExpriedFlag: 0x0100, Rcount: 1}
+	c := wc{LockCommand: store.LockCommand{Kind: 1, Rcount: 1}, Expried: 60, ExpriedFlag: 0x0100}.cmd()
 	m.Do(1, &c, now, nil, nil)
 	if m.Changes() != 0 {
 		t.Fatalf("a store without a journal counted %d changes", m.Changes())

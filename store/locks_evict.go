@@ -39,9 +39,9 @@ func (l *Locks) Orphans() int { return l.orphans }
 
 // EvictOrphans times out queued requests whose connection has closed, oldest first, until
 // what they cost adds up to need bytes or none is left, then lets go of what is kept for
-// reuse (Trim), as if their Timeout had run out:
+// reuse (Trim), as if their wait had run out:
 // each gets its TIMEOUT (delivered to a later connection with its ClientId, if one came)
-// and, with TimeoutFlag 0x0080, its request runs again on the reversed key, as at its
+// and, with WaitReverses, its request runs again on the reversed key, as at its
 // timeout. The replies and EXECUTEs are appended as Do appends them. It returns the bytes
 // freed (as Bytes counts them) and the number of requests timed out.
 //

@@ -15,12 +15,12 @@ func TestLocksExpireAt(t *testing.T) {
 	l := NewLocks(LocksConfig{Persist: true})
 	key := [16]byte{15: 'k'}
 	at := now/ms + 10_000_000_000 // 10^10 ms: past the 65,534 minutes Expried can say
-	c := LockCommand{Kind: 1, Flag: 0x02, LockID: key, Key: key, Expried: 0xfffe, ExpriedFlag: 0x0040 | persistNow, ExpireAt: at}
+	c := LockCommand{Kind: 1, Opts: OptUpdate, LockID: key, Key: key, Hold: Hold{N: 0xfffe, Unit: Minutes, Opts: HoldPersistNow}, ExpireAt: at}
 	l.Do(1, &c, now, nil, nil)
 	if got := l.TTL(0, key, now); got != 10_000_000_000 {
 		t.Fatalf("TTL %d, want 10000000000", got)
 	}
-	keep := LockCommand{Kind: 1, Flag: 0x02, LockID: key, Key: key, Expried: 0xFFFF, ExpriedFlag: 0x4000}
+	keep := LockCommand{Kind: 1, Opts: OptUpdate, LockID: key, Key: key, Hold: Hold{N: 0xFFFF, Opts: HoldNever}}
 	l.Do(1, &keep, now+ms, nil, nil)
 	if got := l.TTL(0, key, now+ms); got != 10_000_000_000-1 {
 		t.Fatalf("TTL after a keep-expiry Update %d", got)
@@ -44,7 +44,7 @@ func TestLocksExpireAt(t *testing.T) {
 	if got := m.TTL(0, key, now+5*ms); got != 10_000_000_000-5 {
 		t.Fatalf("TTL after Restore %d", got)
 	}
-	far := LockCommand{Kind: 1, Flag: 0x02, LockID: key, Key: key, Expried: 1, ExpireAt: math.MaxInt64}
+	far := LockCommand{Kind: 1, Opts: OptUpdate, LockID: key, Key: key, Hold: Hold{N: 1}, ExpireAt: math.MaxInt64}
 	m.Do(1, &far, now, nil, nil)
 	if got := m.TTL(0, key, now); got != math.MaxInt64-now/ms {
 		t.Fatalf("TTL of a far expiry %d", got)

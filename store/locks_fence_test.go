@@ -9,7 +9,7 @@ import (
 // fenceLock grants (or reenters) key for lockID and returns the reply's token.
 func fenceLock(t *testing.T, l *store.Locks, key, lockID byte, now int64) uint64 {
 	t.Helper()
-	c := store.LockCommand{Kind: 1, Expried: 60, Count: 0, Rcount: 1}
+	c := wc{LockCommand: store.LockCommand{Kind: 1, Count: 0, Rcount: 1}, Expried: 60}.cmd()
 	c.Key[15], c.LockID[15] = key, lockID
 	rs, _ := l.Do(1, &c, now, nil, nil)
 	if len(rs) != 1 || rs[0].Result != store.LockOK {
@@ -99,7 +99,7 @@ func TestPersistAll(t *testing.T) {
 	const now = int64(1_700_000_000e9)
 	l := store.NewLocks(store.LocksConfig{Persist: true, PersistAfter: 60e9})
 	fenceLock(t, l, 1, 1, now)
-	never := store.LockCommand{Kind: 1, Expried: 60, ExpriedFlag: 0x0200}
+	never := wc{LockCommand: store.LockCommand{Kind: 1}, Expried: 60, ExpriedFlag: 0x0200}.cmd()
 	never.Key[15], never.LockID[15] = 2, 1
 	l.Do(1, &never, now, nil, nil)
 	journal(l, now) // the reservation
@@ -119,7 +119,7 @@ func TestPersistAll(t *testing.T) {
 	// A key the log has already is not written again: a graceful stop does not grow the log
 	// by every key.
 	l2 := store.NewLocks(store.LocksConfig{Persist: true, PersistAfter: 60e9})
-	old := store.LockCommand{Kind: 1, Expried: 60, ExpriedFlag: 0x0100} // logged at once
+	old := wc{LockCommand: store.LockCommand{Kind: 1}, Expried: 60, ExpriedFlag: 0x0100}.cmd() // logged at once
 	old.Key[15], old.LockID[15] = 3, 1
 	l2.Do(1, &old, now, nil, nil)
 	journal(l2, now)

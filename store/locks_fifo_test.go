@@ -17,7 +17,7 @@ func TestFIFOTenThousand(t *testing.T) {
 		binary.BigEndian.PutUint32(id[12:], uint32(i))
 		return id
 	}
-	c := with(lockc(0, "", "hot"), func(c *store.LockCommand) { c.LockID = idOf(0); c.Timeout = 600; c.Expried = 600 })
+	c := with(lockc(0, "", "hot"), func(c *wc) { c.LockID = idOf(0); c.Timeout = 600; c.Expried = 600 })
 	rs, _ := l.Do(0, &c, now, nil, nil)
 	if len(rs) != 1 || rs[0].Result != store.LockOK {
 		t.Fatalf("first lock: %+v", rs)
@@ -66,7 +66,7 @@ func TestFIFOTenThousand(t *testing.T) {
 func TestManyHolders(t *testing.T) {
 	h := newLkh(t, store.LocksConfig{})
 	r := func(i int) store.LockCommand {
-		return with(lockc(uint16(i), "", "rw"), func(c *store.LockCommand) {
+		return with(lockc(uint16(i), "", "rw"), func(c *wc) {
 			binary.BigEndian.PutUint32(c.LockID[12:], uint32(i))
 			c.Count = 0xFFFF
 			c.Rcount = 1

@@ -20,7 +20,7 @@ func TestFlushSetsKeysAside(t *testing.T) {
 	}
 	h.one(2, lockc(1, "a", "held"), rp{o: 2, req: 1, res: store.LockOK, id: "a", key: "held", lc: 1, c: 0, lr: 1, rc: 0})
 	h.do(3, lockc(2, "b", "held")) // waits
-	h.one(2, with(lockc(3, "x", "soon"), func(c *store.LockCommand) { c.Expried, c.ExpriedFlag = 50, 0x0400 }),
+	h.one(2, with(lockc(3, "x", "soon"), func(c *wc) { c.Expried, c.ExpriedFlag = 50, 0x0400 }),
 		rp{o: 2, req: 3, res: store.LockOK, id: "x", key: "soon", lc: 1, lr: 1})
 	h.l.Journal(h.now, func(*store.KeyState) {})
 	h.l.Do(1, ptr(kvSet(60000, "late", []byte("v"))), h.now, nil, nil) // journaled with the flush: superseded
@@ -78,10 +78,10 @@ func TestFlushSetsKeysAside(t *testing.T) {
 	l := store.NewLocks(store.LocksConfig{Persist: true})
 	for _, k := range []string{"a", "b"} {
 		l.Restore(&store.KeyState{DB: 2, Key: id16(k), Value: []byte{1, 0, 0, 0, 0},
-			Holders: []store.HolderState{{LockID: id16(k), Levels: 1, Start: h.now, ExpriedFlag: 0x4000}}}, h.now)
+			Holders: []store.HolderState{{LockID: id16(k), Levels: 1, Start: h.now, Hold: store.Hold{Opts: store.HoldNever}}}}, h.now)
 	}
 	l.Restore(&store.KeyState{DB: store.AllDBs, Flush: true}, h.now)
-	l.Restore(&store.KeyState{DB: 2, Key: id16("c"), Holders: []store.HolderState{{LockID: id16("c"), Levels: 1, Start: h.now, ExpriedFlag: 0x4000}}}, h.now)
+	l.Restore(&store.KeyState{DB: 2, Key: id16("c"), Holders: []store.HolderState{{LockID: id16("c"), Levels: 1, Start: h.now, Hold: store.Hold{Opts: store.HoldNever}}}}, h.now)
 	for l.FreeFlushed(1) {
 	}
 	if err := l.Check(); err != nil {

@@ -56,10 +56,10 @@ var unsetRecord = []byte{2, 0, 0, 0, dataUnset, 0}
 
 // Hash runs op, a write to the hash that is the value of cmd.Key, as part of
 // cmd, which owner sent at now: a Lock whose LockId is the key, the Update
-// that APPEND uses (flags Update and Data, Expried 0xFFFF with ExpriedFlag
-// 0x4000 to keep the holder's expiry), with Data a record whose data flag
+// that APPEND uses (OptUpdate and the data flag, Hold.N 0xFFFF with
+// HoldNever to keep the holder's expiry), with Data a record whose data flag
 // and property area a new hash gets (nil: none). Hash runs cmd with Data
-// replaced by the new value as a SET, and Timeout 0: it never waits. An
+// replaced by the new value as a SET, and Wait.N 0: it never waits. An
 // HDEL that leaves no field runs instead an Unlock of cmd.LockID that drops
 // the value, so the key goes as with DEL. A write that changes nothing runs
 // no command; the sender is answered OK all the same.
@@ -94,7 +94,7 @@ func (l *Locks) Hash(owner Owner, cmd *LockCommand, op *HashOp, now int64, repli
 		return r, e, 0, err
 	}
 	c := *cmd
-	c.Kind, c.Timeout = KindLock, 0
+	c.Kind, c.Wait.N = KindLock, 0
 	switch {
 	case !changed && c.DB > MaxLockDB:
 		l.reply(owner, &c, LockUnknownDB, c.LockID, 0, 0, nil)

@@ -17,14 +17,12 @@ const kvFlags = 0x4000 | 0x0100 | 0x2000
 // hashc is the Lock a hash write runs as: the Update APPEND uses, its record the
 // template of a new hash (KV flag, the key's name as property).
 func hashc(req uint16, key string) store.LockCommand {
-	return store.LockCommand{Kind: 1, RequestID: rid(req), Flag: 0x02 | 0x20, LockID: id16(key), Key: id16(key),
-		Expried: 0xFFFF, ExpriedFlag: kvFlags, Data: recp(0, 0x04, keyProp(key))}
+	return wc{LockCommand: store.LockCommand{Kind: 1, RequestID: rid(req), LockID: id16(key), Key: id16(key), Data: recp(0, 0x04, keyProp(key))}, Flag: 0x02 | 0x20, Expried: 0xFFFF, ExpriedFlag: kvFlags}.cmd()
 }
 
 // setc is SET key value as the text side runs it.
 func setc(req uint16, key, value string) store.LockCommand {
-	return store.LockCommand{Kind: 1, RequestID: rid(req), Flag: 0x02 | 0x20, LockID: id16(key), Key: id16(key),
-		Expried: 0x7FFF, ExpriedFlag: kvFlags, Data: recp(0, 0, keyProp(key), []byte(value))}
+	return wc{LockCommand: store.LockCommand{Kind: 1, RequestID: rid(req), LockID: id16(key), Key: id16(key), Data: recp(0, 0, keyProp(key), []byte(value))}, Flag: 0x02 | 0x20, Expried: 0x7FFF, ExpriedFlag: kvFlags}.cmd()
 }
 
 // pairs is a hash value: field, value, field, value, ...
@@ -186,7 +184,7 @@ func TestHashTooLong(t *testing.T) {
 func TestHashOnAKeyHeldByAnother(t *testing.T) {
 	h := newLkh(t, store.LocksConfig{})
 	c := lockc(1, "other", "g")
-	c.Flag, c.Data = 0x20, hashRec("g", "a", "1")
+	c = with(c, func(c *wc) { c.Flag, c.Data = 0x20, hashRec("g", "a", "1") })
 	h.do(2, c)
 	// The hash write is refused the way an APPEND is: TIMEOUT, nothing changed.
 	h.hash(2, "g", hset("b", "2"), 1, nil, store.LockTimeout)
@@ -203,7 +201,7 @@ func TestHashKeepsTheExpiry(t *testing.T) {
 	}
 	// EXPIRE g 10 as the text side runs it.
 	exp := hashc(2, "g")
-	exp.Flag, exp.Data, exp.Expried, exp.ExpriedFlag = 0x02, nil, 10, 0x0100|0x2000
+	exp = with(exp, func(c *wc) { c.Flag, c.Data, c.Expried, c.ExpriedFlag = 0x02, nil, 10, 0x0100|0x2000 })
 	h.do(1, exp)
 	ttl := h.l.TTL(0, id16("g"), h.now)
 	h.hash(3, "g", hincr("a", 1), 2, nil, store.LockLockedError)

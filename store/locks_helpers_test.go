@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tallyd/tallyd/lockwire"
 	"github.com/tallyd/tallyd/store"
 )
 
@@ -29,7 +30,7 @@ func rid(n uint16) (id [16]byte) {
 
 // lockc is a Lock: wait 5 s, hold 10 s, exclusive, not reentrant.
 func lockc(req uint16, id, key string) store.LockCommand {
-	return store.LockCommand{Kind: 1, RequestID: rid(req), LockID: id16(id), Key: id16(key), Timeout: 5, Expried: 10}
+	return wc{LockCommand: store.LockCommand{Kind: 1, RequestID: rid(req), LockID: id16(id), Key: id16(key)}, Timeout: 5, Expried: 10}.cmd()
 }
 
 // unlockc is an Unlock with the same defaults.
@@ -39,10 +40,33 @@ func unlockc(req uint16, id, key string) store.LockCommand {
 	return c
 }
 
-// with returns c changed by f.
-func with(c store.LockCommand, f func(*store.LockCommand)) store.LockCommand {
-	f(&c)
+// wc is a LockCommand as the tests write it: with slock's flag byte and
+// time words, which lockwire translates.
+type wc struct {
+	store.LockCommand
+	Flag                                       uint8
+	Timeout, TimeoutFlag, Expried, ExpriedFlag uint16
+}
+
+// cmd returns the store's command for w.
+func (w wc) cmd() store.LockCommand {
+	c := w.LockCommand
+	lockwire.Set(&c, lockwire.Words{Flag: w.Flag, Timeout: w.Timeout, TimeoutFlag: w.TimeoutFlag,
+		Expried: w.Expried, ExpriedFlag: w.ExpriedFlag})
 	return c
+}
+
+// wire returns c with its words.
+func wire(c store.LockCommand) wc {
+	x := lockwire.Of(&c)
+	return wc{c, x.Flag, x.Timeout, x.TimeoutFlag, x.Expried, x.ExpriedFlag}
+}
+
+// with returns c changed by f, which sees it in wire words.
+func with(c store.LockCommand, f func(*wc)) store.LockCommand {
+	w := wire(c)
+	f(&w)
+	return w.cmd()
 }
 
 // rec is a data record: command byte, flag, value (no properties).
@@ -82,7 +106,8 @@ func u32At(b []byte, n uint32) []byte { return binary.LittleEndian.AppendUint32(
 
 // frame encodes c as a 64-byte slock request frame, followed by its data
 // record if it has one (flag 0x20 is then set).
-func frame(c store.LockCommand) []byte {
+func frame(sc store.LockCommand) []byte {
+	c := wire(sc)
 	b := make([]byte, 64)
 	b[0], b[1], b[2] = 0x56, 0x01, uint8(c.Kind)
 	copy(b[3:19], c.RequestID[:])
@@ -106,13 +131,11 @@ func frame(c store.LockCommand) []byte {
 // unframe decodes a frame made by frame (or handed back as an Exec).
 func unframe(b []byte) store.LockCommand {
 	le := binary.LittleEndian
-	c := store.LockCommand{Kind: store.LockKind(b[2]), Flag: b[19], DB: b[20],
-		Timeout: le.Uint16(b[53:]), TimeoutFlag: le.Uint16(b[55:]), Expried: le.Uint16(b[57:]),
-		ExpriedFlag: le.Uint16(b[59:]), Count: le.Uint16(b[61:]), Rcount: b[63]}
+	c := wc{LockCommand: store.LockCommand{Kind: store.LockKind(b[2]), DB: b[20], Count: le.Uint16(b[61:]), Rcount: b[63]}, Flag: b[19], Timeout: le.Uint16(b[53:]), TimeoutFlag: le.Uint16(b[55:]), Expried: le.Uint16(b[57:]), ExpriedFlag: le.Uint16(b[59:])}.cmd()
 	copy(c.RequestID[:], b[3:19])
 	copy(c.LockID[:], b[21:37])
 	copy(c.Key[:], b[37:53])
-	if c.Flag&0x20 != 0 {
+	if b[19]&0x20 != 0 {
 		c.Data = b[64:]
 	}
 	return c
@@ -258,7 +281,8 @@ func name(id [16]byte) string {
 	return s
 }
 
-func show(c store.LockCommand) string {
+func show(sc store.LockCommand) string {
+	c := wire(sc)
 	return fmt.Sprintf("{type %d req %x flag %#x db %d id %s key %s timeout %d/%#x expried %d/%#x count %d rcount %d data %x}",
 		c.Kind, c.RequestID[12:], c.Flag, c.DB, name(c.LockID), name(c.Key), c.Timeout, c.TimeoutFlag,
 		c.Expried, c.ExpriedFlag, c.Count, c.Rcount, c.Data)

@@ -18,8 +18,8 @@ func TestValueExpiries(t *testing.T) {
 		setKey(l, 2, i, true) // never expires
 	}
 	for i := 100; i < 200; i++ { // expire in 1..100 s
-		c := store.LockCommand{Kind: 1, Flag: 0x02 | 0x20, DB: 2, LockID: vkey(i), Key: vkey(i), Expried: uint16(i - 99), ExpriedFlag: 0x0100 | 0x2000,
-			ExpireAt: now/1e6 + int64(i-99)*1000, Data: rec(0, 0, u32(uint32(i)))}
+		c := wc{LockCommand: store.LockCommand{Kind: 1, DB: 2, LockID: vkey(i), Key: vkey(i),
+			ExpireAt: now/1e6 + int64(i-99)*1000, Data: rec(0, 0, u32(uint32(i)))}, Flag: 0x02 | 0x20, Expried: uint16(i - 99), ExpriedFlag: 0x0100 | 0x2000}.cmd()
 		l.Do(1, &c, now, nil, nil)
 	}
 	if l.ValueCount(2) != 200 {

@@ -262,7 +262,7 @@ func (l *Locks) Check() error {
 							name, n, w.prev != prev, w.k == k, w.waiting, w.waitsCounted)
 					case prev != nil && prev.prio < w.prio:
 						return fmt.Errorf("store: lock key %x: waiter %d of priority %d behind one of %d", name, n, w.prio, prev.prio)
-					case w.cmd.Timeout == 0:
+					case w.cmd.Wait.N == 0:
 						return fmt.Errorf("store: lock key %x: waiter %x has Timeout 0", name, w.cmd.LockID)
 					case len(w.execs) != 0:
 						return fmt.Errorf("store: lock key %x: waiter %x has EXECUTEs attached", name, w.cmd.LockID)

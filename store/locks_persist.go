@@ -36,17 +36,19 @@ type KeyState struct {
 
 // HolderState is one persisting holder.
 type HolderState struct {
-	LockID                                     [16]byte
-	Flag                                       uint8
-	Levels                                     uint8
-	Rcount                                     uint8
-	Count                                      uint16
-	Timeout, TimeoutFlag, Expried, ExpriedFlag uint16
-	Start                                      int64  // Unix ns it was granted
-	Deadline                                   int64  // Unix ns it expires; 0: never
-	ExpireAt                                   int64  // Unix ms it expires, exactly (LockCommand.ExpireAt); 0: by Deadline
-	Token                                      uint64 // its fencing token
-	Client                                     uint64 // the client id that made it (LockCommand.Client)
+	LockID   [16]byte
+	Opts     Opts
+	Levels   uint8
+	Rcount   uint8
+	Count    uint16
+	Wait     Wait
+	Hold     Hold
+	Echo     Echo
+	Start    int64  // Unix ns it was granted
+	Deadline int64  // Unix ns it expires; 0: never
+	ExpireAt int64  // Unix ms it expires, exactly (LockCommand.ExpireAt); 0: by Deadline
+	Token    uint64 // its fencing token
+	Client   uint64 // the client id that made it (LockCommand.Client)
 }
 
 // agedItem is a holder as Locks.aging sees it: by when it persists.
@@ -120,7 +122,7 @@ func (l *Locks) persists(k *lockKey, h *lockItem, now int64) bool {
 }
 
 // PersistAll makes every holder persist from now on, but those that asked never
-// to (ExpriedFlag 0x0200), and marks their keys for the next Journal: a
+// to (HoldPersistNever), and marks their keys for the next Journal: a
 // graceful stop writes every held lock to the log before it closes it.
 func (l *Locks) PersistAll(now int64) {
 	if !l.cfg.Persist {
@@ -232,9 +234,8 @@ func (l *Locks) state(k *lockKey, now int64) bool {
 		if h.dl.scheduled() {
 			at = h.dl.at
 		}
-		s.Holders = append(s.Holders, HolderState{LockID: c.LockID, Flag: c.Flag, Levels: h.levels,
-			Rcount: c.Rcount, Count: c.Count, Timeout: c.Timeout, TimeoutFlag: c.TimeoutFlag,
-			Expried: c.Expried, ExpriedFlag: c.ExpriedFlag, Start: h.start, Deadline: at, ExpireAt: c.ExpireAt,
+		s.Holders = append(s.Holders, HolderState{LockID: c.LockID, Opts: c.Opts, Levels: h.levels,
+			Rcount: c.Rcount, Count: c.Count, Wait: c.Wait, Hold: c.Hold, Echo: c.Echo, Start: h.start, Deadline: at, ExpireAt: c.ExpireAt,
 			Token: h.token, Client: c.Client})
 	}
 	if len(s.Holders) > 0 && k.has {
@@ -336,9 +337,8 @@ func (l *Locks) Restore(s *KeyState, now int64) {
 			k = l.getKey(d, s.Key)
 		}
 		l.setLogged(k, true)
-		c := LockCommand{Kind: KindLock, Flag: hs.Flag, DB: s.DB, LockID: hs.LockID, Key: s.Key,
-			Timeout: hs.Timeout, TimeoutFlag: hs.TimeoutFlag, Expried: hs.Expried, ExpriedFlag: hs.ExpriedFlag,
-			Count: hs.Count, Rcount: hs.Rcount, ExpireAt: hs.ExpireAt, Client: hs.Client}
+		c := LockCommand{Kind: KindLock, Opts: hs.Opts, DB: s.DB, LockID: hs.LockID, Key: s.Key,
+			Wait: hs.Wait, Hold: hs.Hold, Echo: hs.Echo, Count: hs.Count, Rcount: hs.Rcount, ExpireAt: hs.ExpireAt, Client: hs.Client}
 		h := l.newItem(k, 0, &c, hs.Start)
 		h.start = hs.Start
 		h.token = hs.Token

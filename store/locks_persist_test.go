@@ -7,6 +7,7 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/tallyd/tallyd/lockwire"
 	"github.com/tallyd/tallyd/store"
 )
 
@@ -24,7 +25,7 @@ func persistView(l *store.Locks, now int64) []string {
 		}
 		line := fmt.Sprintf("db%d %x value=%x fence=%d", s.DB, s.Key, s.Value, s.Fence)
 		for _, h := range s.Holders {
-			line += fmt.Sprintf(" [%x levels=%d count=%d rcount=%d deadline=%d ef=%#x token=%d]", h.LockID, h.Levels, h.Count, h.Rcount, h.Deadline, h.ExpriedFlag, h.Token)
+			line += fmt.Sprintf(" [%x levels=%d count=%d rcount=%d deadline=%d ef=%#x token=%d]", h.LockID, h.Levels, h.Count, h.Rcount, h.Deadline, lockwire.OfHolder(&h).ExpriedFlag, h.Token)
 		}
 		out = append(out, line)
 	}) {
@@ -51,7 +52,7 @@ func TestJournalReplaysToTheSameState(t *testing.T) {
 		var ex []store.Exec
 		for step := range 3000 {
 			now += rnd.Int64N(20e6)
-			var c store.LockCommand
+			var c wc
 			c.DB = uint8(rnd.IntN(2))
 			c.Key[15] = byte(rnd.IntN(6))
 			c.LockID[15] = byte(rnd.IntN(4))
@@ -82,7 +83,8 @@ func TestJournalReplaysToTheSameState(t *testing.T) {
 				rec := binary.LittleEndian.AppendUint32(nil, uint32(2+len(v)))
 				c.Data = append(append(rec, cmd, 0), v...)
 			}
-			rs, ex = a.Do(store.Owner(1+rnd.IntN(3)), &c, now, rs[:0], ex[:0])
+			sc := c.cmd()
+			rs, ex = a.Do(store.Owner(1+rnd.IntN(3)), &sc, now, rs[:0], ex[:0])
 			if rnd.IntN(5) == 0 {
 				rs, ex = a.Expire(now, rs[:0], ex[:0])
 			}
@@ -133,14 +135,15 @@ func BenchmarkRewriteSnapshot(b *testing.B) {
 	var rs []store.LockReply
 	var ex []store.Exec
 	for i := range keys {
-		var c store.LockCommand
+		var c wc
 		c.Kind, c.Flag = 1, 0x20
 		binary.BigEndian.PutUint64(c.Key[8:], uint64(i))
 		c.LockID = c.Key
 		c.Expried, c.ExpriedFlag = 0x7FFF, 0x4000|0x0100
 		rec := binary.LittleEndian.AppendUint32(nil, 2+8)
 		c.Data = append(append(rec, 0, 1), 1, 2, 3, 4, 5, 6, 7, 8)
-		rs, ex = l.Do(1, &c, now, rs[:0], ex[:0])
+		sc := c.cmd()
+		rs, ex = l.Do(1, &sc, now, rs[:0], ex[:0])
 	}
 	l.Journal(now, func(*store.KeyState) {})
 	b.Run("SnapshotNext-per-key", func(b *testing.B) {

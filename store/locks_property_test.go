@@ -26,7 +26,7 @@ import (
 
 type pmItem struct {
 	owner   store.Owner
-	cmd     store.LockCommand
+	cmd     wc
 	levels  int
 	data    []byte
 	arrived int64
@@ -84,7 +84,7 @@ func newLockModel(maxWK, maxWO int) *lockModel {
 		gone: map[store.Owner]bool{}, maxWK: maxWK, maxWO: maxWO}
 }
 
-func (m *lockModel) reply(o store.Owner, c *store.LockCommand, res store.LockResult, id [16]byte, levels, lr int, v []byte) {
+func (m *lockModel) reply(o store.Owner, c *wc, res store.LockResult, id [16]byte, levels, lr int, v []byte) {
 	m.out = append(m.out, store.LockReply{Owner: o, Kind: c.Kind, RequestID: c.RequestID, Result: res, DB: c.DB,
 		LockID: id, Key: c.Key, Lcount: uint16(levels), Count: c.Count, Lrcount: uint8(lr), Rcount: c.Rcount, Value: bytes.Clone(v)})
 }
@@ -133,7 +133,7 @@ func (m *lockModel) armHold(h *pmItem, base int64) {
 	}
 }
 
-func (m *lockModel) getKey(c *store.LockCommand) *pmKey {
+func (m *lockModel) getKey(c *wc) *pmKey {
 	n := pmName{c.DB, c.Key}
 	k := m.keys[n]
 	if k == nil {
@@ -169,7 +169,7 @@ func (m *lockModel) apply(k *pmKey, data []byte, fol bool) {
 	}
 }
 
-func (m *lockModel) admits(k *pmKey, c *store.LockCommand) bool {
+func (m *lockModel) admits(k *pmKey, c *wc) bool {
 	lv := k.levels()
 	if lv == 0 {
 		return true
@@ -201,7 +201,7 @@ func (m *lockModel) waitersFull(k *pmKey, o store.Owner) bool {
 	return k != nil && len(k.waiters) >= m.maxWK || nw >= m.maxWO
 }
 
-func (m *lockModel) lock(o store.Owner, c store.LockCommand, now int64) {
+func (m *lockModel) lock(o store.Owner, c wc, now int64) {
 	data := c.Data
 	c.Data = nil
 	if c.DB == 255 {
@@ -276,7 +276,7 @@ func (m *lockModel) lock(o store.Owner, c store.LockCommand, now int64) {
 	m.enqueue(k, w)
 }
 
-func (m *lockModel) relock(o store.Owner, k *pmKey, h *pmItem, c store.LockCommand, data []byte, now int64) {
+func (m *lockModel) relock(o store.Owner, k *pmKey, h *pmItem, c wc, data []byte, now int64) {
 	st := m.state(k.db)
 	lv := k.levels()
 	before := bytes.Clone(k.value)
@@ -330,7 +330,7 @@ func (m *lockModel) enqueue(k *pmKey, w *pmItem) {
 	}
 }
 
-func (m *lockModel) grant(o store.Owner, k *pmKey, c store.LockCommand, data []byte, arrived, now int64) {
+func (m *lockModel) grant(o store.Owner, k *pmKey, c wc, data []byte, arrived, now int64) {
 	before := bytes.Clone(k.value)
 	st := m.state(k.db)
 	st.LockCount++
@@ -377,7 +377,7 @@ func (m *lockModel) removeHolder(k *pmKey, h *pmItem) {
 	m.unkeep(h)
 }
 
-func (m *lockModel) unlock(o store.Owner, c store.LockCommand, now int64) {
+func (m *lockModel) unlock(o store.Owner, c wc, now int64) {
 	data := c.Data
 	c.Data = nil
 	st := m.st[c.DB]
@@ -615,7 +615,7 @@ func (m *lockModel) compare(l *store.Locks, now int64) error {
 }
 
 // randomLock returns a random command from the flag subset.
-func randomLock(r *rand.Rand, seq uint16) (store.LockCommand, store.Owner) {
+func randomLock(r *rand.Rand, seq uint16) (wc, store.Owner) {
 	pick := func(vs ...uint16) uint16 { return vs[r.IntN(len(vs))] }
 	bit := func(p int, b uint16) uint16 {
 		if r.IntN(100) < p {
@@ -623,7 +623,7 @@ func randomLock(r *rand.Rand, seq uint16) (store.LockCommand, store.Owner) {
 		}
 		return 0
 	}
-	c := store.LockCommand{Kind: 1, RequestID: rid(seq), DB: uint8(r.IntN(2))}
+	c := wc{LockCommand: store.LockCommand{Kind: 1, RequestID: rid(seq), DB: uint8(r.IntN(2))}}
 	if r.IntN(200) == 0 {
 		c.DB = 255
 	}
@@ -693,8 +693,9 @@ func runLocksModel(t *testing.T, seed uint64, steps int) {
 		switch n := r.IntN(100); {
 		case n < 75:
 			c, o := randomLock(r, uint16(step))
-			log = append(log, fmt.Sprintf("%d @%d owner %d: %s", step, (now-at(0))/1e6, o, show(c)))
-			got, _ = l.Do(o, &c, now, nil, nil)
+			log = append(log, fmt.Sprintf("%d @%d owner %d: %s", step, (now-at(0))/1e6, o, show(c.cmd())))
+			sc := c.cmd()
+			got, _ = l.Do(o, &sc, now, nil, nil)
 			if c.Kind == 1 {
 				m.lock(o, c, now)
 			} else {

@@ -29,7 +29,7 @@ func (l *Locks) unhold(o Owner, h *lockItem, c *LockCommand, now int64) bool {
 		l.fire(h, stageUnlock, k.hold.n == 0 && k.wait.n == 0)
 	}
 
-	requeue := c.requeues() && one && c.Timeout > 0
+	requeue := c.requeues() && one && c.Wait.N > 0
 	id := c.LockID
 	if requeue && h.cmd.lessVersion() {
 		binary.LittleEndian.PutUint64(id[:8], version(&id)+1)

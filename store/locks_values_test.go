@@ -16,10 +16,10 @@ func vkey(i int) (k [16]byte) {
 
 // setKey gives key i of db a value (SET as the text side runs it), or drops it (DEL).
 func setKey(l *store.Locks, db uint8, i int, on bool) {
-	c := store.LockCommand{Kind: 1, Flag: 0x02 | 0x20, DB: db, LockID: vkey(i), Key: vkey(i), Expried: 0x7FFF, ExpriedFlag: kvFlags,
-		Data: rec(0, 0, u32(uint32(i)))}
+	c := wc{LockCommand: store.LockCommand{Kind: 1, DB: db, LockID: vkey(i), Key: vkey(i),
+		Data: rec(0, 0, u32(uint32(i)))}, Flag: 0x02 | 0x20, Expried: 0x7FFF, ExpriedFlag: kvFlags}.cmd()
 	if !on {
-		c.Kind, c.Flag, c.Data = 2, 0, nil
+		c = with(c, func(c *wc) { c.Kind, c.Flag, c.Data = 2, 0, nil })
 	}
 	l.Do(1, &c, 0, nil, nil)
 }

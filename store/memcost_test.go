@@ -92,7 +92,7 @@ func TestMemoryCosts(t *testing.T) {
 		}}
 	}
 	never := func(i int) LockCommand {
-		return LockCommand{Kind: 1, LockID: key(i), Key: key(i), Timeout: 5, Expried: 0xFFFF, ExpriedFlag: timeVersion}
+		return LockCommand{Kind: 1, LockID: key(i), Key: key(i), Wait: Wait{N: 5}, Hold: Hold{N: 0xFFFF, Opts: HoldNever}}
 	}
 	waiters := func(size int) kind {
 		var data []byte
@@ -102,7 +102,7 @@ func TestMemoryCosts(t *testing.T) {
 		return kind{fmt.Sprintf("waiters with %d-byte data records", len(data)), func(s *Store) {
 			do(s, 1, never(0))
 			for i := range n {
-				do(s, 2, LockCommand{Kind: 1, LockID: key(i + 1), Key: key(0), Timeout: 600, Expried: 10, Data: data})
+				do(s, 2, LockCommand{Kind: 1, LockID: key(i + 1), Key: key(0), Wait: Wait{N: 600}, Hold: Hold{N: 10}, Data: data})
 			}
 		}, func(s *Store) {
 			s.Locks.Disconnected(2, 1e9)
@@ -127,7 +127,7 @@ func TestMemoryCosts(t *testing.T) {
 			s.Semaphores.GC()
 		}},
 		holders("holders, expiring", nil, func(i int) LockCommand {
-			return LockCommand{Kind: 1, LockID: key(i), Key: key(i), Timeout: 5, Expried: 100}
+			return LockCommand{Kind: 1, LockID: key(i), Key: key(i), Wait: Wait{N: 5}, Hold: Hold{N: 100}}
 		}),
 		holders("holders, never expiring", nil, never),
 		holders("holders with 10-byte values", set(10), never),
@@ -135,7 +135,7 @@ func TestMemoryCosts(t *testing.T) {
 		holders("holders with 5000-byte values", set(5000), never),
 		holders("holders with a 300-byte EXECUTE attached", execute(stageExpired, 300), never),
 		holders("holders, 16 on each key", nil, func(i int) LockCommand {
-			return LockCommand{Kind: 1, LockID: key(i), Key: key(i / 16), Timeout: 5, Expried: 0xFFFF, ExpriedFlag: timeVersion, Count: 0xFFFF}
+			return LockCommand{Kind: 1, LockID: key(i), Key: key(i / 16), Wait: Wait{N: 5}, Hold: Hold{N: 0xFFFF, Opts: HoldNever}, Count: 0xFFFF}
 		}),
 		waiters(0), waiters(100), waiters(3000),
 		{"PoolCounter entries, 64-byte keys", func(s *Store) {

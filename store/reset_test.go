@@ -30,24 +30,24 @@ func resetScene(t *testing.T, now int64, noLocks bool) *Store {
 	if noLocks {
 		return s
 	}
-	lock := func(o Owner, key, id byte, timeout, expried, ef uint16, replies int) {
+	lock := func(o Owner, key, id byte, timeout, expried uint16, ho HoldOpts, replies int) {
 		t.Helper()
-		cmd := LockCommand{Kind: 1, Timeout: timeout, Expried: expried, ExpriedFlag: ef}
+		cmd := LockCommand{Kind: 1, Wait: Wait{N: timeout}, Hold: Hold{N: expried, Opts: ho}}
 		cmd.Key[15], cmd.LockID[15] = key, id
 		if rs, _ := s.Locks.Do(o, &cmd, now, nil, nil); len(rs) != replies {
 			t.Fatalf("lock %d of key %d by %d: %+v", id, key, o, rs)
 		}
 	}
-	lock(10, 'k', 1, 5, 10, 0, 1)     // expires in 10 s, ages in 1 s
-	lock(11, 'k', 2, 5, 10, 0, 0)     // waits up to 5 s
-	lock(12, 'k', 3, 2, 10, 0, 0)     // waits up to 2 s
-	lock(13, 'n', 4, 5, 3, 0x0100, 1) // persists now: journaled
-	lock(14, 'a', 5, 5, 5, 0x8000, 1) // kept alive by its connection
-	lock(15, 'a', 6, 0x8000, 0, 0, 0) // waits while its connection lives
+	lock(10, 'k', 1, 5, 10, 0, 1)             // expires in 10 s, ages in 1 s
+	lock(11, 'k', 2, 5, 10, 0, 0)             // waits up to 5 s
+	lock(12, 'k', 3, 2, 10, 0, 0)             // waits up to 2 s
+	lock(13, 'n', 4, 5, 3, HoldPersistNow, 1) // persists now: journaled
+	lock(14, 'a', 5, 5, 5, HoldKept, 1)       // kept alive by its connection
+	lock(15, 'a', 6, 0x8000, 0, 0, 0)         // waits while its connection lives
 	var v KeyState
 	v.Key[15] = 'v'
 	v.Value = []byte{3, 0, 0, 0, 0, 0, 'x'}
-	v.Holders = []HolderState{{LockID: v.Key, Levels: 1, Expried: 0x7FFF, ExpriedFlag: 0x0100, Start: now, Deadline: now + 6e9}}
+	v.Holders = []HolderState{{LockID: v.Key, Levels: 1, Hold: Hold{N: 0x7FFF, Opts: HoldPersistNow}, Start: now, Deadline: now + 6e9}}
 	s.Locks.Restore(&v, now)
 	s.Locks.Watch(0, v.Key)
 	if err := s.Check(); err != nil {
@@ -158,7 +158,7 @@ func TestResetLocksThenRestore(t *testing.T) {
 		t.Fatalf("restored %d logged keys", s.Locks.LoggedKeys())
 	}
 	// A new lock waits behind the restored holder of key 'n', granted when it expires at +4 s (3 s after the second of its grant).
-	cmd := LockCommand{Kind: 1, Timeout: 10, Expried: 10}
+	cmd := LockCommand{Kind: 1, Wait: Wait{N: 10}, Hold: Hold{N: 10}}
 	cmd.Key[15], cmd.LockID[15] = 'n', 9
 	if rs, _ := s.Locks.Do(20, &cmd, now+1, nil, nil); len(rs) != 0 {
 		t.Fatalf("lock of a restored held key: %+v", rs)

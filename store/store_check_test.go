@@ -16,7 +16,7 @@ func checkStore(t *testing.T) *Store {
 	if s.Pools.Acquire(a, AcqMe, []byte("p"), 1, 5, 0, now) != Locked || s.Pools.Acquire(b, AcqMe, []byte("p"), 1, 5, 3, now) != Waiting {
 		t.Fatal("pool setup")
 	}
-	c := LockCommand{Kind: 1, Timeout: 5, Expried: 10}
+	c := LockCommand{Kind: 1, Wait: Wait{N: 5}, Hold: Hold{N: 10}}
 	c.Key[0] = 'k'
 	if rs, _ := s.Locks.Do(3, &c, now, nil, nil); len(rs) != 1 || rs[0].Result != LockOK {
 		t.Fatalf("lock: %+v", rs)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tallyd/tallyd/lockwire"
 	"github.com/tallyd/tallyd/store"
 )
 
@@ -42,7 +43,7 @@ func newClockScene(t testing.TB) *clockScene {
 	})
 	s.Counters.GC(start)
 	lock := func(o store.Owner, key string, expried, timeout uint16, wantReplies int) {
-		c := with(lockc(uint16(o), fmt.Sprint(o), key), func(c *store.LockCommand) {
+		c := with(lockc(uint16(o), fmt.Sprint(o), key), func(c *wc) {
 			c.Expried, c.ExpriedFlag, c.Timeout, c.TimeoutFlag = expried, ms, timeout, ms
 		})
 		if rs, _ := s.Locks.Do(o, &c, start, nil, nil); len(rs) != wantReplies {
@@ -249,7 +250,7 @@ func journalLines(l *store.Locks, now int64) []string {
 	l.Journal(now, func(s *store.KeyState) {
 		line := fmt.Sprintf("db%d %x value=%x", s.DB, s.Key, s.Value)
 		for _, h := range s.Holders {
-			line += fmt.Sprintf(" [%x levels=%d deadline=%d ef=%#x]", h.LockID, h.Levels, h.Deadline, h.ExpriedFlag)
+			line += fmt.Sprintf(" [%x levels=%d deadline=%d ef=%#x]", h.LockID, h.Levels, h.Deadline, lockwire.OfHolder(&h).ExpriedFlag)
 		}
 		out = append(out, line)
 	})
@@ -289,7 +290,7 @@ func TestStoreMatchesFamiliesAlone(t *testing.T) {
 			now += rnd.Int64N(30 * msec)
 			switch r := rnd.IntN(10); {
 			case r < 4: // slock
-				var c store.LockCommand
+				var c wc
 				c.Kind = 1 + store.LockKind(rnd.IntN(3)/2)
 				c.DB = uint8(rnd.IntN(2))
 				c.Key[15] = byte(rnd.IntN(5))
@@ -309,8 +310,9 @@ func TestStoreMatchesFamiliesAlone(t *testing.T) {
 					c.ExpriedFlag |= 0x0100 // persists at once
 				}
 				o := store.Owner(1 + rnd.IntN(4))
-				ra, xa = s.Locks.Do(o, &c, now, ra[:0], xa[:0])
-				rb, xb = l.Do(o, &c, now, rb[:0], xb[:0])
+				sc := c.cmd()
+				ra, xa = s.Locks.Do(o, &sc, now, ra[:0], xa[:0])
+				rb, xb = l.Do(o, &sc, now, rb[:0], xb[:0])
 				if !repliesEqual(ra, rb) || !execsEqual(xa, xb) {
 					t.Fatalf("%s: Do: store %+v, alone %+v", what, ra, rb)
 				}
@@ -414,8 +416,8 @@ func TestAdvanceNoAllocs(t *testing.T) {
 	if o := s.Pools.Acquire(holder, store.AcqMe, key, 1, 10, 0, at(0)); o != store.Locked {
 		t.Fatal(o)
 	}
-	hold := with(lockc(1, "h", "k"), func(c *store.LockCommand) { c.Expried, c.ExpriedFlag = 50, ms })
-	wait := with(lockc(2, "w", "k"), func(c *store.LockCommand) { c.Timeout, c.TimeoutFlag = 20, ms })
+	hold := with(lockc(1, "h", "k"), func(c *wc) { c.Expried, c.ExpriedFlag = 50, ms })
+	wait := with(lockc(2, "w", "k"), func(c *wc) { c.Timeout, c.TimeoutFlag = 20, ms })
 	d := store.Due{Wakes: make([]store.Wake, 0, 8), Replies: make([]store.LockReply, 0, 8),
 		Execs: make([]store.Exec, 0, 8), Events: make([]store.DueEvent, 0, 8)}
 	rs := make([]store.LockReply, 0, 8)
@@ -447,8 +449,8 @@ func BenchmarkAdvance(b *testing.B) {
 	holder, waiter := s.Pools.NewClient(1), s.Pools.NewClient(2)
 	key := []byte("held")
 	s.Pools.Acquire(holder, store.AcqMe, key, 1, 10, 0, at(0))
-	hold := with(lockc(1, "h", "k"), func(c *store.LockCommand) { c.Expried, c.ExpriedFlag = 50, ms })
-	wait := with(lockc(2, "w", "k"), func(c *store.LockCommand) { c.Timeout, c.TimeoutFlag = 20, ms })
+	hold := with(lockc(1, "h", "k"), func(c *wc) { c.Expried, c.ExpriedFlag = 50, ms })
+	wait := with(lockc(2, "w", "k"), func(c *wc) { c.Timeout, c.TimeoutFlag = 20, ms })
 	var d store.Due
 	rs := make([]store.LockReply, 0, 8)
 	now := at(1)

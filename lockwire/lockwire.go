@@ -1,0 +1,154 @@
+// Package lockwire translates an slock frame's flag byte and time words to
+// the store's lock options, wait and hold, and back. It is the only place
+// that knows both: the store never sees the words.
+package lockwire
+
+import "github.com/tallyd/tallyd/store"
+
+// Words are an slock Lock or Unlock's flag byte and time words, as on the wire.
+type Words struct {
+	Flag                                       uint8
+	Timeout, TimeoutFlag, Expried, ExpriedFlag uint16
+}
+
+// Fields are the store's reading of Words.
+type Fields struct {
+	Opts store.Opts
+	Wait store.Wait
+	Hold store.Hold
+	Echo store.Echo
+}
+
+// bit is a bit of a flag byte or word and the option it says.
+type bit[O ~uint8] struct {
+	bit uint16
+	opt O
+}
+
+// The flag byte's bits: a Lock's, and at the same places an Unlock's.
+var (
+	lockBits   = []bit[store.Opts]{{0x01, store.OptShow}, {0x02, store.OptUpdate}, {0x08, store.OptCheck}, {0x10, store.OptTree}}
+	unlockBits = []bit[store.Opts]{{0x01, store.OptHead}, {0x02, store.OptCancel}, {0x08, store.OptRequeue}, {0x10, store.OptTreeUnlock}}
+)
+
+// TimeoutFlag bits.
+var waitBits = []bit[store.WaitOpts]{
+	{0x0008, store.WaitFailsOnValue}, {0x0010, store.WaitByPriority}, {0x0080, store.WaitReverses},
+	{0x0100, store.WaitFromArrival}, {0x0200, store.WaitWhileUnlocked}, {0x4000, store.WaitLessVersion},
+	{0x8000, store.WaitKept},
+}
+
+// ExpriedFlag bits.
+var holdBits = []bit[store.HoldOpts]{
+	{0x0080, store.HoldReverses}, {0x0100, store.HoldPersistNow}, {0x0200, store.HoldPersistNever},
+	{0x4000, store.HoldNever}, {0x8000, store.HoldKept},
+}
+
+// The time words' unit bits.
+const (
+	minutes = 0x0040
+	millis  = 0x0400 // wins over minutes when a word has both
+)
+
+// flagBits returns the flag byte's bits for a command of kind k: nil for a
+// kind the store does not run, whose byte it keeps whole.
+func flagBits(k store.LockKind) []bit[store.Opts] {
+	switch k {
+	case store.KindLock, store.KindWillLock:
+		return lockBits
+	case store.KindUnlock, store.KindWillUnlock:
+		return unlockBits
+	}
+	return nil
+}
+
+// readBits returns the options w says by bits, and w without them.
+func readBits[O ~uint8](w uint16, bits []bit[O]) (O, uint16) {
+	var o O
+	for _, b := range bits {
+		if w&b.bit != 0 {
+			o |= b.opt
+			w &^= b.bit
+		}
+	}
+	return o, w
+}
+
+// writeBits returns the bits that say o.
+func writeBits[O ~uint8](o O, bits []bit[O]) uint16 {
+	var w uint16
+	for _, b := range bits {
+		if o&b.opt != 0 {
+			w |= b.bit
+		}
+	}
+	return w
+}
+
+// unitOf returns the unit a flag word says and the word without its bits.
+func unitOf(w uint16) (store.Unit, uint16) {
+	switch {
+	case w&millis != 0:
+		return store.Millis, w &^ millis
+	case w&minutes != 0:
+		return store.Minutes, w &^ minutes
+	}
+	return store.Seconds, w
+}
+
+// unitBit is the bit that says u.
+func unitBit(u store.Unit) uint16 {
+	switch u {
+	case store.Millis:
+		return millis
+	case store.Minutes:
+		return minutes
+	}
+	return 0
+}
+
+// Read returns the store's reading of w for a command of kind k.
+func Read(k store.LockKind, w Words) Fields {
+	f := Fields{Wait: store.Wait{N: w.Timeout}, Hold: store.Hold{N: w.Expried}}
+	var rest uint16
+	f.Opts, rest = readBits(uint16(w.Flag), flagBits(k))
+	f.Echo.Opts = uint8(rest)
+	f.Wait.Unit, rest = unitOf(w.TimeoutFlag)
+	f.Wait.Opts, f.Echo.Wait = readBits(rest, waitBits)
+	f.Hold.Unit, rest = unitOf(w.ExpriedFlag)
+	f.Hold.Opts, f.Echo.Hold = readBits(rest, holdBits)
+	return f
+}
+
+// Words returns the words f reads as for a command of kind k.
+func (f Fields) Words(k store.LockKind) Words {
+	return Words{
+		Flag:        f.Echo.Opts | uint8(writeBits(f.Opts, flagBits(k))),
+		Timeout:     f.Wait.N,
+		TimeoutFlag: f.Echo.Wait | unitBit(f.Wait.Unit) | writeBits(f.Wait.Opts, waitBits),
+		Expried:     f.Hold.N,
+		ExpriedFlag: f.Echo.Hold | unitBit(f.Hold.Unit) | writeBits(f.Hold.Opts, holdBits),
+	}
+}
+
+// Set gives c the fields w reads as, for c's kind.
+func Set(c *store.LockCommand, w Words) {
+	f := Read(c.Kind, w)
+	c.Opts, c.Wait, c.Hold, c.Echo = f.Opts, f.Wait, f.Hold, f.Echo
+}
+
+// Of returns c's words.
+func Of(c *store.LockCommand) Words {
+	return Fields{c.Opts, c.Wait, c.Hold, c.Echo}.Words(c.Kind)
+}
+
+// SetHolder gives h the fields w reads as (a holder is a Lock's).
+func SetHolder(h *store.HolderState, w Words) {
+	f := Read(store.KindLock, w)
+	h.Opts, h.Wait, h.Hold, h.Echo = f.Opts, f.Wait, f.Hold, f.Echo
+}
+
+// OfHolder returns h's words.
+func OfHolder(h *store.HolderState) Words {
+	return Fields{h.Opts, h.Wait, h.Hold, h.Echo}.Words(store.KindLock)
+}

@@ -1,0 +1,42 @@
+package lockwire
+
+import (
+	"testing"
+
+	"github.com/tallyd/tallyd/store"
+)
+
+// TestRoundTrip: every flag byte and every flag word reads and writes back
+// as it came, for each kind.
+func TestRoundTrip(t *testing.T) {
+	for _, k := range []store.LockKind{store.KindLock, store.KindUnlock, store.KindWillLock, store.KindWillUnlock, 5} {
+		for f := range 256 {
+			w := Words{Flag: uint8(f), Timeout: uint16(f), Expried: uint16(f) << 8}
+			if got := Read(k, w).Words(k); got != w {
+				t.Fatalf("kind %d: %+v came back %+v", k, w, got)
+			}
+		}
+	}
+	for x := range 1 << 16 {
+		w := Words{Timeout: 7, TimeoutFlag: uint16(x), Expried: 9, ExpriedFlag: uint16(x)}
+		if got := Read(store.KindLock, w).Words(store.KindLock); got != w {
+			t.Fatalf("%+v came back %+v", w, got)
+		}
+	}
+}
+
+// TestRead: the words name the options the store reads.
+func TestRead(t *testing.T) {
+	f := Read(store.KindLock, Words{Flag: 0x01 | 0x20, Timeout: 3, TimeoutFlag: 0x0440 | 0x0200 | 0x0800,
+		Expried: 5, ExpriedFlag: 0x0040 | 0x0100 | 0x4000})
+	want := Fields{Opts: store.OptShow,
+		Wait: store.Wait{N: 3, Unit: store.Millis, Opts: store.WaitWhileUnlocked},
+		Hold: store.Hold{N: 5, Unit: store.Minutes, Opts: store.HoldPersistNow | store.HoldNever},
+		Echo: store.Echo{Opts: 0x20, Wait: 0x0040 | 0x0800}}
+	if f != want {
+		t.Fatalf("Read = %+v, want %+v", f, want)
+	}
+	if u := Read(store.KindUnlock, Words{Flag: 0x01 | 0x08}).Opts; u != store.OptHead|store.OptRequeue {
+		t.Fatalf("Unlock flag 0x09 reads as %#x", u)
+	}
+}
