@@ -199,7 +199,10 @@ func TestRedisDiffNotify(t *testing.T) {
 		a("HINCRBY", "h", "f", "x"), a("HDEL", "h", "nof"), a("HDEL", "h", "f"), a("HDEL", "h", "g"),
 		a("SET", "a long key name over sixteen bytes", "v"), a("DEL", "a long key name over sixteen bytes"),
 		a("SELECT", "5"), a("SET", "k5", "v"), a("SELECT", "0"),
-		a("SET", "p", "v"), a("SET", "p", "v", "PXAT", "1"), a("GET", "p"), a("SET", "p", "v", "EXAT", "1", "NX"),
+		// Not SET with a time already past (PXAT 1, EXAT 1): tallyd publishes its expired at once,
+		// Redis whenever its expiry cycle or a later access finds the key, a step later or not
+		// (docs/redis.md; loop's TestNotifyEvents checks tallyd's events for it).
+		a("SET", "p", "v"), a("GET", "p"),
 		a("SET", "e", "v", "PX", "300"),
 	)...)
 	steps = append(steps, pause(500*time.Millisecond)) // expired, when either server expires it
