@@ -50,39 +50,67 @@ const (
 	millis  = 0x0400 // wins over minutes when a word has both
 )
 
-// flagBits returns the flag byte's bits for a command of kind k: nil for a
+// flagBits returns the flag byte's table for a command of kind k: nil for a
 // kind the store does not run, whose byte it keeps whole.
-func flagBits(k store.LockKind) []bit[store.Opts] {
+func flagBits(k store.LockKind) *table[store.Opts] {
 	switch k {
 	case store.KindLock, store.KindWillLock:
-		return lockBits
+		return lockTable
 	case store.KindUnlock, store.KindWillUnlock:
-		return unlockBits
+		return unlockTable
 	}
 	return nil
 }
 
-// readBits returns the options w says by bits, and w without them.
-func readBits[O ~uint8](w uint16, bits []bit[O]) (O, uint16) {
-	var o O
-	for _, b := range bits {
-		if w&b.bit != 0 {
-			o |= b.opt
-			w &^= b.bit
-		}
-	}
-	return o, w
+// table is a list of bits precomputed for every byte, so that a translation on the lock path
+// costs two loads rather than a loop over the bits.
+type table[O ~uint8] struct {
+	lo, hi [256]O      // the options said by a word's low and high byte
+	words  [256]uint16 // the bits that say each set of options
+	mask   uint16      // every bit of the list
 }
 
-// writeBits returns the bits that say o.
-func writeBits[O ~uint8](o O, bits []bit[O]) uint16 {
-	var w uint16
+func newTable[O ~uint8](bits []bit[O]) *table[O] {
+	t := new(table[O])
 	for _, b := range bits {
-		if o&b.opt != 0 {
-			w |= b.bit
+		t.mask |= b.bit
+	}
+	for i := range 256 {
+		for _, b := range bits {
+			if uint16(i)&b.bit != 0 {
+				t.lo[i] |= b.opt
+			}
+			if uint16(i)<<8&b.bit != 0 {
+				t.hi[i] |= b.opt
+			}
+			if O(i)&b.opt != 0 {
+				t.words[i] |= b.bit
+			}
 		}
 	}
-	return w
+	return t
+}
+
+var (
+	lockTable, unlockTable = newTable(lockBits), newTable(unlockBits)
+	waitTable, holdTable   = newTable(waitBits), newTable(holdBits)
+)
+
+// readBits returns the options w says by t's bits, and w without them; with no table,
+// none and w whole.
+func readBits[O ~uint8](w uint16, t *table[O]) (O, uint16) {
+	if t == nil {
+		return 0, w
+	}
+	return t.lo[w&0xff] | t.hi[w>>8], w &^ t.mask
+}
+
+// writeBits returns the bits of t that say o; with no table, none.
+func writeBits[O ~uint8](o O, t *table[O]) uint16 {
+	if t == nil {
+		return 0
+	}
+	return t.words[o]
 }
 
 // unitOf returns the unit a flag word says and the word without its bits.
@@ -114,9 +142,9 @@ func Read(k store.LockKind, w Words) Fields {
 	f.Opts, rest = readBits(uint16(w.Flag), flagBits(k))
 	f.Echo.Opts = uint8(rest)
 	f.Wait.Unit, rest = unitOf(w.TimeoutFlag)
-	f.Wait.Opts, f.Echo.Wait = readBits(rest, waitBits)
+	f.Wait.Opts, f.Echo.Wait = readBits(rest, waitTable)
 	f.Hold.Unit, rest = unitOf(w.ExpriedFlag)
-	f.Hold.Opts, f.Echo.Hold = readBits(rest, holdBits)
+	f.Hold.Opts, f.Echo.Hold = readBits(rest, holdTable)
 	return f
 }
 
@@ -125,9 +153,9 @@ func (f Fields) Words(k store.LockKind) Words {
 	return Words{
 		Flag:        f.Echo.Opts | uint8(writeBits(f.Opts, flagBits(k))),
 		Timeout:     f.Wait.N,
-		TimeoutFlag: f.Echo.Wait | unitBit(f.Wait.Unit) | writeBits(f.Wait.Opts, waitBits),
+		TimeoutFlag: f.Echo.Wait | unitBit(f.Wait.Unit) | writeBits(f.Wait.Opts, waitTable),
 		Expried:     f.Hold.N,
-		ExpriedFlag: f.Echo.Hold | unitBit(f.Hold.Unit) | writeBits(f.Hold.Opts, holdBits),
+		ExpriedFlag: f.Echo.Hold | unitBit(f.Hold.Unit) | writeBits(f.Hold.Opts, holdTable),
 	}
 }
 
