@@ -154,7 +154,7 @@ func newFlags(o *options, d loop.Config) *pflag.FlagSet {
 	fs.StringVar(&o.logFormat, "log-format", "console", "console or json")
 	fs.StringVar(&o.logFile, "log-file", "", "append the log to `FILE` instead of stderr; SIGHUP reopens it (after a rotation)")
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
-	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://`ADDR`/metrics and liveness at /healthz (e.g. 127.0.0.1:9715; port 0 picks one); empty: off")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://`ADDR`/metrics, liveness at /healthz and readiness at /readyz (e.g. 127.0.0.1:9715; port 0 picks one); empty: off")
 	fs.IntVar(&o.metricsMaxConns, "metrics-max-connections", stats.DefaultMaxConns, "open connections to the metrics server; more are closed at once (all connections share the open-file cap)")
 	o.cluster.flags(fs)
 	o.tls.peerFlags(fs)

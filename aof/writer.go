@@ -128,7 +128,12 @@ type Writer struct {
 	failW     atomic.Pointer[string] // the last write to the log failed (why, Redis-style); nil once one succeeds
 	failS     atomic.Pointer[string] // the last fsync failed; nil once one succeeds
 	rwStart   time.Time              // writer goroutine only
+	fsyncs    logfile.FsyncHist      // the log's fsyncs, and its failed writes and fsyncs (metrics)
 }
+
+// FsyncHist is the histogram of the log's fsyncs and the count of its failed writes; safe
+// from any goroutine.
+func (w *Writer) FsyncHist() *logfile.FsyncHist { return &w.fsyncs }
 
 // Failing returns why the log cannot take writes now, as Redis says it after "Errors
 // writing to the AOF file: " (strerror's text, e.g. "No space left on device"), or "" when
@@ -179,8 +184,11 @@ type syncJob struct {
 func (w *Writer) syncer() {
 	defer close(w.syncDone)
 	for j := range w.syncReq {
-		err := j.f.Sync()
+		err := w.fsyncs.Time(j.f.Sync)
 		if j.gen == w.gen.Load() {
+			if err != nil {
+				w.fsyncs.Error()
+			}
 			if err != nil {
 				msg := fmt.Sprintf("append-only log %s: fsync: %v", w.path, err)
 				w.writeErr.Store(&msg)
@@ -321,6 +329,9 @@ func (w *Writer) run(f logFile, fsize int64) {
 
 		var p Progress
 		fail := func(what string, err error) {
+			if err != nil {
+				w.fsyncs.Error()
+			}
 			if err != nil && p.Err == nil {
 				p.Err = fmt.Errorf("append-only log %s: %s: %w", w.path, what, err)
 				s := p.Err.Error()
@@ -463,7 +474,7 @@ func (w *Writer) run(f logFile, fsize int64) {
 		case w.unsynced() == 0:
 		case w.policy == Always || closing:
 			upto := w.written.Load()
-			err := f.Sync()
+			err := w.fsyncs.Time(f.Sync)
 			fail("fsync", err)
 			if err == nil {
 				w.markSynced(upto)

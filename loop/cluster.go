@@ -311,6 +311,7 @@ func (s *Server) clusterTurn() {
 		cl.commit = c
 	}
 	s.updateAcks()
+	s.m.cl.committed(cl.acks.Acked[LevelQuorum], s.now)
 	s.releaseHeld()
 	if cl.serving() && s.st.locks.Journaled() && cl.acks.Window() < proposeWindow {
 		s.clusterTurn() // a commit opened the window: what waited in the journal goes now
@@ -406,6 +407,7 @@ func (s *Server) softState(ss *raft.SoftState) {
 	if cl.leader != was {
 		s.leaderChanged(was)
 		if cl.leader != 0 {
+			s.m.cl.leaderKnown()
 			s.log.Info().Uint64("leader_id", cl.leader).Uint64("term", term).Msg("cluster: leader known")
 		}
 	}
@@ -572,6 +574,7 @@ func (s *Server) propose() {
 		return
 	}
 	cl.acks.Seq++
+	s.m.cl.proposed(cl.acks.Seq, s.now)
 	binary.BigEndian.PutUint64(p.buf[1:9], cl.acks.Seq)
 	data := append([]byte(nil), p.buf...) // raft keeps it
 	if cap(p.buf) > maxProposalBuf {
@@ -689,6 +692,7 @@ func (s *Server) failHeld(cs *conn, err string) {
 	}
 	at := cs.gates[0].at
 	n := countReplies(cs.out[at:])
+	s.m.cl.clusterDown(err, n)
 	b := cs.out[:at]
 	for range n {
 		b = append(b, '-')

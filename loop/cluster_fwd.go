@@ -342,6 +342,7 @@ func (s *Server) clusterText(cs *conn, spec *rediscmd.Spec, raw []byte) bool {
 	lnk := s.leaderLink()
 	if lnk == nil {
 		sc.waitSince = 0
+		s.m.cl.clusterDown("CLUSTERDOWN no leader", 1)
 		s.put(cs, resp.AppendError(s.out(cs), "CLUSTERDOWN no leader"))
 		return true
 	}
@@ -437,6 +438,7 @@ func (s *Server) sessionLost(cs *conn, err string) {
 		s.closeLater(cs)
 		return
 	}
+	s.m.cl.clusterDown(err, sc.outstanding)
 	b := s.out(cs)
 	for ; sc.outstanding > 0; sc.outstanding-- {
 		b = resp.AppendError(b, err)

@@ -154,7 +154,8 @@ type metrics struct {
 	latency    [numProtos]hist
 	tickLag    hist
 	ticks      uint64
-	batch      uint64 // requests counted in the current OnTraffic
+	batch      uint64         // requests counted in the current OnTraffic
+	cl         clusterMetrics // leader changes, proposal-to-commit times, -CLUSTERDOWN answers (health_metrics.go)
 
 	lk         lockRun // the slock command being run
 	inText     bool    // a Redis-text command is being served
@@ -419,6 +420,8 @@ func (s *Server) tickHook() {
 	s.m.idleAt = now.UnixNano()
 	snap := *s.m.boot // nothing it counts has changed: the loop has seen no connection
 	snap.At = now
+	snap.Logs = s.logsSnapshot() // what the log writers publish may be read from any goroutine
+	snap.Unready = s.idleUnready()
 	s.m.pub.Publish(&snap)
 }
 
@@ -499,6 +502,12 @@ func (s *Server) snapshot(at time.Time) *stats.Snapshot {
 			}
 		}
 	}
+	if s.run.el.Load() == nil {
+		snap.Unready = s.idleUnready() // in New, or before the loop runs: its state is not to be read
+		snap.Logs = s.logsSnapshot()
+		return snap
+	}
+	s.healthSnapshot(snap)
 	return snap
 }
 

@@ -165,6 +165,7 @@ func (s *Server) abdicateWaits() {
 		sc := cs.slock
 		if sc.repl.active && !cs.closed && !cs.closing {
 			cs.out = resp.AppendError(s.out(cs), "CLUSTERDOWN leader changed")
+			s.m.cl.clusterDown("CLUSTERDOWN leader changed", 1)
 			s.pend(cs)
 			s.kick(cs)
 		}

@@ -188,7 +188,12 @@ type RaftLog struct {
 	truncated              int64
 	lastErr                atomic.Pointer[string]
 	fail                   atomic.Pointer[string] // why the last attempt failed (Redis-style); nil once one succeeds
+	fsyncHist              logfile.FsyncHist      // fsyncs, and batches that failed (metrics)
 }
+
+// FsyncHist is the histogram of the log's fsyncs and the count of its failed batches; safe
+// from any goroutine.
+func (l *RaftLog) FsyncHist() *logfile.FsyncHist { return &l.fsyncHist }
 
 // OpenRaft opens the raft log in dir (creating the directory and the files), reads it
 // back, cutting off a torn tail, and starts its writer. done runs on the writer goroutine

@@ -94,6 +94,7 @@ func (l *RaftLog) run(d *raftDisk) {
 		l.publish(d)
 		if err != nil {
 			p.Err = fmt.Errorf("raft log %s: %w", l.dir, err)
+			l.fsyncHist.Error()
 			msg := p.Err.Error()
 			l.lastErr.Store(&msg)
 			why := logfile.Reason(err)
@@ -259,6 +260,7 @@ func (l *RaftLog) sync(f raftFile, p *RaftProgress) error {
 	t := time.Now()
 	err := f.Sync()
 	dt := time.Since(t)
+	l.fsyncHist.Observe(dt)
 	p.Fsyncs++
 	p.FsyncTime += dt
 	l.fsyncs.Add(1)

@@ -40,7 +40,8 @@ type Budget interface {
 	Give()      // gives back one taken
 }
 
-// HTTPServer serves /metrics (Prometheus text) and /healthz from what the event loop
+// HTTPServer serves /metrics (Prometheus text), /healthz (the loop answers) and /readyz (the
+// node can acknowledge writes) from what the event loop
 // publishes: it never touches the loop's state, only the Publisher's snapshots.
 type HTTPServer struct {
 	pub *Publisher
@@ -79,6 +80,7 @@ func ListenHTTP(addr string, pub *Publisher, cfg HTTPConfig) (*HTTPServer, error
 		MaxRequestsInFlight: 4,
 	})))
 	mux.HandleFunc("GET /healthz", h.healthz)
+	mux.HandleFunc("GET /readyz", h.readyz)
 	h.srv = &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -126,6 +128,30 @@ func (h *HTTPServer) healthz(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	fmt.Fprintln(w, "ok")
+}
+
+// readyz answers 200 "ready" while the node can acknowledge writes at its default level (as
+// the newest snapshot says, and that snapshot is fresh), else 503 and why not, on one line.
+func (h *HTTPServer) readyz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if why := h.unready(time.Now()); why != "" {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintln(w, why)
+		return
+	}
+	fmt.Fprintln(w, "ready")
+}
+
+// unready says why /readyz answers 503 at now, "" when it answers 200.
+func (h *HTTPServer) unready(now time.Time) string {
+	if err := h.pub.Health(now, h.cfg.StaleAfter); err != nil {
+		return "snapshot stale: " + err.Error()
+	}
+	if s := h.pub.Latest(); s.Unready != "" {
+		return s.Unready
+	}
+	return ""
 }
 
 // limitListener admits a connection only while fewer than max are open and the budget

@@ -22,6 +22,54 @@ type Snapshot struct {
 	TickLag Histogram // from the ticker handing a turn to the loop to the loop running it
 	Memory  Memory    // the memory budget (--max-memory)
 	Loop    Loop      // how long the loop's turns took, how connections shared them
+
+	// Unready says why the node cannot acknowledge writes at its default level now (/readyz
+	// answers 503 with it), "" when it can.
+	Unready string
+	Logs    []Log        // the logs the node writes: the append-only log ("aof"), the raft log ("raft")
+	Held    []LevelCount // replies held for the log or their consistency level, by level
+	Raft    *Raft        // nil outside cluster mode
+}
+
+// Log is one log's numbers in a Snapshot.
+type Log struct {
+	Name        string    // "aof" or "raft"
+	Bytes       uint64    // size of its file
+	Fsync       Histogram // its fsyncs' durations
+	WriteErrors uint64    // its writes and fsyncs that failed
+}
+
+// LevelCount is a count at one consistency level ("log" on a single node with a log).
+type LevelCount struct {
+	Level string
+	N     uint64
+}
+
+// Raft is a cluster member's replication state in a Snapshot.
+type Raft struct {
+	Role           string // leader, follower, candidate or learner
+	Term           uint64
+	Commit         uint64
+	Applied        uint64
+	SnapshotIndex  uint64
+	LeaderChanges  uint64    // times a new leader became known here
+	InFlight       uint64    // this leader's proposals awaiting their commit
+	ProposalCommit Histogram // from a proposal to its commit, on the leader
+	Peers          []Peer    // the other members, in ID order
+	ClusterDown    []ReasonCount
+}
+
+// Peer is one other member as this node sees it.
+type Peer struct {
+	ID    uint64
+	Match int64 // the index its log is known to match; -1 when not known here (only a leader tracks it)
+	Up    bool  // this node's link to it is connected and authenticated
+}
+
+// ReasonCount is how many answers gave one reason.
+type ReasonCount struct {
+	Reason string
+	N      uint64
 }
 
 // Loop is how long the event loop's turns took (a turn: a connection's read, a tick; no

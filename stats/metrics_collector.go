@@ -2,6 +2,7 @@ package stats
 
 import (
 	"runtime"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -85,6 +86,45 @@ var (
 		"Released counters, idle semaphores and queued slock requests of closed connections evicted because memory was over the budget.", nil, nil)
 )
 
+// The metrics of the logs, the cluster and readiness (present only where they apply: the
+// log metrics with a data directory, the raft ones in cluster mode).
+var (
+	descReady = prometheus.NewDesc("tallyd_ready",
+		"1 when the node can acknowledge writes at its default level (/readyz answers 200), else 0.", nil, nil)
+	descLogBytes = prometheus.NewDesc("tallyd_log_bytes",
+		"Size of the log's file in bytes: aof (the append-only log) or raft (the raft log).", []string{"log"}, nil)
+	descLogFsync = prometheus.NewDesc("tallyd_log_fsync_seconds",
+		"How long each fsync of the log took, timed on its writer goroutine.", []string{"log"}, nil)
+	descLogErrors = prometheus.NewDesc("tallyd_log_write_errors_total",
+		"Writes and fsyncs of the log that failed (each is retried; while they fail, writes are refused or held).", []string{"log"}, nil)
+	descHeldReplies = prometheus.NewDesc("tallyd_held_replies",
+		"Replies held until their change is durable, by level: log (the append-only log) or ONE, QUORUM, ALL (cluster); a run of replies of one connection waiting for the same point counts once.",
+		[]string{"level"}, nil)
+	descRaftRole = prometheus.NewDesc("tallyd_raft_role",
+		"1 for this member's raft role now (leader, follower, candidate or learner), 0 for the others.", []string{"role"}, nil)
+	descRaftTerm = prometheus.NewDesc("tallyd_raft_term",
+		"The raft term this member is in.", nil, nil)
+	descRaftCommit = prometheus.NewDesc("tallyd_raft_commit_index",
+		"The highest raft log index this member knows committed.", nil, nil)
+	descRaftApplied = prometheus.NewDesc("tallyd_raft_applied_index",
+		"The highest raft log index applied to this member's store.", nil, nil)
+	descRaftSnapshot = prometheus.NewDesc("tallyd_raft_snapshot_index",
+		"The raft log index of this member's last snapshot.", nil, nil)
+	descRaftLeaderChanges = prometheus.NewDesc("tallyd_raft_leader_changes_total",
+		"Times a new leader became known to this member.", nil, nil)
+	descRaftInFlight = prometheus.NewDesc("tallyd_raft_proposals_in_flight",
+		"This leader's proposals awaiting their commit (0 on other members).", nil, nil)
+	descRaftCommitTime = prometheus.NewDesc("tallyd_raft_proposal_commit_seconds",
+		"Time from this leader's proposal of an entry to its commit by a quorum.", nil, nil)
+	descPeerMatch = prometheus.NewDesc("tallyd_raft_peer_match_index",
+		"The raft log index each other member is known to match (on the leader only).", []string{"peer"}, nil)
+	descPeerUp = prometheus.NewDesc("tallyd_raft_peer_link_up",
+		"1 when this member's link to the other member is connected and authenticated, else 0.", []string{"peer"}, nil)
+	descClusterDown = prometheus.NewDesc("tallyd_clusterdown_total",
+		"Replies answered -CLUSTERDOWN, by reason: no_leader, no_quorum (its level not reached in --cluster-timeout), leader_changed.",
+		[]string{"reason"}, nil)
+)
+
 // Collector renders the snapshot that its source returns as Prometheus metrics, taking it
 // once per scrape. Create it with NewCollector.
 type Collector struct {
@@ -104,7 +144,10 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		descTurns, descMaxTurn, descYields, descSlowlog, descPubsub, descPubsubMessages, descPubsubCut,
 		descConns, descConnsTotal, descRejected, descRequests, descBytesIn, descBytesOut, descLatency,
 		descWaitsIn, descWaitsOut, descWaiting, descHeld, descObjects, descMemory, descGCRuns, descGCSeconds,
-		descExpired, descMemBudget, descMemUsed, descMemClosed, descMemRefused, descMemEvicted} {
+		descExpired, descMemBudget, descMemUsed, descMemClosed, descMemRefused, descMemEvicted,
+		descReady, descLogBytes, descLogFsync, descLogErrors, descHeldReplies, descRaftRole, descRaftTerm,
+		descRaftCommit, descRaftApplied, descRaftSnapshot, descRaftLeaderChanges, descRaftInFlight,
+		descRaftCommitTime, descPeerMatch, descPeerUp, descClusterDown} {
 		ch <- d
 	}
 }
@@ -148,6 +191,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descMemClosed, float64(s.Memory.Closed))
 	counter(descMemRefused, float64(s.Memory.Refused))
 	counter(descMemEvicted, float64(s.Memory.Evicted))
+	collectHealth(ch, s)
 	for i := range s.Protos {
 		p := &s.Protos[i]
 		gauge(descConns, float64(p.Connections), p.Name)
@@ -181,4 +225,58 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 
 func histogram(ch chan<- prometheus.Metric, d *prometheus.Desc, h *Histogram, labels ...string) {
 	ch <- prometheus.MustNewConstHistogram(d, h.Count, h.Sum, h.Cumulative(), labels...)
+}
+
+// raftRoles are the values of tallyd_raft_role's role label.
+var raftRoles = []string{"leader", "follower", "candidate", "learner"}
+
+// collectHealth sends readiness and the metrics of the logs and the cluster.
+func collectHealth(ch chan<- prometheus.Metric, s *Snapshot) {
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	gauge(descReady, bool01(s.Unready == ""))
+	for i := range s.Logs {
+		l := &s.Logs[i]
+		gauge(descLogBytes, float64(l.Bytes), l.Name)
+		histogram(ch, descLogFsync, &l.Fsync, l.Name)
+		counter(descLogErrors, float64(l.WriteErrors), l.Name)
+	}
+	for _, h := range s.Held {
+		gauge(descHeldReplies, float64(h.N), h.Level)
+	}
+	r := s.Raft
+	if r == nil {
+		return
+	}
+	for _, role := range raftRoles {
+		gauge(descRaftRole, bool01(r.Role == role), role)
+	}
+	gauge(descRaftTerm, float64(r.Term))
+	gauge(descRaftCommit, float64(r.Commit))
+	gauge(descRaftApplied, float64(r.Applied))
+	gauge(descRaftSnapshot, float64(r.SnapshotIndex))
+	counter(descRaftLeaderChanges, float64(r.LeaderChanges))
+	gauge(descRaftInFlight, float64(r.InFlight))
+	histogram(ch, descRaftCommitTime, &r.ProposalCommit)
+	for _, p := range r.Peers {
+		id := strconv.FormatUint(p.ID, 10)
+		if p.Match >= 0 {
+			gauge(descPeerMatch, float64(p.Match), id)
+		}
+		gauge(descPeerUp, bool01(p.Up), id)
+	}
+	for _, d := range r.ClusterDown {
+		counter(descClusterDown, float64(d.N), d.Reason)
+	}
+}
+
+func bool01(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -83,8 +83,9 @@ type app struct {
 // command's name and arguments ("acquire printer 2: ..."); fields go into
 // --json output.
 type refusal struct {
-	msg    string
-	fields map[string]any
+	msg     string
+	fields  map[string]any
+	printed bool // the command printed it already (text output): nothing more to say
 }
 
 func (r *refusal) Error() string { return r.msg }
@@ -319,7 +320,7 @@ func (a *app) finish(c *command, err error) int {
 				fields[k] = v
 			}
 			a.emitJSON(fields)
-		} else {
+		} else if !r.printed {
 			prefix := "tallyctl "
 			if c.group != "" {
 				prefix += c.group + " "
