@@ -29,9 +29,13 @@ BIN        ?= bin
 
 all: build
 
+# make VERSION=0.2.0 stamps that version into both binaries (tallyd --version, tallyctl version).
+VERSION ?=
+VERSION_FLAGS = $(if $(VERSION),-ldflags "-X github.com/tallyd/tallyd/internal/version.Tag=$(VERSION)")
+
 build:
-	$(GO) build -o $(BIN)/tallyd .
-	$(GO) build -o $(BIN)/tallyctl ./cmd/tallyctl
+	$(GO) build $(VERSION_FLAGS) -o $(BIN)/tallyd .
+	$(GO) build $(VERSION_FLAGS) -o $(BIN)/tallyctl ./cmd/tallyctl
 
 # The manual pages tallyd(8) and tallyctl(1), written by the binaries from their own flag
 # definitions (the hidden --man flag), so they cannot drift from them.

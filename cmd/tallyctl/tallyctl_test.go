@@ -239,7 +239,7 @@ func TestSlockCommands(t *testing.T) {
 	expect(t, s.ctl(t, "slock", "unlock", "job", "--lock-id", "worker1"), 0, []string{"OK key=job", "lcount=0"}, nil)
 	expect(t, waiter.wait(t), 0, []string{"OK key=job lock_id=000000000000000000776f726b657232 lcount=1"}, nil)
 	expect(t, s.ctl(t, "slock", "unlock", "job", "--first"), 0, []string{"OK key=job"}, nil)
-	expect(t, s.ctl(t, "slock", "locked", "job"), 2, nil, []string{"locked job: LIST_LOCKED nobody holds it"})
+	expect(t, s.ctl(t, "slock", "locked", "job"), 2, nil, []string{"locked job: not held"})
 	expect(t, s.ctl(t, "slock", "list"), 0, []string{"no locked keys in db 0"}, nil)
 	expect(t, s.ctl(t, "slock", "state", "--db", "3"), 0, []string{"db 3 does not exist yet"}, nil)
 	expect(t, s.ctl(t, "slock", "list", "--db", "3"), 2, nil, []string{"UNKNOWN_DB"})
