@@ -87,6 +87,7 @@ type app struct {
 type refusal struct {
 	msg    string
 	fields map[string]any
+	quiet  bool // the reply was printed already (tallyctl raw's error): only the exit status
 }
 
 func (r *refusal) Error() string { return r.msg }
@@ -331,6 +332,9 @@ func (a *app) finish(c *command, err error) int {
 	}
 	var r *refusal
 	if errors.As(err, &r) {
+		if r.quiet && !a.json {
+			return exitRefused
+		}
 		if a.json {
 			fields := map[string]any{"ok": false, "error": r.msg}
 			for k, v := range r.fields {
