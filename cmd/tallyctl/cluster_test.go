@@ -40,6 +40,10 @@ func TestClusterCommands(t *testing.T) {
 		}
 	}
 	expect(t, r, 0, []string{"node 1  role leader  leader 1", "1  addr=" + peer + "  voter=true"}, nil)
+	// docs/cluster.md's walk-through finds the leader with awk 'NR == 1 {print $6}'.
+	if f := strings.Fields(r.out); len(f) < 6 || f[4] != "leader" || f[5] != "1" {
+		t.Errorf("the leader is not the 6th field of cluster status's first line:\n%s", r.out)
+	}
 	expect(t, s.ctl(t, "--json", "cluster", "status"), 0, []string{`"role":"leader"`, `"node_id":1`}, nil)
 
 	expect(t, s.ctl(t, "cluster", "add", "2", "127.0.0.1:1"), 0, []string{"OK"}, nil)
