@@ -29,9 +29,13 @@ BIN        ?= bin
 
 all: build
 
+# make VERSION=0.2.0 stamps that version into both binaries (tallyd --version, tallyctl version).
+VERSION ?=
+VERSION_FLAGS = $(if $(VERSION),-ldflags "-X github.com/tallyd/tallyd/internal/version.Tag=$(VERSION)")
+
 build:
-	$(GO) build -o $(BIN)/tallyd .
-	$(GO) build -o $(BIN)/tallyctl ./cmd/tallyctl
+	$(GO) build $(VERSION_FLAGS) -o $(BIN)/tallyd .
+	$(GO) build $(VERSION_FLAGS) -o $(BIN)/tallyctl ./cmd/tallyctl
 
 # The manual pages tallyd(8) and tallyctl(1), written by the binaries from their own flag
 # definitions (the hidden --man flag), so they cannot drift from them.
@@ -40,7 +44,8 @@ man: build
 	$(BIN)/tallyd --man > $(BIN)/man/tallyd.8
 	$(BIN)/tallyctl --man > $(BIN)/man/tallyctl.1
 
-# The unit's ExecStart names $(BINDIR)/tallyd; an existing /etc/tallyd/tallyd.conf is kept.
+# The units' ExecStart names $(BINDIR)/tallyd (tallyd.service, and tallyd-node.service for a
+# cluster member); an existing /etc/tallyd/tallyd.conf is kept.
 install: build man
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(UNITDIR)
 	install -m 0755 $(BIN)/tallyd $(BIN)/tallyctl $(DESTDIR)$(BINDIR)/
@@ -48,13 +53,16 @@ install: build man
 	install -m 0644 $(BIN)/man/tallyctl.1 $(DESTDIR)$(MANDIR)/man1/tallyctl.1
 	sed 's|/usr/local/bin/tallyd|$(BINDIR)/tallyd|g' scripts/tallyd.service > $(BIN)/tallyd.service
 	install -m 0644 $(BIN)/tallyd.service $(DESTDIR)$(UNITDIR)/tallyd.service
+	sed 's|/usr/local/bin/tallyd|$(BINDIR)/tallyd|g' scripts/tallyd-node.service > $(BIN)/tallyd-node.service
+	install -m 0644 $(BIN)/tallyd-node.service $(DESTDIR)$(UNITDIR)/tallyd-node.service
 	test -e $(DESTDIR)$(SYSCONFDIR)/tallyd/tallyd.conf || \
 		install -D -m 0644 scripts/tallyd.conf $(DESTDIR)$(SYSCONFDIR)/tallyd/tallyd.conf
 
 # Leaves /etc/tallyd/tallyd.conf and the data in /var/lib/tallyd.
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/tallyd $(DESTDIR)$(BINDIR)/tallyctl $(DESTDIR)$(MANDIR)/man8/tallyd.8 \
-		$(DESTDIR)$(MANDIR)/man1/tallyctl.1 $(DESTDIR)$(UNITDIR)/tallyd.service
+		$(DESTDIR)$(MANDIR)/man1/tallyctl.1 $(DESTDIR)$(UNITDIR)/tallyd.service \
+		$(DESTDIR)$(UNITDIR)/tallyd-node.service
 
 run: build
 	./bin/tallyd

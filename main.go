@@ -19,12 +19,13 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/tallyd/tallyd/aof"
+	buildversion "github.com/tallyd/tallyd/internal/version"
 	"github.com/tallyd/tallyd/loop"
 	"github.com/tallyd/tallyd/script"
 	"github.com/tallyd/tallyd/stats"
 )
 
-const version = "0.1.0"
+var version = buildversion.String()
 
 // Default ports. The semaphore variant has no port of its own in yrmcds (it reused 11215);
 // tallyd gives it the next one so that both protocols can run side by side.

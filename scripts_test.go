@@ -200,3 +200,65 @@ func TestMakeTargetsRunExistingScripts(t *testing.T) {
 		t.Errorf("bench/bench.mk does not run ./scripts/bench-cluster.sh; it runs %v", seen)
 	}
 }
+
+// The single-node unit and the cluster member's unit.
+const (
+	unitSingle = "scripts/tallyd.service"
+	unitNode   = "scripts/tallyd-node.service"
+)
+
+// serviceLines returns the directives of a unit's [Service] section, "Key=Value" each.
+func serviceLines(t *testing.T, name string) []string {
+	t.Helper()
+	var out []string
+	in := false
+	for _, l := range strings.Split(readFile(t, name), "\n") {
+		l = strings.TrimSpace(l)
+		switch {
+		case strings.HasPrefix(l, "["):
+			in = l == "[Service]"
+		case in && l != "" && l[0] != '#' && l[0] != ';':
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// Both units are notify services that reload with SIGHUP and run in the same sandbox: every
+// [Service] line is the same but for where the settings come from (EnvironmentFile,
+// ExecStart) and the exit statuses not restarted (a member adds 78).
+func TestUnitsShareHardening(t *testing.T) {
+	own := func(l string) bool {
+		k, _, _ := strings.Cut(l, "=")
+		return k == "EnvironmentFile" || k == "ExecStart" || k == "RestartPreventExitStatus"
+	}
+	single, node := serviceLines(t, unitSingle), serviceLines(t, unitNode)
+	has := func(lines []string, want string) bool {
+		for _, l := range lines {
+			if l == want {
+				return true
+			}
+		}
+		return false
+	}
+	missing := func(from string, lines []string, to string, other []string) {
+		for _, l := range lines {
+			if !own(l) && !has(other, l) {
+				t.Errorf("%s has %q, %s does not", from, l, to)
+			}
+		}
+	}
+	missing(unitSingle, single, unitNode, node)
+	missing(unitNode, node, unitSingle, single)
+	for _, want := range []string{"Type=notify", "NotifyAccess=main", "ExecReload=/bin/kill -HUP $MAINPID",
+		"DynamicUser=yes", "ProtectSystem=strict", "SystemCallFilter=~@privileged", "MemoryDenyWriteExecute=yes"} {
+		for _, u := range []string{unitSingle, unitNode} {
+			if !has(serviceLines(t, u), want) {
+				t.Errorf("%s lacks %s", u, want)
+			}
+		}
+	}
+	if len(node) < 40 {
+		t.Errorf("%s has only %d [Service] lines: %q", unitNode, len(node), node)
+	}
+}

@@ -142,7 +142,7 @@ func TestSuiteWritesReport(t *testing.T) {
 	}
 	for _, want := range []string{"| **pairs 1x1** | tallyd |", "|  | redis |", "a note", "Load generator check",
 		"| 64 conns x 16 pipelined pairs |", "not measured in this run", "](latest.png)", "tallyd ÷ server",
-		"**Partial run**", "### Performance targets\n"} {
+		"**Partial run**", "### Performance targets\n", "Load average (1, 5, 15 minutes): "} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("latest.md lacks %q:\n%s", want, md)
 		}
@@ -157,6 +157,9 @@ func TestSuiteWritesReport(t *testing.T) {
 	js, _ := os.ReadFile(filepath.Join(dir, "latest.json"))
 	if err := json.Unmarshal(js, &rep); err != nil {
 		t.Fatal(err)
+	}
+	if rep.LoadStart == nil || rep.LoadEnd == nil || rep.Machine.CPU == "" {
+		t.Errorf("latest.json lacks the load averages or the CPU model: %+v %+v %q", rep.LoadStart, rep.LoadEnd, rep.Machine.CPU)
 	}
 	if len(rep.Cases) != 1 || rep.Cases[0].Results["tallyd"].Ops == 0 || rep.Cases[0].Results["redis"].Ops == 0 {
 		t.Errorf("latest.json cases %+v", rep.Cases)

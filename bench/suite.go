@@ -234,7 +234,7 @@ func suiteCmd(ctx context.Context, args []string, out, errOut io.Writer) error {
 		return fmt.Errorf("suite needs at least one --target NAME=PROTO@HOST:PORT")
 	}
 	rep := &report.Report{Started: time.Now(), Machine: report.ThisMachine(), Notes: *notes,
-		Duration: o.duration.String(), Rounds: o.rounds}
+		Duration: o.duration.String(), Rounds: o.rounds, LoadStart: report.ReadLoad()}
 	for _, s := range *targets {
 		t, err := targetFlag(s)
 		if err != nil {
@@ -414,6 +414,7 @@ func suiteCmd(ctx context.Context, args []string, out, errOut io.Writer) error {
 			rep.Generator = append(rep.Generator, res)
 		}
 	}
+	rep.LoadEnd = report.ReadLoad()
 	return writeSuite(rep, *dir, *name, *format, out)
 }
 

@@ -1,7 +1,8 @@
 package e2e
 
 // `make install` installs the binaries, the manual pages made from their flags, the systemd
-// unit pointing at the installed binary, and the example config unless one is there.
+// units (tallyd.service, tallyd-node.service) pointing at the installed binary, and the
+// example config unless one is there.
 
 import (
 	"os"
@@ -35,6 +36,7 @@ func TestMakeInstall(t *testing.T) {
 		{"/usr/share/man/man8/tallyd.8", 0o644, []string{".TH TALLYD 8", `\-\-log\-file`, `\fBlimits.max_connections\fR`, "SIGHUP"}},
 		{"/usr/share/man/man1/tallyctl.1", 0o644, []string{".TH TALLYCTL 1", `\-\-json`, `tallyctl slock lock`}},
 		{"/usr/lib/systemd/system/tallyd.service", 0o644, []string{"ExecStart=/usr/bin/tallyd --config /etc/tallyd/tallyd.conf", "Type=notify", "ExecReload="}},
+		{"/usr/lib/systemd/system/tallyd-node.service", 0o644, []string{"ExecStart=/usr/bin/tallyd --node-id", "Type=notify", "ExecReload="}},
 		{"/etc/tallyd/tallyd.conf", 0o644, []string{"bind = 127.0.0.1"}},
 	} {
 		fi, err := os.Stat(filepath.Join(dest, f.path))
@@ -64,5 +66,18 @@ func TestMakeInstall(t *testing.T) {
 	install()
 	if b, _ := os.ReadFile(conf); string(b) != "bind = ::1\n" {
 		t.Fatalf("make install overwrote the config: %q", b)
+	}
+
+	// make uninstall removes both units (and keeps the config).
+	if out, err := exec.Command("make", "-C", "..", "uninstall", "DESTDIR="+dest, "PREFIX=/usr", "BIN="+bin).CombinedOutput(); err != nil {
+		t.Fatalf("make uninstall: %v\n%s", err, out)
+	}
+	for _, u := range []string{"tallyd.service", "tallyd-node.service"} {
+		if _, err := os.Stat(filepath.Join(dest, "/usr/lib/systemd/system", u)); !os.IsNotExist(err) {
+			t.Errorf("make uninstall left %s (%v)", u, err)
+		}
+	}
+	if _, err := os.Stat(conf); err != nil {
+		t.Errorf("make uninstall removed the config: %v", err)
 	}
 }

@@ -630,7 +630,7 @@ func (s *Server) maybeSnapshot(now int64) {
 	}
 	cl.snapIndex = cl.applied
 	cl.snapSoon = false
-	s.log.Info().Uint64("index", cl.applied).Int("bytes", len(data)).Dur("took", time.Since(start)).Msg("cluster: snapshot taken")
+	s.log.Info().Uint64("index", cl.applied).Int("bytes", len(data)).Dur("took_ms", time.Since(start)).Msg("cluster: snapshot taken")
 }
 
 // abdicate runs when this node stops leading: what it ran but did not get committed may never

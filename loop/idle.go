@@ -100,7 +100,7 @@ func (s *Server) idleSweep(now int64) {
 	}
 	s.idle.closed += uint64(n)
 	if missed, ok := s.idle.log.allow(time.Unix(0, now)); ok {
-		s.log.Info().Int("closed", n).Dur("idle_timeout", s.cfg.IdleTimeout).
+		s.log.Info().Int("closed", n).Dur("idle_timeout_ms", s.cfg.IdleTimeout).
 			Uint64("more_since_last_line", missed).Msg("closing idle connections (idle-timeout)")
 	}
 }

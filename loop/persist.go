@@ -104,7 +104,7 @@ func (s *Server) openLog() error {
 			Msg("append-only log: torn or corrupt tail cut off")
 	}
 	s.log.Info().Str("file", p.path).Int("records", r.Records).Int("keys", p.keys).Int64("bytes", r.Size).
-		Stringer("appendfsync", s.cfg.AppendFsync).Dur("took", time.Since(start)).Msg("append-only log replayed")
+		Stringer("appendfsync", s.cfg.AppendFsync).Dur("took_ms", time.Since(start)).Msg("append-only log replayed")
 	p.emit = s.appendRecord
 	p.w, err = aof.Open(p.path, r.Size, s.cfg.AppendFsync, s.logProgress)
 	if err == nil {
@@ -158,7 +158,7 @@ func (s *Server) logged(pr aof.Progress) {
 	}
 	if pr.RewriteErr != nil {
 		p.rwRetry = s.now().Add(rewriteRetry).UnixNano()
-		s.log.Error().Err(pr.RewriteErr).Dur("retry_in", rewriteRetry).Msg("append-only log rewrite failed; the log is intact")
+		s.log.Error().Err(pr.RewriteErr).Dur("retry_in_ms", rewriteRetry).Msg("append-only log rewrite failed; the log is intact")
 	}
 	ack := pr.Written
 	if s.cfg.AppendFsync == aof.Always {
@@ -168,7 +168,7 @@ func (s *Server) logged(pr aof.Progress) {
 		p.ack = ack
 	}
 	if pr.Rewrote {
-		s.log.Info().Str("file", p.path).Dur("took", time.Since(p.rwStarted)).Int64("bytes", p.w.Stats().Size).
+		s.log.Info().Str("file", p.path).Dur("took_ms", time.Since(p.rwStarted)).Int64("bytes", p.w.Stats().Size).
 			Msg("append-only log rewritten")
 	}
 	s.pendHeld()

@@ -400,7 +400,7 @@ func (s *Server) pubsubOver(cs *conn) bool {
 		return false
 	}
 	s.log.Warn().Uint64("conn", uint64(cs.owner)).Str("remote", remoteAddr(cs.c).String()).
-		Int64("unsent", unsent).Int64("hard", lim.Hard).Int64("soft", lim.Soft).Dur("soft_seconds", lim.SoftFor).
+		Int64("unsent", unsent).Int64("hard", lim.Hard).Int64("soft", lim.Soft).Float64("soft_seconds", lim.SoftFor.Seconds()).
 		Str("limit", why).Msg("closing subscriber: over client-output-buffer-limit pubsub (it does not read its messages)")
 	s.ps.cut++
 	return true

@@ -1413,7 +1413,7 @@ func (w simLogWriter) Write(p []byte) (int, error) {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		switch k {
-		case "level", "message", "took", "elapsed_us", "time":
+		case "level", "message", "took_ms", "elapsed_us", "time":
 			continue
 		}
 		keys = append(keys, k)

@@ -61,6 +61,10 @@ type Report struct {
 	// Partial says why the run is not the whole standard suite (a case filter, a shorter
 	// duration, a failed case, ...); a partial run is not published.
 	Partial []string `json:"partial,omitempty"`
+	// LoadStart and LoadEnd are the machine's load averages when the suite started and
+	// when it ended (nil where unknown): a busy machine makes the figures low (Busy).
+	LoadStart *LoadAvg `json:"load_start,omitempty"`
+	LoadEnd   *LoadAvg `json:"load_end,omitempty"`
 }
 
 // Machine describes where the suite ran.
@@ -147,6 +151,7 @@ func (r *Report) Markdown(w io.Writer, chart string) {
 	m := r.Machine
 	fmt.Fprintf(w, "Run %s on %s, %d cores, %s, %s, %s.\n",
 		r.Started.UTC().Format("2006-01-02 15:04 MST"), m.CPU, m.Cores, m.Memory, m.Kernel, m.Go)
+	r.loadMarkdown(w)
 	fmt.Fprintf(w, "Each figure: %s measured per run after a warm-up, %d round(s) per target", r.Duration, r.Rounds)
 	if len(r.Targets) > 1 {
 		fmt.Fprintf(w, ", targets alternating")

@@ -14,7 +14,7 @@ func init() {
 	register(
 		&command{group: "cluster", name: "status", nargs: [2]int{0, 0},
 			summary: "show this member's role, the leader, the term, the indexes and every peer",
-			help:    "Prints INFO cluster of the member --host/--slock-port name. Exits 2 if it is not in cluster mode.",
+			help:    "Prints INFO cluster of the member --host/--slock-port name. A single node (not in cluster\nmode) prints one line that says so and exits 0.",
 			setup: func(fs *pflag.FlagSet) func(*app, []string) error {
 				return func(a *app, _ []string) error { return a.clusterStatus() }
 			}},
@@ -48,7 +48,13 @@ func (a *app) clusterStatus() error {
 	text := strings.ReplaceAll(string(rep.Str), "\r\n", "\n")
 	f := infoFields(text)
 	if f["cluster_enabled"] != "1" {
-		return refuse(map[string]any{"cluster_enabled": 0}, "cluster status: %s:%d is not in cluster mode", a.host, a.slockPort)
+		// A single node is an answer, not a failure: one line that says so.
+		if a.json {
+			a.emitJSON(map[string]any{"ok": true, "cluster_enabled": 0, "single_node": true})
+			return nil
+		}
+		_, err := fmt.Fprintf(a.stdout, "%s:%d is a single node, not in cluster mode (tallyd runs without --cluster)\n", a.host, a.slockPort)
+		return err
 	}
 	if a.json {
 		m := map[string]any{"ok": true}

@@ -10,10 +10,15 @@ import (
 )
 
 // tallyctl cluster status, add and remove, against a one-member cluster; and status against a
-// single node, which is not in cluster mode (a refusal, exit 2).
+// single node, which says so in one line (issue 24).
 func TestClusterCommands(t *testing.T) {
 	single := startServer(t, false)
-	expect(t, single.ctl(t, "cluster", "status"), 2, nil, []string{"is not in cluster mode"})
+	r := single.ctl(t, "cluster", "status")
+	expect(t, r, 0, []string{"is a single node, not in cluster mode"}, nil)
+	if strings.Count(r.out, "\n") != 1 || r.err != "" {
+		t.Errorf("cluster status of a single node is not one line:\n%s", r)
+	}
+	expect(t, single.ctl(t, "--json", "cluster", "status"), 0, []string{`"single_node":true`}, nil)
 
 	s := &server{slock: freePort(t), log: &syncBuf{}}
 	peer := "127.0.0.1:" + strconv.Itoa(freePort(t))
@@ -25,7 +30,6 @@ func TestClusterCommands(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() })
 
-	var r result
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		r = s.ctl(t, "cluster", "status")
 		if r.code == 0 && strings.Contains(r.out, "role leader") {
@@ -36,6 +40,10 @@ func TestClusterCommands(t *testing.T) {
 		}
 	}
 	expect(t, r, 0, []string{"node 1  role leader  leader 1", "1  addr=" + peer + "  voter=true"}, nil)
+	// docs/cluster.md's walk-through finds the leader with awk 'NR == 1 {print $6}'.
+	if f := strings.Fields(r.out); len(f) < 6 || f[4] != "leader" || f[5] != "1" {
+		t.Errorf("the leader is not the 6th field of cluster status's first line:\n%s", r.out)
+	}
 	expect(t, s.ctl(t, "--json", "cluster", "status"), 0, []string{`"role":"leader"`, `"node_id":1`}, nil)
 
 	expect(t, s.ctl(t, "cluster", "add", "2", "127.0.0.1:1"), 0, []string{"OK"}, nil)

@@ -21,9 +21,11 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	buildversion "github.com/tallyd/tallyd/internal/version"
 )
 
-const version = "0.1.0"
+var version = buildversion.String()
 
 // Defaults: tallyd's own (see docs/operations.md), the semaphore variant's port being
 // the one `semaphore.enable = true` gives it.
@@ -85,7 +87,7 @@ type app struct {
 type refusal struct {
 	msg     string
 	fields  map[string]any
-	printed bool // the command printed it already (text output): nothing more to say
+	printed bool // the command printed it already (text output: raw's error reply, health's reason): only the exit status
 }
 
 func (r *refusal) Error() string { return r.msg }
@@ -131,6 +133,22 @@ var groups = []struct{ name, summary string }{
 
 // commands is every command, in the order --help lists them.
 var commands []*command
+
+func init() {
+	register(&command{name: "version", nargs: [2]int{0, 0},
+		summary: "print tallyctl's version (the same number tallyd --version prints)",
+		help:    "Prints \"tallyctl VERSION\", as --version does. A build sets VERSION with make VERSION=...\n(-ldflags -X github.com/tallyd/tallyd/internal/version.Tag=...); go install ...@vX.Y.Z stamps it.",
+		setup: func(fs *pflag.FlagSet) func(*app, []string) error {
+			return func(a *app, _ []string) error {
+				if a.json {
+					a.emitJSON(map[string]any{"ok": true, "version": version})
+					return nil
+				}
+				_, err := fmt.Fprintln(a.stdout, "tallyctl", version)
+				return err
+			}
+		}})
+}
 
 func register(cs ...*command) { commands = append(commands, cs...) }
 

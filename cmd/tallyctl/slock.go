@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -242,7 +243,7 @@ OK exits 0; UNLOCK_ERROR (not held by that LockId), UNOWN_ERROR, UNKNOWN_DB exit
 			}},
 		&command{group: "slock", name: "locked", args: "KEY", nargs: [2]int{1, 1},
 			summary: "CALL LIST_LOCKED: who holds KEY, with each holder's fencing token",
-			help: `A key nobody holds is a refusal (LOCK_MANAGER_ERROR, exit 2). The TOKEN column is each
+			help: `A key nobody holds prints "KEY: not held" and is a refusal (exit 2). The TOKEN column is each
 holder's fencing token, read with TOKEN KEY LOCK_ID id on a Redis-text connection (see
 'slock token'); it is left out, with a note on stderr, when the server gives no tokens or
 KEY is a name of 16 bytes or more, which text commands name differently.`,
@@ -253,7 +254,7 @@ KEY is a name of 16 bytes or more, which text commands name differently.`,
 			}},
 		&command{group: "slock", name: "waits", args: "KEY", nargs: [2]int{1, 1},
 			summary: "CALL LIST_WAIT: who waits for KEY",
-			help:    "A key nobody holds is a refusal (LOCK_MANAGER_ERROR, exit 2).",
+			help:    `A key nobody holds prints "KEY: not held" and is a refusal (exit 2).`,
 			setup: func(fs *pflag.FlagSet) func(*app, []string) error {
 				var db uint8
 				dbFlag(fs, &db)
@@ -624,6 +625,13 @@ func (a *app) keyListing(verb, method, key string, db uint8) (body []byte, serve
 	}
 	defer s.Close()
 	body, err = s.call(verb+" "+key, method, slock.AppendListRequest(nil, uint32(db), keyBytes(key)))
+	var r *refusal
+	if errors.As(err, &r) && r.fields["result"] == slock.ResultUnknownDB.String() {
+		// No holders (LOCK_MANAGER_ERROR), or a database nothing was ever locked in
+		// (UNKNOWN_DB_ERROR): either way the key is not held.
+		r.fields["key"], r.fields["held"] = key, false
+		return nil, s.what, refuse(r.fields, "%s %s: not held", verb, key)
+	}
 	return body, s.what, err
 }
 

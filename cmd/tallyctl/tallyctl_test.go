@@ -239,7 +239,7 @@ func TestSlockCommands(t *testing.T) {
 	expect(t, s.ctl(t, "slock", "unlock", "job", "--lock-id", "worker1"), 0, []string{"OK key=job", "lcount=0"}, nil)
 	expect(t, waiter.wait(t), 0, []string{"OK key=job lock_id=000000000000000000776f726b657232 lcount=1"}, nil)
 	expect(t, s.ctl(t, "slock", "unlock", "job", "--first"), 0, []string{"OK key=job"}, nil)
-	expect(t, s.ctl(t, "slock", "locked", "job"), 2, nil, []string{"locked job: LIST_LOCKED nobody holds it"})
+	expect(t, s.ctl(t, "slock", "locked", "job"), 2, nil, []string{"locked job: not held"})
 	expect(t, s.ctl(t, "slock", "list"), 0, []string{"no locked keys in db 0"}, nil)
 	expect(t, s.ctl(t, "slock", "state", "--db", "3"), 0, []string{"db 3 does not exist yet"}, nil)
 	expect(t, s.ctl(t, "slock", "list", "--db", "3"), 2, nil, []string{"UNKNOWN_DB"})
@@ -340,11 +340,14 @@ func TestValueCommands(t *testing.T) {
 func TestRawCommand(t *testing.T) {
 	s := startServer(t, false)
 	expect(t, s.ctl(t, "raw", "PING"), 0, []string{"PONG\n"}, nil)
-	expect(t, s.ctl(t, "raw", "ECHO", "hi there"), 0, []string{`"hi there"`}, nil)
-	r := s.ctl(t, "raw", "LOCK", "rawkey", "TIMEOUT", "0", "EXPRIED", "30", "LOCK_ID", "worker1")
+	expect(t, s.ctl(t, "raw", "--no-raw", "ECHO", "hi there"), 0, []string{`"hi there"`}, nil)
+	r := s.ctl(t, "raw", "--no-raw", "LOCK", "rawkey", "TIMEOUT", "0", "EXPRIED", "30", "LOCK_ID", "worker1")
 	expect(t, r, 0, []string{` 1) "0"`, ` 2) "OK"`, ` 4) "000000000000000000776f726b657231"`, `12) "1"`}, nil)
-	expect(t, s.ctl(t, "raw", "TIMEOUT", "GET"), 0, []string{"(integer) 15"}, nil)
-	expect(t, s.ctl(t, "raw", "NOSUCHCOMMAND"), 2, nil, []string{"tallyctl raw NOSUCHCOMMAND: ERR unknown command 'NOSUCHCOMMAND', with args beginning with: "})
+	expect(t, s.ctl(t, "raw", "--no-raw", "TIMEOUT", "GET"), 0, []string{"(integer) 15"}, nil)
+	expect(t, s.ctl(t, "raw", "TIMEOUT", "GET"), 0, []string{"15\n"}, nil) // a pipe: the bare value, as redis-cli
+	// An error reply is printed as redis-cli prints it, and exits 2.
+	expect(t, s.ctl(t, "raw", "NOSUCHCOMMAND"), 2, []string{"ERR unknown command 'NOSUCHCOMMAND', with args beginning with: \n"}, nil)
+	expect(t, s.ctl(t, "raw", "--no-raw", "NOSUCHCOMMAND"), 2, []string{"(error) ERR unknown command 'NOSUCHCOMMAND'"}, nil)
 	expect(t, s.ctl(t, "--json", "raw", "NOSUCHCOMMAND"), 2, []string{`"ok":false`, `"reply":"ERR unknown command 'NOSUCHCOMMAND', with args beginning with: "`}, nil)
 }
 

@@ -119,6 +119,9 @@ type valueCmd struct {
 	// nilRefused, when not empty, makes a null reply a refusal saying this
 	// (GET of a missing key, SET NX of an existing one).
 	nilRefused string
+	// cliRaw and cliTTY, for the raw command, are its --raw and --no-raw: redis-cli's
+	// rendering for a pipe or for a terminal, whatever stdout is (redisfmt.go).
+	cliRaw, cliTTY *bool
 }
 
 func init() {
@@ -170,7 +173,10 @@ func init() {
 			summary: "list the keys matching PATTERN (default *), one a line"},
 		{name: "raw", args: "COMMAND [ARG...]", nargs: [2]int{1, -1}, build: func(args []string) ([]string, error) { return args, nil },
 			summary: "send any Redis-text command to the slock port and print the reply",
-			help: `Prints the reply as redis-cli does. An error reply exits 2. For example:
+			help: `Prints the reply as redis-cli does: for a terminal (integer) 1, (nil), (error) ERR ...,
+numbered array elements and quoted strings; for a pipe or file the bare values, one a
+line (--raw and --no-raw choose, as redis-cli's do). INFO and the other reports print
+their text as it is. An error reply exits 2. For example:
   tallyctl raw LOCK job TIMEOUT 0 EXPRIED 30
   tallyctl raw TIMEOUT GET`},
 	}
@@ -207,6 +213,10 @@ func init() {
 						return cmd, nil
 					}
 				}
+				if vc.name == "raw" {
+					vc.cliRaw = fs.Bool("raw", false, "print bare values, as for a pipe (redis-cli --raw)")
+					vc.cliTTY = fs.Bool("no-raw", false, "print as for a terminal, types marked and strings quoted (redis-cli --no-raw)")
+				}
 				return func(a *app, args []string) error { return a.value(&vc, args) }
 			}})
 	}
@@ -225,6 +235,9 @@ func (a *app) value(vc *valueCmd, args []string) error {
 	rep, err := r.do(cmd...)
 	if err != nil {
 		return err
+	}
+	if vc.cliRaw != nil && !a.json {
+		return a.printRedisCLI(vc, cmd, rep)
 	}
 	what := strings.Join(append([]string{vc.name}, args...), " ")
 	switch {
