@@ -24,7 +24,8 @@ import (
 // that will not be acknowledged). Only a leader serves it in a cluster (a follower's store
 // may lag); one runs at a time, since each holds a copy of the store until it is sent.
 
-// snapshotChunk is how much of the file goes into the output per step.
+// snapshotChunk is how much of the file goes into the output per step, at most (and at
+// most a quarter of --max-output, so that a chunk never takes the output past its limit).
 const snapshotChunk = 256 << 10
 
 // snapshotCmd runs SNAPSHOT for cs.
@@ -62,7 +63,7 @@ func (s *Server) snapshotBusy() bool {
 // snapshotStep puts the next chunk of the file in cs's output; after the last, the bulk
 // string's end.
 func (s *Server) snapshotStep(cs *conn, c *textCont) {
-	end := min(c.sent+snapshotChunk, len(c.file))
+	end := min(c.sent+max(min(snapshotChunk, s.cfg.MaxOutput/4), 1024), len(c.file))
 	b := append(s.out(cs), c.file[c.sent:end]...)
 	c.sent = end
 	if c.sent == len(c.file) {
