@@ -171,6 +171,9 @@ func run(args []string, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "check-log" {
 		return runCheckLog(args[1:], os.Stdout, stderr, time.Now())
 	}
+	if len(args) > 0 && args[0] == "restore" {
+		return runRestore(args[1:], os.Stdout, stderr)
+	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sig)
@@ -184,6 +187,8 @@ func run(args []string, stderr io.Writer) int {
 Usage: tallyd [flags]
        tallyd check-log [--fix] FILE   check a damaged log, and with --fix repair it
                                        (keeping the original aside; see check-log --help)
+       tallyd restore FILE --data-dir DIR [--cluster ... --node-id ID]
+                                       write a new data dir from a backup (see restore --help)
 
 With no flags it serves the yrmcds counter protocol on 127.0.0.1:%d, PoolCounter on
 127.0.0.1:%d and slock on 127.0.0.1:%d. Everything a yrmcds or PoolCounter connection has

@@ -247,6 +247,10 @@ var execByName = map[string]execFn{
 	},
 	"EVAL": execEval, "EVALSHA": execEval, "EVAL_RO": execEval, "EVALSHA_RO": execEval,
 	"SCRIPT": func(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool { s.scriptCmd(cs, r.Args); return false },
+	"SNAPSHOT": func(s *Server, cs *conn, r *rediscmd.Request, now int64) bool {
+		s.snapshotCmd(cs, r.Args, now)
+		return false
+	},
 
 	"SUBSCRIBE": func(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool {
 		s.subscribe(cs, r.Args[1:], false)

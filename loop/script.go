@@ -199,7 +199,7 @@ func noScript(spec *rediscmd.Spec) bool {
 	}
 	switch spec.Name {
 	case "SUBSCRIBE", "PSUBSCRIBE", "SSUBSCRIBE", "UNSUBSCRIBE", "PUNSUBSCRIBE", "SUNSUBSCRIBE", "WAIT",
-		"WAITAOF", "MONITOR", "RESET", "FCALL", "FCALL_RO", "FUNCTION", "SHUTDOWN", "SYNC", "PSYNC":
+		"WAITAOF", "MONITOR", "SNAPSHOT", "RESET", "FCALL", "FCALL_RO", "FUNCTION", "SHUTDOWN", "SYNC", "PSYNC":
 		return true
 	}
 	return false

@@ -224,6 +224,7 @@ type Server struct {
 	scr scriptState // EVAL and SCRIPT (script.go)
 
 	persist persistState
+	backing *conn         // the connection a SNAPSHOT is being sent to (backup.go)
 	replies replyGate     // holds replies until durable: logGate, raftGate or openGate (output.go)
 	cl      *clusterState // nil unless in cluster mode (cluster.go)
 	idle    idleState

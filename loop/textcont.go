@@ -32,6 +32,7 @@ const (
 const (
 	contKeys = iota + 1
 	contMGet
+	contSnapshot // SNAPSHOT's reply (backup.go)
 )
 
 // textCont is a Redis-text command going on across turns.
@@ -57,6 +58,10 @@ type textCont struct {
 	next    int       // the next key to check, then to answer
 	checked bool      // every key was checked (nameClash) and the array header is out
 	one     [2][]byte // the GET being run: a name and its key
+
+	// SNAPSHOT: the file being sent, and how much of it is out.
+	file []byte
+	sent int
 }
 
 // contActive reports whether a command of sc goes on in a later turn.
@@ -113,6 +118,8 @@ func (s *Server) contStep(cs *conn, c *textCont, now int64) {
 			s.keysStep(cs, c)
 		case contMGet:
 			s.mgetStep(cs, c, now)
+		case contSnapshot:
+			s.snapshotStep(cs, c)
 		}
 		if c.active && !s.sliceLeft(cs) {
 			s.yield(cs)

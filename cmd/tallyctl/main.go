@@ -129,6 +129,7 @@ var groups = []struct{ name, summary string }{
 	{"pool", "PoolCounter (port 7531): acq4me, acq4any, stats"},
 	{"slock", "slock locks (port 5658): lock, unlock, state, info, list, locked, waits, ping"},
 	{"cluster", "a tallyd cluster (through any member's slock port): status, add, remove"},
+	{"snapshot", "backups of the store (through the slock port; a cluster's leader): save, status"},
 }
 
 // commands is every command, in the order --help lists them.

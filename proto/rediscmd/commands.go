@@ -59,6 +59,7 @@ const (
 	CmdWait        // WAIT numreplicas timeout: how many other voters hold the connection's last write
 	CmdEval        // EVAL, EVALSHA, EVAL_RO, EVALSHA_RO: a Lua script (script/)
 	CmdScript      // SCRIPT LOAD|EXISTS|FLUSH|KILL|HELP: the script cache
+	CmdSnapshot    // SNAPSHOT: a backup file of the store (loop/backup.go)
 )
 
 // Pub/sub commands: numbered from 200, apart from the list above, which grows.
@@ -230,6 +231,7 @@ var table = []row{
 	{"EVAL_RO", CmdEval, OpNone, -3, 0, HashNone, aSlow | aScripting, keysEval, RouteData, nil},
 	{"EVALSHA_RO", CmdEval, OpNone, -3, 0, HashNone, aSlow | aScripting, keysEval, RouteData, nil},
 	{"SCRIPT", CmdScript, OpNone, -2, 0, HashNone, aSlow, keysNone, RouteData, nil},
+	{"SNAPSHOT", CmdSnapshot, OpNone, 1, CmdAdmin, HashNone, aAdminCmd, keysNone, RouteMember, nil}, // tallyd's own: a leader's or single node's backup
 	{"SUBSCRIBE", CmdSubscribe, OpNone, -2, 0, HashNone, aPubSub | aSlow, keysNone, RouteMember, nil},
 	{"UNSUBSCRIBE", CmdUnsubscribe, OpNone, -1, 0, HashNone, aPubSub | aSlow, keysNone, RouteMember, nil},
 	{"PSUBSCRIBE", CmdPSubscribe, OpNone, -2, 0, HashNone, aPubSub | aSlow, keysNone, RouteMember, nil},

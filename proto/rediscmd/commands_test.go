@@ -139,7 +139,7 @@ func TestRoutes(t *testing.T) {
 		"TIMEOUT": RouteConn, "HELLO": RouteConn, "CONSISTENCY": RouteConn, "COMMAND": RouteConn, "CLIENT": RouteConn,
 		"AUTH": RouteUser, "ACL": RouteUser, "INFO": RouteMember, "CONFIG": RouteMember, "CLUSTER": RouteLeader,
 		"SUBSCRIBE": RouteMember, "UNSUBSCRIBE": RouteMember, "PSUBSCRIBE": RouteMember, "PUNSUBSCRIBE": RouteMember,
-		"PUBSUB": RouteMember}
+		"PUBSUB": RouteMember, "SNAPSHOT": RouteMember}
 	for _, s := range Commands() {
 		if s.Route != want[s.Name] { // RouteData when not listed
 			t.Errorf("%s: route %d, want %d", s.Name, s.Route, want[s.Name])

@@ -35,6 +35,7 @@ type Keys struct {
 	d     hash.Hash
 	start []byte // d's state after the secret's block
 	sum   [sha256.Size]byte
+	key   [32]byte // the secret, for a backup (Secret)
 }
 
 // NewKeys returns the mapping keyed by secret.
@@ -47,8 +48,11 @@ func NewKeys(secret [32]byte) *Keys {
 	if err != nil { // cannot be: crypto/sha256 marshals its state
 		panic(err)
 	}
-	return &Keys{d: d, start: start}
+	return &Keys{d: d, start: start, key: secret}
 }
+
+// Secret returns the secret k maps names under: a backup carries it with the keys.
+func (k *Keys) Secret() [32]byte { return k.key }
 
 // zeroSecret is the secret of a nil Keys (a Text without one: tests), which builds its
 // own state on each call and so shares none.
