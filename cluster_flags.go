@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -170,10 +172,25 @@ func readClusterKey(path string) ([]byte, error) {
 	if len(b) < 32 {
 		return nil, fmt.Errorf("--cluster-key-file %s holds %d bytes: at least 32 are needed (e.g. head -c 48 /dev/urandom | base64 > %s)", path, len(b), path)
 	}
-	if st, err := os.Stat(path); err == nil && st.Mode().Perm()&0o077 != 0 {
+	if st, err := os.Stat(path); err == nil && st.Mode().Perm()&0o077 != 0 && !ownGroupReadable(st) {
 		return nil, fmt.Errorf("--cluster-key-file %s is readable by others (mode %s): chmod 600 it", path, st.Mode().Perm())
 	}
 	return b, nil
+}
+
+// ownGroupReadable tells whether a key file's only access beyond its owner is reading by a
+// group this process runs with: Kubernetes mounts a Secret that way (mode 0440, group the
+// pod's fsGroup) and offers no way to give the file to the pod's user instead.
+func ownGroupReadable(st os.FileInfo) bool {
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok || st.Mode().Perm()&0o037 != 0 {
+		return false
+	}
+	if int(sys.Gid) == os.Getegid() {
+		return true
+	}
+	groups, _ := os.Getgroups()
+	return slices.Contains(groups, int(sys.Gid))
 }
 
 // parsePeers reads ID=HOST:PORT,ID=HOST:PORT,...

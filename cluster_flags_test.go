@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,6 +55,28 @@ func TestReadClusterKey(t *testing.T) {
 	}
 	if _, err := readClusterKey(write("open", strings.Repeat("x", 40), 0o644)); err == nil || !strings.Contains(err.Error(), "chmod 600") {
 		t.Fatalf("a key others can read: %v", err)
+	}
+	// A Kubernetes Secret mounted with the pod's fsGroup: group-readable, the group our own.
+	if _, err := readClusterKey(write("group", strings.Repeat("x", 40), 0o640)); err != nil {
+		t.Fatalf("a key only our own group can read: %v", err)
+	}
+	for _, mode := range []os.FileMode{0o660, 0o604, 0o650} {
+		p := write(fmt.Sprintf("group%o", mode), strings.Repeat("x", 40), mode)
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := readClusterKey(p); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+			t.Fatalf("a key of mode %o: %v", mode, err)
+		}
+	}
+	if os.Geteuid() == 0 {
+		p := write("othergroup", strings.Repeat("x", 40), 0o640)
+		if err := os.Chown(p, -1, 4242); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := readClusterKey(p); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+			t.Fatalf("a key another group can read: %v", err)
+		}
 	}
 	if _, err := readClusterKey(filepath.Join(dir, "missing")); err == nil {
 		t.Fatal("a missing key file")
