@@ -37,4 +37,6 @@ STOPSIGNAL SIGTERM
 # tallyctl health asks the metrics port's /readyz: 0 when this member can acknowledge writes.
 HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 CMD ["/usr/local/bin/tallyctl", "health"]
 ENTRYPOINT ["/usr/local/bin/tallyd"]
-CMD ["--bind", "0.0.0.0", "--data-dir", "/data", "--metrics-addr", "0.0.0.0:9715", "--semaphore-port", "11216"]
+# Every listener on every address, clients from loopback and the private networks containers
+# and pods use (protected mode would take loopback only); narrow --allow to your own.
+CMD ["--bind", "0.0.0.0", "--allow", "127.0.0.0/8,::1/128,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7", "--data-dir", "/data", "--metrics-addr", "0.0.0.0:9715", "--semaphore-port", "11216"]

@@ -71,8 +71,9 @@ func TestContainerImage(t *testing.T) {
 		t.Errorf("Volumes %v, WorkingDir %q; want /data", c.Volumes, c.WorkingDir)
 	}
 	if flagValue(c.Cmd, "--data-dir") != "/data" || flagValue(c.Cmd, "--metrics-addr") != "0.0.0.0:9715" ||
-		flagValue(c.Cmd, "--bind") != "0.0.0.0" || flagValue(c.Cmd, "--semaphore-port") != "11216" {
-		t.Errorf("Cmd %q; want --bind 0.0.0.0 --data-dir /data --metrics-addr 0.0.0.0:9715 --semaphore-port 11216", c.Cmd)
+		flagValue(c.Cmd, "--bind") != "0.0.0.0" || flagValue(c.Cmd, "--semaphore-port") != "11216" ||
+		!strings.Contains(flagValue(c.Cmd, "--allow"), "10.0.0.0/8") || !strings.Contains(flagValue(c.Cmd, "--allow"), "127.0.0.0/8") {
+		t.Errorf("Cmd %q; want --bind 0.0.0.0 --allow with loopback and the private networks (protected mode would refuse a container's clients) --data-dir /data --metrics-addr 0.0.0.0:9715 --semaphore-port 11216", c.Cmd)
 	}
 	if h := c.Healthcheck; h == nil || !slices.Equal(h.Test, []string{"CMD", "/usr/local/bin/tallyctl", "health"}) || h.Interval <= 0 || h.Timeout <= 0 {
 		t.Errorf("Healthcheck %+v; want CMD /usr/local/bin/tallyctl health with an interval and a timeout", h)
