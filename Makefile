@@ -25,7 +25,7 @@ SYSCONFDIR ?= /etc
 # Where `make build` puts the binaries and `make man` the pages.
 BIN        ?= bin
 
-.PHONY: all build man install uninstall run test vet deps unit plain e2e race fuzz slowest clean
+.PHONY: all build man install uninstall run test vet deps unit plain e2e race fuzz slowest clean image
 
 all: build
 
@@ -36,6 +36,15 @@ VERSION_FLAGS = $(if $(VERSION),-ldflags "-X github.com/tallyd/tallyd/internal/v
 build:
 	$(GO) build $(VERSION_FLAGS) -o $(BIN)/tallyd .
 	$(GO) build $(VERSION_FLAGS) -o $(BIN)/tallyctl ./cmd/tallyctl
+
+# The container image (the Dockerfile's, without a daemon or registry): static binaries in
+# $(IMAGEBIN), then an OCI archive at $(IMAGE) (`podman load -i $(IMAGE)`; docs/operations.md).
+IMAGE    ?= out/image/tallyd.oci.tar
+IMAGEBIN ?= out/image/bin
+image:
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(IMAGEBIN)/tallyd .
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(IMAGEBIN)/tallyctl ./cmd/tallyctl
+	$(GO) run scripts/mkimage.go -bin $(IMAGEBIN) -o $(IMAGE)
 
 # The manual pages tallyd(8) and tallyctl(1), written by the binaries from their own flag
 # definitions (the hidden --man flag), so they cannot drift from them.
@@ -86,6 +95,7 @@ deps:
 	-./scripts/ensure-node-redlock.sh
 	-./scripts/ensure-tmux.sh
 	-./scripts/ensure-iproute2.sh
+	-./scripts/ensure-image-tools.sh
 
 vet:
 	$(GO) vet ./...

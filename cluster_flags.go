@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -27,11 +29,14 @@ type clusterOptions struct {
 	state     string
 	peerBind  string
 	keyFile   string
+	// fromHost takes the node ID from the host name's ordinal (--node-id-from-hostname).
+	fromHost bool
 }
 
 func (c *clusterOptions) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.cluster, "cluster", "", "run as a member of a replicated cluster: the initial voters as `ID=HOST:PORT,...` (their peer addresses); needs --node-id")
 	fs.Uint64Var(&c.nodeID, "node-id", 0, "this member's ID (cluster mode); its peer port is its own address in --cluster (or --peer-addr)")
+	fs.BoolVar(&c.fromHost, "node-id-from-hostname", false, "take --node-id from the host name's trailing -ORDINAL plus one (tallyd-0 is node 1): a Kubernetes StatefulSet's pod names")
 	fs.StringVar(&c.join, "join", "", "join a running cluster through a member's peer address `HOST:PORT`, as a learner promoted once caught up (with --node-id and --peer-addr)")
 	fs.StringVar(&c.peerAddr, "peer-addr", "", "this member's peer address `HOST:PORT` (default: its entry in --cluster)")
 	fs.DurationVar(&c.raftTick, "raft-tick", 100*time.Millisecond, "raft's tick: a leader is elected after 10 without one, heartbeats go every tick")
@@ -46,10 +51,22 @@ func (c *clusterOptions) flags(fs *pflag.FlagSet) {
 // when not in cluster mode.
 func (c *clusterOptions) config(cfg *loop.Config, appendOnly bool, bind string) error {
 	if c.cluster == "" && c.join == "" {
-		if c.nodeID != 0 || c.peerAddr != "" {
-			return errors.New("--node-id and --peer-addr need --cluster or --join")
+		if c.nodeID != 0 || c.peerAddr != "" || c.fromHost {
+			return errors.New("--node-id, --node-id-from-hostname and --peer-addr need --cluster or --join")
 		}
 		return nil
+	}
+	if c.fromHost {
+		if c.nodeID != 0 {
+			return errors.New("--node-id and --node-id-from-hostname cannot be used together")
+		}
+		host, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("--node-id-from-hostname: %w", err)
+		}
+		if c.nodeID, err = nodeIDFromHostname(host); err != nil {
+			return err
+		}
 	}
 	if c.nodeID == 0 {
 		return errors.New("cluster mode needs --node-id (a positive integer)")
@@ -108,6 +125,21 @@ func (c *clusterOptions) config(cfg *loop.Config, appendOnly bool, bind string) 
 	return nil
 }
 
+// nodeIDFromHostname returns one more than the ordinal that ends host's first label, the
+// way a StatefulSet names its pods (tallyd-0, tallyd-1, ...), so that node IDs start at 1.
+func nodeIDFromHostname(host string) (uint64, error) {
+	label, _, _ := strings.Cut(host, ".")
+	i := strings.LastIndexByte(label, '-')
+	if i < 0 || i == len(label)-1 {
+		return 0, fmt.Errorf("--node-id-from-hostname: host name %q does not end in -ORDINAL (as a StatefulSet's pod tallyd-0 does)", host)
+	}
+	n, err := strconv.ParseUint(label[i+1:], 10, 63)
+	if err != nil {
+		return 0, fmt.Errorf("--node-id-from-hostname: host name %q does not end in -ORDINAL: %q is not an ordinal", host, label[i+1:])
+	}
+	return n + 1, nil
+}
+
 // peerListen returns the peer listener's address: the port of this member's peer address
 // on --peer-bind, else on --bind (which covers every listener). A bind address that cannot
 // receive the peer address (a specific IP other than the peer address's own) is an error
@@ -140,10 +172,25 @@ func readClusterKey(path string) ([]byte, error) {
 	if len(b) < 32 {
 		return nil, fmt.Errorf("--cluster-key-file %s holds %d bytes: at least 32 are needed (e.g. head -c 48 /dev/urandom | base64 > %s)", path, len(b), path)
 	}
-	if st, err := os.Stat(path); err == nil && st.Mode().Perm()&0o077 != 0 {
+	if st, err := os.Stat(path); err == nil && st.Mode().Perm()&0o077 != 0 && !ownGroupReadable(st) {
 		return nil, fmt.Errorf("--cluster-key-file %s is readable by others (mode %s): chmod 600 it", path, st.Mode().Perm())
 	}
 	return b, nil
+}
+
+// ownGroupReadable tells whether a key file's only access beyond its owner is reading by a
+// group this process runs with: Kubernetes mounts a Secret that way (mode 0440, group the
+// pod's fsGroup) and offers no way to give the file to the pod's user instead.
+func ownGroupReadable(st os.FileInfo) bool {
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok || st.Mode().Perm()&0o037 != 0 {
+		return false
+	}
+	if int(sys.Gid) == os.Getegid() {
+		return true
+	}
+	groups, _ := os.Getgroups()
+	return slices.Contains(groups, int(sys.Gid))
 }
 
 // parsePeers reads ID=HOST:PORT,ID=HOST:PORT,...

@@ -16,6 +16,7 @@ require (
 	github.com/yuin/gopher-lua v1.1.2
 	github.com/zeebo/xxh3 v1.1.0
 	go.etcd.io/raft/v3 v3.7.0
+	go.yaml.in/yaml/v3 v3.0.5
 	golang.org/x/sys v0.48.0
 	gonum.org/v1/plot v0.15.0
 	google.golang.org/protobuf v1.36.11
