@@ -188,8 +188,6 @@ func (w *Writer) syncer() {
 		if j.gen == w.gen.Load() {
 			if err != nil {
 				w.fsyncs.Error()
-			}
-			if err != nil {
 				msg := fmt.Sprintf("append-only log %s: fsync: %v", w.path, err)
 				w.writeErr.Store(&msg)
 				why := logfile.Reason(err)
