@@ -100,7 +100,7 @@ func TestReadsBarrier(t *testing.T) {
 	if l.reads.Done != 1 || l.reads.Seq != 2 {
 		t.Fatalf("cut off: barriers asked %d, passed %d", l.reads.Seq, l.reads.Done)
 	}
-	l.reads.Passed([]byte{1, 2}) // not a barrier's context
+	l.reads.Passed([]byte{1, 2}, 5) // not a barrier's context
 	if l.reads.Done != 1 {
 		t.Fatal("a short context passed a barrier")
 	}
