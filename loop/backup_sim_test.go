@@ -87,19 +87,26 @@ func TestSimSnapshotOnFollower(t *testing.T) {
 	}
 }
 
+// snapshotSim starts a cluster of three for seed and SETs k through its leader; it returns
+// the leader, a follower and the leader's client.
+func snapshotSim(t *testing.T, seed uint64) (c *sim, l, f uint64, a *simClient) {
+	c = newSim(t, 3, seed)
+	l = c.elect()
+	f = c.others(l)[0]
+	a = c.client(l)
+	if r := a.do("SET", "k", "before"); !r.isOK() {
+		t.Fatalf("SET: %s", r)
+	}
+	c.run(100 * time.Millisecond)
+	return c, l, f, a
+}
+
 // A follower cut off from the others answers -CLUSTERDOWN after --cluster-timeout, never a
 // file of its store (which may lag behind what the majority acknowledged meanwhile).
 func TestSimSnapshotPartitionedFollower(t *testing.T) {
 	for _, seed := range []uint64{1, 5, 7} {
 		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
-			c := newSim(t, 3, seed)
-			l := c.elect()
-			f := c.others(l)[0]
-			a := c.client(l)
-			if r := a.do("SET", "k", "before"); !r.isOK() {
-				t.Fatalf("SET: %s", r)
-			}
-			c.run(100 * time.Millisecond)
+			c, _, f, a := snapshotSim(t, seed)
 			c.partition(f)
 			if r := a.do("SET", "k", "after-the-partition"); !r.isOK() {
 				t.Fatalf("SET on the majority side: %s", r)
@@ -133,14 +140,7 @@ func TestSimSnapshotPartitionedFollower(t *testing.T) {
 func TestSimSnapshotLeaderChanges(t *testing.T) {
 	for _, seed := range []uint64{1, 5, 7} {
 		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
-			c := newSim(t, 3, seed)
-			l := c.elect()
-			f := c.others(l)[0]
-			a := c.client(l)
-			if r := a.do("SET", "k", "v1"); !r.isOK() {
-				t.Fatalf("SET: %s", r)
-			}
-			c.run(100 * time.Millisecond)
+			c, l, f, _ := snapshotSim(t, seed)
 			c.hold(l, f) // the read's answer does not come
 			b := c.client(f)
 			b.send("SNAPSHOT")
