@@ -100,7 +100,7 @@ func TestReadsBarrier(t *testing.T) {
 	if l.reads.Done != 1 || l.reads.Seq != 2 {
 		t.Fatalf("cut off: barriers asked %d, passed %d", l.reads.Seq, l.reads.Done)
 	}
-	l.reads.Passed([]byte{1, 2}) // not a barrier's context
+	l.reads.Passed([]byte{1, 2}, 5) // not a barrier's context
 	if l.reads.Done != 1 {
 		t.Fatal("a short context passed a barrier")
 	}
@@ -112,5 +112,37 @@ func TestLevelString(t *testing.T) {
 		if got := l.String(); got != want {
 			t.Errorf("Level %d: %q, want %q", l, got, want)
 		}
+	}
+}
+
+// TestReadsMember: a follower's own read goes to the leader and comes back with the leader's
+// commit index; it is told apart from a barrier both ways, and only the last one asked counts.
+func TestReadsMember(t *testing.T) {
+	h := newHarness(t, 3)
+	l := h.elect()
+	h.until("the leader's first entry committed", 50, func() bool { return l.rn.BasicStatus().GetCommit() >= 4 })
+	var f *member
+	for _, m := range h.members {
+		if m != nil && m != l {
+			f = m
+			break
+		}
+	}
+	n := f.reads.AskMember(f.rn)
+	h.until("the follower's read answered", 20, func() bool { return f.reads.Got })
+	if c := l.rn.BasicStatus().GetCommit(); f.reads.Index != c || f.reads.Member != n {
+		t.Fatalf("read %d answered at %d (asked %d); the leader's commit is %d", n, f.reads.Index, f.reads.Member, c)
+	}
+	if f.reads.Done != 0 {
+		t.Fatalf("a member read passed barrier %d", f.reads.Done)
+	}
+	f.reads.AskMember(f.rn)
+	f.reads.Passed([]byte{'M', 0, 0, 0, 0, 0, 0, 0, byte(n)}, 99) // the earlier one's answer, late
+	if f.reads.Got {
+		t.Fatal("an earlier read's answer was taken for the last one's")
+	}
+	l.reads.Passed([]byte{'M', 0, 0, 0, 0, 0, 0, 0, 9}, 99)
+	if l.reads.Done != 0 {
+		t.Fatal("a member read's context passed a barrier")
 	}
 }

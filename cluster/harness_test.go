@@ -107,9 +107,9 @@ type readies struct {
 	m *member
 }
 
-func (r readies) SoftState(*raft.SoftState) {}
-func (r readies) ReadState(ctx []byte)      { r.m.reads.Passed(ctx) }
-func (r readies) Send(msg *raftpb.Message)  { r.h.send(r.m.id, msg) }
+func (r readies) SoftState(*raft.SoftState)      {}
+func (r readies) ReadState(ctx []byte, i uint64) { r.m.reads.Passed(ctx, i) }
+func (r readies) Send(msg *raftpb.Message)       { r.h.send(r.m.id, msg) }
 
 func (r readies) Append(msg *raftpb.Message) {
 	m := r.m

@@ -9,8 +9,8 @@ import (
 type ReadyHandler interface {
 	// SoftState sees a change of role or leader.
 	SoftState(*raft.SoftState)
-	// ReadState sees a read barrier (ReadIndex) pass, by the context it was asked with.
-	ReadState(ctx []byte)
+	// ReadState sees a read (ReadIndex) pass, by the context it was asked with, at index.
+	ReadState(ctx []byte, index uint64)
 	// Append stores a LocalAppendThread message (Storage.Append).
 	Append(*raftpb.Message)
 	// Apply applies a LocalApplyThread message's committed entries and steps its responses.
@@ -28,7 +28,7 @@ func HandleReadies(rn *raft.RawNode, h ReadyHandler) {
 			h.SoftState(rd.SoftState)
 		}
 		for _, r := range rd.ReadStates {
-			h.ReadState(r.RequestCtx)
+			h.ReadState(r.RequestCtx, r.Index)
 		}
 		for _, m := range rd.Messages {
 			switch m.GetTo() {

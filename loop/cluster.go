@@ -125,7 +125,8 @@ type clusterState struct {
 	members              cluster.Members // the configuration and the peer addresses
 
 	acks       cluster.Acks  // proposals and what acknowledges them
-	reads      cluster.Reads // read barriers (ReadIndex)
+	reads      cluster.Reads // read barriers (ReadIndex), and this member's own reads (backup.go)
+	heldReads  []heldRead    // other members' reads this leader holds (backup.go)
 	releasedAt uint64        // the acknowledgements releaseHeld last looked at
 
 	secret   cluster.Secret // the key-name secret, once known (replicated)
@@ -304,6 +305,7 @@ func (s *Server) clusterTurn() {
 	if cl.isLeader() {
 		cl.reads.Ask(cl.rn)
 	}
+	s.stepHeldReads()
 	cluster.HandleReadies(cl.rn, raftReadies{s})
 	// Committed means on a majority's disks already: QUORUM replies need not wait for this
 	// node's own write of the commit index.
@@ -313,6 +315,7 @@ func (s *Server) clusterTurn() {
 	s.updateAcks()
 	s.m.cl.committed(cl.acks.Acked[LevelQuorum], s.now)
 	s.releaseHeld()
+	s.snapshotPoll()
 	if cl.serving() && s.st.locks.Journaled() && cl.acks.Window() < proposeWindow {
 		s.clusterTurn() // a commit opened the window: what waited in the journal goes now
 	}
@@ -326,8 +329,9 @@ func (r raftReadies) Append(m *raftpb.Message)     { r.s.storageAppend(m) }
 func (r raftReadies) Apply(m *raftpb.Message)      { r.s.storageApply(m) }
 func (r raftReadies) Send(m *raftpb.Message)       { r.s.sendRaft(m) }
 
-// ReadState: a read barrier this leader asked for (clusterTurn) has passed.
-func (r raftReadies) ReadState(ctx []byte) { r.s.cl.reads.Passed(ctx) }
+// ReadState: a read barrier this leader asked for (clusterTurn), or this member's own read
+// (backup.go), has passed.
+func (r raftReadies) ReadState(ctx []byte, index uint64) { r.s.cl.reads.Passed(ctx, index) }
 
 // storageAppend hands one of raft's appends (entries, hard state, a snapshot) to the log
 // writer; its responses wait until it is durable.

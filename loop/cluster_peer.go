@@ -139,7 +139,7 @@ func (s *Server) peerFrame(cs *conn, f *peer.Frame, now int64) {
 			cs.quit = true
 			return
 		}
-		if s.raftAcceptable(cs, m) {
+		if s.raftAcceptable(cs, m) && !s.holdMemberRead(m) {
 			s.stepPeer(m)
 		}
 	case peer.TypeForward:

@@ -158,6 +158,8 @@ type simMember struct {
 	panicked string // a panic that killed it
 	fatal    error  // the error that stopped it
 	bootErr  error  // why its last start failed
+
+	fsyncMore time.Duration // added to its fake fsyncs (a slow disk)
 }
 
 type simDialReq struct {
@@ -311,7 +313,7 @@ func (c *sim) settle(m *simMember) {
 		cl.st.Log.Step()
 	}
 	for _, r := range m.loop.take() {
-		at := c.now.Add(c.opt.fsync)
+		at := c.now.Add(c.opt.fsync + m.fsyncMore)
 		if at.Before(m.cbAt) {
 			at = m.cbAt
 		}

@@ -59,9 +59,15 @@ type textCont struct {
 	checked bool      // every key was checked (nameClash) and the array header is out
 	one     [2][]byte // the GET being run: a name and its key
 
-	// SNAPSHOT: the file being sent, and how much of it is out.
-	file []byte
-	sent int
+	// SNAPSHOT: the file being sent, and how much of it is out. On a member that does not
+	// lead, before the file: the member read it waits for (0: not asked yet), the leader it
+	// was asked of, when SNAPSHOT arrived and when the read was asked (backup.go).
+	file  []byte
+	sent  int
+	read  uint64
+	lead  uint64
+	since int64
+	asked int64
 }
 
 // contActive reports whether a command of sc goes on in a later turn.
@@ -119,7 +125,9 @@ func (s *Server) contStep(cs *conn, c *textCont, now int64) {
 		case contMGet:
 			s.mgetStep(cs, c, now)
 		case contSnapshot:
-			s.snapshotStep(cs, c)
+			if !s.snapshotStep(cs, c, now) {
+				return // it waits for its read (snapshotPoll serves it again)
+			}
 		}
 		if c.active && !s.sliceLeft(cs) {
 			s.yield(cs)

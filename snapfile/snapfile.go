@@ -42,7 +42,7 @@ type Kind uint8
 // Kinds.
 const (
 	Single  Kind = 1 // a single node: Index is the log's size in bytes when it was taken
-	Cluster Kind = 2 // a cluster's leader: Index and Term are its raft log's applied entry
+	Cluster Kind = 2 // a cluster member: Index is its raft log's applied entry, Term its term then
 )
 
 func (k Kind) String() string {
@@ -59,7 +59,7 @@ func (k Kind) String() string {
 type Header struct {
 	Kind  Kind
 	Index uint64 // the raft index it is at (cluster), or the log's size (single)
-	Term  uint64 // the raft term of Index (cluster); 0 for a single node
+	Term  uint64 // the member's raft term when it was taken (cluster); 0 for a single node
 	Keys  uint64 // key states in the body
 	Body  uint64 // body length in bytes
 }

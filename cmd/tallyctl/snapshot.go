@@ -21,9 +21,10 @@ import (
 func init() {
 	register(
 		&command{group: "snapshot", name: "save", args: "FILE", nargs: [2]int{1, 1},
-			summary: "write a backup of the store to FILE (a cluster's: through its leader's slock port)",
+			summary: "write a backup of the store to FILE (a cluster's: through any member's slock port)",
 			help: "Sends SNAPSHOT (an admin command) and writes the reply to FILE.part, fsyncs it and renames it\n" +
-				"to FILE once its checksum is verified. In a cluster, --host/--slock-port must name the leader.\n" +
+				"to FILE once its checksum is verified. In a cluster, --host/--slock-port may name any member: a\n" +
+				"follower reads through the leader (it waits up to --cluster-timeout; no leader: -CLUSTERDOWN).\n" +
 				"Restore with: tallyd restore FILE --data-dir DIR (see tallyd restore --help).",
 			setup: func(fs *pflag.FlagSet) func(*app, []string) error {
 				return func(a *app, args []string) error { return a.snapshotSave(args[0]) }

@@ -231,7 +231,7 @@ var table = []row{
 	{"EVAL_RO", CmdEval, OpNone, -3, 0, HashNone, aSlow | aScripting, keysEval, RouteData, nil},
 	{"EVALSHA_RO", CmdEval, OpNone, -3, 0, HashNone, aSlow | aScripting, keysEval, RouteData, nil},
 	{"SCRIPT", CmdScript, OpNone, -2, 0, HashNone, aSlow, keysNone, RouteData, nil},
-	{"SNAPSHOT", CmdSnapshot, OpNone, 1, CmdAdmin, HashNone, aAdminCmd, keysNone, RouteMember, nil}, // tallyd's own: a leader's or single node's backup
+	{"SNAPSHOT", CmdSnapshot, OpNone, 1, CmdAdmin, HashNone, aAdminCmd, keysNone, RouteMember, nil}, // tallyd's own: a backup of any member's store
 	{"SUBSCRIBE", CmdSubscribe, OpNone, -2, 0, HashNone, aPubSub | aSlow, keysNone, RouteMember, nil},
 	{"UNSUBSCRIBE", CmdUnsubscribe, OpNone, -1, 0, HashNone, aPubSub | aSlow, keysNone, RouteMember, nil},
 	{"PSUBSCRIBE", CmdPSubscribe, OpNone, -2, 0, HashNone, aPubSub | aSlow, keysNone, RouteMember, nil},
