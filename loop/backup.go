@@ -66,7 +66,7 @@ func (s *Server) snapshotEncode(cs *conn, c *textCont, now int64) {
 	h, body := s.backup(now)
 	c.file, c.sent = snapfile.Encode(h, body), 0
 	s.log.Info().Str("kind", h.Kind.String()).Uint64("index", h.Index).Uint64("term", h.Term).Uint64("keys", h.Keys).
-		Int("bytes", len(c.file)).Dur("took", time.Since(start)).Msg("snapshot taken for a backup")
+		Int("bytes", len(c.file)).Dur("took_ms", time.Since(start)).Msg("snapshot taken for a backup")
 	s.put(cs, append(strconv.AppendInt(append(s.out(cs), '$'), int64(len(c.file)), 10), '\r', '\n'))
 }
 
