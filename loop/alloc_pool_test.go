@@ -22,6 +22,31 @@ func addPoolConn(s *Server, o uint64) *fakeConn {
 // the holder's RELEASE handing the slot over (the waiter's LOCKED written in the same turn),
 // and an ACQ4ME refused with QUEUE_FULL.
 func TestPoolHandOverDoesNotAllocate(t *testing.T) {
+	s, round := handOverRound(t)
+	for range 4 {
+		round()
+	}
+	if allocs := testing.AllocsPerRun(200, round); allocs != 0 {
+		t.Fatalf("%v allocations per hand-over round", allocs)
+	}
+	if err := s.st.pools.Check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// BenchmarkPoolHandOver is one round of the stampede's steady path through the loop: an
+// ACQ4ME that waits, one refused with QUEUE_FULL, and the RELEASE that hands the slot over.
+func BenchmarkPoolHandOver(b *testing.B) {
+	_, round := handOverRound(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		round()
+	}
+}
+
+// handOverRound returns a path server with a held key and a func that runs one round of the
+// stampede's steady path on it, checking the waiter's LOCKED went out in the RELEASE's turn.
+func handOverRound(t testing.TB) (*Server, func()) {
 	s, a := newPoolPathServer(t)
 	b, c := addPoolConn(s, 2), addPoolConn(s, 3)
 	acq := []byte("ACQ4ME hot 1 2 5\n")
@@ -44,13 +69,5 @@ func TestPoolHandOverDoesNotAllocate(t *testing.T) {
 		}
 		holder, waiter = waiter, holder
 	}
-	for range 4 {
-		round()
-	}
-	if allocs := testing.AllocsPerRun(200, round); allocs != 0 {
-		t.Fatalf("%v allocations per hand-over round", allocs)
-	}
-	if err := s.st.pools.Check(); err != nil {
-		t.Fatal(err)
-	}
+	return s, round
 }
