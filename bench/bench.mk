@@ -4,7 +4,7 @@
 #                        on one core, the standard suite on the other:
 #                        $(BENCH_OUT)/latest.{md,json,png}
 #   make bench-compare   the same beside redis-server (and yrmcds, and poolcounterd for the
-#                        PoolCounter cases), installed with
+#                        PoolCounter stampede), installed with
 #                        apt-get when missing: $(BENCH_OUT)/compare.{md,json,png}
 #   make bench-publish   copy the whole runs in $(BENCH_OUT) to bench/results and their
 #                        tables into BENCHMARKS.md; refuses a partial run

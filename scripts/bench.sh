@@ -136,8 +136,9 @@ CONF
 		args+=(--target "yrmcds=counter@127.0.0.1:$yport" --pid "yrmcds=$!")
 		notes+=("yrmcds $(dpkg-query -W -f '${Version}' yrmcds 2>/dev/null || echo '?'), counter extension, 2 workers")
 	fi
-	# poolcounterd (Debian's poolcounter), beside tallyd's PoolCounter port: the pool cases
-	# (the stampede among them) run on both. It has no port flag, but serves a listening
+	# poolcounterd (Debian's poolcounter), beside tallyd's PoolCounter port: the PoolCounter
+	# stampede runs on both (the other pool cases can put two lines in one read, which poolcounterd
+	# does not serve). It has no port flag, but serves a listening
 	# socket given as its stdin: python3 binds a free port and hands it over.
 	# BENCH_NO_POOLCOUNTER=1: leave it out, and do not install it.
 	if [[ -z "${BENCH_NO_POOLCOUNTER:-}" ]]; then
@@ -153,7 +154,7 @@ os.execv(sys.argv[2], sys.argv[2:])' "$pcport" "$pcd" >"$tmp/poolcounterd.log" 2
 			pids+=($!)
 			wait_port "$pcport" $! poolcounterd
 			args+=(--target "poolcounterd=pool@127.0.0.1:$pcport" --pid "poolcounterd=$!")
-			notes+=("poolcounterd $(dpkg-query -W -f '${Version}' poolcounter 2>/dev/null || echo '?') (Debian's poolcounter): the PoolCounter cases only")
+			notes+=("poolcounterd $(dpkg-query -W -f '${Version}' poolcounter 2>/dev/null || echo '?') (Debian's poolcounter): the PoolCounter stampede only")
 		else
 			echo "bench: no poolcounterd (or no python3 to start it): PoolCounter cases on tallyd only" >&2
 		fi
