@@ -98,6 +98,7 @@ type options struct {
 }
 
 func main() {
+	procsFloor() // a second P for the event loop's waits (procs.go)
 	os.Exit(run(os.Args[1:], os.Stderr))
 }
 

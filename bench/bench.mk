@@ -3,7 +3,8 @@
 #   make bench           fresh bin/tallyd (counter, PoolCounter, slock and slock over TLS on free ports)
 #                        on one core, the standard suite on the other:
 #                        $(BENCH_OUT)/latest.{md,json,png}
-#   make bench-compare   the same beside redis-server (and yrmcds), installed with
+#   make bench-compare   the same beside redis-server (and yrmcds, and poolcounterd for the
+#                        PoolCounter stampede), installed with
 #                        apt-get when missing: $(BENCH_OUT)/compare.{md,json,png}
 #   make bench-publish   copy the whole runs in $(BENCH_OUT) to bench/results and their
 #                        tables into BENCHMARKS.md; refuses a partial run

@@ -31,6 +31,7 @@ type caseDef struct {
 	firstRound          bool   // run in the first round only
 	tls                 bool   // over TLS: where a target has an endpoint for proto+"+tls"
 	fair                bool   // the fairness run (load.RunFair), not load.Run
+	stampede            bool   // the PoolCounter stampede (load.RunStampede), not load.Run
 }
 
 // The standard suite's run lengths: a run shorter is partial, and not published.
@@ -92,6 +93,9 @@ func standardCases(o suiteOpts) []caseDef {
 	return append(cs, caseDef{name: report.CaseFair, proto: "slock-text", fair: true, firstRound: true,
 		about: "one connection pipelines 2,000 KEYS zzz* over 100,000 keys in one write, again and again; another sends PING after PING: an op is one PING, its latency what the other client waits (issue 21: the burst froze every port 16.7 s)"})
 }
+
+// caseStampede is the PoolCounter stampede case's name.
+const caseStampede = "pool stampede 300 on 4 keys"
 
 // redisLockCases are what Redis lock libraries send (issue 22), on tallyd's Redis-text port
 // and beside redis-server: a lock taken with SET NX PX and released by compare-and-delete,
@@ -167,6 +171,12 @@ func lockCases(o suiteOpts) []caseDef {
 					about:  fmt.Sprintf("PoolCounter: %d connections, each on its own key, sending RELEASE only once ACQ4ME is answered LOCKED: two round trips a pair, as PoolCounter clients do", n),
 					cfg:    load.Config{Workload: load.Pairs, Conns: n, Pipeline: 1, AwaitGrant: true}})
 			}
+		}
+		if p.proto == "pool" {
+			cs = append(cs, caseDef{name: caseStampede, proto: p.proto, stampede: true,
+				about: "PoolCounter as MediaWiki stampedes it: 300 connections on 4 hot keys, each sending ACQ4ME key 2 50 5 (workers 2, maxqueue 50, timeout 5 s), " +
+					"holding a LOCKED 5 ms then RELEASE, and after QUEUE_FULL or TIMEOUT pausing 10 ms and asking again; an op is a grant (at most 4 x 2 / 5 ms = 1,600/s), " +
+					"its latency the wait from ACQ4ME to LOCKED; the generator checks no key is ever held by more than 2"})
 		}
 		if p.proto == "slock-text" {
 			continue
@@ -332,6 +342,12 @@ func suiteCmd(ctx context.Context, args []string, out, errOut io.Writer) error {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
+				if t.Proto == "pool" && !cd.stampede {
+					// A PoolCounter server only (poolcounterd) runs the stampede alone: it serves only
+					// the first line of each read, so the other cases, whose lines can share a read
+					// (pipelined, an acquire with its probe, a RELEASE with the next ACQ4ME), stall.
+					continue
+				}
 				key := cd.proto
 				if cd.tls {
 					key += "+tls"
@@ -375,10 +391,14 @@ func suiteCmd(ctx context.Context, args []string, out, errOut io.Writer) error {
 				}
 				var res *load.Result
 				var err error
-				if cd.fair {
+				switch {
+				case cd.fair:
 					res, err = load.RunFair(ctx, load.FairConfig{Addr: addr, Duration: cfg.Duration, Warmup: cfg.Warmup,
 						Label: cfg.Label, Progress: progress})
-				} else {
+				case cd.stampede:
+					res, err = load.RunStampede(ctx, load.StampedeConfig{Addr: addr, Duration: cfg.Duration, Warmup: cfg.Warmup,
+						Label: cfg.Label, Progress: progress})
+				default:
 					res, err = load.Run(ctx, cfg)
 				}
 				if err != nil {

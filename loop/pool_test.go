@@ -452,3 +452,50 @@ func TestPoolStatsKeys(t *testing.T) {
 	}
 	d.expect("STATS KEYZ", "ERROR WRONG_STAT")
 }
+
+// The stampede's shape (issue 25): two workers on a hot key and a queue behind them. Each
+// RELEASE hands its slot to the oldest ACQ4ME waiter, in the order they queued (FIFO, as
+// poolcounterd's for_them list does), and the LOCKED is on the wire by the time the
+// releaser reads its RELEASED; a full queue answers QUEUE_FULL at once.
+func TestPoolStampedeGrantsInArrivalOrder(t *testing.T) {
+	_, addr := startPool(t, nil)
+	const workers, waiters = 2, 12
+	const acq = "ACQ4ME hot 2 14 5"
+	st := dialPool(t, addr)
+	holders := []*lineClient{dialPool(t, addr), dialPool(t, addr)}
+	for _, h := range holders {
+		h.expect(acq, "LOCKED")
+	}
+	queue := make([]*lineClient, waiters)
+	for i := range queue {
+		queue[i] = dialPool(t, addr)
+		queue[i].send(acq + "\n")
+		// Queued before the next one asks: arrival order is the test's order.
+		for deadline := time.Now().Add(5 * time.Second); st.stat("waiting_workers") != int64(i+1); {
+			if time.Now().After(deadline) {
+				t.Fatalf("waiter %d never queued", i)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	dialPool(t, addr).expect(acq, "QUEUE_FULL") // 2 held + 12 waiting = maxqueue 14
+	for i, w := range queue {
+		h := holders[i%workers]
+		h.expect("RELEASE", "RELEASED")
+		if s, err := w.tryLine(time.Second); s != "LOCKED" {
+			t.Fatalf("RELEASE %d: waiter %d got %q (%v), want LOCKED: grants out of arrival order", i, i, s, err)
+		}
+		for _, later := range queue[i+1:] {
+			if later.r.Buffered() > 0 {
+				t.Fatalf("RELEASE %d: a later waiter was answered too", i)
+			}
+		}
+		holders[i%workers] = w
+	}
+	for _, h := range holders {
+		h.expect("RELEASE", "RELEASED")
+	}
+	if n := st.stat("waiting_workers"); n != 0 {
+		t.Fatalf("waiting_workers %d at the end", n)
+	}
+}

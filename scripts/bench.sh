@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the tallyd-bench standard suite against a fresh bin/tallyd (and, with --compare,
-# redis-server and yrmcds), each server pinned to one core and the load generator to
+# redis-server, yrmcds and poolcounterd), each server pinned to one core and the load generator to
 # another. tallyd serves the counter protocol, PoolCounter and slock, each on a free port:
 # the lock protocols' cases run on it alone. Writes $BENCH_OUT/{latest,compare}.{md,json,png}
 # ($BENCH_OUT: bench/out, which git ignores); the committed results and BENCHMARKS.md change
@@ -135,6 +135,29 @@ CONF
 		wait_port "$yport" $! yrmcds
 		args+=(--target "yrmcds=counter@127.0.0.1:$yport" --pid "yrmcds=$!")
 		notes+=("yrmcds $(dpkg-query -W -f '${Version}' yrmcds 2>/dev/null || echo '?'), counter extension, 2 workers")
+	fi
+	# poolcounterd (Debian's poolcounter), beside tallyd's PoolCounter port: the PoolCounter
+	# stampede runs on both (the other pool cases can put two lines in one read, which poolcounterd
+	# does not serve). It has no port flag, but serves a listening
+	# socket given as its stdin: python3 binds a free port and hands it over.
+	# BENCH_NO_POOLCOUNTER=1: leave it out, and do not install it.
+	if [[ -z "${BENCH_NO_POOLCOUNTER:-}" ]]; then
+		if pcd=$(scripts/ensure-poolcounter.sh >&2 && { command -v poolcounterd || echo /usr/sbin/poolcounterd; }) && command -v python3 >/dev/null; then
+			pcport=$(free_port "${POOLCOUNTER_PORT:-27531}")
+			"${server_pin[@]}" python3 -c 'import os, socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(1024)
+os.dup2(s.fileno(), 0)
+os.execv(sys.argv[2], sys.argv[2:])' "$pcport" "$pcd" >"$tmp/poolcounterd.log" 2>&1 &
+			pids+=($!)
+			wait_port "$pcport" $! poolcounterd
+			args+=(--target "poolcounterd=pool@127.0.0.1:$pcport" --pid "poolcounterd=$!")
+			notes+=("poolcounterd $(dpkg-query -W -f '${Version}' poolcounter 2>/dev/null || echo '?') (Debian's poolcounter): the PoolCounter stampede only")
+		else
+			echo "bench: no poolcounterd (or no python3 to start it): PoolCounter cases on tallyd only" >&2
+		fi
 	fi
 else
 	name=latest

@@ -313,6 +313,13 @@ func (r *Report) extras() string {
 					load.Grouped(float64(res.Released)), load.Grouped(float64(res.Outcomes["busy"])),
 					load.Grouped(float64(res.Outcomes["lock_lost"])), load.Grouped(float64(res.Outcomes["resent"])))
 			}
+			if res.Workload == load.Stampede && res.Seconds > 0 {
+				fmt.Fprintf(&b, "- %s on %s: %s grants/s, %s QUEUE_FULL/s, %s TIMEOUT/s, wait p99 %s, %d over-grants; generator CPU %.0f%% of a core.\n",
+					c.Name, t.Name, load.Grouped(float64(res.Outcomes[load.StampedeGrants])/res.Seconds),
+					load.Grouped(float64(res.Outcomes[load.StampedeQueueFull])/res.Seconds),
+					load.Grouped(float64(res.Outcomes[load.StampedeTimeouts])/res.Seconds), load.Micros(res.Latency.P99),
+					res.Outcomes[load.StampedeOverGrants], 100*res.CPU/res.Seconds)
+			}
 			if ch := res.Churn; ch != nil {
 				fmt.Fprintf(&b, "- %s on %s: %s connect/op/close cycles (%s/s asked, %d failed, %d not started), cycle p50 %s, p99 %s.\n",
 					c.Name, t.Name, load.Grouped(float64(ch.Cycles)), load.Grouped(ch.Rate), ch.Failed, ch.Skipped,
