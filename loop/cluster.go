@@ -554,7 +554,7 @@ const proposeWindow = 2
 // soloProposal is the size from which a proposal awaits its commit alone (a window of one).
 // Under load what arrives meanwhile then goes, all together, into the next proposal: fewer,
 // larger entries, and each entry costs every member an fsync, a message each way and a few
-// wake-ups of the loop (about 450 µs of CPU over three members on this machine), which is
+// wake-ups of the loop (about 500 µs of CPU over three members on a 2-core test machine), which is
 // what bounds the rate when members share CPUs. A small proposal (a light load) lets the
 // next go at once, for latency.
 const soloProposal = 4 << 10
