@@ -42,9 +42,10 @@ bench-aof: build bench-build
 # Replicated writes with fsync on: a 3-node tallyd cluster on 127.0.0.1 (INCRs through the
 # leader and through a follower, and lock acquire+release pairs through the leader, QUORUM) and one node, beside Debian's etcd 3.4 (3 members,
 # etcdctl check perf --load=xl, installed with apt-get when missing) and redis-server with one
-# replica (WAIT 1 0 after each pipeline). Prints the table; results, a section for
+# replica and with two (WAIT 1 0 after each pipeline); the wide rows repeat the leader's rows
+# and Redis with two replicas at 256 connections. Prints the table; results, a section for
 # BENCHMARKS.md and the logs go to $(BENCH_OUT)/cluster-<time>/ (not committed).
-# Knobs: BENCH_DURATION (10s), BENCH_CLUSTER_ROWS (tallyd,single,etcd,redis), and those
+# Knobs: BENCH_DURATION (10s), BENCH_CLUSTER_ROWS (tallyd,single,etcd,redis,redis2,wide), and those
 # listed in scripts/bench-cluster.sh. Not part of make test.
 .PHONY: bench-cluster
 bench-cluster: build bench-build

@@ -11,7 +11,12 @@
 #   - tallyd, 1 node, --appendfsync always (nothing replicated: the reference);
 #   - Debian's etcd 3.4, 3 members on 127.0.0.1: `etcdctl check perf --load=xl`;
 #   - redis-server, a master and one replica (appendonly yes, appendfsync always on both):
-#     INCRs on the master, each round followed by WAIT 1 0.
+#     INCRs on the master, each round followed by WAIT 1 0;
+#   - redis-server, a master and two replicas, each round followed by WAIT 1 0: two copies of
+#     three, as tallyd's QUORUM (row redis2);
+#   - the wide rows (row wide): the tallyd leader's INCRs and lock pairs, and Redis with two
+#     replicas, at BENCH_WIDE_CONNS (256) connections; at a fixed concurrency throughput is
+#     the writes in flight divided by the latency, so the table shows both.
 # tallyd and Redis get the same load from `tallyd-bench writes`: BENCH_CONNS (64)
 # connections, each sending rounds of BENCH_PIPELINE (16) pipelined INCRs on keys picked at
 # random among BENCH_KEYS (100,000), the next round once every reply (and WAIT's) is in.
@@ -28,7 +33,7 @@
 # BENCH_CONNS, BENCH_PIPELINE, BENCH_KEYS, BENCH_ETCD_LOAD (xl; check perf runs 60 s),
 # BENCH_CONSISTENCY (sent as CONSISTENCY <level> on the cluster's connections; default:
 # none, so the server's default QUORUM), TALLYD (the binary; bin/tallyd),
-# BENCH_CLUSTER_ROWS (tallyd,single,etcd,redis: which rows run), BENCH_OUT (results
+# BENCH_CLUSTER_ROWS (tallyd,single,etcd,redis,redis2,wide: which rows run), BENCH_WIDE_CONNS, BENCH_OUT (results
 # directory; default bench/out/cluster-<UTC time> (BENCH_OUT/cluster-<UTC time>), which git ignores).
 # Output: the table on stdout; BENCH_OUT/cluster.md (a section to paste into
 # BENCHMARKS.md), cluster.json, and each row's raw output and server logs.
@@ -41,7 +46,8 @@ conns=${BENCH_CONNS:-64}
 pipeline=${BENCH_PIPELINE:-16}
 keys=${BENCH_KEYS:-100000}
 etcd_load=${BENCH_ETCD_LOAD:-xl}
-rows=${BENCH_CLUSTER_ROWS:-tallyd,single,etcd,redis}
+rows=${BENCH_CLUSTER_ROWS:-tallyd,single,etcd,redis,redis2,wide}
+wide=${BENCH_WIDE_CONNS:-256}
 server_cpu=${BENCH_SERVER_CPU:-0}
 client_cpu=${BENCH_CLIENT_CPU:-1}
 out=${BENCH_OUT:-bench/out}/cluster-$(date -u +%Y%m%dT%H%M%SZ)
@@ -121,10 +127,10 @@ writes_row() {
 	local name=$1 via=$2 addr=$3 file
 	shift 3
 	file="$out/$(tr -c 'a-zA-Z0-9\n' - <<<"$name-$via" | tr -s -).json"
-	local what="$pipeline INCRs"
+	local what="$pipeline INCRs" n=${ROW_CONNS:-$conns}
 	[[ " $* " != *" --locks "* ]] || what="$pipeline LOCK+UNLOCK pairs"
-	say "$name, through $via ($addr): $conns conns x $what a round, $warmup warm-up + $duration"
-	if "${pin_c[@]}" "$bench" writes --addr "$addr" --conns "$conns" --pipeline "$pipeline" --keys "$keys" \
+	say "$name, through $via ($addr): $n conns x $what a round, $warmup warm-up + $duration"
+	if "${pin_c[@]}" "$bench" writes --addr "$addr" --conns "$n" --pipeline "$pipeline" --keys "$keys" \
 		--duration "$duration" --warmup "$warmup" --label "$name/$via" --json "$@" >"$file" 2> >(tee "${file%.json}.log" >&2); then
 		add_row "$(jq -c --arg s "$name" --arg v "$via" '{system: $s, via: $v, kind: "writes", lock_pairs: (.lock_pairs // false), writes_per_sec, p50_us: .round_latency.p50_us, p99_us: .round_latency.p99_us, errors, first_error, conns_lost, client_cpu_ns_per_write, raw: .}' "$file")"
 	else
@@ -190,6 +196,11 @@ if want tallyd; then
 			writes_row "tallyd 3 nodes" "leader, lock pairs, UNLOCKs after the grants" "127.0.0.1:${slock[$leader]}" \
 				--locks --await-grant --prefix "bc:g:" "${level[@]}"
 			writes_row "tallyd 3 nodes" follower "127.0.0.1:${slock[$follower]}" --prefix "bc:f:" "${level[@]}"
+			if want wide; then
+				ROW_CONNS=$wide writes_row "tallyd 3 nodes" "leader, $wide conns" "127.0.0.1:${slock[$leader]}" --prefix "bc:w:" "${level[@]}"
+				ROW_CONNS=$wide writes_row "tallyd 3 nodes" "leader, lock pairs, UNLOCKs after the grants, $wide conns" "127.0.0.1:${slock[$leader]}" \
+					--locks --await-grant --prefix "bc:v:" "${level[@]}"
+			fi
 			info=$(rcli -p "${slock[$leader]}" INFO cluster | tr -d '\r' || true)
 			echo "$info" >"$out/tallyd-info-cluster.txt"
 			if [[ $(field role <<<"$info") != leader || $(field term <<<"$info") != "$term0" ]]; then
@@ -287,48 +298,66 @@ if want etcd; then
 	fi
 fi
 
-# ---- Redis master + replica, WAIT 1 0 ---------------------------------------------------
+# ---- Redis master + replicas, WAIT 1 0 ---------------------------------------------------
 redis_version=""
-if want redis; then
+if want redis || want redis2; then
 	if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then
 		if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
 			(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server) >&2 || true
 		fi
 	fi
-	if ! command -v redis-server >/dev/null; then
-		say "redis-server is missing and could not be installed: the Redis row is skipped"
-		notes+=("redis-server could not be installed: its row was skipped.")
-		add_row "$(jq -nc '{system: "Redis master + replica", via: "master, WAIT 1 0", kind: "skipped", why: "no redis-server"}')"
-	else
-		redis_version=$(redis-server --version | sed -n 's/.* v=\([^ ]*\).*/\1/p')
-		port rm_port; port rr_port
-		common=(--bind 127.0.0.1 --protected-mode no --save '' --appendonly yes --appendfsync always --daemonize no)
-		mkdir -p "$tmp/redis-master" "$tmp/redis-replica"
-		"${pin_s[@]}" redis-server --port "$rm_port" --dir "$tmp/redis-master" "${common[@]}" >"$out/redis-master.log" 2>&1 &
-		pids+=($!)
-		rpids=($!)
-		"${pin_s[@]}" redis-server --port "$rr_port" --dir "$tmp/redis-replica" "${common[@]}" \
-			--replicaof 127.0.0.1 "$rm_port" >"$out/redis-replica.log" 2>&1 &
-		pids+=($!)
-		rpids+=($!)
-		linked=""
-		if wait_port "$rm_port" && wait_port "$rr_port"; then
-			for _ in $(seq 100); do
-				[[ $(rcli -p "$rr_port" INFO replication 2>/dev/null | field master_link_status || true) == up ]] && { linked=1; break; }
-				sleep 0.1
-			done
-		fi
-		if [[ -z $linked ]]; then
-			say "Redis: the replica did not link to the master within 10 s: see $out/redis-*.log"
-			add_row "$(jq -nc '{system: "Redis master + replica", via: "master, WAIT 1 0", kind: "failed", why: "replica not linked"}')"
-		else
-			say "Redis $redis_version: master :$rm_port, replica :$rr_port (appendonly yes, appendfsync always on both)"
-			writes_row "Redis master + replica" "master, WAIT 1 0" "127.0.0.1:$rm_port" --wait 1 --wait-timeout 0 --prefix "bc:r:"
-			rcli -p "$rm_port" INFO replication | tr -d '\r' >"$out/redis-replication.txt" 2>&1 || true
-		fi
-		stop "${rpids[@]}"
-	fi
 fi
+# redis_rows N starts a Redis master and N replicas and runs its rows (WAIT 1 0 after each round).
+redis_rows() {
+	local nrep=$1 sys="Redis master + replica" r rp linked up
+	((nrep == 1)) || sys="Redis master + $nrep replicas"
+	if ! command -v redis-server >/dev/null; then
+		say "redis-server is missing and could not be installed: the $sys row is skipped"
+		notes+=("redis-server could not be installed: its rows were skipped.")
+		add_row "$(jq -nc --arg s "$sys" '{system: $s, via: "master, WAIT 1 0", kind: "skipped", why: "no redis-server"}')"
+		return
+	fi
+	redis_version=$(redis-server --version | sed -n 's/.* v=\([^ ]*\).*/\1/p')
+	local common=(--bind 127.0.0.1 --protected-mode no --save '' --appendonly yes --appendfsync always --daemonize no)
+	local rm_port rports=() rpids=()
+	port rm_port
+	mkdir -p "$tmp/redis$nrep-master"
+	"${pin_s[@]}" redis-server --port "$rm_port" --dir "$tmp/redis$nrep-master" "${common[@]}" >"$out/redis$nrep-master.log" 2>&1 &
+	pids+=($!) rpids+=($!)
+	for r in $(seq "$nrep"); do
+		port rp
+		rports+=("$rp")
+		mkdir -p "$tmp/redis$nrep-replica$r"
+		"${pin_s[@]}" redis-server --port "$rp" --dir "$tmp/redis$nrep-replica$r" "${common[@]}" \
+			--replicaof 127.0.0.1 "$rm_port" >"$out/redis$nrep-replica$r.log" 2>&1 &
+		pids+=($!) rpids+=($!)
+	done
+	linked=""
+	if wait_port "$rm_port"; then
+		for _ in $(seq 100); do
+			up=0
+			for rp in "${rports[@]}"; do
+				[[ $(rcli -p "$rp" INFO replication 2>/dev/null | field master_link_status || true) == up ]] && up=$((up + 1))
+			done
+			((up == nrep)) && { linked=1; break; }
+			sleep 0.1
+		done
+	fi
+	if [[ -z $linked ]]; then
+		say "Redis: the replicas did not link to the master within 10 s: see $out/redis$nrep-*.log"
+		add_row "$(jq -nc --arg s "$sys" '{system: $s, via: "master, WAIT 1 0", kind: "failed", why: "replicas not linked"}')"
+	else
+		say "Redis $redis_version: master :$rm_port, replicas :${rports[*]} (appendonly yes, appendfsync always on all)"
+		writes_row "$sys" "master, WAIT 1 0" "127.0.0.1:$rm_port" --wait 1 --wait-timeout 0 --prefix "bc:r:"
+		if ((nrep > 1)) && want wide; then
+			ROW_CONNS=$wide writes_row "$sys" "master, WAIT 1 0, $wide conns" "127.0.0.1:$rm_port" --wait 1 --wait-timeout 0 --prefix "bc:q:"
+		fi
+		rcli -p "$rm_port" INFO replication | tr -d '\r' >"$out/redis$nrep-replication.txt" 2>&1 || true
+	fi
+	stop "${rpids[@]}"
+}
+want redis && redis_rows 1
+want redis2 && redis_rows 2
 
 # ---- report ------------------------------------------------------------------------------
 disk=$(df -P "$tmp" | awk 'NR==2{print $1" ("$6")"}')
@@ -369,11 +398,12 @@ table=$(jq -r '
 	echo
 	echo "tallyd and Redis: \`tallyd-bench writes\`, $conns connections, each sending rounds of $pipeline pipelined \`INCR\`s on keys picked at random among $keys"
 	echo "(Redis: each round followed by \`WAIT 1 0\`, which is not counted as a write), the next round once every reply is in; $duration measured after $warmup of warm-up."
+	echo "Rows marked \"$wide conns\" use $wide connections (same rounds): at a fixed concurrency writes/s is the writes in flight over the latency."
 	echo "The lock-pairs rows: the same connections, each round $pipeline pairs of \`LOCK k TIMEOUT 0 EXPRIED 30 LOCK_ID x\` and \`UNLOCK k LOCK_ID x\` on keys of the connection's own, each pair's two in one write,"
 	echo "or (\"UNLOCKs after the grants\") the round's UNLOCKs sent once all its LOCKs are answered; their figure is pairs a second."
 	echo "p50 and p99 are of rounds: from writing a round's INCRs to reading its last reply. Every server fsyncs a write before it acknowledges it:"
 	echo "tallyd \`--appendfsync always\` (cluster: 3 nodes on 127.0.0.1, consistency ${BENCH_CONSISTENCY:-QUORUM (the default)}; at QUORUM a write is acknowledged once a majority has it on disk);"
-	echo "Redis \`appendonly yes\`, \`appendfsync always\` on the master and on the replica, and \`WAIT 1 0\` returns once the replica has acknowledged the round; etcd always (its WAL)."
+	echo "Redis \`appendonly yes\`, \`appendfsync always\` on the master and on the replicas, and \`WAIT 1 0\` returns once a replica has acknowledged the round (with two replicas: two copies of three, as QUORUM); etcd always (its WAL)."
 	echo "etcd: 3 members on 127.0.0.1, figures as \`etcdctl check perf --load=$etcd_load\` prints them (60 s, its own clients and rate limit)."
 	echo
 	echo "$table"
