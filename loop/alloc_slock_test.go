@@ -67,15 +67,25 @@ func TestSlockStreamPathDoesNotAllocate(t *testing.T) {
 }
 
 // BenchmarkSlockStream is one frame (a Lock or an Unlock) of slock's stream benchmark
-// through the loop's request path, 1024 frames a read.
+// through the loop's request path, 1024 frames a read, without and with the log (tallyd's
+// default).
 func BenchmarkSlockStream(b *testing.B) {
-	s, fc := newSlockPathServer(b, "")
-	batch := slockStream(512)
-	b.ReportAllocs()
-	b.SetBytes(64)
-	b.ResetTimer()
-	for i := 0; i < b.N; i += 1024 {
-		fc.in = batch
-		s.OnTraffic(fc)
+	for _, log := range []bool{false, true} {
+		name, dir := "memory", ""
+		if log {
+			name, dir = "aof", b.TempDir()
+		}
+		b.Run(name, func(b *testing.B) {
+			s, fc := newSlockPathServer(b, dir)
+			batch := slockStream(512)
+			b.ReportAllocs()
+			b.SetBytes(64)
+			b.ResetTimer()
+			for i := 0; i < b.N; i += 1024 {
+				fc.in = batch
+				s.OnTraffic(fc)
+				s.logged(aof.Progress{Written: s.persist.seq, Synced: s.persist.seq})
+			}
+		})
 	}
 }

@@ -189,7 +189,7 @@ func (h *binaryHandler) exec(cs *conn, now int64) {
 		if s.cfg.MaxMemory > 0 && s.lockOOM(cs, f) {
 			break
 		}
-		h.cmd = frameCommand(f)
+		setFrameCommand(&h.cmd, f)
 		s.runLock(cs, &h.cmd, now)
 	case slock.TypeWillLock, slock.TypeWillUnlock:
 		if why := s.willRefusal(cs, willCost+len(f.Data)); why != "" {
@@ -228,6 +228,15 @@ const persistAtOnce = 0x0100
 
 // frameCommand converts a decoded frame to the store's command (Data stays a view).
 func frameCommand(f *slock.Frame) store.LockCommand {
+	var c store.LockCommand
+	setFrameCommand(&c, f)
+	return c
+}
+
+// setFrameCommand makes c the store's command for a decoded frame (Data stays a view), in
+// place: the binary path keeps one command for the connection's handler and fills it per
+// frame, as building a LockCommand and copying it cost more than the store's lookup.
+func setFrameCommand(c *store.LockCommand, f *slock.Frame) {
 	kind := store.LockKind(f.Type) // the kinds' values are slock's frame types
 	switch f.Type {
 	case slock.TypeWillLock:
@@ -235,11 +244,10 @@ func frameCommand(f *slock.Frame) store.LockCommand {
 	case slock.TypeWillUnlock:
 		kind = store.KindUnlock
 	}
-	c := store.LockCommand{Kind: kind, RequestID: f.RequestID, DB: f.DB,
+	*c = store.LockCommand{Kind: kind, RequestID: f.RequestID, DB: f.DB,
 		LockID: f.LockID, Key: f.Key, Count: f.Count, Rcount: f.Rcount, Data: f.Data}
-	lockwire.Set(&c, lockwire.Words{Flag: f.Flag, Timeout: f.Timeout, TimeoutFlag: f.TimeoutFlag,
+	lockwire.Set(c, lockwire.Words{Flag: f.Flag, Timeout: f.Timeout, TimeoutFlag: f.TimeoutFlag,
 		Expried: f.Expried, ExpriedFlag: f.ExpriedFlag})
-	return c
 }
 
 func stateOf(db uint8, st store.LockState, exists bool) *slock.State {
