@@ -69,7 +69,14 @@ func TestSlockStreamPathDoesNotAllocate(t *testing.T) {
 // BenchmarkSlockStream is one frame (a Lock or an Unlock) of slock's stream benchmark
 // through the loop's request path, 1024 frames a read, without and with the log (tallyd's
 // default).
-func BenchmarkSlockStream(b *testing.B) {
+func BenchmarkSlockStream(b *testing.B) { benchSlockFrames(b, 512) }
+
+// BenchmarkSlockPairs is one frame of 16 Lock+Unlock pairs a read, as make bench's slock
+// pairs cases with 16 in flight send them.
+func BenchmarkSlockPairs(b *testing.B) { benchSlockFrames(b, 16) }
+
+// benchSlockFrames serves reads of pairs Lock+Unlock pairs, without and with the log.
+func benchSlockFrames(b *testing.B, pairs int) {
 	for _, log := range []bool{false, true} {
 		name, dir := "memory", ""
 		if log {
@@ -77,11 +84,11 @@ func BenchmarkSlockStream(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			s, fc := newSlockPathServer(b, dir)
-			batch := slockStream(512)
+			batch := slockStream(pairs)
 			b.ReportAllocs()
 			b.SetBytes(64)
 			b.ResetTimer()
-			for i := 0; i < b.N; i += 1024 {
+			for i := 0; i < b.N; i += 2 * pairs {
 				fc.in = batch
 				s.OnTraffic(fc)
 				s.logged(aof.Progress{Written: s.persist.seq, Synced: s.persist.seq})
