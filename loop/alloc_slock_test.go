@@ -2,12 +2,14 @@ package loop
 
 import (
 	"encoding/binary"
+	"reflect"
 	"testing"
 
 	"github.com/panjf2000/gnet/v2"
 
 	"github.com/tallyd/tallyd/aof"
 	"github.com/tallyd/tallyd/proto/slock"
+	"github.com/tallyd/tallyd/store"
 )
 
 // slockStream is what slock's own benchmark (mode stream) sends in one read: n Lock+Unlock
@@ -94,5 +96,46 @@ func benchSlockFrames(b *testing.B, pairs int) {
 				s.logged(aof.Progress{Written: s.persist.seq, Synced: s.persist.seq})
 			}
 		})
+	}
+}
+
+// TestSetFrameCommandSetsEveryField: the binary path reuses one command for every frame,
+// so filling it in place must leave nothing of the one before: from a command with every
+// field set, it comes out as frameCommand makes it from zero.
+func TestSetFrameCommandSetsEveryField(t *testing.T) {
+	var dirty store.LockCommand
+	v := reflect.ValueOf(&dirty).Elem()
+	for i := range v.NumField() {
+		fv := v.Field(i)
+		switch fv.Kind() {
+		case reflect.Bool:
+			fv.SetBool(true)
+		case reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			fv.SetUint(7)
+		case reflect.Int64:
+			fv.SetInt(7)
+		case reflect.Array:
+			fv.Index(0).SetUint(7)
+		case reflect.Slice:
+			fv.SetBytes([]byte{7})
+		case reflect.Struct:
+			fv.Field(0).SetUint(7)
+		default:
+			t.Fatalf("field %s of kind %v: teach this test to set it", v.Type().Field(i).Name, fv.Kind())
+		}
+		if fv.IsZero() {
+			t.Fatalf("field %s was not set", v.Type().Field(i).Name)
+		}
+	}
+	for _, f := range []slock.Frame{
+		{Type: slock.TypeLock, Timeout: 5, Expried: 5},
+		{Type: slock.TypeUnlock, Flag: 0x01, DB: 3, Count: 2, Rcount: 1, TimeoutFlag: 0x0400, ExpriedFlag: 0x8040},
+		{Type: slock.TypeWillLock, Data: []byte{2, 0, 0, 0, 'o', 'k'}},
+	} {
+		c := dirty
+		setFrameCommand(&c, &f)
+		if want := frameCommand(&f); !reflect.DeepEqual(c, want) {
+			t.Fatalf("frame %+v: in place %+v, from zero %+v", f, c, want)
+		}
 	}
 }

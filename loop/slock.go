@@ -244,8 +244,11 @@ func setFrameCommand(c *store.LockCommand, f *slock.Frame) {
 	case slock.TypeWillUnlock:
 		kind = store.KindUnlock
 	}
-	*c = store.LockCommand{Kind: kind, RequestID: f.RequestID, DB: f.DB,
-		LockID: f.LockID, Key: f.Key, Count: f.Count, Rcount: f.Rcount, Data: f.Data}
+	// Field by field: a composite literal would clear the whole command first. Every field
+	// is set (TestSetFrameCommandSetsEveryField); the options, wait, hold and echo by Set.
+	c.Kind, c.DB, c.Rcount, c.Count = kind, f.DB, f.Rcount, f.Count
+	c.RequestID, c.LockID, c.Key = f.RequestID, f.LockID, f.Key
+	c.Data, c.Add, c.Delta, c.ExpireAt, c.Client = f.Data, false, 0, 0, 0
 	lockwire.Set(c, lockwire.Words{Flag: f.Flag, Timeout: f.Timeout, TimeoutFlag: f.TimeoutFlag,
 		Expried: f.Expried, ExpriedFlag: f.ExpriedFlag})
 }
