@@ -360,7 +360,10 @@ func (s *Server) deliverLock(r *store.LockReply, discard store.Owner) {
 		s.notifyLockReply(r) // a WILL's lock or unlock
 		return
 	}
-	cs := s.ct.conns[r.Owner]
+	cs := s.cur // most replies are to the connection being served: no lookup for them
+	if cs == nil || cs.owner != r.Owner || cs.peer != nil || cs.closed {
+		cs = s.ct.conns[r.Owner]
+	}
 	if cs == nil {
 		if cid, ok := s.sl.closed[r.Owner]; ok {
 			cs = s.sl.clients[cid]
