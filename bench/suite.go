@@ -161,6 +161,14 @@ func lockCases(o suiteOpts) []caseDef {
 					p.what, sh[0], sh[1], p.pair),
 				cfg: load.Config{Workload: load.Pairs, Conns: sh[0], Pipeline: sh[1]}})
 		}
+		if p.proto == "slock" {
+			// slock's own benchmark (slock-benchmark --mode=stream --client=16 --conc=16)
+			// writes 4 KiB of Lock+Unlock frames at a time on each connection without waiting
+			// for replies, so the server reads full buffers: here as many in flight.
+			cs = append(cs, caseDef{name: "slock stream 16x16", proto: p.proto, series: "stream",
+				about: "slock binary, as slock-benchmark --mode=stream --client=16 --conc=16: 16 connections, each with 512 Lock+Unlock pairs in flight on its own key (64 KiB of frames, what the server reads at once)",
+				cfg:   load.Config{Workload: load.Pairs, Conns: 16, Pipeline: 512}})
+		}
 		if p.proto == "pool" {
 			for _, n := range []int{16, 64} {
 				if o.quick && n == 64 {

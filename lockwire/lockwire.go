@@ -124,6 +124,20 @@ func unitOf(w uint16) (store.Unit, uint16) {
 	return store.Seconds, w
 }
 
+// plainUnit returns the unit a time word says when that is all it says (no bit, or one unit
+// bit alone), and false otherwise.
+func plainUnit(w uint16) (store.Unit, bool) {
+	switch w {
+	case 0:
+		return store.Seconds, true
+	case millis:
+		return store.Millis, true
+	case minutes:
+		return store.Minutes, true
+	}
+	return store.Seconds, false
+}
+
 // unitBit is the bit that says u.
 func unitBit(u store.Unit) uint16 {
 	switch u {
@@ -137,15 +151,39 @@ func unitBit(u store.Unit) uint16 {
 
 // Read returns the store's reading of w for a command of kind k.
 func Read(k store.LockKind, w Words) Fields {
-	f := Fields{Wait: store.Wait{N: w.Timeout}, Hold: store.Hold{N: w.Expried}}
-	var rest uint16
-	f.Opts, rest = readBits(uint16(w.Flag), flagBits(k))
-	f.Echo.Opts = uint8(rest)
-	f.Wait.Unit, rest = unitOf(w.TimeoutFlag)
-	f.Wait.Opts, f.Echo.Wait = readBits(rest, waitTable)
-	f.Hold.Unit, rest = unitOf(w.ExpriedFlag)
-	f.Hold.Opts, f.Echo.Hold = readBits(rest, holdTable)
+	var f Fields
+	read(k, &w, &f.Opts, &f.Wait, &f.Hold, &f.Echo)
 	return f
+}
+
+// read gives o, wt, hd and e the store's reading of w for a command of kind k, in place
+// (Set runs on every binary lock command: no Fields built and copied there).
+func read(k store.LockKind, w *Words, o *store.Opts, wt *store.Wait, hd *store.Hold, e *store.Echo) {
+	wt.N, hd.N = w.Timeout, w.Expried
+	if w.Flag == 0 {
+		// Most commands have no flag and at most a unit bit in each time word: nothing to
+		// look up but the units.
+		tu, tok := plainUnit(w.TimeoutFlag)
+		hu, hok := plainUnit(w.ExpriedFlag)
+		if tok && hok {
+			*o, *e = 0, store.Echo{}
+			wt.Unit, wt.Opts, hd.Unit, hd.Opts = tu, 0, hu, 0
+			return
+		}
+	}
+	readTables(k, w, o, wt, hd, e)
+}
+
+// readTables is read through the tables, for any words.
+func readTables(k store.LockKind, w *Words, o *store.Opts, wt *store.Wait, hd *store.Hold, e *store.Echo) {
+	wt.N, hd.N = w.Timeout, w.Expried
+	var rest uint16
+	*o, rest = readBits(uint16(w.Flag), flagBits(k))
+	e.Opts = uint8(rest)
+	wt.Unit, rest = unitOf(w.TimeoutFlag)
+	wt.Opts, e.Wait = readBits(rest, waitTable)
+	hd.Unit, rest = unitOf(w.ExpriedFlag)
+	hd.Opts, e.Hold = readBits(rest, holdTable)
 }
 
 // Words returns the words f reads as for a command of kind k.
@@ -161,8 +199,7 @@ func (f Fields) Words(k store.LockKind) Words {
 
 // Set gives c the fields w reads as, for c's kind.
 func Set(c *store.LockCommand, w Words) {
-	f := Read(c.Kind, w)
-	c.Opts, c.Wait, c.Hold, c.Echo = f.Opts, f.Wait, f.Hold, f.Echo
+	read(c.Kind, &w, &c.Opts, &c.Wait, &c.Hold, &c.Echo)
 }
 
 // Of returns c's words.
@@ -172,8 +209,7 @@ func Of(c *store.LockCommand) Words {
 
 // SetHolder gives h the fields w reads as (a holder is a Lock's).
 func SetHolder(h *store.HolderState, w Words) {
-	f := Read(store.KindLock, w)
-	h.Opts, h.Wait, h.Hold, h.Echo = f.Opts, f.Wait, f.Hold, f.Echo
+	read(store.KindLock, &w, &h.Opts, &h.Wait, &h.Hold, &h.Echo)
 }
 
 // OfHolder returns h's words.

@@ -41,6 +41,23 @@ func TestRead(t *testing.T) {
 	}
 }
 
+// TestPlainWords: words with no flag and at most a unit bit, which read takes a short way
+// for, read as the tables read them, for every pair of time words.
+func TestPlainWords(t *testing.T) {
+	for _, k := range []store.LockKind{store.KindLock, store.KindUnlock, store.KindWillLock, store.KindWillUnlock, 5} {
+		for x := range 1 << 16 {
+			for _, y := range []uint16{0, millis, minutes, millis | minutes, 0x8000, uint16(x)} {
+				w := Words{Timeout: 7, TimeoutFlag: uint16(x), Expried: 9, ExpriedFlag: y}
+				var want Fields
+				readTables(k, &w, &want.Opts, &want.Wait, &want.Hold, &want.Echo)
+				if got := Read(k, w); got != want {
+					t.Fatalf("kind %d, %+v: read %+v, the tables %+v", k, w, got, want)
+				}
+			}
+		}
+	}
+}
+
 var sinkWords Words
 
 // BenchmarkRoundTrip: a Lock's words to the store's fields and back, as each binary lock

@@ -37,8 +37,18 @@ import (
 // its socket full before it is taken for one that does not read, and closed.
 const outputStall = 2 * time.Second
 
-// keepOut is the largest output buffer kept for reuse once it has been written.
+// keepOut is the largest log buffer kept for reuse once it has been written (persist.go).
 const keepOut = 64 << 10
+
+// keepTurn is the largest output buffer kept for reuse once it has been written: a whole
+// turn's replies to one connection fit in it (a 64 KiB read of slock frames is answered with
+// 64 KiB, which append grows a little past 64 KiB), so a connection that streams requests
+// does not grow a buffer from a small one again at every turn (issue 25: that growing was a
+// third of the loop's time under slock's stream benchmark).
+const keepTurn = 256 << 10
+
+// freeBytes is the most capacity the loop keeps in free output buffers, all together.
+const freeBytes = 4 << 20
 
 // keepSub is the largest output buffer a subscriber keeps once it has been written.
 const keepSub = 4 << 10
@@ -56,6 +66,7 @@ type outQueue struct {
 	parked   []*conn // connections waiting for their socket to drain
 	stalls   []*conn // connections over --max-output with replies they asked for
 	free     [][]byte
+	freeCap  int // the capacity of the buffers on free
 	flushing bool
 }
 
@@ -111,6 +122,7 @@ func (s *Server) out(cs *conn) []byte {
 	if cs.out == nil {
 		if n := len(s.free); n > 0 {
 			cs.out, s.free = s.free[n-1], s.free[:n-1]
+			s.freeCap -= cap(cs.out)
 		}
 	}
 	return cs.out
@@ -250,11 +262,12 @@ func (s *Server) release(cs *conn) {
 	b := cs.out
 	cs.out, cs.gates = nil, cs.gates[:0]
 	switch {
-	case b == nil || cap(b) > keepOut:
+	case b == nil || cap(b) > keepTurn:
 	case cap(b) <= keepSub && !cs.closed && cs.slock != nil && cs.slock.subscribed():
 		cs.out = b[:0] // a subscriber keeps a small buffer: its messages come unasked, many at a time (pubsub.go)
-	case len(s.free) < freeBufs:
+	case len(s.free) < freeBufs && s.freeCap+cap(b) <= freeBytes:
 		s.free = append(s.free, b[:0])
+		s.freeCap += cap(b)
 	}
 	if !cs.closed {
 		s.noteOut(cs)

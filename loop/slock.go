@@ -189,7 +189,7 @@ func (h *binaryHandler) exec(cs *conn, now int64) {
 		if s.cfg.MaxMemory > 0 && s.lockOOM(cs, f) {
 			break
 		}
-		h.cmd = frameCommand(f)
+		setFrameCommand(&h.cmd, f)
 		s.runLock(cs, &h.cmd, now)
 	case slock.TypeWillLock, slock.TypeWillUnlock:
 		if why := s.willRefusal(cs, willCost+len(f.Data)); why != "" {
@@ -228,6 +228,15 @@ const persistAtOnce = 0x0100
 
 // frameCommand converts a decoded frame to the store's command (Data stays a view).
 func frameCommand(f *slock.Frame) store.LockCommand {
+	var c store.LockCommand
+	setFrameCommand(&c, f)
+	return c
+}
+
+// setFrameCommand makes c the store's command for a decoded frame (Data stays a view), in
+// place: the binary path keeps one command for the connection's handler and fills it per
+// frame, as building a LockCommand and copying it cost more than the store's lookup.
+func setFrameCommand(c *store.LockCommand, f *slock.Frame) {
 	kind := store.LockKind(f.Type) // the kinds' values are slock's frame types
 	switch f.Type {
 	case slock.TypeWillLock:
@@ -235,11 +244,13 @@ func frameCommand(f *slock.Frame) store.LockCommand {
 	case slock.TypeWillUnlock:
 		kind = store.KindUnlock
 	}
-	c := store.LockCommand{Kind: kind, RequestID: f.RequestID, DB: f.DB,
-		LockID: f.LockID, Key: f.Key, Count: f.Count, Rcount: f.Rcount, Data: f.Data}
-	lockwire.Set(&c, lockwire.Words{Flag: f.Flag, Timeout: f.Timeout, TimeoutFlag: f.TimeoutFlag,
+	// Field by field: a composite literal would clear the whole command first. Every field
+	// is set (TestSetFrameCommandSetsEveryField); the options, wait, hold and echo by Set.
+	c.Kind, c.DB, c.Rcount, c.Count = kind, f.DB, f.Rcount, f.Count
+	c.RequestID, c.LockID, c.Key = f.RequestID, f.LockID, f.Key
+	c.Data, c.Add, c.Delta, c.ExpireAt, c.Client = f.Data, false, 0, 0, 0
+	lockwire.Set(c, lockwire.Words{Flag: f.Flag, Timeout: f.Timeout, TimeoutFlag: f.TimeoutFlag,
 		Expried: f.Expried, ExpriedFlag: f.ExpriedFlag})
-	return c
 }
 
 func stateOf(db uint8, st store.LockState, exists bool) *slock.State {
@@ -349,7 +360,10 @@ func (s *Server) deliverLock(r *store.LockReply, discard store.Owner) {
 		s.notifyLockReply(r) // a WILL's lock or unlock
 		return
 	}
-	cs := s.ct.conns[r.Owner]
+	cs := s.cur // most replies are to the connection being served: no lookup for them
+	if cs == nil || cs.owner != r.Owner || cs.peer != nil || cs.closed {
+		cs = s.ct.conns[r.Owner]
+	}
 	if cs == nil {
 		if cid, ok := s.sl.closed[r.Owner]; ok {
 			cs = s.sl.clients[cid]
