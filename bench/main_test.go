@@ -331,7 +331,7 @@ func TestSuiteRunsLockCasesWhereTargetsSpeakThem(t *testing.T) {
 	var out, errOut bytes.Buffer
 	err := suiteCmd(context.Background(), []string{"--target", "tallyd=counter@" + addr, "--target", "redis=resp@" + raddr,
 		"--endpoint", "tallyd=pool@" + paddr, "--endpoint", "tallyd=slock@" + saddr, "--endpoint", "tallyd=slock-text@" + taddr,
-		"--cases", `^(pool|slock|slock-text) pairs 16x1$|^pool contention|^pairs 1x1$`, "--duration", "150ms", "--warmup", "0s",
+		"--cases", `^(pool|slock|slock-text) pairs 16x1$|^pool contention|^pairs 1x1$`, "--duration", "500ms", "--warmup", "0s",
 		"--out", dir, "-q"}, &out, &errOut)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, errOut.String())
@@ -439,7 +439,7 @@ func TestSuiteRunsRedisLockCasesBesideRedis(t *testing.T) {
 	var out, errOut bytes.Buffer
 	err := suiteCmd(context.Background(), []string{"--target", "tallyd=counter@" + addr, "--target", "redis=resp@" + raddr,
 		"--endpoint", "tallyd=redis-lock@" + daddr, "--endpoint", "tallyd=redis-lock-lua@" + laddr,
-		"--endpoint", "redis=redis-lock-lua@" + rladdr, "--cases", `^lock `, "--duration", "150ms", "--warmup", "0s",
+		"--endpoint", "redis=redis-lock-lua@" + rladdr, "--cases", `^lock `, "--duration", "500ms", "--warmup", "0s",
 		"--out", dir, "-q"}, &out, &errOut)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, errOut.String())

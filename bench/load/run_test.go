@@ -212,9 +212,16 @@ func TestPortableDriver(t *testing.T) {
 }
 
 func TestRunStopsOnCancel(t *testing.T) {
-	_, addr := startSink(t, "counter")
+	sk, addr := startSink(t, "counter")
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(100*time.Millisecond, cancel)
+	go func() { // cancel once requests flow: on a loaded machine a fixed 100 ms may pass before the first
+		for sk.Requests() == 0 && ctx.Err() == nil {
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(50 * time.Millisecond)
+		cancel()
+	}()
+	time.AfterFunc(30*time.Second, cancel)
 	res, err := Run(ctx, Config{Addr: addr, Proto: "counter", Conns: 2, Duration: time.Hour})
 	if err != nil {
 		t.Fatal(err)

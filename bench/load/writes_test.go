@@ -245,7 +245,7 @@ func TestWritesLockPairs(t *testing.T) {
 		return "-ERR unexpected\r\n"
 	})
 	res, err := RunWrites(context.Background(), WritesConfig{Addr: s.addr, Conns: 3, Pipeline: 4, Prefix: "k:",
-		Duration: 300 * time.Millisecond, Locks: true})
+		Duration: time.Second, Locks: true}) // long enough for rounds on a loaded machine
 	if err != nil {
 		t.Fatal(err)
 	}
