@@ -115,7 +115,9 @@ func checkClusterNet(t *testing.T, n clusterNet, slots int) {
 	n.isolate(0, false)
 	// A link that comes back may take a moment, each way (proxy: the cut connections are
 	// closed; netns: neighbour entries that failed while it was down are tried again).
-	if !waitUntil(time.Now().Add(5*time.Second), 50*time.Millisecond, func() bool {
+	// 20 s: each netns ping starts `ip netns exec bash`, slow on a loaded machine (5 s failed
+	// once in make test beside other builds).
+	if !waitUntil(time.Now().Add(20*time.Second), 50*time.Millisecond, func() bool {
 		for pair := range all {
 			if !ping(pair[0], peerOf(pair[0], pair[1])) {
 				return false
