@@ -1,0 +1,57 @@
+package loop
+
+import (
+	"encoding/binary"
+	"testing"
+	"time"
+
+	"github.com/tallyd/tallyd/proto/slock"
+)
+
+// A hold's deadline is staged in the store while its turn runs (store/deadlines.go): a
+// Lock that stays held past the read is still published to the ticker (publishDue) at its
+// expiry, and the tick at that time delivers the EXPRIED; a Lock and its Unlock in one
+// read leave the next deadline where it was.
+func TestSlockHoldStagedExpiresOnTime(t *testing.T) {
+	s, fc := newSlockPathServer(t, "")
+	frame := func(typ slock.Type, req uint32, expriedMs uint16) []byte {
+		f := slock.Frame{Type: typ, Timeout: 5, Expried: expriedMs, ExpriedFlag: 0x0400}
+		binary.BigEndian.PutUint32(f.RequestID[12:], req)
+		f.LockID[15], f.Key[15] = 'a', 'k'
+		return slock.AppendLockRequest(nil, &f)
+	}
+	read := func(b []byte) {
+		fc.in = b
+		s.OnTraffic(fc)
+		if len(fc.in) != 0 {
+			t.Fatalf("%d bytes left unread", len(fc.in))
+		}
+	}
+	s.publishDue()
+	before := s.run.nextDue.Load() // the collections
+	read(append(frame(slock.TypeLock, 1, 200), frame(slock.TypeUnlock, 2, 200)...))
+	if got := s.run.nextDue.Load(); got != before || fc.written != 2*frameBytes {
+		t.Fatalf("lock and unlock in one read: next due %d (was %d), %d bytes written", got, before, fc.written)
+	}
+	t0 := time.Now().UnixNano()
+	read(frame(slock.TypeLock, 3, 200))
+	t1 := time.Now().UnixNano()
+	due := s.run.nextDue.Load()
+	if ms := int64(200 * time.Millisecond); due < t0+ms || due > t1+ms {
+		t.Fatalf("a held lock's expiry published at %d, want 200 ms after the read (%d..%d)", due, t0+ms, t1+ms)
+	}
+	written := fc.written
+	s.advance(due - 1)
+	s.flush()
+	if fc.written != written {
+		t.Fatalf("%d bytes written before the expiry", fc.written-written)
+	}
+	s.advance(due)
+	s.flush()
+	if fc.written != written+frameBytes {
+		t.Fatalf("at the expiry %d bytes written, want one reply (%d)", fc.written-written, frameBytes)
+	}
+}
+
+// frameBytes is the size of a binary slock request or reply.
+const frameBytes = 64
