@@ -279,6 +279,7 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 func (s *Server) serve(cs *conn, now int64) {
 	c := cs.c
 	cs.sent = c.OutboundBuffered()
+	s.mem.room = 0 // what happened since cs's last turn is not in it (lockOOM)
 	if cs.busy {
 		cs.h.more(cs, now)
 	}

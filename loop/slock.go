@@ -192,6 +192,7 @@ func (h *binaryHandler) exec(cs *conn, now int64) {
 		setFrameCommand(&h.cmd, f)
 		s.runLock(cs, &h.cmd, now)
 	case slock.TypeWillLock, slock.TypeWillUnlock:
+		s.mem.room = 0 // the headroom lockOOM counts down is only for Locks and Unlocks
 		if why := s.willRefusal(cs, willCost+len(f.Data)); why != "" {
 			// A WILL is not answered when queued; a refused one is, so the client knows.
 			s.put(cs, slock.AppendSimple(s.out(cs), f.Type, f.RequestID, slock.ResultUnknownError))
@@ -216,6 +217,7 @@ func (h *binaryHandler) exec(cs *conn, now int64) {
 	case slock.TypeLeader:
 		s.put(cs, slock.AppendLeader(s.out(cs), f.RequestID, s.leaderAddr()))
 	case slock.TypeCall:
+		s.mem.room = 0
 		s.slockCall(cs, f)
 	default:
 		s.put(cs, slock.AppendSimple(s.out(cs), f.Type, f.RequestID, slock.ResultUnknownCommand))
@@ -320,6 +322,7 @@ func (s *Server) drainLocks(now int64) {
 		discard = 0
 		switch {
 		case len(sl.execQueue) > 0:
+			s.mem.room = 0 // what it runs is not counted in lockOOM's headroom
 			x := sl.execQueue[0]
 			sl.execQueue = sl.execQueue[1:]
 			var f slock.Frame
@@ -332,6 +335,7 @@ func (s *Server) drainLocks(now int64) {
 			s.m.lockBegin(x.owner, &cmd, true)
 			sl.replies, sl.execs = s.st.locks.Do(x.owner, &cmd, now, sl.replies, sl.execs)
 		case len(sl.willQueue) > 0:
+			s.mem.room = 0
 			w := sl.willQueue[0]
 			sl.willQueue = sl.willQueue[1:]
 			if w.disconnect {

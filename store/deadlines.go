@@ -246,3 +246,8 @@ func (q *deadlines) check() error {
 	}
 	return nil
 }
+
+// HeapGrowth is what the next growth of the deadline heap's slice adds to Bytes at once (it
+// doubles): a caller that counts down a headroom by what each command adds on average keeps
+// it in reserve.
+func (s *Store) HeapGrowth() int64 { return int64(cap(s.q.h)) * heapSlot }
