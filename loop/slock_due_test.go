@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tallyd/tallyd/proto/slock"
+	"github.com/tallyd/tallyd/store"
 )
 
 // A hold's deadline is staged in the store while its turn runs (store/deadlines.go): a
@@ -55,3 +56,18 @@ func TestSlockHoldStagedExpiresOnTime(t *testing.T) {
 
 // frameBytes is the size of a binary slock request or reply.
 const frameBytes = 64
+
+// stampLock gives a Lock (and a WILL's) the connection's client id, which its holder keeps
+// (fence.go), and leaves an Unlock, whose client id nothing keeps, as it came.
+func TestStampLockOnlyLocks(t *testing.T) {
+	s, _ := newSlockPathServer(t, "")
+	cs := s.ct.conns[1]
+	for _, kind := range []store.LockKind{store.KindLock, store.KindWillLock, store.KindUnlock, store.KindWillUnlock} {
+		cmd := store.LockCommand{Kind: kind}
+		s.stampLock(cs, &cmd)
+		locks := kind == store.KindLock || kind == store.KindWillLock
+		if got := cmd.Client; locks && (got == 0 || got != cs.slock.client) || !locks && got != 0 {
+			t.Fatalf("kind %d: client %x, connection's %x", kind, got, cs.slock.client)
+		}
+	}
+}
