@@ -1,9 +1,11 @@
 package loop
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 
 	"github.com/tallyd/tallyd/lockwire"
 	"github.com/tallyd/tallyd/proto/acl"
@@ -376,38 +378,62 @@ func (s *Server) deliverLock(r *store.LockReply, discard store.Owner) {
 	if cs == nil || cs.closed || cs.slock == nil {
 		return
 	}
-	rep := slock.LockReply{Type: slock.Type(r.Kind), RequestID: r.RequestID, Result: slockResults[r.Result],
-		DB: r.DB, LockID: r.LockID, Key: r.Key, Lcount: r.Lcount, Count: r.Count, Lrcount: r.Lrcount,
-		Rcount: r.Rcount, Value: r.Value, Token: r.Token}
 	sc := cs.slock
-	if sc.kind != slock.Binary {
-		if !sc.waiting || r.RequestID != sc.waitID {
-			if r.RequestID == sc.pushID && r.Owner == cs.owner {
-				s.notifyLockReply(r) // a PUSH's, unanswered
-			}
-			return // text connections see only the reply they wait for
-		}
-		sc.waiting = false
-		if cs != s.cur { // the one being served goes on by itself
-			s.kick(cs) // serve the commands that waited behind it
-		}
-		if sc.kvActive {
-			s.kvReply(cs, &rep, r.Result)
-			return
-		}
-		if r.Result == store.LockOK {
-			if sc.waitLock {
-				sc.text.LastLockID = r.LockID
-			} else {
-				sc.text.LastLockID = [16]byte{}
-			}
-		}
-		s.sendTo(cs, rediscmd.AppendTextLockReply(s.scratchFor(cs), &rep))
+	if sc.kind == slock.Binary {
+		s.put(cs, appendLockFrame(s.out(cs), r))
 		s.notifyLockReply(r)
 		return
 	}
-	s.sendTo(cs, slock.AppendLockReply(s.scratchFor(cs), &rep))
+	if !sc.waiting || r.RequestID != sc.waitID {
+		if r.RequestID == sc.pushID && r.Owner == cs.owner {
+			s.notifyLockReply(r) // a PUSH's, unanswered
+		}
+		return // text connections see only the reply they wait for
+	}
+	sc.waiting = false
+	if cs != s.cur { // the one being served goes on by itself
+		s.kick(cs) // serve the commands that waited behind it
+	}
+	rep := slock.LockReply{Type: slock.Type(r.Kind), RequestID: r.RequestID, Result: slockResults[r.Result],
+		DB: r.DB, LockID: r.LockID, Key: r.Key, Lcount: r.Lcount, Count: r.Count, Lrcount: r.Lrcount,
+		Rcount: r.Rcount, Value: r.Value, Token: r.Token}
+	if sc.kvActive {
+		s.kvReply(cs, &rep, r.Result)
+		return
+	}
+	if r.Result == store.LockOK {
+		if sc.waitLock {
+			sc.text.LastLockID = r.LockID
+		} else {
+			sc.text.LastLockID = [16]byte{}
+		}
+	}
+	s.sendTo(cs, rediscmd.AppendTextLockReply(s.scratchFor(cs), &rep))
 	s.notifyLockReply(r)
+}
+
+// appendLockFrame appends r's frame as slock.AppendLockReply does a slock.LockReply
+// (TestAppendLockFrame), written in place: filling a slock.LockReply to encode copied
+// every field of every reply.
+func appendLockFrame(dst []byte, r *store.LockReply) []byte {
+	n := len(dst)
+	dst = slices.Grow(dst, slock.FrameLen+len(r.Value))[:n+slock.FrameLen]
+	b := dst[n : n+slock.FrameLen]
+	b[0], b[1], b[2] = slock.Magic, slock.Version, byte(r.Kind)
+	copy(b[3:19], r.RequestID[:])
+	b[19] = byte(slockResults[r.Result])
+	b[20] = 0
+	if len(r.Value) > 0 {
+		b[20] = slock.FlagData
+	}
+	b[21] = r.DB
+	copy(b[22:38], r.LockID[:])
+	copy(b[38:54], r.Key[:])
+	binary.LittleEndian.PutUint16(b[54:], r.Lcount)
+	binary.LittleEndian.PutUint16(b[56:], r.Count)
+	b[58], b[59] = r.Lrcount, r.Rcount
+	b[60], b[61], b[62], b[63] = 0, 0, 0, 0
+	return append(dst, r.Value...)
 }
 
 // scratchFor returns cs's output buffer, to append a reply to (an alias of out).

@@ -2,6 +2,7 @@ package loop
 
 import (
 	"encoding/binary"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,6 +69,28 @@ func TestStampLockOnlyLocks(t *testing.T) {
 		locks := kind == store.KindLock || kind == store.KindWillLock
 		if got := cmd.Client; locks && (got == 0 || got != cs.slock.client) || !locks && got != 0 {
 			t.Fatalf("kind %d: client %x, connection's %x", kind, got, cs.slock.client)
+		}
+	}
+}
+
+// appendLockFrame writes the bytes slock.AppendLockReply writes for the same reply: every
+// result, with and without a value, after what the buffer held, over old bytes.
+func TestAppendLockFrame(t *testing.T) {
+	r := store.LockReply{Kind: store.KindUnlock, DB: 3, Lcount: 0x1234, Count: 0xfffe, Lrcount: 7, Rcount: 9, Token: 5}
+	for i := range 16 {
+		r.RequestID[i], r.LockID[i], r.Key[i] = byte(i+1), byte(0x40+i), byte(0x80+i)
+	}
+	for res := range store.NumLockResults {
+		for _, v := range [][]byte{nil, {}, []byte("value")} {
+			r.Result, r.Value = store.LockResult(res), v
+			rep := slock.LockReply{Type: slock.Type(r.Kind), RequestID: r.RequestID, Result: slockResults[r.Result],
+				DB: r.DB, LockID: r.LockID, Key: r.Key, Lcount: r.Lcount, Count: r.Count, Lrcount: r.Lrcount,
+				Rcount: r.Rcount, Value: r.Value, Token: r.Token}
+			want := slock.AppendLockReply([]byte("before"), &rep)
+			dirty := []byte(strings.Repeat("before", 40))[:6] // what follows must all be written
+			if got := appendLockFrame(dirty, &r); string(got) != string(want) {
+				t.Fatalf("result %d, value %q:\n got %x\nwant %x", res, v, got, want)
+			}
 		}
 	}
 }
