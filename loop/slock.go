@@ -420,20 +420,21 @@ func appendLockFrame(dst []byte, r *store.LockReply) []byte {
 	dst = slices.Grow(dst, slock.FrameLen+len(r.Value))[:n+slock.FrameLen]
 	b := dst[n : n+slock.FrameLen]
 	b[0], b[1], b[2] = slock.Magic, slock.Version, byte(r.Kind)
-	copy(b[3:19], r.RequestID[:])
+	*(*[16]byte)(b[3:19]) = r.RequestID
 	b[19] = byte(slockResults[r.Result])
 	b[20] = 0
-	if len(r.Value) > 0 {
-		b[20] = slock.FlagData
-	}
 	b[21] = r.DB
-	copy(b[22:38], r.LockID[:])
-	copy(b[38:54], r.Key[:])
+	*(*[16]byte)(b[22:38]) = r.LockID
+	*(*[16]byte)(b[38:54]) = r.Key
 	binary.LittleEndian.PutUint16(b[54:], r.Lcount)
 	binary.LittleEndian.PutUint16(b[56:], r.Count)
 	b[58], b[59] = r.Lrcount, r.Rcount
 	b[60], b[61], b[62], b[63] = 0, 0, 0, 0
-	return append(dst, r.Value...)
+	if len(r.Value) > 0 {
+		b[20] = slock.FlagData
+		dst = append(dst, r.Value...)
+	}
+	return dst
 }
 
 // scratchFor returns cs's output buffer, to append a reply to (an alias of out).
