@@ -381,7 +381,9 @@ func (s *Server) deliverLock(r *store.LockReply, discard store.Owner) {
 	sc := cs.slock
 	if sc.kind == slock.Binary {
 		s.put(cs, appendLockFrame(s.out(cs), r))
-		s.notifyLockReply(r)
+		if s.ps.notify != 0 { // no call while no notification is on, as mostly
+			s.notifyLockReply(r)
+		}
 		return
 	}
 	if !sc.waiting || r.RequestID != sc.waitID {
