@@ -89,6 +89,9 @@ func benchSlockFrames(b *testing.B, pairs int) {
 			// No slice of the turn: a read is served whole however slow the run (callgrind),
 			// as a real one of 64 KiB is within --conn-slice.
 			s.fair.slice = 0
+			// A budget, as the binary's default (--max-memory auto) sets one: each Lock is
+			// checked against it.
+			s.cfg.MaxMemory = 1 << 30
 			batch := slockStream(pairs)
 			b.ReportAllocs()
 			b.SetBytes(64)

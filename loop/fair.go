@@ -214,7 +214,11 @@ func (f *fairState) sliced(cs *conn) bool {
 // stale unless this one read the clock itself (a Redis-text command does).
 func (f *fairState) execTimed(cs *conn, now int64) {
 	reads := f.reads
-	cs.h.exec(cs, now)
+	if bh, ok := cs.h.(*binaryHandler); ok {
+		bh.exec(cs, now) // most frames: a direct call
+	} else {
+		cs.h.exec(cs, now)
+	}
 	if f.reads == reads {
 		f.fresh = false
 	}

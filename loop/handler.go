@@ -279,21 +279,29 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 func (s *Server) serve(cs *conn, now int64) {
 	c := cs.c
 	cs.sent = c.OutboundBuffered()
+	s.mem.room = 0 // what happened since cs's last turn is not in it (lockOOM)
 	if cs.busy {
 		cs.h.more(cs, now)
 	}
 	buf, _ := c.Peek(-1) // valid until Discard or return
 	used, served := 0, 0
+	sliced := s.fair.sliced(cs) // the same for the whole turn
 	for used < len(buf) && !cs.busy && !cs.quit && !cs.closed {
 		if s.full(cs) {
 			s.kick(cs) // the rest waits until the socket has taken some
 			break
 		}
-		if served > 0 && s.sliceOver(cs, served) {
+		if served > 0 && sliced && s.sliceOver(cs, served) {
 			s.yield(cs) // the rest waits for a later turn (fair.go)
 			break
 		}
-		n, err := cs.h.parse(cs, buf[used:])
+		var n int
+		var err error
+		if bh, ok := cs.h.(*binaryHandler); ok {
+			n, err = bh.parse(cs, buf[used:]) // most frames: a direct call
+		} else {
+			n, err = cs.h.parse(cs, buf[used:])
+		}
 		if err != nil {
 			s.log.Warn().Uint64("conn", uint64(cs.owner)).Stringer("proto", cs.proto).
 				Str("remote", remoteAddr(c).String()).Err(err).Msg("closing connection: request framing lost")

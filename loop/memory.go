@@ -69,6 +69,11 @@ type memState struct {
 	out   int64 // output of every connection (conn.memOut)
 	wills int64 // pending WILL commands of every connection (slockConn.willBytes)
 
+	// room is what binary slock frames may still add before the budget is read again
+	// (lockOOM): the headroom at the last reading, less frameGrowth for each plain Lock
+	// or Unlock since. 0: read it at the next Lock. Each connection's turn starts at 0.
+	room int64
+
 	shedAt    int64 // in+out after the last shedding scan
 	shedTicks uint64
 	ticks     uint64 // ticks so far: a scan runs at most once a tick unless buffers grew a lot
@@ -300,10 +305,36 @@ func (s *Server) queueWill(cs *conn, cmd store.LockCommand) {
 // willCost is what a WILL command costs besides its data.
 const willCost = 128
 
+// frameGrowth is more than a Lock or Unlock without data adds to what the budget counts: a
+// new key, a new holder or waiter, their map entries, and twice their deadline slots (a
+// hold's and an aging one), which pays for the heap's doublings after the first (the
+// first is held in reserve: Store.HeapGrowth).
+const frameGrowth = 1 << 10
+
+// roomMax is the most headroom lockOOM counts down from before it reads the budget again
+// (at most a 32nd of the budget): one reading per read of 64 KiB of frames at most.
+const roomMax = 1 << 20
+
 // lockOOM reports whether a binary slock Lock, or an Unlock carrying data that may add
-// data, must be refused for the budget, and then answers it.
+// data, must be refused for the budget, and then answers it. The budget is read (memUsed)
+// only once frames without data have used up the headroom of the last reading, each
+// counted at frameGrowth, so a Lock is never let in that the reading at its arrival
+// would refuse: the turn that may have grown memory otherwise starts over at 0.
 func (s *Server) lockOOM(cs *conn, f *slock.Frame) bool {
+	plain := f.Data == nil
+	if plain && s.mem.room >= frameGrowth {
+		s.mem.room -= frameGrowth
+		return false
+	}
+	s.mem.room = 0
 	if f.Type != slock.TypeLock && (f.Type != slock.TypeUnlock || !mayAddData(f.Data)) || !s.overBudget() {
+		if plain && f.Type == slock.TypeLock {
+			if used := s.memUsed(); used < s.cfg.MaxMemory {
+				// The deadline heap's next doubling comes at once, not a slot a Lock.
+				free := s.cfg.MaxMemory - used - s.st.store.HeapGrowth()
+				s.mem.room = min(free, s.cfg.MaxMemory/32, roomMax) - frameGrowth
+			}
+		}
 		return false
 	}
 	s.refuseOOM(cs, "slock "+f.Type.String())

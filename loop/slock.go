@@ -1,9 +1,11 @@
 package loop
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 
 	"github.com/tallyd/tallyd/lockwire"
 	"github.com/tallyd/tallyd/proto/acl"
@@ -192,6 +194,7 @@ func (h *binaryHandler) exec(cs *conn, now int64) {
 		setFrameCommand(&h.cmd, f)
 		s.runLock(cs, &h.cmd, now)
 	case slock.TypeWillLock, slock.TypeWillUnlock:
+		s.mem.room = 0 // the headroom lockOOM counts down is only for Locks and Unlocks
 		if why := s.willRefusal(cs, willCost+len(f.Data)); why != "" {
 			// A WILL is not answered when queued; a refused one is, so the client knows.
 			s.put(cs, slock.AppendSimple(s.out(cs), f.Type, f.RequestID, slock.ResultUnknownError))
@@ -216,6 +219,7 @@ func (h *binaryHandler) exec(cs *conn, now int64) {
 	case slock.TypeLeader:
 		s.put(cs, slock.AppendLeader(s.out(cs), f.RequestID, s.leaderAddr()))
 	case slock.TypeCall:
+		s.mem.room = 0
 		s.slockCall(cs, f)
 	default:
 		s.put(cs, slock.AppendSimple(s.out(cs), f.Type, f.RequestID, slock.ResultUnknownCommand))
@@ -320,6 +324,7 @@ func (s *Server) drainLocks(now int64) {
 		discard = 0
 		switch {
 		case len(sl.execQueue) > 0:
+			s.mem.room = 0 // what it runs is not counted in lockOOM's headroom
 			x := sl.execQueue[0]
 			sl.execQueue = sl.execQueue[1:]
 			var f slock.Frame
@@ -332,6 +337,7 @@ func (s *Server) drainLocks(now int64) {
 			s.m.lockBegin(x.owner, &cmd, true)
 			sl.replies, sl.execs = s.st.locks.Do(x.owner, &cmd, now, sl.replies, sl.execs)
 		case len(sl.willQueue) > 0:
+			s.mem.room = 0
 			w := sl.willQueue[0]
 			sl.willQueue = sl.willQueue[1:]
 			if w.disconnect {
@@ -372,38 +378,65 @@ func (s *Server) deliverLock(r *store.LockReply, discard store.Owner) {
 	if cs == nil || cs.closed || cs.slock == nil {
 		return
 	}
+	sc := cs.slock
+	if sc.kind == slock.Binary {
+		s.put(cs, appendLockFrame(s.out(cs), r))
+		if s.ps.notify != 0 { // no call while no notification is on, as mostly
+			s.notifyLockReply(r)
+		}
+		return
+	}
+	if !sc.waiting || r.RequestID != sc.waitID {
+		if r.RequestID == sc.pushID && r.Owner == cs.owner {
+			s.notifyLockReply(r) // a PUSH's, unanswered
+		}
+		return // text connections see only the reply they wait for
+	}
+	sc.waiting = false
+	if cs != s.cur { // the one being served goes on by itself
+		s.kick(cs) // serve the commands that waited behind it
+	}
 	rep := slock.LockReply{Type: slock.Type(r.Kind), RequestID: r.RequestID, Result: slockResults[r.Result],
 		DB: r.DB, LockID: r.LockID, Key: r.Key, Lcount: r.Lcount, Count: r.Count, Lrcount: r.Lrcount,
 		Rcount: r.Rcount, Value: r.Value, Token: r.Token}
-	sc := cs.slock
-	if sc.kind != slock.Binary {
-		if !sc.waiting || r.RequestID != sc.waitID {
-			if r.RequestID == sc.pushID && r.Owner == cs.owner {
-				s.notifyLockReply(r) // a PUSH's, unanswered
-			}
-			return // text connections see only the reply they wait for
-		}
-		sc.waiting = false
-		if cs != s.cur { // the one being served goes on by itself
-			s.kick(cs) // serve the commands that waited behind it
-		}
-		if sc.kvActive {
-			s.kvReply(cs, &rep, r.Result)
-			return
-		}
-		if r.Result == store.LockOK {
-			if sc.waitLock {
-				sc.text.LastLockID = r.LockID
-			} else {
-				sc.text.LastLockID = [16]byte{}
-			}
-		}
-		s.sendTo(cs, rediscmd.AppendTextLockReply(s.scratchFor(cs), &rep))
-		s.notifyLockReply(r)
+	if sc.kvActive {
+		s.kvReply(cs, &rep, r.Result)
 		return
 	}
-	s.sendTo(cs, slock.AppendLockReply(s.scratchFor(cs), &rep))
+	if r.Result == store.LockOK {
+		if sc.waitLock {
+			sc.text.LastLockID = r.LockID
+		} else {
+			sc.text.LastLockID = [16]byte{}
+		}
+	}
+	s.sendTo(cs, rediscmd.AppendTextLockReply(s.scratchFor(cs), &rep))
 	s.notifyLockReply(r)
+}
+
+// appendLockFrame appends r's frame as slock.AppendLockReply does a slock.LockReply
+// (TestAppendLockFrame), written in place: filling a slock.LockReply to encode copied
+// every field of every reply.
+func appendLockFrame(dst []byte, r *store.LockReply) []byte {
+	n := len(dst)
+	dst = slices.Grow(dst, slock.FrameLen+len(r.Value))[:n+slock.FrameLen]
+	b := dst[n : n+slock.FrameLen]
+	b[0], b[1], b[2] = slock.Magic, slock.Version, byte(r.Kind)
+	*(*[16]byte)(b[3:19]) = r.RequestID
+	b[19] = byte(slockResults[r.Result])
+	b[20] = 0
+	b[21] = r.DB
+	*(*[16]byte)(b[22:38]) = r.LockID
+	*(*[16]byte)(b[38:54]) = r.Key
+	binary.LittleEndian.PutUint16(b[54:], r.Lcount)
+	binary.LittleEndian.PutUint16(b[56:], r.Count)
+	b[58], b[59] = r.Lrcount, r.Rcount
+	b[60], b[61], b[62], b[63] = 0, 0, 0, 0
+	if len(r.Value) > 0 {
+		b[20] = slock.FlagData
+		dst = append(dst, r.Value...)
+	}
+	return dst
 }
 
 // scratchFor returns cs's output buffer, to append a reply to (an alias of out).

@@ -37,8 +37,16 @@ type timer interface{ deadline() *deadline }
 // for every millisecond up to the longest timeout (2^32 s for PoolCounter) or
 // cascade between levels; the heap needs no tuning, answers "when is the
 // next one due" exactly, and stays O(log n) at any number of items.
+//
+// Additions are staged: an added item goes to the end of h, past the heap,
+// and joins the heap only when someone asks what is due (next, pop). Most
+// slock holds and waits end in the turn that made them (a Lock and its
+// Unlock in one read): staged, such an item costs an append and a swap, and
+// the heap is never sifted for it. Its deadline and order are fixed when it
+// is added, so when it joins makes no difference to anyone.
 type deadlines struct {
-	h   []slot
+	h   []slot // h[:n] is the heap; h[n:] the items added since, in no order
+	n   int
 	seq uint64 // order of additions, to keep equal deadlines first in, first out
 }
 
@@ -62,7 +70,8 @@ func (s *slot) before(t *slot) bool {
 // len returns the number of scheduled items.
 func (q *deadlines) len() int { return len(q.h) }
 
-// add schedules it, which must not be scheduled, at at.
+// add schedules it, which must not be scheduled, at at. It is staged: it
+// joins the heap at the next next or pop.
 func (q *deadlines) add(it timer, at int64) {
 	d := it.deadline()
 	if d.i != 0 {
@@ -74,7 +83,15 @@ func (q *deadlines) add(it timer, at int64) {
 	d.at, d.it = at, it
 	q.seq++
 	q.h = append(q.h, slot{at: at, seq: q.seq, d: d})
-	q.up(len(q.h) - 1)
+	d.i = int32(len(q.h))
+}
+
+// settle moves the staged items into the heap.
+func (q *deadlines) settle() {
+	for q.n < len(q.h) {
+		q.up(q.n)
+		q.n++
+	}
 }
 
 // remove unschedules it, reporting whether it was scheduled.
@@ -99,13 +116,14 @@ func (q *deadlines) move(it timer, at int64) {
 	d.at = at
 	q.seq++
 	q.h[i].at, q.h[i].seq = at, q.seq
-	if !q.up(i) {
+	if i < q.n && !q.up(i) {
 		q.down(i)
 	}
 }
 
 // next returns the earliest deadline, and false if nothing is scheduled.
 func (q *deadlines) next() (at int64, ok bool) {
+	q.settle()
 	if len(q.h) == 0 {
 		return 0, false
 	}
@@ -115,6 +133,7 @@ func (q *deadlines) next() (at int64, ok bool) {
 // pop unschedules and returns the earliest item due at now (deadline <= now),
 // and false if none is.
 func (q *deadlines) pop(now int64) (it timer, ok bool) {
+	q.settle()
 	if len(q.h) == 0 || q.h[0].at > now {
 		return nil, false
 	}
@@ -123,18 +142,31 @@ func (q *deadlines) pop(now int64) (it timer, ok bool) {
 	return it, true
 }
 
-// cut removes the item at index i.
+// cut removes the item at index i: a staged one is replaced by the last
+// staged, one in the heap by the heap's last, whose place the last staged
+// takes.
 func (q *deadlines) cut(i int) {
-	q.h[i].d.i = 0
-	last := len(q.h) - 1
-	if i != last {
-		q.h[i] = q.h[last]
-		q.h[i].d.i = int32(i + 1)
+	h := q.h
+	h[i].d.i = 0
+	last := len(h) - 1
+	moved := -1 // where the heap's last went, to be sifted
+	if i < q.n {
+		q.n--
+		if i != q.n {
+			h[i] = h[q.n]
+			h[i].d.i = int32(i + 1)
+			moved = i
+		}
+		i = q.n // the hole left, filled by the last staged
 	}
-	q.h[last] = slot{}
-	q.h = q.h[:last]
-	if i != last && !q.up(i) {
-		q.down(i)
+	if i != last {
+		h[i] = h[last]
+		h[i].d.i = int32(i + 1)
+	}
+	h[last] = slot{}
+	q.h = h[:last]
+	if moved >= 0 && !q.up(moved) {
+		q.down(moved)
 	}
 	if cap(q.h) >= shrinkSlots && len(q.h) <= cap(q.h)/4 {
 		q.h = append(make([]slot, 0, 2*len(q.h)), q.h...)
@@ -161,10 +193,11 @@ func (q *deadlines) up(i int) bool {
 	return i != start
 }
 
-// down moves the item at i towards the leaves while a child is due before it.
+// down moves the item at i, in the heap, towards the leaves while a child is
+// due before it.
 func (q *deadlines) down(i int) {
 	h := q.h
-	n := len(h)
+	n := q.n
 	s := h[i]
 	for {
 		c := 2*i + 1
@@ -188,6 +221,9 @@ func (q *deadlines) down(i int) {
 // check verifies the heap: the order, each item's handle pointing back at its
 // slot with the same deadline and at the item, and no item in two slots.
 func (q *deadlines) check() error {
+	if q.n < 0 || q.n > len(q.h) {
+		return fmt.Errorf("store: deadline heap: %d in the heap of %d", q.n, len(q.h))
+	}
 	seen := make(map[*deadline]bool, len(q.h))
 	for i := range q.h {
 		s := &q.h[i]
@@ -203,10 +239,15 @@ func (q *deadlines) check() error {
 			return fmt.Errorf("store: deadline heap: item at %d due at %d, handle says %d", i, s.at, d.at)
 		case s.seq > q.seq:
 			return fmt.Errorf("store: deadline heap: item at %d added as %d of %d", i, s.seq, q.seq)
-		case i > 0 && s.before(&q.h[(i-1)/2]):
+		case i > 0 && i < q.n && s.before(&q.h[(i-1)/2]):
 			return fmt.Errorf("store: deadline heap: item at %d (due %d) before its parent (due %d)", i, s.at, q.h[(i-1)/2].at)
 		}
 		seen[d] = true
 	}
 	return nil
 }
+
+// HeapGrowth is what the next growth of the deadline heap's slice adds to Bytes at once (it
+// doubles): a caller that counts down a headroom by what each command adds on average keeps
+// it in reserve.
+func (s *Store) HeapGrowth() int64 { return int64(cap(s.q.h)) * heapSlot }

@@ -279,3 +279,38 @@ func BenchmarkDeadlines(b *testing.B) {
 		}
 	})
 }
+
+// TestDeadlinesStaged: an added item waits past the heap until someone asks
+// what is due, so one removed before that never touches the heap; removing
+// from the heap while items are staged keeps both parts whole, and the order
+// is the same as if every item had joined the heap when added.
+func TestDeadlinesStaged(t *testing.T) {
+	var q deadlines
+	its := items(8)
+	for i, at := range []int64{50, 40, 30} {
+		q.add(its[i], at)
+	}
+	if q.n != 0 || q.len() != 3 {
+		t.Fatalf("after three adds: %d in the heap, %d scheduled; want 0, 3", q.n, q.len())
+	}
+	mustCheck(t, &q)
+	if !q.remove(its[1]) || q.n != 0 || q.len() != 2 {
+		t.Fatalf("staged remove: %d in the heap, %d scheduled; want 0, 2", q.n, q.len())
+	}
+	mustCheck(t, &q)
+	if at, ok := q.next(); !ok || at != 30 || q.n != 2 {
+		t.Fatalf("next = %d, %v with %d in the heap; want 30, true, 2", at, ok, q.n)
+	}
+	q.add(its[3], 10) // staged, earlier than everything in the heap
+	q.add(its[4], 30) // staged, ties with its[2]: after it
+	q.move(its[4], 20)
+	q.add(its[5], 20) // ties with its[4], added after it
+	if !q.remove(its[2]) || q.n != 1 || q.len() != 4 {
+		t.Fatalf("heap remove with staged items: %d in the heap, %d scheduled; want 1, 4", q.n, q.len())
+	}
+	mustCheck(t, &q)
+	if got, want := popAll(&q, 100), []int{3, 4, 5, 0}; !slices.Equal(got, want) {
+		t.Fatalf("pop = %v, want %v", got, want)
+	}
+	mustCheck(t, &q)
+}

@@ -658,11 +658,16 @@ func (l *Locks) db(id uint8) *lockDB {
 
 // getKey returns key in d, creating it empty.
 func (l *Locks) getKey(d *lockDB, key [16]byte) *lockKey {
-	k := l.live(d, key)
-	if k != nil {
+	if k := l.live(d, key); k != nil {
 		return k
 	}
-	k = l.freeKeys
+	return l.addKey(d, key)
+}
+
+// addKey creates key in d, empty: a caller that just found no live key of that name (live)
+// adds it without looking it up again.
+func (l *Locks) addKey(d *lockDB, key [16]byte) *lockKey {
+	k := l.freeKeys
 	if k != nil {
 		l.freeKeys = k.next
 		k.next = nil
@@ -1009,7 +1014,7 @@ func (l *Locks) lock(o Owner, c *LockCommand, data []byte, now int64) {
 		return
 	}
 	if k == nil {
-		k = l.getKey(d, c.Key)
+		k = l.addKey(d, c.Key) // live found none above
 	}
 	if !c.probes() && l.overKeys(k) {
 		l.reply(o, c, LockUnknownError, c.LockID, 0, 0, nil)
@@ -1142,7 +1147,7 @@ func (l *Locks) refuse(o Owner, d *lockDB, k *lockKey, c *LockCommand, data []by
 		return
 	}
 	if k == nil {
-		k = l.getKey(d, c.Key)
+		k = l.addKey(d, c.Key) // the caller's live found none
 	}
 	if l.overKeys(k) {
 		l.reply(o, c, LockUnknownError, c.LockID, 0, 0, nil)

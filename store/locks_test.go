@@ -214,3 +214,24 @@ func TestUnlockOutcomes(t *testing.T) {
 		rp{o: 2, req: 8, res: store.LockUnlockError, id: "w", key: "e", c: 1})
 	h.state(0, store.LockState{LockCount: 2, UnLockCount: 3, UnlockErrorCount: 5})
 }
+
+// A holder's expiry is staged in its call (deadlines.add) and joins the heap only when
+// the next deadline is asked for: one that stays held past the call is still due at its
+// time, and a Lock released in the same turn leaves nothing scheduled.
+func TestStagedHoldExpiresOnTime(t *testing.T) {
+	h := newLkh(t, store.LocksConfig{})
+	h.one(1, lockc(1, "a", "k"), rp{o: 1, req: 1, res: store.LockOK, id: "a", key: "k", lc: 1, lr: 1})
+	h.one(1, unlockc(2, "a", "k"), rp{o: 1, t: 2, req: 2, res: store.LockOK, id: "a", key: "k"})
+	if at, ok := h.l.NextDeadline(); ok {
+		t.Fatalf("a lock released in its turn left a deadline at %d", at)
+	}
+	h.one(1, with(lockc(3, "b", "k"), func(c *wc) { c.Expried = 1 }),
+		rp{o: 1, req: 3, res: store.LockOK, id: "b", key: "k", lc: 1, lr: 1})
+	due, ok := h.l.NextDeadline()
+	if !ok || due < h.now+1e9 || due > h.now+2e9 {
+		t.Fatalf("next deadline %d, %v; want the hold's, 1 to 2 s after %d", due, ok, h.now)
+	}
+	expect(t, "just before the expiry", h.advance(time.Duration(due-h.now-1)))
+	expect(t, "at the expiry", h.advance(1),
+		rp{o: 1, req: 3, res: store.LockExpried, id: "b", key: "k"})
+}

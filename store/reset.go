@@ -49,7 +49,7 @@ func (q *deadlines) drop(gone func(timer) bool) {
 	if cap(h) >= shrinkSlots && len(h) <= cap(h)/4 {
 		h = append(make([]slot, 0, 2*len(h)), h...)
 	}
-	q.h = h
+	q.h, q.n = h, len(h) // the staged ones join the heap
 	for i := range h {
 		h[i].d.i = int32(i + 1)
 	}

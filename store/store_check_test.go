@@ -28,6 +28,7 @@ func checkStore(t *testing.T) *Store {
 	if err := s.Check(); err != nil {
 		t.Fatal(err)
 	}
+	s.NextDeadline() // every item in the heap proper, where its order is checked
 	if n := len(s.q.h); n != 6 {
 		t.Fatalf("%d items in the heap, want 6: pool wait, lock wait, hold, aging, two collections", n)
 	}
