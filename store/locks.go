@@ -280,7 +280,7 @@ type Locks struct {
 	freeOwners *lockOwner
 
 	// Journal (persist.go).
-	dirty      []keyRef                // keys whose state changed since the last Journal, maybe gone since
+	dirty      []*lockKey              // keys whose state changed since the last Journal: those still dirty (a key freed since is not, one reused since may be listed twice)
 	flushes    []uint8                 // databases flushed since the last Journal (AllDBs: all), in order
 	goneKeys   []keyRef                // logged keys deleted since the last Journal
 	loggedKeys list[lockKey, *lockKey] // keys whose latest log record has holders

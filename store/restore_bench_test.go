@@ -1,0 +1,47 @@
+package store_test
+
+import (
+	"encoding/binary"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/tallyd/tallyd/store"
+)
+
+// incrState is the record a replicated INCR of key leaves: one holder under the key's own
+// LockId that never expires and persists at once, and a NUMBER value.
+func incrState(ks *store.KeyState, key uint32, n int64, start int64) {
+	ks.DB = 0
+	ks.Key = [16]byte{}
+	binary.LittleEndian.PutUint32(ks.Key[:], key)
+	ks.Value = binary.LittleEndian.AppendUint64(append(ks.Value[:0], 10, 0, 0, 0, store.DataSet, 0x10), uint64(n))
+	ks.Holders = append(ks.Holders[:0], store.HolderState{LockID: ks.Key, Levels: 1, Count: 0,
+		Hold: store.Hold{N: 0xFFFF, Opts: store.HoldNever | store.HoldPersistNow}, Start: start})
+}
+
+// BenchmarkRestore: a follower applying replicated INCRs of 100,000 random keys, a raft
+// entry (ForgetJournal) every 290 records, as in make bench-cluster.
+func BenchmarkRestore(b *testing.B) {
+	keys, batch := 100000, 290
+	if testing.Short() {
+		keys = 1000 // in cache: the instructions alone
+	}
+	l := store.NewLocks(store.LocksConfig{Persist: true, PersistAfter: 1e9})
+	now := int64(1e18)
+	var ks store.KeyState
+	for i := range uint32(keys) {
+		incrState(&ks, i, 1, now)
+		l.Restore(&ks, now)
+	}
+	l.ForgetJournal()
+	rnd := rand.New(rand.NewPCG(1, 2))
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		incrState(&ks, uint32(rnd.IntN(keys)), int64(i), now)
+		l.Restore(&ks, now)
+		if i++; i%batch == 0 {
+			l.ForgetJournal()
+		}
+	}
+}
