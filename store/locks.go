@@ -295,6 +295,11 @@ type Locks struct {
 	all       bool   // every holder persists (PersistAll)
 	snapCeil  bool   // SnapshotNext has yet to emit the ceiling
 
+	// Warm (locks_warm.go).
+	warmKeys  []*lockKey
+	warmItems []*lockItem
+	warmSum   uint64
+
 	// WATCH (locks_add.go).
 	watches map[keyRef]*watch
 	wseq    uint64

@@ -35,13 +35,30 @@ func BenchmarkRestore(b *testing.B) {
 	}
 	l.ForgetJournal()
 	rnd := rand.New(rand.NewPCG(1, 2))
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		incrState(&ks, uint32(rnd.IntN(keys)), int64(i), now)
-		l.Restore(&ks, now)
-		if i++; i%batch == 0 {
-			l.ForgetJournal()
+	names := make([]store.KeyName, batch)
+	pick := func() {
+		for j := range names {
+			names[j] = store.KeyName{}
+			binary.LittleEndian.PutUint32(names[j].Key[:], uint32(rnd.IntN(keys)))
 		}
+	}
+	for _, warm := range []bool{false, true} {
+		b.Run(map[bool]string{false: "cold", true: "warmed"}[warm], func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if i%batch == 0 {
+					pick()
+					if warm {
+						l.Warm(names)
+					}
+				}
+				incrState(&ks, binary.LittleEndian.Uint32(names[i%batch].Key[:]), int64(i), now)
+				l.Restore(&ks, now)
+				if i++; i%batch == 0 {
+					l.ForgetJournal()
+				}
+			}
+		})
 	}
 }
