@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/tallyd/tallyd/aof"
 	"github.com/tallyd/tallyd/store"
 )
 
@@ -60,5 +61,46 @@ func BenchmarkRestore(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkJournal: a leader's turn of 290 INCR-like SETs (Update with a data record, never
+// expiring, persisting at once) on keys picked at random among 100,000, then the journal of
+// the turn encoded as log records; the figure is the journal's alone, per write.
+func BenchmarkJournal(b *testing.B) {
+	const keys, batch = 100000, 290
+	l := store.NewLocks(store.LocksConfig{Persist: true, PersistAfter: 1e9})
+	now := int64(1e18)
+	set := func(key uint32, n int64) {
+		var w wc
+		w.Kind = store.KindLock
+		binary.LittleEndian.PutUint32(w.Key[:], key)
+		w.LockID = w.Key
+		w.Flag = 0x20 | 0x02                      // a data record; an Update
+		w.Expried, w.ExpriedFlag = 0xFFFF, 0x4100 // never expires (keeping the expiry); persists at once
+		w.Data = rec(store.DataSet, 0x01, i64(n))
+		c := w.cmd()
+		l.Do(1, &c, now, nil, nil)
+	}
+	for i := range uint32(keys) {
+		set(i, 1)
+	}
+	var buf []byte
+	emit := func(ks *store.KeyState) { buf = aof.AppendState(buf, ks) }
+	l.Journal(now, emit)
+	rnd := rand.New(rand.NewPCG(1, 2))
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if i%batch == 0 {
+			b.StopTimer()
+			for j := range batch {
+				set(uint32(rnd.IntN(keys)), int64(j))
+			}
+			buf = buf[:0]
+			b.StartTimer()
+			l.Journal(now, emit)
+		}
+		i++
 	}
 }
