@@ -36,7 +36,8 @@
 # BENCH_CLUSTER_ROWS (tallyd,single,etcd,redis,redis2,wide: which rows run), BENCH_WIDE_CONNS, BENCH_OUT (results
 # directory; default bench/out/cluster-<UTC time> (BENCH_OUT/cluster-<UTC time>), which git ignores).
 # Each row's notes give the servers' CPU a write: their user+system time (/proc/PID/stat)
-# over the measured window, divided by the writes in it (all servers share one core).
+# over the measured window, divided by the writes in it (all servers share one core);
+# cluster.json has each server's too (server_cpu_us_per_write_each, tallyd's in node order).
 # Output: the table on stdout; BENCH_OUT/cluster.md (a section to paste into
 # BENCHMARKS.md), cluster.json, and each row's raw output and server logs.
 set -euo pipefail
@@ -129,15 +130,17 @@ add_row() { results+=("$1"); }
 # what sets the rate). cpu_ticks prints their user+system clock ticks.
 cpu_pids=()
 hz=$(getconf CLK_TCK 2>/dev/null || echo 100)
+# cpu_ticks prints the servers' user+system clock ticks: their sum, then each one's.
 cpu_ticks() {
-	local p t=0 st
+	local p t=0 st each=()
 	for p in "${cpu_pids[@]}"; do
-		st=$(cat "/proc/$p/stat" 2>/dev/null) || continue
+		st=$(cat "/proc/$p/stat" 2>/dev/null) || st="x) 0 0 0 0 0 0 0 0 0 0 0 0 0"
 		st=${st##*) }
 		read -r -a f <<<"$st"
 		t=$((t + f[11] + f[12]))
+		each+=($((f[11] + f[12])))
 	done
-	echo "$t"
+	echo "$t ${each[*]}"
 }
 # secs D prints Go duration D (5s, 1500ms, 1m) in seconds.
 secs() { awk -v d="$1" 'BEGIN{ if (d ~ /ms$/) print substr(d, 1, length(d)-2)/1000; else if (d ~ /m$/) print substr(d, 1, length(d)-1)*60; else { sub(/s$/, "", d); print d+0 } }'; }
@@ -157,8 +160,8 @@ writes_row() {
 		--duration "$duration" --warmup "$warmup" --label "$name/$via" --json "$@" >"$file" 2> >(tee "${file%.json}.log" >&2); then
 		wait "$sampler" 2>/dev/null || true
 		local cpu_s=null
-		[[ -s $file.cpu0 && -s $file.cpu1 ]] && cpu_s=$(awk -v a="$(cat "$file.cpu0")" -v b="$(cat "$file.cpu1")" -v hz="$hz" 'BEGIN{print (b-a)/hz}')
-		add_row "$(jq -c --arg s "$name" --arg v "$via" --argjson cpu "$cpu_s" --argjson d "$(secs "$duration")" '{system: $s, via: $v, kind: "writes", lock_pairs: (.lock_pairs // false), writes_per_sec, p50_us: .round_latency.p50_us, p99_us: .round_latency.p99_us, errors, first_error, conns_lost, client_cpu_ns_per_write, server_cpu_us_per_write: (if $cpu == null or .writes_per_sec == 0 then null else $cpu * 1e6 / (.writes_per_sec * $d) end), raw: .}' "$file")"
+		[[ -s $file.cpu0 && -s $file.cpu1 ]] && cpu_s=$(paste -d' ' "$file.cpu0" "$file.cpu1" | awk -v hz="$hz" '{n = NF / 2; printf "["; for (i = 1; i <= n; i++) printf "%s%g", (i > 1 ? "," : ""), ($(n + i) - $i) / hz; print "]"}')
+		add_row "$(jq -c --arg s "$name" --arg v "$via" --argjson cpu "$cpu_s" --argjson d "$(secs "$duration")" '{system: $s, via: $v, kind: "writes", lock_pairs: (.lock_pairs // false), writes_per_sec, p50_us: .round_latency.p50_us, p99_us: .round_latency.p99_us, errors, first_error, conns_lost, client_cpu_ns_per_write, server_cpu_us_per_write: (if $cpu == null or .writes_per_sec == 0 then null else $cpu[0] * 1e6 / (.writes_per_sec * $d) end), server_cpu_us_per_write_each: (if $cpu == null or .writes_per_sec == 0 then null else [$cpu[1:][] * 1e6 / (.writes_per_sec * $d)] end), raw: .}' "$file")"
 		rm -f "$file.cpu0" "$file.cpu1"
 	else
 		kill "$sampler" 2>/dev/null || true
@@ -216,7 +219,7 @@ if want tallyd; then
 			notes+=("The tallyd cluster elected no leader within 30 s; its rows were skipped.")
 			add_row "$(jq -nc '{system: "tallyd 3 nodes", via: "leader / follower", kind: "failed", why: "no leader within 30 s"}')"
 		else
-			cpu_pids=("${npid[@]}")
+			cpu_pids=("${npid[1]}" "${npid[2]}" "${npid[3]}") # in node order: the rows' server_cpu_us_per_write_each
 			term0=$(rcli -p "${slock[$leader]}" INFO cluster | field term || true)
 			say "tallyd cluster: node $leader leads (term $term0), node $follower follows"
 			level=()
