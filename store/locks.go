@@ -281,6 +281,7 @@ type Locks struct {
 
 	// Journal (persist.go).
 	dirty      []*lockKey              // keys whose state changed since the last Journal: those still dirty (a key freed since is not, one reused since may be listed twice)
+	ndirty     int                     // the keys in dirty still dirty: Journal has something to emit for them
 	flushes    []uint8                 // databases flushed since the last Journal (AllDBs: all), in order
 	goneKeys   []keyRef                // logged keys deleted since the last Journal
 	loggedKeys list[lockKey, *lockKey] // keys whose latest log record has holders
@@ -713,6 +714,9 @@ func (l *Locks) settle(k *lockKey) {
 			d.shrink = true
 			l.shrinkDue = append(l.shrinkDue, d)
 		}
+	}
+	if k.dirty {
+		l.ndirty-- // its record would say it is gone: goneKeys has it if it ever persisted
 	}
 	l.valueBytes -= int64(k.vbytes)
 	v := k.value[:0]

@@ -162,6 +162,7 @@ func (l *Locks) journalFlush(db uint8) {
 		case !k.dirty: // freed since, or listed again after a reuse
 		case in(keyRef{db: k.db.id}):
 			k.dirty = false
+			l.ndirty--
 		default:
 			kept = append(kept, k)
 		}
@@ -207,7 +208,10 @@ func (l *Locks) freeOld(k *lockKey) {
 		l.removeHolder(h)
 		l.freeItem(h)
 	}
-	k.dirty = false
+	if k.dirty {
+		k.dirty = false
+		l.ndirty--
+	}
 	if k.has {
 		l.modified(k)
 		k.has = false

@@ -66,7 +66,29 @@ func (l *Locks) changed(k *lockKey) {
 		return
 	}
 	k.dirty = true
+	l.ndirty++
+	if len(l.dirty) >= 2*l.ndirty+lockFreeKeys {
+		l.compactDirty()
+	}
 	l.dirty = append(l.dirty, k)
+}
+
+// compactDirty drops from the journal's list the keys freed since they were listed and
+// the second listings of keys reused since: a run of keys made and deleted again between
+// two Journals (a lock granted and released in one turn) must not grow it without end.
+func (l *Locks) compactDirty() {
+	kept := l.dirty[:0]
+	for _, k := range l.dirty {
+		if k.dirty {
+			k.dirty = false // seen: a later listing of it is dropped
+			kept = append(kept, k)
+		}
+	}
+	for _, k := range kept {
+		k.dirty = true
+	}
+	clear(l.dirty[len(kept):])
+	l.dirty = kept
 }
 
 // touch notes a change of holder h's parameters or expiry.
@@ -195,10 +217,14 @@ func (l *Locks) Journal(now int64, emit func(*KeyState)) {
 	l.goneKeys = l.goneKeys[:0]
 	for i, k := range l.dirty {
 		l.dirty[i] = nil
-		if !k.dirty || k.flushed() {
-			continue // gone (a record above says so if it ever persisted), done, or flushed (the flush's record says so)
+		if !k.dirty {
+			continue // gone (a record above says so if it ever persisted), or done
 		}
 		k.dirty = false
+		l.ndirty--
+		if k.flushed() {
+			continue // the flush's record says it is gone
+		}
 		if l.state(k, now) || k.logged {
 			l.setLogged(k, len(l.snap.Holders) > 0)
 			emit(&l.snap)
@@ -217,7 +243,7 @@ func (l *Locks) Changes() uint64 { return l.changes }
 
 // Journaled reports whether Journal has anything to emit.
 func (l *Locks) Journaled() bool {
-	return len(l.dirty) > 0 || len(l.goneKeys) > 0 || l.ceilDirty || len(l.flushes) > 0
+	return l.ndirty > 0 || len(l.goneKeys) > 0 || l.ceilDirty || len(l.flushes) > 0
 }
 
 // state fills l.snap with k's persistent state at now and reports whether it
@@ -452,5 +478,6 @@ func (l *Locks) ForgetJournal() {
 		k.dirty = false
 		l.dirty[i] = nil
 	}
+	l.ndirty = 0
 	l.dirty, l.goneKeys, l.flushes = l.dirty[:0], l.goneKeys[:0], l.flushes[:0]
 }
