@@ -79,3 +79,26 @@ func DecodeRecordsWith(b []byte, state func(*store.KeyState), peers func(map[uin
 	}
 	return nil
 }
+
+// RecordKeys appends to dst the keys of the key state records at the start of b, up to max
+// of them, and returns it with the length of the records it read: whole records, up to the
+// one that made max or to the first cut off or out of range, without checking checksums.
+// A follower warms its caches with them (store.Locks.Warm) before it decodes those bytes.
+func RecordKeys(b []byte, dst []store.KeyName, max int) ([]store.KeyName, int) {
+	off := 0
+	for off < len(b) && len(dst) < max {
+		if len(b)-off < recHead+1 {
+			break
+		}
+		size := binary.LittleEndian.Uint32(b[off:])
+		if size < 1 || uint64(size) > uint64(len(b)-off-recHead) {
+			break
+		}
+		p := b[off+recHead : off+recHead+int(size)]
+		if (p[0] == kindState || p[0] == kindState1) && len(p) >= 18 {
+			dst = append(dst, store.KeyName{DB: p[1], Key: [16]byte(p[2:18])})
+		}
+		off += recHead + int(size)
+	}
+	return dst, off
+}

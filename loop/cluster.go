@@ -107,6 +107,7 @@ type clusterState struct {
 	rn    *raft.RawNode
 	st    *cluster.Storage // raft's storage: its memory and the raft log on disk
 	links map[uint64]*peerLink
+	warm  []store.KeyName // the keys of the records being applied (applyRecords)
 
 	role     raft.StateType
 	leader   uint64
@@ -495,13 +496,29 @@ func (s *Server) learnPeers(p map[uint64]string) {
 }
 
 // applyRecords restores the keys of a run of records (and any peer table among them).
+// A run of up to warmRecords records at a time is warmed (store.Locks.Warm), then restored.
 func (s *Server) applyRecords(b []byte, now int64) {
 	restore := func(ks *store.KeyState) { s.st.locks.Restore(ks, now) }
-	// The messages the leader published with these changes, published here too (pubsub.go).
-	if err := aof.DecodeRecordsWith(b, restore, s.learnPeers, s.relayed); err != nil {
-		s.log.Error().Err(err).Msg("cluster: bad records in the raft log")
+	cl := s.cl
+	for len(b) > 0 {
+		var n int
+		cl.warm, n = aof.RecordKeys(b, cl.warm[:0], warmRecords)
+		if n == 0 {
+			n = len(b) // damaged: decoding says how
+		}
+		s.st.locks.Warm(cl.warm)
+		// The messages the leader published with these changes, published here too (pubsub.go).
+		if err := aof.DecodeRecordsWith(b[:n], restore, s.learnPeers, s.relayed); err != nil {
+			s.log.Error().Err(err).Msg("cluster: bad records in the raft log")
+			return
+		}
+		b = b[n:]
 	}
 }
+
+// warmRecords is how many records a follower warms its caches for at a time: a few
+// hundred keys' lines fit the cache with room to spare.
+const warmRecords = 512
 
 // setSecret adopts the cluster's key-name secret.
 func (s *Server) setSecret(k [32]byte) {

@@ -35,6 +35,9 @@
 # none, so the server's default QUORUM), TALLYD (the binary; bin/tallyd),
 # BENCH_CLUSTER_ROWS (tallyd,single,etcd,redis,redis2,wide: which rows run), BENCH_WIDE_CONNS, BENCH_OUT (results
 # directory; default bench/out/cluster-<UTC time> (BENCH_OUT/cluster-<UTC time>), which git ignores).
+# Each row's notes give the servers' CPU a write: their user+system time (/proc/PID/stat)
+# over the measured window, divided by the writes in it (all servers share one core);
+# cluster.json has each server's too (server_cpu_us_per_write_each, tallyd's in node order).
 # Output: the table on stdout; BENCH_OUT/cluster.md (a section to paste into
 # BENCHMARKS.md), cluster.json, and each row's raw output and server logs.
 set -euo pipefail
@@ -122,6 +125,26 @@ results=() # one JSON object a row
 notes=()
 add_row() { results+=("$1"); }
 
+# The servers of the row being run (cpu_pids): the CPU they use in the measured window, over
+# the writes in it, is the row's server CPU a write (all of them share one core, so it is
+# what sets the rate). cpu_ticks prints their user+system clock ticks.
+cpu_pids=()
+hz=$(getconf CLK_TCK 2>/dev/null || echo 100)
+# cpu_ticks prints the servers' user+system clock ticks: their sum, then each one's.
+cpu_ticks() {
+	local p t=0 st each=()
+	for p in "${cpu_pids[@]}"; do
+		st=$(cat "/proc/$p/stat" 2>/dev/null) || st="x) 0 0 0 0 0 0 0 0 0 0 0 0 0"
+		st=${st##*) }
+		read -r -a f <<<"$st"
+		t=$((t + f[11] + f[12]))
+		each+=($((f[11] + f[12])))
+	done
+	echo "$t ${each[*]}"
+}
+# secs D prints Go duration D (5s, 1500ms, 1m) in seconds.
+secs() { awk -v d="$1" 'BEGIN{ if (d ~ /ms$/) print substr(d, 1, length(d)-2)/1000; else if (d ~ /m$/) print substr(d, 1, length(d)-1)*60; else { sub(/s$/, "", d); print d+0 } }'; }
+
 # writes_row NAME VIA ADDR [tallyd-bench writes flags...] runs the INCR load at ADDR.
 writes_row() {
 	local name=$1 via=$2 addr=$3 file
@@ -130,10 +153,19 @@ writes_row() {
 	local what="$pipeline INCRs" n=${ROW_CONNS:-$conns}
 	[[ " $* " != *" --locks "* ]] || what="$pipeline LOCK+UNLOCK pairs"
 	say "$name, through $via ($addr): $n conns x $what a round, $warmup warm-up + $duration"
+	# The servers' CPU over the measured window (sampled at its start and end, roughly).
+	(sleep "$(secs "$warmup")"; cpu_ticks >"$file.cpu0"; sleep "$(secs "$duration")"; cpu_ticks >"$file.cpu1") &
+	local sampler=$!
 	if "${pin_c[@]}" "$bench" writes --addr "$addr" --conns "$n" --pipeline "$pipeline" --keys "$keys" \
 		--duration "$duration" --warmup "$warmup" --label "$name/$via" --json "$@" >"$file" 2> >(tee "${file%.json}.log" >&2); then
-		add_row "$(jq -c --arg s "$name" --arg v "$via" '{system: $s, via: $v, kind: "writes", lock_pairs: (.lock_pairs // false), writes_per_sec, p50_us: .round_latency.p50_us, p99_us: .round_latency.p99_us, errors, first_error, conns_lost, client_cpu_ns_per_write, raw: .}' "$file")"
+		wait "$sampler" 2>/dev/null || true
+		local cpu_s=null
+		[[ -s $file.cpu0 && -s $file.cpu1 ]] && cpu_s=$(paste -d' ' "$file.cpu0" "$file.cpu1" | awk -v hz="$hz" '{n = NF / 2; printf "["; for (i = 1; i <= n; i++) printf "%s%g", (i > 1 ? "," : ""), ($(n + i) - $i) / hz; print "]"}')
+		add_row "$(jq -c --arg s "$name" --arg v "$via" --argjson cpu "$cpu_s" --argjson d "$(secs "$duration")" '{system: $s, via: $v, kind: "writes", lock_pairs: (.lock_pairs // false), writes_per_sec, p50_us: .round_latency.p50_us, p99_us: .round_latency.p99_us, errors, first_error, conns_lost, client_cpu_ns_per_write, server_cpu_us_per_write: (if $cpu == null or .writes_per_sec == 0 then null else $cpu[0] * 1e6 / (.writes_per_sec * $d) end), server_cpu_us_per_write_each: (if $cpu == null or .writes_per_sec == 0 then null else [$cpu[1:][] * 1e6 / (.writes_per_sec * $d)] end), raw: .}' "$file")"
+		rm -f "$file.cpu0" "$file.cpu1"
 	else
+		kill "$sampler" 2>/dev/null || true
+		wait "$sampler" 2>/dev/null || true
 		sleep 0.2 # tee's last lines
 		why=$(grep -v 'writes/s, errors' "${file%.json}.log" | tail -1)
 		say "$name through $via failed: ${why:-see ${file%.json}.log}"
@@ -187,6 +219,7 @@ if want tallyd; then
 			notes+=("The tallyd cluster elected no leader within 30 s; its rows were skipped.")
 			add_row "$(jq -nc '{system: "tallyd 3 nodes", via: "leader / follower", kind: "failed", why: "no leader within 30 s"}')"
 		else
+			cpu_pids=("${npid[1]}" "${npid[2]}" "${npid[3]}") # in node order: the rows' server_cpu_us_per_write_each
 			term0=$(rcli -p "${slock[$leader]}" INFO cluster | field term || true)
 			say "tallyd cluster: node $leader leads (term $term0), node $follower follows"
 			level=()
@@ -221,6 +254,7 @@ if want single; then
 	pids+=($!)
 	spid=$!
 	if wait_port "$sp"; then
+		cpu_pids=("$spid")
 		writes_row "tallyd 1 node" "the node" "127.0.0.1:$sp" --prefix "bc:s:"
 	else
 		say "tallyd (1 node) does not listen on $sp: see $out/tallyd-single.log"
@@ -348,6 +382,7 @@ redis_rows() {
 		add_row "$(jq -nc --arg s "$sys" '{system: $s, via: "master, WAIT 1 0", kind: "failed", why: "replicas not linked"}')"
 	else
 		say "Redis $redis_version: master :$rm_port, replicas :${rports[*]} (appendonly yes, appendfsync always on all)"
+		cpu_pids=("${rpids[@]}")
 		writes_row "$sys" "master, WAIT 1 0" "127.0.0.1:$rm_port" --wait 1 --wait-timeout 0 --prefix "bc:r:"
 		if ((nrep > 1)) && want wide; then
 			ROW_CONNS=$wide writes_row "$sys" "master, WAIT 1 0, $wide conns" "127.0.0.1:$rm_port" --wait 1 --wait-timeout 0 --prefix "bc:q:"
@@ -383,7 +418,7 @@ table=$(jq -r '
 	"|---|---|--:|--:|--:|---|",
 	(.rows[] |
 		if .kind == "writes" then
-			"| \(.system) | \(.via) | \(.writes_per_sec | floor | grouped) | \(.p50_us | us) | \(.p99_us | us) | \([(if .lock_pairs then "LOCK+UNLOCK pairs a second, rounds of \(.raw.pipeline) pairs" + (if .raw.await_grant then ", the UNLOCKs sent once the LOCKs are answered (two round trips a round)" else " in one write" end) else "" end), errs, (if .conns_lost > 0 then "\(.conns_lost) connections lost" else empty end), (.raw.client_cpu_s / .raw.seconds) as $c | (if $c > 0.7 then "the generator used \($c * 100 | round)% of a core: its bound, not the server'"'"'s" else empty end)] | map(select(. != "")) | join("; ")) |"
+			"| \(.system) | \(.via) | \(.writes_per_sec | floor | grouped) | \(.p50_us | us) | \(.p99_us | us) | \([(if .lock_pairs then "LOCK+UNLOCK pairs a second, rounds of \(.raw.pipeline) pairs" + (if .raw.await_grant then ", the UNLOCKs sent once the LOCKs are answered (two round trips a round)" else " in one write" end) else "" end), errs, (if .conns_lost > 0 then "\(.conns_lost) connections lost" else empty end), (if .server_cpu_us_per_write then "servers \(.server_cpu_us_per_write * 10 | round / 10) µs CPU a write" else empty end), (.raw.client_cpu_s / .raw.seconds) as $c | (if $c > 0.7 then "the generator used \($c * 100 | round)% of a core: its bound, not the server'"'"'s" else empty end)] | map(select(. != "")) | join("; ")) |"
 		elif .kind == "checkperf" then
 			"| \(.system) | \(.via) | \(.writes_per_sec | grouped) | - | - | check perf prints no percentiles: slowest \(if .slowest_s then (.slowest_s * 1e6 | us) else "?" end), stddev \(if .stddev_s then (.stddev_s * 1e6 | us) else "?" end); \(if .failed_requests > 0 then "\(.failed_requests) requests failed; " else "" end)check perf says \(.verdict)\(if .attempt > 1 then " (second try: the first printed no figures)" else "" end) |"
 		else

@@ -280,7 +280,8 @@ type Locks struct {
 	freeOwners *lockOwner
 
 	// Journal (persist.go).
-	dirty      []keyRef                // keys whose state changed since the last Journal, maybe gone since
+	dirty      []*lockKey              // keys whose state changed since the last Journal: those still dirty (a key freed since is not, one reused since may be listed twice)
+	ndirty     int                     // the keys in dirty still dirty: Journal has something to emit for them
 	flushes    []uint8                 // databases flushed since the last Journal (AllDBs: all), in order
 	goneKeys   []keyRef                // logged keys deleted since the last Journal
 	loggedKeys list[lockKey, *lockKey] // keys whose latest log record has holders
@@ -294,6 +295,11 @@ type Locks struct {
 	ceilDirty bool   // fenceCeil changed since the last Journal
 	all       bool   // every holder persists (PersistAll)
 	snapCeil  bool   // SnapshotNext has yet to emit the ceiling
+
+	// Warm (locks_warm.go).
+	warmKeys  []*lockKey
+	warmItems []*lockItem
+	warmSum   uint64
 
 	// WATCH (locks_add.go).
 	watches map[keyRef]*watch
@@ -713,6 +719,9 @@ func (l *Locks) settle(k *lockKey) {
 			d.shrink = true
 			l.shrinkDue = append(l.shrinkDue, d)
 		}
+	}
+	if k.dirty {
+		l.ndirty-- // its record would say it is gone: goneKeys has it if it ever persisted
 	}
 	l.valueBytes -= int64(k.vbytes)
 	v := k.value[:0]

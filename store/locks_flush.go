@@ -157,13 +157,14 @@ func (l *Locks) flushKey(k *lockKey, now int64) {
 func (l *Locks) journalFlush(db uint8) {
 	in := func(r keyRef) bool { return db == AllDBs || r.db == db }
 	kept := l.dirty[:0]
-	for _, r := range l.dirty {
-		if !in(r) {
-			kept = append(kept, r)
-			continue
-		}
-		if k := l.key(r.db, r.key); k != nil {
+	for _, k := range l.dirty {
+		switch {
+		case !k.dirty: // freed since, or listed again after a reuse
+		case in(keyRef{db: k.db.id}):
 			k.dirty = false
+			l.ndirty--
+		default:
+			kept = append(kept, k)
 		}
 	}
 	clear(l.dirty[len(kept):])
@@ -207,7 +208,10 @@ func (l *Locks) freeOld(k *lockKey) {
 		l.removeHolder(h)
 		l.freeItem(h)
 	}
-	k.dirty = false
+	if k.dirty {
+		k.dirty = false
+		l.ndirty--
+	}
 	if k.has {
 		l.modified(k)
 		k.has = false

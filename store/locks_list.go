@@ -147,7 +147,7 @@ func (l *Locks) Check() error {
 			return fmt.Errorf("store: watch of key %x of db %d: %d watchers, version %d of %d", ref.key, ref.db, w.n, w.ver, l.wseq)
 		}
 	}
-	scheduled, aging, kept, keys, items, indexed, orphans := 0, 0, 0, 0, 0, 0, 0
+	scheduled, aging, kept, keys, items, indexed, orphans, dirty := 0, 0, 0, 0, 0, 0, 0, 0
 	var vbytes, ibytes, vals, maps int64
 	waits := map[Owner]int{}
 	for id, d := range l.dbs {
@@ -182,6 +182,9 @@ func (l *Locks) Check() error {
 					nwaited++
 				}
 				keys++
+				if k.dirty {
+					dirty++
+				}
 				vbytes += int64(k.vbytes)
 				switch {
 				case k.key != name || k.db != d:
@@ -329,6 +332,8 @@ func (l *Locks) Check() error {
 	case ibytes != l.itemBytes || vals != l.valsBytes || maps != l.mapBytes:
 		return fmt.Errorf("store: lock items' buffers, value tables, key maps take %d, %d, %d bytes; counted %d, %d, %d",
 			ibytes, vals, maps, l.itemBytes, l.valsBytes, l.mapBytes)
+	case dirty != l.ndirty:
+		return fmt.Errorf("store: %d lock keys in the journal, counted %d", dirty, l.ndirty)
 	case keys != l.nkeys:
 		return fmt.Errorf("store: %d lock keys, counted %d", keys, l.nkeys)
 	case vbytes != l.valueBytes:

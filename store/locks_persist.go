@@ -66,7 +66,29 @@ func (l *Locks) changed(k *lockKey) {
 		return
 	}
 	k.dirty = true
-	l.dirty = append(l.dirty, keyRef{k.db.id, k.key})
+	l.ndirty++
+	if len(l.dirty) >= 2*l.ndirty+lockFreeKeys {
+		l.compactDirty()
+	}
+	l.dirty = append(l.dirty, k)
+}
+
+// compactDirty drops from the journal's list the keys freed since they were listed and
+// the second listings of keys reused since: a run of keys made and deleted again between
+// two Journals (a lock granted and released in one turn) must not grow it without end.
+func (l *Locks) compactDirty() {
+	kept := l.dirty[:0]
+	for _, k := range l.dirty {
+		if k.dirty {
+			k.dirty = false // seen: a later listing of it is dropped
+			kept = append(kept, k)
+		}
+	}
+	for _, k := range kept {
+		k.dirty = true
+	}
+	clear(l.dirty[len(kept):])
+	l.dirty = kept
 }
 
 // touch notes a change of holder h's parameters or expiry.
@@ -193,12 +215,16 @@ func (l *Locks) Journal(now int64, emit func(*KeyState)) {
 		emit(&l.snap)
 	}
 	l.goneKeys = l.goneKeys[:0]
-	for _, r := range l.dirty {
-		k := l.key(r.db, r.key)
-		if k == nil || !k.dirty {
+	for i, k := range l.dirty {
+		l.dirty[i] = nil
+		if !k.dirty {
 			continue // gone (a record above says so if it ever persisted), or done
 		}
 		k.dirty = false
+		l.ndirty--
+		if k.flushed() {
+			continue // the flush's record says it is gone
+		}
 		if l.state(k, now) || k.logged {
 			l.setLogged(k, len(l.snap.Holders) > 0)
 			emit(&l.snap)
@@ -217,7 +243,7 @@ func (l *Locks) Changes() uint64 { return l.changes }
 
 // Journaled reports whether Journal has anything to emit.
 func (l *Locks) Journaled() bool {
-	return len(l.dirty) > 0 || len(l.goneKeys) > 0 || l.ceilDirty || len(l.flushes) > 0
+	return l.ndirty > 0 || len(l.goneKeys) > 0 || l.ceilDirty || len(l.flushes) > 0
 }
 
 // state fills l.snap with k's persistent state at now and reports whether it
@@ -302,6 +328,81 @@ func (l *Locks) LoggedKeys() int { return l.loggedKeys.n }
 // while it has one. Holders past their deadline are dropped, and with them a
 // key that has none left. Replies its changes would cause are not made.
 func (l *Locks) Restore(s *KeyState, now int64) {
+	if s.Ceil == 0 && !s.Flush && s.DB <= MaxLockDB && l.restoreInPlace(s, now) {
+		return
+	}
+	l.restoreSlow(s, now)
+}
+
+// restoreInPlace is Restore of the commonest record a follower applies, a key with one
+// holder whose new state has one live holder (a replicated SET, INCR or lock grant): it
+// updates the key's holder in place, where restoreSlow frees it and makes it again. The
+// state it leaves is restoreSlow's (TestRestoreInPlaceIsRestore). It reports false, having
+// changed nothing, for any other shape.
+func (l *Locks) restoreInPlace(s *KeyState, now int64) bool {
+	if len(s.Holders) != 1 || l.nfreeItems >= lockFreeItems {
+		return false // with the free list full, restoreSlow would trade the holder for a free one
+	}
+	hs := &s.Holders[0]
+	due := hs.Deadline
+	if hs.ExpireAt != 0 {
+		due = msDeadline(hs.ExpireAt)
+	}
+	if due != 0 && due <= now || hs.Levels == 0 {
+		return false
+	}
+	d := l.dbs[s.DB]
+	if d == nil {
+		return false
+	}
+	k := l.live(d, s.Key)
+	if k == nil || k.hold.n != 1 || k.byID != nil {
+		return false
+	}
+	h := k.hold.head
+	if h.ko != nil || cap(h.data) != 0 || cap(h.execs) != 0 {
+		return false
+	}
+	// What removeHolder and addHolder would do to the key's counts and the journal.
+	levels := uint32(hs.Levels)
+	k.levels += levels - uint32(h.levels)
+	d.st.LockedCount += levels - uint32(h.levels)
+	logged := k.logged
+	l.setLogged(k, true)
+	if l.cfg.Persist {
+		if logged {
+			l.changed(k) // released
+		}
+		l.changed(k) // held
+	}
+	// The holder as newItem makes it from a cleared item.
+	h.cmd = LockCommand{Kind: KindLock, Opts: hs.Opts, DB: s.DB, LockID: hs.LockID, Key: s.Key,
+		Wait: hs.Wait, Hold: hs.Hold, Echo: hs.Echo, Count: hs.Count, Rcount: hs.Rcount, ExpireAt: hs.ExpireAt, Client: hs.Client}
+	h.owner, h.arrived, h.start, h.token, h.levels = 0, hs.Start, hs.Start, hs.Token, hs.Levels
+	h.prio, h.waiting, h.hasData, h.dataFrame, h.waitsCounted = 0, false, false, false, false
+	l.fence = max(l.fence, hs.Token)
+	// Its places in the heaps: a move counts as a new addition, as removing and adding it would.
+	if c := &h.cmd; l.cfg.Persist && !c.persistsNever() && !c.persistsNow() && !c.holdKept() && hs.Start+l.cfg.PersistAfter > now {
+		l.aging.move((*agedItem)(h), hs.Start+l.cfg.PersistAfter)
+	} else {
+		l.aging.remove((*agedItem)(h))
+	}
+	if due != 0 {
+		l.dl.move(h, due)
+	} else {
+		l.dl.remove(h)
+	}
+	k.fence = s.Fence
+	k.has = s.Value != nil
+	if k.has {
+		k.value = append(k.value[:0], s.Value...)
+	}
+	l.syncValue(k)
+	return true
+}
+
+// restoreSlow is Restore of any record.
+func (l *Locks) restoreSlow(s *KeyState, now int64) {
 	if s.Ceil != 0 {
 		l.restoreCeil(s.Ceil)
 		return
@@ -373,10 +474,10 @@ func (l *Locks) Restore(s *KeyState, now int64) {
 // ForgetJournal drops the journal kept so far: after a replay, whose changes
 // are in the log already.
 func (l *Locks) ForgetJournal() {
-	for _, r := range l.dirty {
-		if k := l.key(r.db, r.key); k != nil {
-			k.dirty = false
-		}
+	for i, k := range l.dirty {
+		k.dirty = false
+		l.dirty[i] = nil
 	}
+	l.ndirty = 0
 	l.dirty, l.goneKeys, l.flushes = l.dirty[:0], l.goneKeys[:0], l.flushes[:0]
 }
