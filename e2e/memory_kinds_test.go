@@ -446,12 +446,29 @@ func TestMemoryRSSPerKind(t *testing.T) {
 	}
 	var summary []string
 	for _, k := range kinds {
-		port, cport, sport := freePort(t), freePort(t), freePort(t)
-		cmd := exec.Command(binPath, "--max-memory="+strconv.Itoa(memBudget), "--appendonly=false", "--pool-port=0",
-			"--slock-port="+strconv.Itoa(port), "--counter-port="+strconv.Itoa(cport), "--semaphore-port="+strconv.Itoa(sport),
-			"--slock-max-waiters-per-key=0", "--slock-max-waiters-per-conn=0", "--data-dir="+t.TempDir())
-		cmd.Env = append(os.Environ(), "GOGC=10")
-		p := startCmd(t, cmd)
+		// Ports another process may take between freePort's look and tallyd's bind: the
+		// server is known to be ours once it logs that it listens, else it is started again
+		// on other ports (once, in make test beside other packages, the INFO went to a
+		// stranger that reset it).
+		var p *proc
+		var port, cport, sport int
+		for try := 0; ; try++ {
+			port, cport, sport = freePort(t), freePort(t), freePort(t)
+			cmd := exec.Command(binPath, "--max-memory="+strconv.Itoa(memBudget), "--appendonly=false", "--pool-port=0",
+				"--slock-port="+strconv.Itoa(port), "--counter-port="+strconv.Itoa(cport), "--semaphore-port="+strconv.Itoa(sport),
+				"--slock-max-waiters-per-key=0", "--slock-max-waiters-per-conn=0", "--data-dir="+t.TempDir())
+			cmd.Env = append(os.Environ(), "GOGC=10")
+			p = startCmd(t, cmd)
+			if waitUntil(time.Now().Add(10*time.Second), 10*time.Millisecond, func() bool {
+				done, _ := p.exited()
+				return done || strings.Contains(p.log.String(), "tallyd listening")
+			}) && strings.Contains(p.log.String(), "tallyd listening") {
+				break
+			}
+			if try == 2 || !strings.Contains(p.log.String(), "address already in use") {
+				t.Fatalf("%s: the server did not start:\n%s", k.name, p.log.String())
+			}
+		}
 		addr := "127.0.0.1:" + strconv.Itoa(port)
 		e := &rssEnv{r: dialR(t, addr), b: dialB(t, addr), c: dialRetry(t, "127.0.0.1:"+strconv.Itoa(cport)),
 			s: dialRetry(t, "127.0.0.1:"+strconv.Itoa(sport))}
