@@ -125,6 +125,9 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	c.SetContext(cs)
 	s.ct.conns[cs.owner] = cs
 	s.ct.live++
+	if bc != nil {
+		bc.Taken() // counted once: no longer the bridge's pending (admitTLS adds the two)
+	}
 	s.tb.live.Store(int64(s.ct.live))
 	ln.live++
 	st := &s.ct.stats[ln.Proto]

@@ -129,7 +129,14 @@ type Conn struct {
 	tc       *tls.Conn
 	pair     net.Conn // the bridge's end of the socketpair
 	loopOnce sync.Once
+	takeOnce sync.Once // it stopped counting as pending
 }
+
+// Taken is called by the loop when it counts the connection as one of its own, before it
+// publishes that count: from then on the bridge no longer counts it as pending, so that an
+// admission check (open connections + Pending) never counts it twice. The bridge calls it
+// itself once the loop has answered the enrollment, for a connection the loop refused.
+func (c *Conn) Taken() { c.takeOnce.Do(func() { c.b.pending.Add(-1) }) }
 
 // LoopClosed is called by the loop once, when it closes its end (or refuses the
 // connection): it gives back the loop end's descriptor, and bounds the time what the loop
@@ -369,7 +376,7 @@ func (b *Bridge) bridge(c *Conn, enroll func(context.Context, net.Conn, *Conn) e
 		return err
 	}
 	err = enroll(b.ctx, loopEnd, c)
-	b.pending.Add(-1)
+	c.Taken()
 	if err != nil {
 		b.report(Event{Kind: EnrollFailed, Tag: c.Tag, Remote: c.Remote, Outbound: c.Outbound, Err: err})
 		c.loopOnce.Do(func() { b.give(1) }) // the loop never had it

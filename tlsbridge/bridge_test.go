@@ -539,3 +539,32 @@ func waitPending(t *testing.T, b *Bridge, n int64) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// A connection counts as pending until the loop takes it (Taken), and not a moment after:
+// the loop's admission check adds its open connections to Pending, so a connection the
+// loop has counted while the bridge still counted it would refuse a client below the limit
+// (TestTLSLimits did so now and then). Taken is counted once whoever calls it, and the
+// bridge's own call after the enrollment answers changes nothing more.
+func TestBridgeTakenCountsOnce(t *testing.T) {
+	var st *setup
+	var during atomic.Int64
+	during.Store(-99)
+	st = newSetup(t, func(c *Config) {
+		enroll := c.Enroll
+		c.Enroll = func(ctx context.Context, end net.Conn, bc *Conn) error {
+			err := enroll(ctx, end, bc)
+			bc.Taken() // what the loop does when it opens the connection
+			during.Store(st.b.Pending())
+			bc.Taken() // a second call counts nothing
+			return err
+		}
+	})
+	st.ping("one")
+	if got := during.Load(); got != 0 {
+		t.Errorf("pending once the loop took the connection: %d, want 0", got)
+	}
+	st.closeAll()
+	if got := st.b.Pending(); got != 0 {
+		t.Errorf("pending after the enrollment: %d, want 0 (taken twice?)", got)
+	}
+}
