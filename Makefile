@@ -120,7 +120,7 @@ race:
 # A short pass of every fuzz target: the codecs, the store's record functions and the log's replay
 # (seed corpora live in testdata/fuzz).
 fuzz:
-	GO="$(GO)" FUZZTIME="$(FUZZTIME)" TESTLOG="$(TESTLOG)" ./scripts/fuzz.sh ./proto/... ./store/... ./aof/... ./raftlog/...
+	GO="$(GO)" FUZZTIME="$(FUZZTIME)" TESTLOG="$(TESTLOG)" ./scripts/fuzz.sh ./proto/... ./store/... ./aof/... ./raftlog/... ./snapfile/...
 
 # The slowest packages and tests of the test targets run since `make test` began.
 slowest:
