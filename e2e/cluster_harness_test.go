@@ -669,18 +669,21 @@ func (c *tcluster) start(slot int) {
 }
 
 // kill kills slot's node with SIGKILL and waits for it to be gone.
-func (c *tcluster) kill(slot int) {
+func (c *tcluster) kill(slot int) { c.t.Helper(); c.end(slot, syscall.SIGKILL, 10*time.Second) }
+
+// end sends slot's node sig, if it runs, and waits up to d for it to be gone.
+func (c *tcluster) end(slot int, sig syscall.Signal, d time.Duration) {
 	c.t.Helper()
 	nd := c.nodes[slot]
 	if nd.p == nil {
 		return
 	}
-	_ = nd.p.cmd.Process.Signal(syscall.SIGKILL)
+	_ = nd.p.cmd.Process.Signal(sig)
 	select {
 	case err := <-nd.p.done:
 		nd.p.done <- err
-	case <-time.After(10 * time.Second):
-		c.t.Fatalf("node %d did not die of SIGKILL", nd.id)
+	case <-time.After(d):
+		c.t.Fatalf("node %d still runs %v after %v", nd.id, d, sig)
 	}
 	c.mu.Lock()
 	nd.p = nil

@@ -12,20 +12,7 @@ import (
 )
 
 // stop ends slot's node with SIGTERM, as a service manager does, and waits for it.
-func (c *tcluster) stop(slot int) {
-	c.t.Helper()
-	nd := c.nodes[slot]
-	_ = nd.p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-nd.p.done:
-		nd.p.done <- err
-	case <-time.After(15 * time.Second):
-		c.t.Fatalf("node %d did not stop within 15s of SIGTERM", nd.id)
-	}
-	c.mu.Lock()
-	nd.p = nil
-	c.mu.Unlock()
-}
+func (c *tcluster) stop(slot int) { c.t.Helper(); c.end(slot, syscall.SIGTERM, 15*time.Second) }
 
 // caughtUp waits until slot's node has applied everything the leader has committed.
 func (c *tcluster) caughtUp(slot int, d time.Duration) {
