@@ -88,3 +88,37 @@ func TestReadmeShort(t *testing.T) {
 		}
 	}
 }
+
+// docs/operations.md is long: its contents list names every section, in order, with a
+// working anchor, so a section added without an entry fails here.
+func TestOperationsContents(t *testing.T) {
+	page := readFile(t, "docs/operations.md")
+	head, _, ok := strings.Cut(page, "\n## ")
+	if !ok {
+		t.Fatal("docs/operations.md has no section")
+	}
+	var want []string
+	code := false
+	for _, l := range strings.Split(page, "\n") {
+		if mdFence.MatchString(l) {
+			code = !code
+			continue
+		}
+		if code || !strings.HasPrefix(l, "##") {
+			continue
+		}
+		level := len(l) - len(strings.TrimLeft(l, "#"))
+		h := strings.TrimSpace(l[level:])
+		a := strings.ReplaceAll(mdPunct.ReplaceAllString(strings.ToLower(h), ""), " ", "-")
+		want = append(want, strings.Repeat("  ", level-2)+"- ["+h+"](#"+a+")")
+	}
+	var got []string
+	for _, l := range strings.Split(head, "\n") {
+		if strings.HasPrefix(strings.TrimLeft(l, " "), "- [") {
+			got = append(got, l)
+		}
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("docs/operations.md's contents list:\n%s\nits sections:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

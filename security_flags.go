@@ -34,7 +34,7 @@ var secretFlags = map[string]bool{"requirepass": true}
 
 func (o *securityOptions) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.requirePass, "requirepass", "", "the password of the Redis-text side's default user (AUTH `PASSWORD`); empty: none. Visible to local users in the process list: prefer requirepass in a config file only root can read")
-	fs.StringVar(&o.aclFile, "aclfile", "", "Redis ACL `FILE` of users for the Redis-text side (user NAME on >password ~pattern +@category -command ...; README \"Security\"); ACL LOAD and SIGHUP read it again; not with --requirepass")
+	fs.StringVar(&o.aclFile, "aclfile", "", "Redis ACL `FILE` of users for the Redis-text side (user NAME on >password ~pattern +@category -command ...; docs/security.md); ACL LOAD and SIGHUP read it again; not with --requirepass")
 	fs.StringVar(&o.protectedMode, "protected-mode", "yes", "`yes|no`; yes: a listener bound to a non-loopback address with no allow-list (and, for Redis text, no password) accepts loopback clients only, as Redis's protected mode; no: off")
 	fs.StringVar(&o.allow, "allow", "", "the networks (`CIDR,...`; an address is a /32 or /128) every listener accepts connections from; others are closed at accept. A listener's own --X-allow replaces it")
 	o.perListener = map[loop.Proto]*string{}

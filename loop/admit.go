@@ -219,7 +219,7 @@ func (s *Server) warnExposed(addrs []net.Addr) {
 		if l.Proto == ProtoSlock {
 			what += " and no password"
 		}
-		fix := " (--" + l.Proto.String() + "-allow or --allow CIDR,... says who may; README \"Security\")"
+		fix := " (--" + l.Proto.String() + "-allow or --allow CIDR,... says who may; docs/security.md)"
 		ev := s.log.Warn().Stringer("proto", l.Proto).Str("addr", addrs[i].String())
 		switch {
 		case open && !s.cfg.ProtectedMode:

@@ -41,7 +41,7 @@ const (
 	msgNoSuchPass  = "The password you are trying to remove from the user does not exist"
 	msgHash        = "The password hash must be exactly 64 characters and contain only lowercase hexadecimal characters"
 	msgFirstArg    = "Allowing first-arg of a subcommand is not supported"
-	msgUnsupported = "not supported by tallyd (README \"Security\" lists the ACL rules it reads)"
+	msgUnsupported = "not supported by tallyd (docs/security.md lists the ACL rules it reads)"
 )
 
 // RuleError is a rule Set refused. Op is the rule when it may be shown (a command or
