@@ -15,7 +15,7 @@ package e2e
 //	numbers        a run of digits matches any run of digits (uptimes, terms, PIDs)
 //	status         the output shown is an example: only each command's exit status counts
 //
-// Each block runs in network and mount namespaces of its own (lo up, a tmpfs on /tmp), so the
+// Each block runs in network, mount and PID namespaces of its own (lo up, a tmpfs on /tmp), so the
 // pages' default ports and /tmp paths are used as written, beside any other test, and in a
 // directory holding bin/tallyd, bin/tallyctl and scripts/ as a checkout after `make build`
 // does; redis-cli prints as at a terminal (see setup below). tallyctl is not on PATH: a page that says `tallyctl` must mean an installed one.
@@ -267,7 +267,9 @@ func runDocBlock(t *testing.T, dir string, b docBlock) {
 	setup := `set +m; mount --make-rprivate / && mount -t tmpfs tmpfs /tmp && ip link set lo up || exit 97
 export HOME=` + dir + ` TERM=dumb
 `
-	cmd := exec.Command("unshare", "--net", "--mount", "--fork", "--", "bash", "--norc", "--noprofile", "-c", setup+`exec bash --norc --noprofile`)
+	// A PID namespace too, with bash as its init: when the test kills unshare, --kill-child
+	// kills bash, and with it the kernel kills everything the block started.
+	cmd := exec.Command("unshare", "--net", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc", "--", "bash", "--norc", "--noprofile", "-c", setup+`exec bash --norc --noprofile`)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "PS1=", "PS2=")
 	stdin, err := cmd.StdinPipe()
