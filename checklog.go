@@ -60,6 +60,13 @@ func runCheckLog(args []string, stdout, stderr io.Writer, now time.Time) int {
 		err   error
 	)
 	if *fix {
+		// Never under a running tallyd: it would go on writing the log being replaced.
+		release, lerr := lockDataDir(logDataDir(path), false)
+		if lerr != nil {
+			fmt.Fprintf(stderr, "tallyd check-log: %v\n", lerr)
+			return 1
+		}
+		defer release()
 		c, aside, err = aof.FixLog(path, now)
 	} else {
 		c, err = aof.CheckLog(path)

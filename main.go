@@ -260,6 +260,14 @@ tallyd(8).
 	setLogLevel(o.logLevel)
 	cfg.Log = log
 	setMemoryLimit(cfg.MaxMemory)
+	if cfg.DataDir != "" { // one owner per data directory, before anything in it is read
+		release, err := lockDataDir(cfg.DataDir, true)
+		if err != nil {
+			fmt.Fprintf(stderr, "tallyd: cannot start: %v\n", err)
+			return 1
+		}
+		defer release()
+	}
 	srv, err := loop.New(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "tallyd: cannot start: %v\n", err)

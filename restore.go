@@ -106,14 +106,22 @@ func restore(file, dir string, members map[uint64]string, id uint64) (snapfile.H
 	}, func(map[uint64]string) {}); err != nil {
 		return h, 0, fmt.Errorf("%s: %w", file, err)
 	}
-	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
+	if ents, err := os.ReadDir(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return h, 0, err
+	} else if len(ents) > 0 && !(len(ents) == 1 && ents[0].Name() == dataDirLockFile) {
+		// Not empty; a tallyd serving it is named (it holds the lock).
+		release, err := lockDataDir(dir, false)
+		if err != nil {
+			return h, 0, err
+		}
+		release()
 		return h, 0, fmt.Errorf("data dir %s is not empty: restore writes a new one", dir)
-	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+	}
+	release, err := lockDataDir(dir, true) // no tallyd may start on it meanwhile
+	if err != nil {
 		return h, 0, err
 	}
-	if err := os.MkdirAll(dir, loop.DataDirMode); err != nil {
-		return h, 0, err
-	}
+	defer release()
 	if members == nil {
 		if err := writeFile(filepath.Join(dir, loop.KeySecretFile), secret[:]); err != nil {
 			return h, 0, err
