@@ -26,7 +26,8 @@ const restoreUsage = `Usage: tallyd restore FILE --data-dir DIR [--cluster ID=HO
 
 Writes a new data directory DIR from a backup FILE (tallyctl snapshot save), for a normal
 start to load, as etcdutl snapshot restore does. FILE's SHA-256 checksum is checked first: a
-damaged or cut file is refused and nothing is written. DIR must be empty or missing.
+damaged or cut file is refused and nothing is written. DIR must be empty or missing, and
+no tallyd may hold it (DIR/LOCK).
 
 Without --cluster, DIR is a single node's: start tallyd --data-dir DIR. With --cluster (the
 new cluster's voters and their peer addresses) and --node-id, DIR is that member's: a raft
