@@ -29,7 +29,7 @@ changed without --fix.
 then writes in its place a log of every valid record without the damaged bytes: a damaged
 record is dropped (its key keeps the state of its record before, if any), a record whole
 but for its length field is kept with its length set right, and a torn tail is cut. Run it
-while tallyd is stopped. A raft log is not repaired when that would leave entries missing,
+while tallyd is stopped: --fix refuses a log whose data directory a tallyd holds. A raft log is not repaired when that would leave entries missing,
 nor a damaged raft snapshot: restore the data directory or rejoin the member instead.
 
 Exit status: 0 when the log is whole or was repaired, 1 when it is damaged (without --fix)
@@ -60,6 +60,13 @@ func runCheckLog(args []string, stdout, stderr io.Writer, now time.Time) int {
 		err   error
 	)
 	if *fix {
+		// Never under a running tallyd: it would go on writing the log being replaced.
+		release, lerr := lockDataDir(logDataDir(path), false)
+		if lerr != nil {
+			fmt.Fprintf(stderr, "tallyd check-log: %v\n", lerr)
+			return 1
+		}
+		defer release()
 		c, aside, err = aof.FixLog(path, now)
 	} else {
 		c, err = aof.CheckLog(path)

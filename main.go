@@ -143,7 +143,7 @@ func newFlags(o *options, d loop.Config) *pflag.FlagSet {
 	fs.IntVar(&o.slockWaitersPerConn, "slock-max-waiters-per-conn", d.SlockMaxWaitersPerConn, "queued slock requests per connection; beyond: TIMEOUT at once (0 = unlimited)")
 	fs.IntVar(&o.slockMaxWills, "slock-max-wills", d.SlockMaxWills, "pending WILL commands per slock connection; beyond: an error reply (0 = unlimited)")
 	fs.IntVar(&o.slockMaxWillBytes, "slock-max-will-bytes", d.SlockMaxWillBytes, "bytes of pending WILL commands per slock connection, data included; beyond: an error reply (0 = unlimited)")
-	fs.StringVar(&o.dataDir, "data-dir", "./data", "directory of the append-only log of slock values and long-held locks")
+	fs.StringVar(&o.dataDir, "data-dir", "./data", "directory of the append-only log of slock values and long-held locks; one tallyd at a time (it locks DATA_DIR/LOCK)")
 	fs.BoolVar(&o.appendOnly, "appendonly", true, "keep the append-only log (--appendonly=false: slock state lives in memory only)")
 	fs.StringVar(&o.appendFsync, "appendfsync", "everysec", "when the log is fsynced: always (before each reply), everysec, or no (left to the kernel)")
 	fs.DurationVar(&o.lockPersistAfter, "lock-persist-after", d.LockPersistAfter, "a slock lock held this long is written to the log (keys with a value: at once)")
@@ -260,6 +260,14 @@ tallyd(8).
 	setLogLevel(o.logLevel)
 	cfg.Log = log
 	setMemoryLimit(cfg.MaxMemory)
+	if cfg.DataDir != "" { // one owner per data directory, before anything in it is read
+		release, err := lockDataDir(cfg.DataDir, true)
+		if err != nil {
+			fmt.Fprintf(stderr, "tallyd: cannot start: %v\n", err)
+			return 1
+		}
+		defer release()
+	}
 	srv, err := loop.New(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "tallyd: cannot start: %v\n", err)

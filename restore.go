@@ -26,7 +26,8 @@ const restoreUsage = `Usage: tallyd restore FILE --data-dir DIR [--cluster ID=HO
 
 Writes a new data directory DIR from a backup FILE (tallyctl snapshot save), for a normal
 start to load, as etcdutl snapshot restore does. FILE's SHA-256 checksum is checked first: a
-damaged or cut file is refused and nothing is written. DIR must be empty or missing.
+damaged or cut file is refused and nothing is written. DIR must be empty or missing, and
+no tallyd may hold it (DIR/LOCK).
 
 Without --cluster, DIR is a single node's: start tallyd --data-dir DIR. With --cluster (the
 new cluster's voters and their peer addresses) and --node-id, DIR is that member's: a raft
@@ -106,14 +107,22 @@ func restore(file, dir string, members map[uint64]string, id uint64) (snapfile.H
 	}, func(map[uint64]string) {}); err != nil {
 		return h, 0, fmt.Errorf("%s: %w", file, err)
 	}
-	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 0 {
+	if ents, err := os.ReadDir(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return h, 0, err
+	} else if len(ents) > 0 && !(len(ents) == 1 && ents[0].Name() == dataDirLockFile) {
+		// Not empty; a tallyd serving it is named (it holds the lock).
+		release, err := lockDataDir(dir, false)
+		if err != nil {
+			return h, 0, err
+		}
+		release()
 		return h, 0, fmt.Errorf("data dir %s is not empty: restore writes a new one", dir)
-	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+	}
+	release, err := lockDataDir(dir, true) // no tallyd may start on it meanwhile
+	if err != nil {
 		return h, 0, err
 	}
-	if err := os.MkdirAll(dir, loop.DataDirMode); err != nil {
-		return h, 0, err
-	}
+	defer release()
 	if members == nil {
 		if err := writeFile(filepath.Join(dir, loop.KeySecretFile), secret[:]); err != nil {
 			return h, 0, err

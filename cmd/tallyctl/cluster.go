@@ -43,7 +43,7 @@ func (a *app) clusterStatus() error {
 		return err
 	}
 	if rep.Kind == '-' {
-		return refuse(map[string]any{"reply": string(rep.Str)}, "cluster status: %s", rep.Str)
+		return refuse(map[string]any{"reply": string(rep.Str)}, "status: %s", rep.Str)
 	}
 	text := strings.ReplaceAll(string(rep.Str), "\r\n", "\n")
 	f := infoFields(text)
@@ -96,7 +96,7 @@ func (a *app) clusterChange(op string, args []string) error {
 	if err != nil {
 		return err
 	}
-	what := "cluster " + strings.ToLower(op) + " " + strings.Join(args, " ")
+	what := strings.ToLower(op) + " " + strings.Join(args, " ") // after "tallyctl cluster "
 	if rep.Kind == '-' {
 		return refuse(map[string]any{"reply": string(rep.Str)}, "%s: %s", what, rep.Str)
 	}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/tallyd/tallyd/proto/counter"
@@ -47,6 +48,30 @@ type protoSnap struct {
 	objects  int64
 	extra    []stat // protocol-specific gauges, shown as "name value"
 	full     int64  // PoolCounter full_queues (cumulative), -1 elsewhere
+	off      bool   // err is a refused connection while another port answers: off by configuration
+}
+
+// answered says whether any protocol answered: a server is there.
+func (s *snapshot) answered() bool {
+	for i := range s.protos {
+		var ae *authError
+		if p := &s.protos[i]; p.err == nil || errors.As(p.err, &ae) {
+			return true
+		}
+	}
+	return false
+}
+
+// note is what a list of p's says when p has no reading: "the counter port is off", ...
+func (p *protoSnap) note(what string) string {
+	var ae *authError
+	switch {
+	case p.off:
+		return "(the " + what + " port is off: nothing listens on " + strconv.Itoa(p.port) + ")"
+	case errors.As(p.err, &ae):
+		return "(auth failed on the " + what + " port: give --user and --password or TALLYD_USER and TALLYD_PASSWORD)"
+	}
+	return "(the " + what + " port is unreachable)"
 }
 
 // poolRow is one live PoolCounter key, from STATS KEYS.
@@ -127,6 +152,16 @@ func (c *collector) collect() *snapshot {
 	go func() { defer wg.Done(); c.collectPool(&s.protos[pPool], &s.pools) }()
 	go func() { defer wg.Done(); c.collectSlock(s) }()
 	wg.Wait()
+	// One tallyd serves all its listeners or none: while one protocol answers, a port that
+	// refuses connections is one its configuration turned off (the semaphore port is by
+	// default), not a failure.
+	if s.answered() {
+		for i := range s.protos {
+			if p := &s.protos[i]; errors.Is(p.err, syscall.ECONNREFUSED) {
+				p.off = true
+			}
+		}
+	}
 	return s
 }
 

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,11 +33,75 @@ func (a *app) dial(proto string, port int) (*conn, error) {
 	if port <= 0 || port > 65535 {
 		return nil, fmt.Errorf("%s: port %d is not in 1..65535", what, port)
 	}
+	var tc *tls.Config
+	if a.tls {
+		var err error
+		if tc, err = a.tlsConfig(); err != nil {
+			return nil, err
+		}
+	}
 	nc, err := net.DialTimeout("tcp", addr, a.timeout)
 	if err != nil {
 		return nil, fmt.Errorf("cannot reach %s: %w", what, unwrapOp(err))
 	}
+	if tc != nil {
+		t := tls.Client(nc, tc)
+		_ = t.SetDeadline(time.Now().Add(a.timeout))
+		if err := t.Handshake(); err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("%s: TLS handshake: %w", what, unwrapOp(err))
+		}
+		_ = t.SetDeadline(time.Time{})
+		nc = t
+	}
 	return &conn{nc: nc, what: what, timeout: a.timeout}, nil
+}
+
+// tlsConfig is the client TLS configuration --tls, --cacert, --cert and --key give, made
+// once: the server's certificate is checked against --cacert (else the system's roots) and
+// the host name; --cert and --key are presented to a server that asks for one.
+func (a *app) tlsConfig() (*tls.Config, error) {
+	if a.tlsConf != nil || a.tlsErr != nil {
+		return a.tlsConf, a.tlsErr
+	}
+	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: a.host}
+	if a.cacert != "" {
+		pem, err := os.ReadFile(a.cacert)
+		if err != nil {
+			a.tlsErr = fmt.Errorf("--cacert: %w", err)
+			return nil, a.tlsErr
+		}
+		c.RootCAs = x509.NewCertPool()
+		if !c.RootCAs.AppendCertsFromPEM(pem) {
+			a.tlsErr = fmt.Errorf("--cacert %s: no PEM certificate in it", a.cacert)
+			return nil, a.tlsErr
+		}
+	}
+	if (a.cert == "") != (a.key == "") {
+		a.tlsErr = errors.New("--cert and --key go together")
+		return nil, a.tlsErr
+	}
+	if a.cert != "" {
+		kp, err := tls.LoadX509KeyPair(a.cert, a.key)
+		if err != nil {
+			a.tlsErr = fmt.Errorf("--cert/--key: %w", err)
+			return nil, a.tlsErr
+		}
+		c.Certificates = []tls.Certificate{kp}
+	}
+	a.tlsConf = c
+	return c, nil
+}
+
+// authError is a Redis-text login the server refused (-WRONGPASS), or a command it refused
+// because the connection has not logged in (-NOAUTH): tallyctl needs --user/--password.
+type authError struct{ msg string }
+
+func (e *authError) Error() string { return e.msg }
+
+// isAuthReply says whether an error reply is about logging in.
+func isAuthReply(msg []byte) bool {
+	return bytes.HasPrefix(msg, []byte("NOAUTH")) || bytes.HasPrefix(msg, []byte("WRONGPASS"))
 }
 
 // unwrapOp drops net.OpError's "dial tcp ADDR:" prefix, which the caller

@@ -66,7 +66,7 @@ type server struct {
 
 // startServer runs tallyd until the test ends. Without the semaphore
 // listener (semaphore false) its port is one nobody listens on.
-func startServer(t *testing.T, semaphore bool) *server {
+func startServer(t *testing.T, semaphore bool, extra ...string) *server {
 	t.Helper()
 	s := &server{counter: freePort(t), semaphore: freePort(t), pool: freePort(t), slock: freePort(t), log: &syncBuf{}}
 	semArg := strconv.Itoa(s.semaphore)
@@ -75,6 +75,7 @@ func startServer(t *testing.T, semaphore bool) *server {
 	}
 	cmd := exec.Command(tallydBin, "--counter-port", strconv.Itoa(s.counter), "--semaphore-port", semArg,
 		"--pool-port", strconv.Itoa(s.pool), "--slock-port", strconv.Itoa(s.slock), "--semaphore-gc-interval", "1")
+	cmd.Args = append(cmd.Args, extra...)
 	cmd.Stdout, cmd.Stderr = s.log, s.log
 	cmd.Dir = t.TempDir() // for anything it writes (slock's append-only log goes to ./data)
 	if err := cmd.Start(); err != nil {

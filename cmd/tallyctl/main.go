@@ -10,6 +10,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -67,6 +68,13 @@ type app struct {
 	json          bool
 	showVersion   bool
 	consistency   string // CONSISTENCY sent first on Redis-text connections (cluster mode)
+	user          string // AUTH user password, sent first on Redis-text connections
+	password      string
+	tls           bool // every connection over TLS
+	cacert        string
+	cert, key     string
+	tlsConf       *tls.Config // made from the above once
+	tlsErr        error
 
 	stdout, stderr io.Writer
 
@@ -178,7 +186,13 @@ const (
 	envSemaphorePort = "TALLYD_SEMAPHORE_PORT"
 	envPoolPort      = "TALLYD_POOL_PORT"
 	envSlockPort     = "TALLYD_SLOCK_PORT"
+	envUser          = "TALLYD_USER"
+	envPassword      = "TALLYD_PASSWORD"
 )
+
+// passwordWarning is redis-cli's warning about a password on the command line (ps shows
+// it to every user of the host), with tallyctl's flag and variable.
+const passwordWarning = "Warning: Using a password with '--password' option on the command line interface may not be safe. Set " + envPassword + " instead.\n"
 
 // env returns the environment variable name, "" when unset.
 func (a *app) env(name string) string {
@@ -222,6 +236,12 @@ func (a *app) globalFlags() *pflag.FlagSet {
 	fs.DurationVar(&a.timeout, "timeout", defaultTimeout, "how long to wait to connect and for each reply (on top of any wait the request asks for)")
 	fs.BoolVar(&a.json, "json", false, "print one JSON object (an array for listings) instead of text")
 	fs.StringVar(&a.consistency, "consistency", "", "consistency level of durable-value commands against a cluster: ONE, QUORUM (the server's default) or ALL")
+	fs.StringVar(&a.user, "user", "", "log in as this ACL user on Redis-text connections (AUTH USER PASSWORD; $"+envUser+")")
+	fs.StringVar(&a.password, "password", "", "log in with this password on Redis-text connections (--requirepass, or --user's; $"+envPassword+", which is safer: ps shows the command line)")
+	fs.BoolVar(&a.tls, "tls", false, "connect over TLS (the ports are then tallyd's --*-tls-port ones)")
+	fs.StringVar(&a.cacert, "cacert", "", "CA certificate `FILE` (PEM) to verify the server's certificate with (default: the system's)")
+	fs.StringVar(&a.cert, "cert", "", "client certificate `FILE` (PEM) for a server that asks for one (--tls-ca-cert-file)")
+	fs.StringVar(&a.key, "key", "", "the client certificate's private key `FILE` (PEM)")
 	return fs
 }
 
@@ -302,6 +322,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tallyctl %s: %v\nRun 'tallyctl %s --help' for usage.\n", c.path(), err, c.path())
 		return exitLocal
 	}
+	a.credentials(global, stderr)
 	pos := fs.Args()
 	if len(pos) < c.nargs[0] || c.nargs[1] >= 0 && len(pos) > c.nargs[1] {
 		want := fmt.Sprintf("%d", c.nargs[0])
@@ -326,10 +347,35 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return a.finish(c, err)
 }
 
+// credentials takes the user and password from the environment when no flag gives them,
+// and warns about a password given on the command line, as redis-cli does.
+func (a *app) credentials(global *pflag.FlagSet, stderr io.Writer) {
+	if f := global.Lookup("password"); f != nil && f.Changed {
+		fmt.Fprint(stderr, passwordWarning)
+	} else {
+		a.password = a.env(envPassword)
+	}
+	if f := global.Lookup("user"); f == nil || !f.Changed {
+		a.user = strings.TrimSpace(a.env(envUser))
+	}
+}
+
+// authHint is what a refusal for want of logging in adds.
+const authHint = "(the server wants a login: give --user and TALLYD_PASSWORD, or --password)"
+
 // finish reports err and turns it into the exit status.
 func (a *app) finish(c *command, err error) int {
 	if err == nil {
 		return exitOK
+	}
+	var ae *authError
+	if errors.As(err, &ae) {
+		if a.json {
+			a.emitJSON(map[string]any{"ok": false, "error": ae.msg, "auth_failed": true})
+		} else {
+			fmt.Fprintf(a.stderr, "tallyctl %s: %s\n", c.path(), ae.msg)
+		}
+		return exitRefused
 	}
 	var r *refusal
 	if errors.As(err, &r) {
@@ -345,6 +391,9 @@ func (a *app) finish(c *command, err error) int {
 				prefix += c.group + " "
 			}
 			fmt.Fprintf(a.stderr, "%s%s\n", prefix, r.msg)
+			if rep, _ := r.fields["reply"].(string); strings.HasPrefix(rep, "NOAUTH") {
+				fmt.Fprintln(a.stderr, authHint)
+			}
 		}
 		return exitRefused
 	}
@@ -405,13 +454,13 @@ Global flags (before or after the command):
 %s
 The endpoints come from the environment when no flag gives them (a flag wins):
 %s (default %s), %s (%d), %s (%d),
-%s (%d) and %s (%d).
+%s (%d) and %s (%d); the login from %s and %s.
 
 Exit status: 0 ok, 2 refused by the server (an error status or reply, TIMEOUT, a missing
 key, ...), 1 a local error (usage, bad argument, server unreachable, broken reply).
 Run 'tallyctl GROUP COMMAND --help' for a command's arguments and flags.
 `, (&app{}).globalFlags().FlagUsages(), envHost, defaultHost, envCounterPort, defaultCounterPort,
-		envSemaphorePort, defaultSemaphorePort, envPoolPort, defaultPoolPort, envSlockPort, defaultSlockPort)
+		envSemaphorePort, defaultSemaphorePort, envPoolPort, defaultPoolPort, envSlockPort, defaultSlockPort, envUser, envPassword)
 }
 
 func (a *app) groupUsage(w io.Writer, group string) {

@@ -122,8 +122,8 @@ func isHexString(s string) bool {
 	return err == nil
 }
 
-// parseWait parses a --timeout or --expried value into slock's u16 time and
-// its unit flag: "5" (seconds), "5s", "500ms", "2m", or for expried
+// parseWait parses a --timeout or --expired value into slock's u16 time and
+// its unit flag: "5" (seconds), "5s", "500ms", "2m", or for expired
 // "never". d is the duration it stands for (0 for never).
 func parseWait(what, s string, allowNever bool) (v, flag uint16, d time.Duration, err error) {
 	if allowNever && s == "never" {
@@ -155,6 +155,18 @@ func parseWait(what, s string, allowNever bool) (v, flag uint16, d time.Duration
 	return bad("does not fit: slock counts up to 65535 milliseconds, seconds or minutes")
 }
 
+// oldSpelling accepts slock's spelling of a flag, which tallyctl printed before: --expried
+// and --expried-flag are --expired and --expired-flag (the wire field is still Expried).
+func oldSpelling(_ *pflag.FlagSet, name string) pflag.NormalizedName {
+	switch name {
+	case "expried":
+		name = "expired"
+	case "expried-flag":
+		name = "expired-flag"
+	}
+	return pflag.NormalizedName(name)
+}
+
 // lockOpts are the flags of lock and unlock.
 type lockOpts struct {
 	lockID      string
@@ -176,7 +188,7 @@ func init() {
 	}
 	register(
 		&command{group: "slock", name: "lock", args: "KEY", nargs: [2]int{1, 1},
-			summary: "LOCK: take KEY, waiting up to --timeout, held until unlocked or --expried runs out",
+			summary: "LOCK: take KEY, waiting up to --timeout, held until unlocked or --expired runs out",
 			help: `KEY and --lock-id map to slock's 16 bytes as in its Redis text protocol: 16 bytes as is,
 32 hex digits decoded, longer names MD5-hashed, shorter ones right-aligned in zeros. With
 no --lock-id a random one is made; it is printed, and 'slock unlock KEY --lock-id ID'
@@ -185,8 +197,8 @@ is unlocked or expires. With --hold, tallyctl keeps it for that long (Ctrl-C end
 early) and then unlocks it.
 
 Times are seconds ("5"), or a duration ("500ms", "30s", "10m") sent in slock's
-milliseconds or minutes unit; --expried never holds it until unlocked (sent as 1 with
-flag 0x4000), --expried 0 only waits until the key is free and holds nothing. --timeout 0
+milliseconds or minutes unit; --expired never holds it until unlocked (sent as 1 with
+flag 0x4000), --expired 0 only waits until the key is free and holds nothing. --timeout 0
 is a try-lock. --count N lets N holders share the key (1: exclusive); --rcount N lets the
 same LockId take it N times. Note: after 'slock lock', --timeout is the lock's wait;
 the network timeout is then the global --timeout given before 'slock'.
@@ -198,12 +210,13 @@ else (TIMEOUT, LOCKED_ERROR, UNOWN_ERROR, ...) exits 2.`,
 				var o lockOpts
 				fs.StringVar(&o.lockID, "lock-id", "", "LockId (default: a random one, printed)")
 				fs.StringVar(&o.timeout, "timeout", "15", "how long to wait for the lock: seconds or a duration; 0 = try once")
-				fs.StringVar(&o.expried, "expried", "120", "how long the lock lasts once taken: seconds, a duration, or never")
+				fs.StringVar(&o.expried, "expired", "120", "how long the lock lasts once taken (slock's Expried): seconds, a duration, or never")
 				fs.Uint16Var(&o.count, "count", 1, "holders the key admits at once (slock Count + 1)")
 				fs.Uint8Var(&o.rcount, "rcount", 1, "times this LockId may hold the key (slock Rcount + 1)")
 				fs.Uint8Var(&o.flag, "flag", 0, "LOCK flag bits: 1 show holder instead of waiting, 2 update, 8 concurrent check, 16 tree")
 				fs.Uint16Var(&o.timeoutFlag, "timeout-flag", 0, "extra TimeoutFlag bits (16 priority, 512 wait while unlocked, 32768 keep alive, ...)")
-				fs.Uint16Var(&o.expriedFlag, "expried-flag", 0, "extra ExpriedFlag bits")
+				fs.Uint16Var(&o.expriedFlag, "expired-flag", 0, "extra ExpriedFlag bits")
+				fs.SetNormalizeFunc(oldSpelling)
 				dbFlag(fs, &o.db)
 				fs.DurationVar(&o.hold, "hold", 0, "keep the lock for this long (e.g. 10s), then unlock it; Ctrl-C unlocks early")
 				return func(a *app, args []string) error { return a.slockLock(args[0], &o) }
@@ -317,7 +330,7 @@ func (a *app) slockLock(key string, o *lockOpts) error {
 	if err != nil {
 		return err
 	}
-	expried, eflag, _, err := parseWait("expried", o.expried, true)
+	expried, eflag, _, err := parseWait("expired", o.expried, true)
 	if err != nil {
 		return err
 	}
@@ -483,7 +496,7 @@ func (a *app) slockState(db uint8) error {
 	}{
 		{"exists", uint64(st.DBState)}, {"keys", uint64(st.KeyCount)}, {"locked", uint64(st.LockedCount)},
 		{"waiting", uint64(st.WaitCount)}, {"lock_count", st.LockCount}, {"unlock_count", st.UnlockCount},
-		{"timeouted", uint64(st.TimeoutedCount)}, {"expried", uint64(st.ExpriedCount)},
+		{"timeouted", uint64(st.TimeoutedCount)}, {"expired", uint64(st.ExpriedCount)},
 		{"unlock_errors", uint64(st.UnlockErrorCount)},
 	}
 	if a.json {
@@ -491,6 +504,7 @@ func (a *app) slockState(db uint8) error {
 		for _, it := range items {
 			m[it.name] = it.v
 		}
+		m["expried"] = m["expired"] // the old spelling, for scripts that read it
 		a.emitJSON(m)
 		return nil
 	}

@@ -63,7 +63,7 @@ func (a *app) snapshotSave(file string) error {
 	}
 	line = strings.TrimRight(line, "\r\n")
 	if strings.HasPrefix(line, "-") {
-		return refuse(map[string]any{"reply": line[1:]}, "snapshot save: %s", line[1:])
+		return refuse(map[string]any{"reply": line[1:]}, "save: %s", line[1:])
 	}
 	n, err := strconv.ParseInt(strings.TrimPrefix(line, "$"), 10, 64)
 	if !strings.HasPrefix(line, "$") || err != nil || n < snapfile.HeaderLen+snapfile.TrailerLen {
@@ -138,7 +138,7 @@ func (a *app) snapshotStatus(file string) error {
 	defer f.Close()
 	h, _, err := snapfile.Read(f)
 	if err != nil {
-		return refuse(map[string]any{"file": file}, "snapshot status: %s: %v", file, err)
+		return refuse(map[string]any{"file": file}, "status: %s: %v", file, err)
 	}
 	if a.json {
 		a.emitJSON(map[string]any{"ok": true, "file": file, "bytes": h.Size(), "keys": h.Keys, "kind": h.Kind.String(),

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -140,7 +141,15 @@ func render(cur, prev *snapshot, w, h int, host string, interval time.Duration) 
 	for i, p := range cur.protos {
 		head := fmt.Sprintf("%-*s %6d ", pw, p.name, p.port)
 		if p.err != nil {
-			out = append(out, line{{head, stPlain}, {fit("unreachable: "+p.err.Error(), w-len(head), false), stRed}})
+			var ae *authError
+			text, st := "unreachable: "+p.err.Error(), stRed
+			switch {
+			case p.off:
+				text, st = "off (nothing listens here; tallyd serves its other ports)", stDim
+			case errors.As(p.err, &ae):
+				text = "auth failed: " + p.err.Error()
+			}
+			out = append(out, line{{head, stPlain}, {fit(text, w-len(head), false), st}})
 			continue
 		}
 		var pp *protoSnap
@@ -223,7 +232,7 @@ func render(cur, prev *snapshot, w, h int, host string, interval time.Duration) 
 	out = append(out, line{{fmt.Sprintf("%s %9s %9s %6s %9s %9s", fit("NAME", nameW, false), "CURRENT", "PEAK", "LOAD", "ACQ/S", "CHANGE/S"), stBold}})
 	switch {
 	case cur.protos[pCounter].err != nil:
-		out = append(out, line{{"(the counter port is unreachable)", stDim}})
+		out = append(out, line{{cur.protos[pCounter].note("counter"), stDim}})
 	case len(counters) == 0:
 		out = append(out, line{{"(no counters)", stDim}})
 	}
@@ -268,7 +277,7 @@ func render(cur, prev *snapshot, w, h int, host string, interval time.Duration) 
 	out = append(out, line{{fmt.Sprintf("%4s  %s %8s %6s %8s %6s", "DB", fit("KEY", keyW, false), "HOLDERS", "MAX", "WAITING", "LOAD"), stBold}})
 	switch {
 	case cur.protos[pSlock].err != nil:
-		out = append(out, line{{"(the slock port is unreachable)", stDim}})
+		out = append(out, line{{cur.protos[pSlock].note("slock"), stDim}})
 	case len(cur.locks) == 0:
 		out = append(out, line{{"(no locked keys)", stDim}})
 	}
@@ -305,7 +314,7 @@ func valueLines(cur *snapshot, w, rows int) []line {
 	}
 	switch {
 	case cur.protos[pSlock].err != nil:
-		return append(out, line{{"(the slock port is unreachable)", stDim}})
+		return append(out, line{{cur.protos[pSlock].note("slock"), stDim}})
 	case len(cur.values) == 0:
 		return append(out, line{{"(no values)", stDim}})
 	}
@@ -336,6 +345,9 @@ func (a *app) topOnce(interval time.Duration, width int) error {
 	cur := col.collect()
 	for _, l := range render(cur, prev, width, 0, a.host, interval) {
 		fmt.Fprintln(a.stdout, l.text())
+	}
+	if !cur.answered() {
+		return fmt.Errorf("no port of tallyd at %s answered (--host and the --*-port flags say where it is)", a.host)
 	}
 	return nil
 }
@@ -468,7 +480,7 @@ func poolLines(cur *snapshot, w, rows int) []line {
 	}
 	switch {
 	case cur.protos[pPool].err != nil:
-		return append(out, line{{"(the PoolCounter port is unreachable)", stDim}})
+		return append(out, line{{cur.protos[pPool].note("PoolCounter"), stDim}})
 	case cur.pools == nil:
 		return append(out, line{{"(the server does not list keys: STATS KEYS is a tallyd extension)", stDim}})
 	case len(cur.pools) == 0:

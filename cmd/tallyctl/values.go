@@ -19,6 +19,20 @@ func (a *app) dialRESP() (*respConn, error) {
 		return nil, err
 	}
 	r := &respConn{c}
+	if a.user != "" || a.password != "" {
+		args := []string{"AUTH", a.password}
+		if a.user != "" {
+			args = []string{"AUTH", a.user, a.password}
+		}
+		rep, err := r.do(args...)
+		if err == nil && rep.Kind == '-' {
+			err = &authError{msg: fmt.Sprintf("%s: AUTH: %s", c.what, rep.Str)}
+		}
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
 	if a.consistency != "" {
 		rep, err := r.do("CONSISTENCY", a.consistency)
 		if err != nil {
@@ -276,6 +290,9 @@ func (r *respConn) info() (string, error) {
 	rep, err := r.do("INFO")
 	if err != nil {
 		return "", err
+	}
+	if rep.Kind == '-' && isAuthReply(rep.Str) {
+		return "", &authError{msg: fmt.Sprintf("%s: INFO: %s", r.what, rep.Str)}
 	}
 	if rep.Kind == '-' {
 		return "", refuse(map[string]any{"reply": string(rep.Str)}, "info: %s", rep.Str)

@@ -186,7 +186,7 @@ func AppendInfo(dst []byte, in *Info) []byte {
 		dst = appendField(dst, ",lock_count=", d.LockCount)
 		dst = appendField(dst, ",unlock_count=", d.UnlockCount)
 		dst = appendField(dst, ",timeouted=", uint64(d.Timeouted))
-		dst = appendField(dst, ",expried=", uint64(d.Expried))
+		dst = appendField(dst, ",expired=", uint64(d.Expried))
 		dst = appendField(dst, ",unlock_errors=", uint64(d.UnlockErrors))
 		dst = append(dst, "\r\n"...)
 	}

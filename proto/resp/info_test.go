@@ -58,8 +58,8 @@ func TestAppendInfoNoLog(t *testing.T) {
 		"# CPU\r\nused_cpu_sys:1.250000\r\nused_cpu_user:2.500000\r\n\r\n" +
 		"# Keyspace\r\ndb0:keys=9,expires=2,avg_ttl=1500\r\n\r\n" +
 		"# Locks\r\n" +
-		"db0:keys=1,locked=2,waiting=3,lock_count=4,unlock_count=5,timeouted=6,expried=7,unlock_errors=8\r\n" +
-		"db254:keys=4294967295,locked=0,waiting=0,lock_count=9223372036854775808,unlock_count=0,timeouted=0,expried=0,unlock_errors=0\r\n"
+		"db0:keys=1,locked=2,waiting=3,lock_count=4,unlock_count=5,timeouted=6,expired=7,unlock_errors=8\r\n" +
+		"db254:keys=4294967295,locked=0,waiting=0,lock_count=9223372036854775808,unlock_count=0,timeouted=0,expired=0,unlock_errors=0\r\n"
 	if got := string(AppendInfo([]byte("pre"), &in)); got != "pre"+want {
 		t.Fatalf("AppendInfo:\n got %q\nwant %q", got, "pre"+want)
 	}
@@ -125,7 +125,7 @@ func TestAppendInfoSections(t *testing.T) {
 	info := AppendInfo(nil, &Info{Version: "v", AOF: &InfoAOF{File: "f"}, DBs: []InfoDB{{DB: 1}}})
 	got := string(InfoSections(info, [][]byte{[]byte("locks"), []byte("CLIENTS")}))
 	want := "# Clients\r\nconnected_clients:0\r\nmaxclients:0\r\nblocked_clients:0\r\n\r\n" +
-		"# Locks\r\ndb1:keys=0,locked=0,waiting=0,lock_count=0,unlock_count=0,timeouted=0,expried=0,unlock_errors=0\r\n"
+		"# Locks\r\ndb1:keys=0,locked=0,waiting=0,lock_count=0,unlock_count=0,timeouted=0,expired=0,unlock_errors=0\r\n"
 	if got != want {
 		t.Fatalf("INFO clients keyspace:\n got %q\nwant %q", got, want)
 	}
