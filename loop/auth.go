@@ -108,9 +108,48 @@ func (s *Server) userOf(cs *conn) *acl.User {
 	return s.auth.users.Default()
 }
 
+// aclDenial is why a user may not run a command line (Redis's ACL_DENIED_*), or aclOK.
+type aclDenial uint8
+
+const (
+	aclOK aclDenial = iota
+	aclDeniedCmd
+	aclDeniedKey
+	aclDeniedChannel
+)
+
+// aclCheck is THE check of command line args of spec (known, arity right) against user u's
+// permissions, as Redis 7.0's ACLCheckAllPerm: the command (or subcommand) first, then its
+// keys, then its channels. Every path a command runs by asks it: the wire and MULTI
+// (permit), a forwarded command on the leader (permit on a virtual connection), each
+// redis.call of a script (scriptPermit); only the error text differs. id is the command's
+// ACL id (its name for the error), -1 for an unknown subcommand, which the command answers.
+func aclCheck(u *acl.User, spec *rediscmd.Spec, args [][]byte) (d aclDenial, id int) {
+	id, ok := spec.ACLID(args)
+	if !ok {
+		return aclOK, -1 // an unknown subcommand, or its arity: the command answers that
+	}
+	if !u.CanRun(id) {
+		return aclDeniedCmd, id
+	}
+	if !u.AllKeys() {
+		for i := spec.FirstKey(args); i > 0; i = spec.NextKey(args, i) {
+			if !keyAllowed(u, args[i]) {
+				return aclDeniedKey, id
+			}
+		}
+	}
+	if !u.AllChannels() && !channelsAllowed(u, spec, args) { // pubsub.go
+		return aclDeniedChannel, id
+	}
+	return aclOK, id
+}
+
 // permit checks the command line args of spec (nil: unknown) before it runs or is queued
 // by MULTI: false if it is refused, and then the error is answered (and a transaction it
-// would have joined will abort, as in Redis).
+// would have joined will abort, as in Redis). A virtual connection (a command a follower
+// forwarded) is checked again here, as the user the follower named (virtUser): this
+// member's ACL is the one its store obeys, whatever the follower's said.
 func (s *Server) permit(cs *conn, spec *rediscmd.Spec, args [][]byte) bool {
 	if !s.auth.checks || spec == nil || !spec.ArityOK(len(args)) || spec.Flags&rediscmd.CmdNoAuth != 0 {
 		return true // unknown commands and wrong arities answer their own errors first, as in Redis
@@ -118,31 +157,22 @@ func (s *Server) permit(cs *conn, spec *rediscmd.Spec, args [][]byte) bool {
 	sc := cs.slock
 	u := sc.user
 	if u == nil {
-		if !s.auth.open {
+		if !s.auth.open && cs.virt == nil { // a follower logged its client in (or sent no name: the default user)
 			s.refuseCommand(cs, resp.AppendError(s.scratchFor(cs), noAuthText))
 			return false
 		}
 		u = s.auth.users.Default()
 	}
-	id, ok := spec.ACLID(args)
-	if !ok {
-		return true // an unknown subcommand, or its arity: the command answers that
-	}
-	if !u.CanRun(id) {
+	switch d, id := aclCheck(u, spec, args); d {
+	case aclDeniedCmd:
 		b := append(s.scratchFor(cs), "-NOPERM this user has no permissions to run the '"...)
 		b = append(b, rediscmd.ACLTable().Name(id)...)
 		s.refuseCommand(cs, append(b, "' command\r\n"...))
 		return false
-	}
-	if !u.AllKeys() {
-		for i := spec.FirstKey(args); i > 0; i = spec.NextKey(args, i) {
-			if !keyAllowed(u, args[i]) {
-				s.refuseCommand(cs, resp.AppendError(s.scratchFor(cs), noPermKeyText))
-				return false
-			}
-		}
-	}
-	if !u.AllChannels() && !channelsAllowed(u, spec, args) { // pubsub.go
+	case aclDeniedKey:
+		s.refuseCommand(cs, resp.AppendError(s.scratchFor(cs), noPermKeyText))
+		return false
+	case aclDeniedChannel:
 		s.refuseCommand(cs, resp.AppendError(s.scratchFor(cs), noPermChannelText))
 		return false
 	}

@@ -93,11 +93,11 @@ func (s *Server) slockCommand(cs *conn, args [][]byte, raw []byte, now int64) (q
 	sc := cs.slock
 	sc.text.Keys = s.st.keys
 	spec := rediscmd.Lookup(args[0])
-	if cs.virt == nil && !s.permit(cs, spec, args) {
-		return false // NOAUTH or NOPERM (auth.go); a forwarded command was checked where it came from
-	}
 	if sc.noUser && !s.permitVirt(cs, spec, args) {
 		return false // forwarded for a user this member does not know (auth.go)
+	}
+	if !s.permit(cs, spec, args) {
+		return false // NOAUTH or NOPERM (auth.go); a forwarded command is checked again here
 	}
 	if spec != nil && !sc.tx.exec && spec.ArityOK(len(args)) && sc.subscribed() && !subscribedAllows(spec) {
 		s.subscribedError(cs, spec, args) // as Redis 7.0 over RESP2 (pubsub.go)

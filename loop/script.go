@@ -105,6 +105,7 @@ var (
 	scriptReadOnly = []byte("-ERR Write commands are not allowed from read-only scripts.\r\n")
 	scriptNoCmd    = []byte("-ERR The user executing the script can't run this command or subcommand\r\n")
 	scriptNoKey    = []byte("-ERR The user executing the script can't access at least one of the keys mentioned in the command arguments\r\n")
+	scriptNoChan   = []byte("-ERR The user executing the script can't publish to the channel mentioned in the command\r\n")
 	scriptWait     = []byte("-ERR the command would wait inside a script\r\n")
 )
 
@@ -126,10 +127,10 @@ func (s *Server) scriptCall(args [][]byte) []byte {
 	if b := s.scriptPermit(cs, spec, args); b != nil {
 		return b
 	}
+	if ss.ro && spec.Flags&(rediscmd.CmdWrite|rediscmd.CmdMayReplicate) != 0 {
+		return scriptReadOnly // as Redis 7.0: PUBLISH is a write for a read-only script
+	}
 	if spec.Flags&rediscmd.CmdWrite != 0 {
-		if ss.ro {
-			return scriptReadOnly
-		}
 		if why := s.logFailing(); why != "" {
 			return resp.AppendError(nil, misconf(why))
 		}
@@ -163,26 +164,20 @@ func (s *Server) moveGates(cs *conn, at int) {
 }
 
 // scriptPermit checks a script's command against the ACL of the user running the script,
-// as Redis does: nil if allowed, else Redis's error. A virtual connection (a script a
-// follower forwarded) runs as the user the follower named (virtUser).
+// with the wire's own check (aclCheck): nil if allowed, else Redis 7.0's error for a script.
+// A virtual connection (a script a follower forwarded) runs as the user the follower named
+// (virtUser).
 func (s *Server) scriptPermit(cs *conn, spec *rediscmd.Spec, args [][]byte) []byte {
 	if !s.auth.checks {
 		return nil
 	}
-	u := s.userOf(cs)
-	id, ok := spec.ACLID(args)
-	if !ok {
-		return nil // an unknown subcommand: the command answers that
-	}
-	if !u.CanRun(id) {
+	switch d, _ := aclCheck(s.userOf(cs), spec, args); d {
+	case aclDeniedCmd:
 		return scriptNoCmd
-	}
-	if !u.AllKeys() {
-		for i := spec.FirstKey(args); i > 0; i = spec.NextKey(args, i) {
-			if !keyAllowed(u, args[i]) {
-				return scriptNoKey
-			}
-		}
+	case aclDeniedKey:
+		return scriptNoKey
+	case aclDeniedChannel:
+		return scriptNoChan
 	}
 	return nil
 }

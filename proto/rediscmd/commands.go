@@ -78,13 +78,14 @@ type CmdFlags uint16
 
 // Command flags.
 const (
-	CmdWrite    CmdFlags = 1 << iota // may change a key
-	CmdReadonly                      // reads keys only
-	CmdMayWait                       // may wait for a lock (inside EXEC it never waits: timeout 0)
-	CmdAdmin                         // server administration
-	CmdTx                            // transaction control: runs at once inside MULTI, not queued
-	CmdDenyOOM                       // may add data: refused beyond the memory budget (Redis's denyoom)
-	CmdNoAuth                        // runs before the connection has authenticated (Redis's no_auth)
+	CmdWrite        CmdFlags = 1 << iota // may change a key
+	CmdReadonly                          // reads keys only
+	CmdMayWait                           // may wait for a lock (inside EXEC it never waits: timeout 0)
+	CmdAdmin                             // server administration
+	CmdTx                                // transaction control: runs at once inside MULTI, not queued
+	CmdDenyOOM                           // may add data: refused beyond the memory budget (Redis's denyoom)
+	CmdNoAuth                            // runs before the connection has authenticated (Redis's no_auth)
+	CmdMayReplicate                      // changes no key but is replicated (PUBLISH): a write for a read-only script (Redis's may_replicate)
 )
 
 // Spec is one command of the table.
@@ -236,7 +237,7 @@ var table = []row{
 	{"UNSUBSCRIBE", CmdUnsubscribe, OpNone, -1, 0, HashNone, aPubSub | aSlow, keysNone, RouteMember, nil},
 	{"PSUBSCRIBE", CmdPSubscribe, OpNone, -2, 0, HashNone, aPubSub | aSlow, keysNone, RouteMember, nil},
 	{"PUNSUBSCRIBE", CmdPUnsubscribe, OpNone, -1, 0, HashNone, aPubSub | aSlow, keysNone, RouteMember, nil},
-	{"PUBLISH", CmdPublish, OpNone, 3, 0, HashNone, aPubSub | aFast, keysNone, RouteData, nil}, // forwarded: the raft log relays it to every member
+	{"PUBLISH", CmdPublish, OpNone, 3, CmdMayReplicate, HashNone, aPubSub | aFast, keysNone, RouteData, nil}, // forwarded: the raft log relays it to every member
 	{"PUBSUB", CmdPubsub, OpNone, -2, 0, HashNone, aSlow, keysNone, RouteMember, nil},
 	{"RESET", CmdReset, OpNone, 1, CmdTx | CmdNoAuth, HashNone, aFast | aConnection, keysNone, RouteData, nil},
 
