@@ -18,7 +18,8 @@ import (
 type tlsOptions struct {
 	slockPort, counterPort, poolPort int
 	certFile, keyFile, caFile        string
-	handshakeTimeout                 time.Duration
+	handshakeTimeout, helloTimeout   time.Duration
+	maxHandshakes, maxPerIP          int
 
 	peerCertFile, peerKeyFile, peerCAFile string
 }
@@ -32,6 +33,9 @@ func (t *tlsOptions) clientFlags(fs *pflag.FlagSet, d loop.Config) {
 	fs.StringVar(&t.keyFile, "tls-key-file", "", "the TLS ports' private key (PEM `FILE`)")
 	fs.StringVar(&t.caFile, "tls-ca-cert-file", "", "CA bundle (PEM `FILE`): when given, TLS clients must present a certificate it signed (mutual TLS)")
 	fs.DurationVar(&t.handshakeTimeout, "tls-handshake-timeout", tlsbridge.DefaultHandshakeTimeout, "a TLS connection whose handshake takes longer is closed (clients and peer links)")
+	fs.DurationVar(&t.helloTimeout, "tls-hello-timeout", tlsbridge.DefaultHelloTimeout, "an accepted TLS connection whose whole ClientHello has not come this long after its connect is closed (silent or trickling clients)")
+	fs.IntVar(&t.maxHandshakes, "tls-max-handshakes", tlsbridge.DefaultMaxHandshakes, "TLS handshakes in progress at once, per TLS bridge (clients; peer links); past it, the oldest without a ClientHello is dropped, or the newcomer when there is none")
+	fs.IntVar(&t.maxPerIP, "tls-max-handshakes-per-ip", tlsbridge.DefaultMaxHandshakesPerSource, "TLS handshakes in progress from one source address (an IPv6 /64); past it, that address's oldest without a ClientHello is dropped, or the newcomer; 0 = no per-address cap")
 }
 
 // peerFlags defines the peer TLS flags.
@@ -64,6 +68,19 @@ func (t *tlsOptions) listeners(cfg *loop.Config, bind string) error {
 		return fmt.Errorf("--tls-handshake-timeout %s must be positive", t.handshakeTimeout)
 	}
 	cfg.TLS.HandshakeTimeout = t.handshakeTimeout
+	switch {
+	case t.helloTimeout <= 0:
+		return fmt.Errorf("--tls-hello-timeout %s must be positive", t.helloTimeout)
+	case t.maxHandshakes < 1:
+		return fmt.Errorf("--tls-max-handshakes %d must be at least 1", t.maxHandshakes)
+	case t.maxPerIP < 0:
+		return fmt.Errorf("--tls-max-handshakes-per-ip %d must be 0 (no cap) or more", t.maxPerIP)
+	}
+	cfg.TLS.HelloTimeout, cfg.TLS.MaxHandshakes = t.helloTimeout, t.maxHandshakes
+	cfg.TLS.MaxHandshakesPerSource = t.maxPerIP
+	if t.maxPerIP == 0 {
+		cfg.TLS.MaxHandshakesPerSource = -1
+	}
 	switch {
 	case !on && (t.certFile != "" || t.keyFile != "" || t.caFile != ""):
 		return errors.New("--tls-cert-file, --tls-key-file and --tls-ca-cert-file need a TLS port (--slock-tls-port, --counter-tls-port or --pool-tls-port)")

@@ -3,9 +3,11 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tallyd/tallyd/internal/testcert"
 	"github.com/tallyd/tallyd/loop"
+	"github.com/tallyd/tallyd/tlsbridge"
 )
 
 // The TLS flags become TLS listeners and configurations, or a clear error.
@@ -34,6 +36,9 @@ func TestTLSFlags(t *testing.T) {
 		{[]string{"--slock-tls-port", "6380", "--tls-cert-file", f.Key, "--tls-key-file", f.Key}, "loading the certificate"},
 		{[]string{"--slock-tls-port", "6380", "--tls-cert-file", f.Cert, "--tls-key-file", f.Key, "--tls-ca-cert-file", f.Key}, "holds no PEM certificate"},
 		{[]string{"--slock-tls-port", "6380", "--tls-cert-file", f.Cert, "--tls-key-file", f.Key, "--tls-handshake-timeout", "0s"}, "must be positive"},
+		{[]string{"--slock-tls-port", "6380", "--tls-cert-file", f.Cert, "--tls-key-file", f.Key, "--tls-hello-timeout", "0s"}, "--tls-hello-timeout 0s must be positive"},
+		{[]string{"--slock-tls-port", "6380", "--tls-cert-file", f.Cert, "--tls-key-file", f.Key, "--tls-max-handshakes", "0"}, "must be at least 1"},
+		{[]string{"--slock-tls-port", "6380", "--tls-cert-file", f.Cert, "--tls-key-file", f.Key, "--tls-max-handshakes-per-ip", "-1"}, "must be 0 (no cap) or more"},
 		{[]string{"--slock-tls-port", "5658", "--tls-cert-file", f.Cert, "--tls-key-file", f.Key}, "both want"},
 		{[]string{"--peer-cert-file", f.Cert, "--peer-key-file", f.Key, "--peer-trusted-ca-file", f.CA}, "need cluster mode"},
 		{[]string{"--cluster", "1=127.0.0.1:7001", "--node-id", "1", "--peer-cert-file", f.Cert, "--peer-key-file", f.Key}, "needs all of"},
@@ -68,5 +73,17 @@ func TestTLSFlags(t *testing.T) {
 	}
 	if _, err := loop.New(cfg); err != nil {
 		t.Fatalf("loop.New: %v", err)
+	}
+	if cfg.TLS.HelloTimeout != tlsbridge.DefaultHelloTimeout || cfg.TLS.MaxHandshakes != tlsbridge.DefaultMaxHandshakes ||
+		cfg.TLS.MaxHandshakesPerSource != tlsbridge.DefaultMaxHandshakesPerSource {
+		t.Errorf("handshake limits by default: %+v", cfg.TLS)
+	}
+	cfg, err = parse("--slock-tls-port", "6380", "--tls-cert-file", f.Cert, "--tls-key-file", f.Key,
+		"--tls-hello-timeout", "500ms", "--tls-max-handshakes", "64", "--tls-max-handshakes-per-ip", "0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.TLS.HelloTimeout != 500*time.Millisecond || cfg.TLS.MaxHandshakes != 64 || cfg.TLS.MaxHandshakesPerSource >= 0 {
+		t.Errorf("handshake limits from the flags: %+v", cfg.TLS)
 	}
 }

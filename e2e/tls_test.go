@@ -139,3 +139,52 @@ func TestTLSFloodUnderOpenFileLimit(t *testing.T) {
 		t.Fatalf("server exited: %v\n%s", err, p.log.String())
 	}
 }
+
+// The handshake-slot flags reach the bridge: with --tls-max-handshakes-per-ip 2, a third
+// silent connection from one address takes the place of that address's oldest (cut, and
+// logged as dropped); with --tls-hello-timeout 1s, a silent connection is cut after about a
+// second (its handshake timeout is a minute); a real client from elsewhere is served.
+func TestTLSHandshakeSlotFlags(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ca := testcert.NewCA(t, "e2e CA")
+	srv := ca.WriteFiles(t, dir, "server", "tallyd", "127.0.0.1")
+	tlsPort := freePort(t)
+	// A plaintext port too: an engine with only TLS listeners does not run (gnet: "the
+	// internal engine is empty"), as on 4934cb0.
+	p := start(t, 0, "--counter-port=0", "--slock-port="+strconv.Itoa(freePort(t)), "--slock-tls-port="+strconv.Itoa(tlsPort),
+		"--tls-cert-file="+srv.Cert, "--tls-key-file="+srv.Key, "--tls-handshake-timeout=1m",
+		"--tls-hello-timeout=1s", "--tls-max-handshakes-per-ip=2", "--log-format=json")
+	p.waitLog(t, "tallyd listening")
+	addr := "127.0.0.1:" + strconv.Itoa(tlsPort)
+	silent := func() net.Conn {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}, Timeout: 5 * time.Second}
+		c, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	first := silent()
+	silent()
+	time.Sleep(100 * time.Millisecond) // accepted, in the order they came
+	silent()
+	_ = first.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := first.Read(make([]byte, 1)); err == nil {
+		t.Error("the oldest of three silent connections from one address was not cut")
+	}
+	// The first failure logged is first's drop (the hello deadline is a second away).
+	p.waitLog(t, `"remote":"`+first.LocalAddr().String()+`","error":"dropped for a newer connection`)
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, &tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.1"})
+	if err != nil {
+		t.Fatalf("a TLS client: %v\n%s", err, p.log.String())
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	_, _ = c.Write([]byte("*1\r\n$4\r\nPING\r\n"))
+	if line, err := bufio.NewReader(c).ReadString('\n'); err != nil || line != "+PONG\r\n" {
+		t.Fatalf("PING over TLS: %q, %v\n%s", line, err, p.log.String())
+	}
+	p.waitLog(t, "no whole ClientHello within 1s of the connect")
+}

@@ -31,9 +31,15 @@ type TLSConfig struct {
 	// peer listener must be marked TLS. Nil: plaintext links.
 	PeerServer, PeerClient *tls.Config
 	// HandshakeTimeout bounds each handshake (0: tlsbridge.DefaultHandshakeTimeout);
-	// MaxHandshakes caps those in progress on each bridge (0: tlsbridge.DefaultMaxHandshakes).
-	HandshakeTimeout time.Duration
-	MaxHandshakes    int
+	// HelloTimeout, from its accept, the arrival of a connection's whole ClientHello (0:
+	// tlsbridge.DefaultHelloTimeout). MaxHandshakes caps those in progress on each bridge
+	// (0: tlsbridge.DefaultMaxHandshakes), MaxHandshakesPerSource those of one source
+	// address (0: tlsbridge.DefaultMaxHandshakesPerSource; <0: none); past a cap, the
+	// oldest one without a ClientHello is dropped (tlsbridge.Config).
+	HandshakeTimeout       time.Duration
+	HelloTimeout           time.Duration
+	MaxHandshakes          int
+	MaxHandshakesPerSource int
 }
 
 // tlsState is the server's TLS bridges.
@@ -84,6 +90,7 @@ func (s *Server) newBridges() {
 	t.max.Store(int64(s.cfg.MaxConnections))
 	base := tlsbridge.Config{
 		HandshakeTimeout: s.cfg.TLS.HandshakeTimeout, MaxHandshakes: s.cfg.TLS.MaxHandshakes,
+		HelloTimeout: s.cfg.TLS.HelloTimeout, MaxHandshakesPerSource: s.cfg.TLS.MaxHandshakesPerSource,
 		Budget: &s.ct.fds, Enroll: s.enrollTLS, Report: s.tlsEvent, KeepAlive: 5 * time.Minute,
 	}
 	if s.cfg.TLS.Client != nil {

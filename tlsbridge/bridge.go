@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -49,9 +50,11 @@ const peak = Descriptors + 1
 
 // Defaults of Config's zero fields.
 const (
-	DefaultHandshakeTimeout = 10 * time.Second
-	DefaultMaxHandshakes    = 256
-	DefaultCloseGrace       = 10 * time.Second
+	DefaultHandshakeTimeout       = 10 * time.Second
+	DefaultHelloTimeout           = 2 * time.Second
+	DefaultMaxHandshakes          = 256
+	DefaultMaxHandshakesPerSource = 32
+	DefaultCloseGrace             = 10 * time.Second
 )
 
 // Copy buffers. What the loop writes is copied in up to a TLS record's largest plaintext
@@ -70,10 +73,19 @@ type Config struct {
 	// Server is the configuration of accepted connections (Serve); Client, of dialled ones
 	// (Dial: its ServerName, when empty, is the dialled host).
 	Server, Client *tls.Config
-	// HandshakeTimeout bounds each handshake; MaxHandshakes, the handshakes in progress at
-	// once: a connection accepted beyond it is closed at once.
+	// HandshakeTimeout bounds each handshake. HelloTimeout bounds, from its accept, the
+	// arrival of an accepted connection's whole ClientHello (a silent or trickling client is
+	// cut then); it no longer applies once the ClientHello is in.
 	HandshakeTimeout time.Duration
-	MaxHandshakes    int
+	HelloTimeout     time.Duration
+	// MaxHandshakes caps the accepted connections in their handshake at once, and
+	// MaxHandshakesPerSource those of one source address (an IPv6 /64 counts as one; <0:
+	// no such cap). A connection accepted past either cap takes the place of the oldest
+	// handshake (of its source, for the second) whose ClientHello has not arrived whole, or
+	// failing that which has run longer than HelloTimeout: that one is cut. When there is
+	// none, the newcomer is closed at once.
+	MaxHandshakes          int
+	MaxHandshakesPerSource int
 	// Budget is the descriptors the connections take from (nil: none).
 	Budget Budget
 	// Admit, when set, says at accept whether a connection on the listener tagged tag may
@@ -101,7 +113,7 @@ type EventKind uint8
 // The events.
 const (
 	Refused         EventKind = iota + 1 // closed at accept: Why says which limit
-	HandshakeFailed                      // the TLS handshake failed or timed out (Err)
+	HandshakeFailed                      // the TLS handshake failed, timed out or was dropped for a newer one (Err)
 	AcceptFailed                         // the listener's Accept failed (Err); it goes on after a pause
 	EnrollFailed                         // the loop did not take the connection (Err)
 )
@@ -130,6 +142,14 @@ type Conn struct {
 	pair     net.Conn // the bridge's end of the socketpair
 	loopOnce sync.Once
 	takeOnce sync.Once // it stopped counting as pending
+
+	// An accepted connection in its handshake (b.hs).
+	src        netip.Addr // its source, as the per-source cap counts it
+	accepted   time.Time
+	hello      atomic.Bool // its ClientHello has arrived whole
+	dropped    atomic.Bool // cut to make room for a newer connection
+	inTable    bool        // it holds a handshake slot (b.hs.mu)
+	prev, next *Conn       // b.hs's list, oldest first (b.hs.mu)
 }
 
 // Taken is called by the loop when it counts the connection as one of its own, before it
@@ -152,7 +172,8 @@ func (c *Conn) LoopClosed() {
 type Stats struct {
 	Accepted        uint64 // TCP connections accepted
 	Refused         uint64 // closed at accept (a limit)
-	HandshakeFailed uint64 // handshakes that failed or timed out
+	HandshakeFailed uint64 // handshakes that failed or timed out (Dropped among them)
+	Dropped         uint64 // handshakes cut to make room for a newer connection
 	Bridged         uint64 // connections handed to the loop
 	Live            int64  // connections with goroutines running (handshaking, or bridged)
 }
@@ -162,7 +183,7 @@ type Bridge struct {
 	cfg    Config
 	ctx    context.Context
 	cancel context.CancelFunc
-	slots  chan struct{} // one per handshake in progress
+	hs     handshakes // accepted connections in their handshake
 
 	mu     sync.Mutex
 	closed bool
@@ -170,8 +191,8 @@ type Bridge struct {
 	conns  map[*Conn]struct{} // every connection whose goroutines run
 	wg     sync.WaitGroup     // accept loops and connections' goroutines
 
-	accepted, refused, failed, bridged atomic.Uint64
-	pending                            atomic.Int64 // accepted, not yet the loop's
+	accepted, refused, failed, bridged, dropped atomic.Uint64
+	pending                                     atomic.Int64 // accepted, not yet the loop's
 }
 
 // New returns a bridge; nothing runs until Serve or Dial.
@@ -179,14 +200,20 @@ func New(cfg Config) *Bridge {
 	if cfg.HandshakeTimeout <= 0 {
 		cfg.HandshakeTimeout = DefaultHandshakeTimeout
 	}
+	if cfg.HelloTimeout <= 0 {
+		cfg.HelloTimeout = DefaultHelloTimeout
+	}
 	if cfg.MaxHandshakes <= 0 {
 		cfg.MaxHandshakes = DefaultMaxHandshakes
+	}
+	if cfg.MaxHandshakesPerSource == 0 {
+		cfg.MaxHandshakesPerSource = DefaultMaxHandshakesPerSource
 	}
 	if cfg.CloseGrace <= 0 {
 		cfg.CloseGrace = DefaultCloseGrace
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Bridge{cfg: cfg, ctx: ctx, cancel: cancel, slots: make(chan struct{}, cfg.MaxHandshakes),
+	return &Bridge{cfg: cfg, ctx: ctx, cancel: cancel, hs: handshakes{bySrc: map[netip.Addr]int{}},
 		lns: map[net.Listener]struct{}{}, conns: map[*Conn]struct{}{}}
 }
 
@@ -199,7 +226,7 @@ func (b *Bridge) Stats() Stats {
 	live := int64(len(b.conns))
 	b.mu.Unlock()
 	return Stats{Accepted: b.accepted.Load(), Refused: b.refused.Load(), HandshakeFailed: b.failed.Load(),
-		Bridged: b.bridged.Load(), Live: live}
+		Dropped: b.dropped.Load(), Bridged: b.bridged.Load(), Live: live}
 }
 
 // Pending is how many accepted connections are not yet the loop's (in their handshake or
@@ -224,6 +251,7 @@ func (b *Bridge) Serve(ln net.Listener, tag any) {
 func (b *Bridge) accept(ln net.Listener, tag any) {
 	defer b.wg.Done()
 	var pause time.Duration
+	peek := make([]byte, peekSize)
 	for {
 		raw, err := ln.Accept()
 		if err != nil {
@@ -242,25 +270,30 @@ func (b *Bridge) accept(ln net.Listener, tag any) {
 		}
 		pause = 0
 		b.accepted.Add(1)
+		// The ClientHello's deadline runs from here (a dropped connection's Close wakes it too).
+		_ = raw.SetReadDeadline(time.Now().Add(b.cfg.HelloTimeout))
+		c := &Conn{Tag: tag, Remote: raw.RemoteAddr(), b: b, raw: raw, src: source(raw.RemoteAddr())}
+		if helloIn(raw, peek) {
+			c.hello.Store(true) // not droppable from the start, however late its goroutine runs
+		}
 		why := ""
 		switch {
 		case b.cfg.Admit != nil && !b.cfg.Admit(tag):
 			why = "max-connections"
-		case !b.slot():
-			why = "handshakes in progress"
-		case !b.take():
-			<-b.slots
-			why = "open-file cap"
+		default:
+			if why = b.enter(c); why == "" && !b.take() {
+				b.leave(c)
+				why = "open-file cap"
+			}
 		}
 		if why != "" {
 			b.refused.Add(1)
-			b.report(Event{Kind: Refused, Tag: tag, Remote: raw.RemoteAddr(), Why: why})
+			b.report(Event{Kind: Refused, Tag: tag, Remote: c.Remote, Why: why})
 			_ = raw.Close()
 			continue
 		}
-		c := &Conn{Tag: tag, Remote: raw.RemoteAddr(), b: b, raw: raw}
 		if !b.track(c) {
-			<-b.slots
+			b.leave(c)
 			b.give(peak)
 			_ = raw.Close()
 			return
@@ -270,23 +303,19 @@ func (b *Bridge) accept(ln net.Listener, tag any) {
 	}
 }
 
-// slot takes a handshake slot if one is free.
-func (b *Bridge) slot() bool {
-	select {
-	case b.slots <- struct{}{}:
-		return true
-	default:
-		return false
-	}
-}
-
 // serveConn runs an accepted connection's handshake, then bridges it.
 func (b *Bridge) serveConn(c *Conn) {
 	tune(c.raw, b.cfg)
-	c.tc = tls.Server(c.raw, b.cfg.Server)
+	c.tc = tls.Server(&helloConn{Conn: c.raw, c: c}, b.cfg.Server)
 	err := b.handshake(b.ctx, c)
-	<-b.slots
+	b.leave(c)
 	if err != nil {
+		switch {
+		case c.dropped.Load():
+			err = errDropped
+		case !c.hello.Load() && errors.Is(err, os.ErrDeadlineExceeded):
+			err = fmt.Errorf("no whole ClientHello within %v of the connect", b.cfg.HelloTimeout)
+		}
 		b.pending.Add(-1)
 		b.failed.Add(1)
 		b.report(Event{Kind: HandshakeFailed, Tag: c.Tag, Remote: c.Remote, Err: err})
@@ -295,6 +324,7 @@ func (b *Bridge) serveConn(c *Conn) {
 		b.untrack(c)
 		return
 	}
+	_ = c.raw.SetReadDeadline(time.Time{}) // lifted once the ClientHello came: whatever the scan saw
 	b.run(c)
 }
 

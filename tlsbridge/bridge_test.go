@@ -8,7 +8,9 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -329,26 +331,236 @@ func TestBridgeHandshakeTimeout(t *testing.T) {
 	st.closeAll()
 }
 
-// Handshakes in progress are capped: one over the cap is closed at once, and counted.
+// Handshakes in progress are capped. When every slot holds a handshake whose ClientHello
+// has come (here: clients that stall once the server's flight is in), younger than the
+// ClientHello deadline, one over the cap is closed at once, and counted; once they have run
+// past it, a newcomer takes the oldest one's place.
 func TestBridgeHandshakeCap(t *testing.T) {
-	st := newSetup(t, func(c *Config) { c.MaxHandshakes = 2 })
-	var stalled []net.Conn
-	for i := 0; i < 2; i++ {
-		s := rawDial(t, st.addr)
-		stalled = append(stalled, s)
-	}
+	st := newSetup(t, func(c *Config) { c.MaxHandshakes, c.HelloTimeout = 2, 2*time.Second })
+	stalled, release := stallAfterHello(t, st.addr, "127.0.0.1", 2)
 	waitPending(t, st.b, 2)
 	over := rawDial(t, st.addr)
 	expectCut(t, over, "a handshake over the cap")
 	if ev := st.loop.eventsOf(Refused); len(ev) != 1 || ev[0].Why != "handshakes in progress" {
 		t.Fatalf("refusals %+v", ev)
 	}
-	for _, s := range stalled {
-		_ = s.Close() // their handshakes fail: the slots are free again
-	}
-	waitPending(t, st.b, 0)
+	time.Sleep(2 * time.Second) // past HelloTimeout: the stalled ones may be dropped now
 	st.ping("again")
+	expectCut(t, stalled[0], "the oldest stalled handshake")
+	if s := st.b.Stats(); s.Dropped != 1 || s.Refused != 1 {
+		t.Errorf("stats %+v, want 1 dropped, 1 refused", s)
+	}
+	release()
+	waitPending(t, st.b, 0)
 	st.closeAll()
+}
+
+// stallAfterHello opens n TLS connections to addr from src whose client stalls once the
+// server's flight is in (its certificate check waits): the server has their ClientHellos
+// and waits for the rest. It returns their sockets once each is there, and release, which
+// ends their clients (their handshakes fail).
+func stallAfterHello(t *testing.T, addr, src string, n int) (conns []net.Conn, release func()) {
+	t.Helper()
+	var out []net.Conn
+	ch := make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(ch) }) }
+	t.Cleanup(release)
+	for i := 0; i < n; i++ {
+		raw := dialFrom(t, addr, src)
+		in := make(chan struct{})
+		cfg := &tls.Config{InsecureSkipVerify: true, VerifyPeerCertificate: func([][]byte, [][]*x509.Certificate) error {
+			close(in)
+			<-ch
+			return errors.New("released")
+		}}
+		go func() { _ = tls.Client(raw, cfg).Handshake() }()
+		select {
+		case <-in:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the stalling client never got the server's flight")
+		}
+		out = append(out, raw)
+	}
+	return out, release
+}
+
+// A connection must deliver its whole ClientHello within HelloTimeout of its accept, long
+// before the handshake timeout: one that sends nothing, and one that sends a real
+// ClientHello a byte at a time (slow-loris), are cut then, and the log says why.
+func TestBridgeHelloTimeout(t *testing.T) {
+	st := newSetup(t, func(c *Config) { c.HelloTimeout, c.HandshakeTimeout = 300*time.Millisecond, time.Minute })
+	hello := clientHello(t)
+	silent := rawDial(t, st.addr)
+	trickle := rawDial(t, st.addr)
+	start := time.Now()
+	go func() {
+		for i := 0; i < len(hello)-1; i++ { // never the last byte: the handshake timeout is a minute
+			if _, err := trickle.Write(hello[i : i+1]); err != nil {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	expectCut(t, silent, "a silent connection")
+	expectCut(t, trickle, "a ClientHello a byte at a time")
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("cut after %v; the ClientHello deadline is 300ms", took)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(st.loop.eventsOf(HandshakeFailed)) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("reported: %+v", st.loop.eventsOf(HandshakeFailed))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for _, e := range st.loop.eventsOf(HandshakeFailed) {
+		if !strings.Contains(e.Err.Error(), "no whole ClientHello within 300ms") {
+			t.Errorf("event %+v", e)
+		}
+	}
+	// A real client's handshake goes on past its ClientHello's deadline.
+	st.ping("whole")
+	st.closeAll()
+}
+
+// clientHello is the first flight of a crypto/tls client: its ClientHello record.
+func clientHello(t *testing.T) []byte {
+	t.Helper()
+	a, b := net.Pipe()
+	defer b.Close()
+	go func() { _ = tls.Client(a, &tls.Config{ServerName: "x"}).Handshake(); _ = a.Close() }()
+	_ = b.SetReadDeadline(time.Now().Add(5 * time.Second))
+	hdr := make([]byte, 5)
+	if _, err := io.ReadFull(b, hdr); err != nil {
+		t.Fatal(err)
+	}
+	body := make([]byte, int(hdr[3])<<8|int(hdr[4]))
+	if _, err := io.ReadFull(b, body); err != nil {
+		t.Fatal(err)
+	}
+	return append(hdr, body...)
+}
+
+// helloScan finds a ClientHello's end however its bytes are split into reads and records.
+func TestHelloScan(t *testing.T) {
+	hello := clientHello(t)
+	body := hello[5:]
+	// The same message in records of 7 bytes each.
+	var split []byte
+	for i := 0; i < len(body); i += 7 {
+		j := min(i+7, len(body))
+		split = append(split, 22, 3, 1, 0, byte(j-i))
+		split = append(split, body[i:j]...)
+	}
+	for name, stream := range map[string][]byte{"one record": hello, "records of 7 bytes": split} {
+		for _, chunk := range []int{1, 3, 5, 100, len(stream)} {
+			var s helloScan
+			whole := -1
+			for i := 0; i < len(stream); i += chunk {
+				if s.feed(stream[i:min(i+chunk, len(stream))]) {
+					whole = min(i+chunk, len(stream))
+					break
+				}
+			}
+			if whole != len(stream) {
+				t.Errorf("%s in reads of %d: whole at %d of %d", name, chunk, whole, len(stream))
+			}
+		}
+	}
+	for name, stream := range map[string][]byte{
+		"alert":           {21, 3, 1, 0, 2, 2, 40},
+		"HTTP":            []byte("GET / HTTP/1.1\r\n"),
+		"a ServerHello":   {22, 3, 3, 0, 4, 2, 0, 0, 0},
+		"half a hello":    hello[:len(hello)/2],
+		"an empty record": {22, 3, 1, 0, 0},
+	} {
+		var s helloScan
+		if s.feed(stream) {
+			t.Errorf("%s: taken for a whole ClientHello", name)
+		}
+	}
+}
+
+// When the slots are full, a newcomer takes the place of the oldest handshake whose
+// ClientHello has not come: it is cut and reported as dropped, and the newcomer is served.
+func TestBridgeDropsOldestSilent(t *testing.T) {
+	st := newSetup(t, func(c *Config) { c.MaxHandshakes, c.MaxHandshakesPerSource = 2, -1 })
+	first := rawDial(t, st.addr)
+	waitPending(t, st.b, 1)
+	second := rawDial(t, st.addr)
+	waitPending(t, st.b, 2)
+	st.ping("newcomer") // takes first's place
+	expectCut(t, first, "the oldest silent handshake")
+	_ = second.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	if _, err := second.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("the younger silent handshake: %v, want it still waiting", err)
+	}
+	ev := st.loop.eventsOf(HandshakeFailed)
+	if len(ev) != 1 || !errors.Is(ev[0].Err, errDropped) || ev[0].Remote.String() != first.LocalAddr().String() {
+		t.Errorf("reported %+v, want first dropped", ev)
+	}
+	if s := st.b.Stats(); s.Dropped != 1 || s.Refused != 0 {
+		t.Errorf("stats %+v", s)
+	}
+	st.closeAll()
+}
+
+// One source address holds at most MaxHandshakesPerSource handshakes: past it, its own
+// oldest silent one is dropped (never another address's), and when all of its handshakes
+// have their ClientHello in, the newcomer is refused.
+func TestBridgePerSource(t *testing.T) {
+	st := newSetup(t, func(c *Config) { c.MaxHandshakesPerSource, c.HelloTimeout = 2, 10*time.Second })
+	other := rawDial(t, st.addr) // from 127.0.0.1
+	a1, a2 := dialFrom(t, st.addr, "127.0.0.2"), dialFrom(t, st.addr, "127.0.0.2")
+	waitPending(t, st.b, 3)
+	dialFrom(t, st.addr, "127.0.0.2")
+	expectCut(t, a1, "127.0.0.2's oldest silent handshake")
+	for _, c := range []net.Conn{other, a2} {
+		_ = c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		if _, err := c.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("%s: %v, want it still waiting", c.LocalAddr(), err)
+		}
+	}
+	// 127.0.0.3's two slots hold handshakes past their ClientHello: a third is refused.
+	_, release := stallAfterHello(t, st.addr, "127.0.0.3", 2)
+	expectCut(t, dialFrom(t, st.addr, "127.0.0.3"), "a third handshake from 127.0.0.3")
+	if ev := st.loop.eventsOf(Refused); len(ev) != 1 || ev[0].Why != "handshakes from one address" {
+		t.Fatalf("refusals %+v", ev)
+	}
+	st.ping("still in") // from 127.0.0.1
+	release()
+	st.closeAll()
+}
+
+// dialFrom opens a plain TCP connection to addr from the source address src (any
+// 127.x.y.z works on Linux). It is closed when the test ends.
+func dialFrom(t *testing.T, addr, src string) net.Conn {
+	t.Helper()
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 5 * time.Second}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// source counts an IPv4 address (IPv4-mapped too) alone, an IPv6 one by its /64.
+func TestSource(t *testing.T) {
+	for in, want := range map[string]string{
+		"10.1.2.3:5":                 "10.1.2.3",
+		"[::ffff:10.1.2.3]:5":        "10.1.2.3",
+		"[2001:db8:1:2:3:4:5:6]:443": "2001:db8:1:2::",
+	} {
+		a, err := net.ResolveTCPAddr("tcp", in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := source(a).String(); got != want {
+			t.Errorf("source(%s) = %s, want %s", in, got, want)
+		}
+	}
 }
 
 // The descriptor budget is taken before the handshake: a connection it has no room for is
@@ -566,5 +778,142 @@ func TestBridgeTakenCountsOnce(t *testing.T) {
 	st.closeAll()
 	if got := st.b.Pending(); got != 0 {
 		t.Errorf("pending after the enrollment: %d, want 0 (taken twice?)", got)
+	}
+}
+
+// silentFlood keeps n TCP connections to addr open from the source addresses srcs (in
+// turn), sending nothing: each one the server cuts is opened again 10 s later, as the
+// issue's attacker does. It returns once all n have been opened; stop closes them and waits
+// for its goroutines. (Re-opening at once would measure something else: how fast a loaded
+// box accepts a connect flood, which no slot policy changes.)
+func silentFlood(t *testing.T, addr string, srcs []string, n int) (stop func()) {
+	t.Helper()
+	var (
+		mu     sync.Mutex
+		open   = map[net.Conn]struct{}{}
+		done   = make(chan struct{})
+		wg     sync.WaitGroup
+		opened atomic.Int64
+	)
+	for i := 0; i < n; i++ {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(srcs[i%len(srcs)])}, Timeout: 5 * time.Second}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			first := true
+			for {
+				c, err := d.Dial("tcp", addr)
+				mu.Lock()
+				select {
+				case <-done:
+					mu.Unlock()
+					if c != nil {
+						_ = c.Close()
+					}
+					return
+				default:
+				}
+				if err == nil {
+					open[c] = struct{}{}
+				}
+				mu.Unlock()
+				if err != nil {
+					time.Sleep(10 * time.Millisecond)
+					continue
+				}
+				if first {
+					opened.Add(1)
+					first = false
+				}
+				_, _ = c.Read(make([]byte, 1)) // until the server cuts it (or stop)
+				mu.Lock()
+				delete(open, c)
+				mu.Unlock()
+				_ = c.Close()
+				select {
+				case <-done:
+					return
+				case <-time.After(10 * time.Second):
+				}
+			}
+		}()
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for opened.Load() < int64(n) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the flood opened %d of %d connections", opened.Load(), n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			mu.Lock()
+			close(done)
+			for c := range open {
+				_ = c.Close()
+			}
+			mu.Unlock()
+			wg.Wait()
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// Issue 30 item 6: 1,000 connections that send nothing, opened again as soon as they are
+// cut, do not keep a real TLS client out: it gets in within a second, whether the attacker
+// uses one address (the per-source cap holds it to its own slots) or twenty (the slots
+// fill: the oldest silent handshake makes room), and even from the attacker's own address.
+// On 4934cb0 the 256 slots stay full for the 10 s handshake timeout: the client is refused.
+func TestBridgeSilentFlood(t *testing.T) {
+	var twenty []string
+	for i := 2; i < 22; i++ {
+		twenty = append(twenty, "127.0.0."+strconv.Itoa(i))
+	}
+	for _, tc := range []struct {
+		name, client string
+		attackers    []string
+	}{
+		{"one address", "127.0.0.1", []string{"127.0.0.2"}},
+		{"twenty addresses", "127.0.0.1", twenty},
+		{"the client's own address", "127.0.0.2", []string{"127.0.0.2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := newSetup(t, func(c *Config) { c.HandshakeTimeout = 10 * time.Second })
+			stop := silentFlood(t, st.addr, tc.attackers, 1000)
+			waitAccepted(t, st.b, 1000)
+			for i := 0; i < 2; i++ {
+				d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(tc.client)}, Timeout: 5 * time.Second}
+				start := time.Now()
+				c, err := tls.DialWithDialer(d, "tcp", st.addr, st.client)
+				took := time.Since(start)
+				if err != nil {
+					t.Fatalf("a TLS client during the flood: %v (after %v)", err, took)
+				}
+				if took > time.Second {
+					t.Errorf("a TLS client's handshake during the flood took %v", took)
+				}
+				if got := roundTrip(t, c, "in"); got != "IN" {
+					t.Fatalf("got %q", got)
+				}
+				_ = c.Close()
+				t.Logf("handshake in %v; %+v", took, st.b.Stats())
+			}
+			stop()
+			st.closeAll()
+		})
+	}
+}
+
+// waitAccepted waits until b has accepted n connections.
+func waitAccepted(t *testing.T, b *Bridge, n uint64) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for b.Stats().Accepted < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections accepted, want %d", b.Stats().Accepted, n)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
