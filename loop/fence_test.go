@@ -4,18 +4,26 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/tallyd/tallyd/store"
 )
 
 // Fencing tokens over the wire (issue 19): a grant's reply carries its token, TOKEN reads
 // it, later grants carry larger ones, and a fenced write presenting an older token than its
 // key has seen is refused — Kleppmann's scenario, with the lease running out.
 func TestFencingTokens(t *testing.T) {
+	began := time.Now()
 	dir := t.TempDir()
 	ts, stop := startPersist(t, dir, nil)
 	c1, c2 := dialResp(t, ts.slockAddr), dialResp(t, ts.slockAddr)
 	t1 := parseTextLock(t, c1.cmd("LOCK", "job", "TIMEOUT", "0", "EXPRIED", u32s(0x0400, 300), "LOCK_ID", "client1")).Token
 	if t1 == 0 {
 		t.Fatal("the grant carries no token")
+	}
+	// Issue 30: the counter starts at the time floor of the server's start (the test
+	// started before it), so that no backup restored later can take it back.
+	if floor := store.TimeFloor(began.UnixMilli()); t1 <= floor || t1 > store.TimeFloor(time.Now().UnixMilli())+store.TokensPerMs {
+		t.Fatalf("the first token %d is not between the time floors of the test's start (%d) and of now", t1, floor)
 	}
 	runKV(t, c2, []kvStep{
 		kv(":"+strconv.FormatUint(t1, 10), "TOKEN", "job"),
@@ -38,8 +46,18 @@ func TestFencingTokens(t *testing.T) {
 		kv(`"from-2"`, "GET", "res"),
 		kv(":"+s2, "GETFENCE", "res"),
 		kv(`:0`, "GETFENCE", "other"),
-		kv(`-ERR FENCE token must be a positive integer`, "SET", "res", "x", "FENCE", "0"),
-		kv(`-ERR FENCE token must be a positive integer`, "SET", "res", "x", "FENCE", "-3"),
+		kv(`-ERR FENCE token must be an integer from 1 to 9223372036854775807`, "SET", "res", "x", "FENCE", "0"),
+		kv(`-ERR FENCE token must be an integer from 1 to 9223372036854775807`, "SET", "res", "x", "FENCE", "-3"),
+		// Issue 30: tokens are 64-bit signed integers (every reply gives them so); one past
+		// the range was stored as 9223372036854775807, or wrapped.
+		kv(`-ERR FENCE token must be an integer from 1 to 9223372036854775807`, "SET", "res", "x", "FENCE", "18446744073709551615"),
+		kv(`-ERR FENCE token must be an integer from 1 to 9223372036854775807`, "SET", "res", "x", "FENCE", "9223372036854775808"),
+		kv(`-ERR FENCE token must be an integer from 1 to 9223372036854775807`, "SET", "res", "x", "FENCE", "99999999999999999999999"),
+		kv(`-ERR FENCE token must be an integer from 1 to 9223372036854775807`, "SET", "res", "x", "FENCE", "1x"),
+		kv(":"+s2, "GETFENCE", "res"), // none of them raised it
+		kv(`+OK`, "SET", "top", "x", "FENCE", "9223372036854775807"),
+		kv(`:9223372036854775807`, "GETFENCE", "top"),
+		kv(`-FENCED token 9223372036854775806 is older than 9223372036854775807, already seen by this key`, "SET", "top", "y", "FENCE", "9223372036854775806"),
 		kv(`+OK`, "SET", "res", "again", "FENCE", s2), // the same token again is the same holder
 		kv(`+OK`, "SET", "res", "unfenced"),           // unfenced writes are not checked
 	})
