@@ -39,7 +39,13 @@ func TestFencingTokens(t *testing.T) {
 		t.Fatalf("second grant's token %d is not above the first's %d", t2, t1)
 	}
 	s1, s2 := strconv.FormatUint(t1, 10), strconv.FormatUint(t2, 10)
-	runKV(t, c2, []kvStep{kv(`+OK`, "SET", "res", "from-2", "FENCE", s2)})
+	runKV(t, c2, []kvStep{
+		kv(`+OK`, "SET", "res", "from-2", "FENCE", s2),
+		// A script passes a token through a Lua number (a double): exact, as tokens stay
+		// below 2^53 (issue 30: the time floor keeps them there until 2058).
+		kv(`+OK`, "EVAL", "return redis.call('SET', KEYS[1], 'x', 'FENCE', redis.call('TOKEN', KEYS[2]))", "2", "res2", "job"),
+		kv(":"+s2, "GETFENCE", "res2"),
+	})
 	// Client 1 wakes and writes with its old token: refused.
 	runKV(t, c1, []kvStep{
 		kv(`-FENCED token `+s1+` is older than `+s2+`, already seen by this key`, "SET", "res", "from-1", "FENCE", s1),
