@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"time"
 
 	"github.com/spf13/pflag"
 	"go.etcd.io/raft/v3/raftpb"
@@ -35,6 +36,11 @@ snapshot of the backup with the new membership and a fresh raft log. Restore eve
 from the same FILE, each with its own --node-id and DIR, then start each with the same
 --cluster and --node-id (no --initial-cluster-state new: the snapshot is its state). A
 backup of either kind restores into either.
+
+Fencing tokens: the restored server grants tokens above the backup's ceiling and above the
+time floor of its clock when it starts, so above every token granted after the backup too, if
+its clock is not behind the servers' that granted them. A backup whose tokens are ahead of
+this machine's clock gets a warning (docs/cluster.md "Fencing tokens").
 
 Exit status: 0 when DIR was written, 1 when FILE or DIR is refused, 2 for a command line
 that does not parse.
@@ -71,68 +77,85 @@ func runRestore(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
-	h, n, err := restore(fs.Arg(0), *dir, members, *id)
+	h, n, ceil, err := restore(fs.Arg(0), *dir, members, *id)
 	if err != nil {
 		fmt.Fprintf(stderr, "tallyd restore: %v\n", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "restored %s: %s snapshot at index %d term %d, %d keys (%d records) into %s\n",
-		fs.Arg(0), h.Kind, h.Index, h.Term, h.Keys, n, *dir)
+	fmt.Fprintf(stdout, "restored %s: %s snapshot at index %d term %d, %d keys (%d records), fencing-token ceiling %d, into %s\n",
+		fs.Arg(0), h.Kind, h.Index, h.Term, h.Keys, n, ceil, *dir)
+	checkCeil(ceil, time.Now(), stderr)
 	return 0
 }
 
+// checkCeil warns when a backup's fencing-token ceiling is ahead of the time floor of now
+// by more than a second: the clock here is behind the one that granted the backup's
+// tokens, so the restored server's time floor may not clear tokens granted after the
+// backup (docs/cluster.md "Fencing tokens"). It only warns: the restored server starts
+// above the ceiling all the same.
+func checkCeil(ceil uint64, now time.Time, w io.Writer) {
+	if floor := store.TimeFloor(now.UnixMilli()); ceil > floor+1000*store.TokensPerMs {
+		fmt.Fprintf(w, "tallyd restore: warning: the backup's fencing tokens reach %d, which a clock reading %s "+
+			"would be at; this clock reads %s: it is behind, and a restored server started before it catches up may "+
+			"grant tokens already granted after the backup (check the clock; NTP)\n", ceil,
+			time.UnixMilli(store.FloorTime(ceil)).UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	}
+}
+
 // restore checks the backup at file and writes data directory dir from it: a single node's
-// (members nil) or member id's of a new cluster of members. It returns the file's header and
-// the records restored.
-func restore(file, dir string, members map[uint64]string, id uint64) (snapfile.Header, int, error) {
+// (members nil) or member id's of a new cluster of members. It returns the file's header, the
+// records restored and the fencing-token ceiling the backup holds.
+func restore(file, dir string, members map[uint64]string, id uint64) (snapfile.Header, int, uint64, error) {
 	f, err := os.Open(file)
 	if err != nil {
-		return snapfile.Header{}, 0, err
+		return snapfile.Header{}, 0, 0, err
 	}
 	h, body, err := snapfile.Read(f)
 	f.Close()
 	if err != nil {
-		return h, 0, fmt.Errorf("%s: %w", file, err)
+		return h, 0, 0, fmt.Errorf("%s: %w", file, err)
 	}
 	secret, recs, ok := cluster.SplitSnapshot(body)
 	if !ok || secret == nil {
-		return h, 0, fmt.Errorf("%s: the snapshot holds no key-name secret and records", file)
+		return h, 0, 0, fmt.Errorf("%s: the snapshot holds no key-name secret and records", file)
 	}
 	// The records again without the old peer table, checked one by one.
 	var out []byte
 	n := 0
+	var ceil uint64
 	if err := aof.DecodeRecords(recs, func(ks *store.KeyState) {
 		out = aof.AppendState(out, ks)
+		ceil = max(ceil, ks.Ceil)
 		n++
 	}, func(map[uint64]string) {}); err != nil {
-		return h, 0, fmt.Errorf("%s: %w", file, err)
+		return h, 0, 0, fmt.Errorf("%s: %w", file, err)
 	}
 	if ents, err := os.ReadDir(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return h, 0, err
+		return h, 0, 0, err
 	} else if len(ents) > 0 && !(len(ents) == 1 && ents[0].Name() == dataDirLockFile) {
 		// Not empty; a tallyd serving it is named (it holds the lock).
 		release, err := lockDataDir(dir, false)
 		if err != nil {
-			return h, 0, err
+			return h, 0, 0, err
 		}
 		release()
-		return h, 0, fmt.Errorf("data dir %s is not empty: restore writes a new one", dir)
+		return h, 0, 0, fmt.Errorf("data dir %s is not empty: restore writes a new one", dir)
 	}
 	release, err := lockDataDir(dir, true) // no tallyd may start on it meanwhile
 	if err != nil {
-		return h, 0, err
+		return h, 0, 0, err
 	}
 	defer release()
 	if members == nil {
 		if err := writeFile(filepath.Join(dir, loop.KeySecretFile), secret[:]); err != nil {
-			return h, 0, err
+			return h, 0, 0, err
 		}
 		if err := writeFile(filepath.Join(dir, loop.LogFile), append([]byte(aof.Header), out...)); err != nil {
-			return h, 0, err
+			return h, 0, 0, err
 		}
-		return h, n, logfile.SyncDir(dir)
+		return h, n, ceil, logfile.SyncDir(dir)
 	}
-	return h, n, restoreMember(filepath.Join(dir, loop.RaftDir), h, secret, out, members)
+	return h, n, ceil, restoreMember(filepath.Join(dir, loop.RaftDir), h, secret, out, members)
 }
 
 // restoreMember writes a raft log at dir holding only a snapshot of records, with members as

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tallyd/tallyd/aof"
 	"github.com/tallyd/tallyd/cluster"
@@ -103,5 +104,34 @@ func TestRestoreRefuses(t *testing.T) {
 		if code := runRestore(c.args, &out, &errs); code != c.code || !strings.Contains(errs.String(), c.want) {
 			t.Fatalf("%q: exit %d: %s", c.args, code, errs.String())
 		}
+	}
+}
+
+// A backup whose fencing tokens are ahead of this clock's time floor (by more than a second)
+// gets a warning: the clock is behind the one that granted them (issue 30, item 4).
+func TestRestoreCeilAheadOfClock(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	floor := store.TimeFloor(now.UnixMilli())
+	for _, c := range []struct {
+		ceil uint64
+		warn bool
+	}{
+		{0, false},
+		{1 << 20, false},
+		{floor, false},
+		{floor + 1000*store.TokensPerMs, false},
+		{floor + 1001*store.TokensPerMs, true},
+		{store.TimeFloor(now.Add(time.Hour).UnixMilli()), true},
+	} {
+		var b strings.Builder
+		checkCeil(c.ceil, now, &b)
+		if got := b.Len() > 0; got != c.warn || c.warn && !strings.Contains(b.String(), "behind") {
+			t.Errorf("ceiling %d at %v: warned %v (%q), want %v", c.ceil, now, got, b.String(), c.warn)
+		}
+	}
+	var b strings.Builder
+	checkCeil(store.TimeFloor(now.Add(time.Hour).UnixMilli()), now, &b)
+	if !strings.Contains(b.String(), "2026-11-28T13:00:00Z") {
+		t.Errorf("the warning does not name the clock reading the tokens belong to: %q", b.String())
 	}
 }

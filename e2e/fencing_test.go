@@ -7,6 +7,7 @@ package e2e
 
 import (
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -215,4 +216,120 @@ func TestFencingCluster(t *testing.T) {
 		k.want("$v2", "GET", fenceRes)
 	}
 	three.unlock()
+}
+
+// TestFencingRestoreOldBackup (issue 30, item 4): a server restored from a backup taken
+// before tokens it granted later must still grant tokens above all of them. A token t1,
+// then a backup (its ceiling just above t1), then a restart (the counter jumps to the
+// ceiling) and a token t2 above that ceiling, then the old backup restored into a new data
+// directory: the restored server's next token is above t2 (it was the ceiling plus one, t2
+// again, when the counter took the backup's ceiling).
+func TestFencingRestoreOldBackup(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	serve := func(data string) (*proc, string) {
+		port := freePort(t)
+		p := start(t, 0, "--counter-port=0", "--slock-port="+strconv.Itoa(port), "--data-dir="+data)
+		p.waitLog(t, "tallyd listening")
+		return p, "127.0.0.1:" + strconv.Itoa(port)
+	}
+	grant := func(addr, name string) uint64 {
+		k := &cclient{addr: addr}
+		defer k.close()
+		f := &fencer{t: t, name: name, k: k}
+		tok := f.lock(0, 60)
+		f.want("+OK", "SET", fenceRes, name, "FENCE", u(tok)) // what the protected resource sees
+		f.unlock()
+		return tok
+	}
+	live := filepath.Join(dir, "live")
+	p, addr := serve(live)
+	t1 := grant(addr, "before-backup")
+	file := filepath.Join(dir, "old.snap")
+	if code, out := tallyctl(t, append(ctlAt(addr), "snapshot", "save", file)...); code != 0 {
+		t.Fatalf("snapshot save: exit %d: %s", code, out)
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	p.exitCode(t)
+	p, addr = serve(live)
+	t2 := grant(addr, "after-backup")
+	if t2 <= t1 {
+		t.Fatalf("after a restart the token %d is not above %d", t2, t1)
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	p.exitCode(t)
+
+	rdir := filepath.Join(dir, "restored")
+	if code, out := runBin(t, "restore", file, "--data-dir", rdir); code != 0 {
+		t.Fatalf("restore: exit %d: %s", code, out)
+	}
+	_, raddr := serve(rdir)
+	k := &cclient{addr: raddr}
+	t.Cleanup(k.close)
+	f := &fencer{t: t, name: "after-restore", k: k}
+	f.want(":"+u(t1), "GETFENCE", fenceRes) // the backup's state: t2's write came after it
+	t3 := f.lock(0, 60)
+	t.Logf("tokens: %d before the backup, %d after it (and a restart), %d after restoring it", t1, t2, t3)
+	if t3 <= t2 {
+		t.Fatalf("the server restored from an old backup granted token %d, not above %d granted after the backup", t3, t2)
+	}
+	f.want("+OK", "SET", fenceRes, "restored", "FENCE", u(t3))
+}
+
+// TestFencingRestoreCluster (issue 30, item 4): the same on a cluster: a token, a backup
+// (on the leader), every member restarted (the new leader continues from the ceiling) and
+// a token t2, then every member restored from the old backup: the new cluster's next token
+// is above t2.
+func TestFencingRestoreCluster(t *testing.T) {
+	skipFake(t)
+	c := newCluster(t, 3)
+	c.bound(120 * time.Second)
+	grant := func(name string) uint64 {
+		lead := c.waitLeader(10*time.Second, nil)
+		f := &fencer{t: t, name: name, k: c.client(c.others(lead)[0])} // through a follower
+		tok := f.lock(10, 60)
+		f.unlock()
+		return tok
+	}
+	t1 := grant("before-backup")
+	lead := c.waitLeader(10*time.Second, nil)
+	file := filepath.Join(c.dir, "old.snap")
+	if code, out := tallyctl(t, append(ctlAt(c.net.clientAddr(lead)), "snapshot", "save", file)...); code != 0 || !strings.Contains(out, "cluster snapshot") {
+		t.Fatalf("snapshot save on the leader: exit %d: %s", code, out)
+	}
+	for s := range c.nodes {
+		c.kill(s)
+	}
+	for s := range c.nodes {
+		c.start(s)
+	}
+	for s := range c.nodes {
+		c.waitServing(s, 10*time.Second)
+	}
+	t2 := grant("after-backup")
+	if t2 <= t1 {
+		t.Fatalf("after a full restart the token %d is not above %d", t2, t1)
+	}
+	for s := range c.nodes {
+		c.kill(s)
+	}
+	for s, nd := range c.nodes {
+		nd.dataDir = filepath.Join(c.dir, fmt.Sprintf("restored%d", s))
+		code, out := runBin(t, "restore", file, "--data-dir", nd.dataDir, "--cluster", c.net.clusterArg(s, c.ids),
+			"--node-id", strconv.FormatUint(nd.id, 10))
+		if code != 0 {
+			t.Fatalf("restore node %d: exit %d: %s", nd.id, code, out)
+		}
+	}
+	for s := range c.nodes {
+		c.start(s)
+	}
+	for s := range c.nodes {
+		c.waitServing(s, 10*time.Second)
+	}
+	t3 := grant("after-restore")
+	t.Logf("tokens: %d before the backup, %d after it (and a full restart), %d after restoring it on every member", t1, t2, t3)
+	if t3 <= t2 {
+		t.Fatalf("the cluster restored from an old backup granted token %d, not above %d granted after the backup", t3, t2)
+	}
 }

@@ -2,6 +2,7 @@ package loop
 
 import (
 	"encoding/binary"
+	"time"
 
 	"github.com/tallyd/tallyd/proto/rediscmd"
 	"github.com/tallyd/tallyd/proto/resp"
@@ -10,6 +11,27 @@ import (
 
 // This file is who holds a lock, across members and failovers, and the parts of fencing
 // tokens (store/locks_fence.go) that belong to the loop.
+
+// floorTokens starts the fencing-token counter, once the log is read back, at the time
+// floor of now (store.TimeFloor) if that is above the log's ceiling: every token this
+// process grants is then above every token granted before it started, from any log or
+// backup, as long as this clock is not behind the clocks that granted them
+// (docs/cluster.md "Fencing tokens"). A ceiling ahead of the clock by more than a second
+// means it is behind, and is logged: the counter starts above the ceiling all the same.
+func (s *Server) floorTokens() {
+	now := s.now()
+	floor := store.TimeFloor(now.UnixMilli())
+	_, ceil := s.st.locks.FenceCeil()
+	switch {
+	case floor == 0:
+		s.log.Warn().Time("clock", now).Uint64("ceiling", ceil).
+			Msg("fencing tokens: the clock is before 2024 (or absurdly far ahead): tokens continue from the log's ceiling, and may repeat ones granted after a backup this was restored from")
+	case ceil > floor+1000*store.TokensPerMs:
+		s.log.Warn().Time("clock", now).Uint64("ceiling", ceil).Time("ceiling_time", time.UnixMilli(store.FloorTime(ceil))).
+			Msg("fencing tokens: the log's ceiling is ahead of this clock: the clock is behind the one that granted them (tokens continue above the ceiling; a restore from an older backup is safe only once the clock has caught up)")
+	}
+	s.st.locks.RaiseTokens(floor)
+}
 
 // stampLock completes a lock command of connection cs (nil: closed) before the store runs
 // it: the client id its holder keeps, and, in cluster mode at QUORUM or ALL, the flag that

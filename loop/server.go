@@ -450,6 +450,7 @@ func (s *Server) Run() error {
 		return err
 	}
 	defer closeFn()
+	s.floorTokens()
 	s.newBridges()
 	var addrs []string
 	for _, l := range s.cfg.Listeners {

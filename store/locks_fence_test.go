@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/tallyd/tallyd/store"
 )
@@ -149,5 +150,53 @@ func TestKeyFence(t *testing.T) {
 	r.Restore(&recs[0], now)
 	if f := r.KeyFence(0, key); f != 34 {
 		t.Fatalf("restored KeyFence = %d, want 34", f)
+	}
+}
+
+// The time floor (issue 30, item 4): 8192 tokens a millisecond since 2024-01-01, none before
+// it or absurdly far ahead; RaiseTokens only raises the counter; the next grant is above the
+// floor and reserves a block above it; a ResetLocks (a member rebuilding its store) keeps the
+// counter, so the process never issues a token twice.
+func TestFenceTimeFloor(t *testing.T) {
+	if store.TimeFloor(1_704_067_200_000) != 0 || store.TimeFloor(0) != 0 || store.TimeFloor(-5) != 0 || store.TimeFloor(1<<62) != 0 {
+		t.Fatal("a floor for a clock before 2024 or absurdly far ahead")
+	}
+	nov2026 := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC).UnixMilli()
+	f := store.TimeFloor(nov2026)
+	if f != uint64(nov2026-1_704_067_200_000)*store.TokensPerMs || store.TimeFloor(nov2026+1) != f+store.TokensPerMs {
+		t.Fatalf("TimeFloor(%d) = %d", nov2026, f)
+	}
+	if store.FloorTime(f) != nov2026 {
+		t.Fatalf("FloorTime(%d) = %d, want %d", f, store.FloorTime(f), nov2026)
+	}
+	if y2058 := time.Date(2058, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli(); store.TimeFloor(y2058) >= 1<<53 {
+		t.Fatalf("the floor passes 2^53 before 2058: %d", store.TimeFloor(y2058))
+	}
+	if far := store.TimeFloor(1<<49 + 1_704_067_200_000 - 1); far >= 1<<62 {
+		t.Fatalf("the largest floor %d leaves less than 2^62 tokens", far)
+	}
+
+	const now = int64(1_700_000_000e9)
+	s := store.New(store.Config{Locks: store.LocksConfig{Persist: true, PersistAfter: 1e9}})
+	l := s.Locks
+	t1 := fenceLock(t, l, 1, 1, now)
+	fenceUnlock(t, l, 1, 1, now)
+	l.RaiseTokens(f)
+	l.RaiseTokens(f / 2) // never lowers it
+	t2 := fenceLock(t, l, 1, 2, now)
+	if t2 != f+1 || t2 <= t1 {
+		t.Fatalf("after RaiseTokens(%d) the token %d (before: %d)", f, t2, t1)
+	}
+	var ceil uint64
+	for _, r := range journal(l, now) {
+		ceil = max(ceil, r.Ceil)
+	}
+	if ceil < t2 || ceil >= t2+store.TokensPerMs {
+		t.Fatalf("the block reserved up to %d after the token %d: want one millisecond's worth", ceil, t2)
+	}
+	fenceUnlock(t, l, 1, 2, now)
+	s.ResetLocks() // the log has nothing: the counter stays
+	if t3 := fenceLock(t, l, 1, 3, now); t3 <= t2 {
+		t.Fatalf("after ResetLocks the token %d, not above %d", t3, t2)
 	}
 }

@@ -9,7 +9,8 @@ package store
 //
 // The Locks keeps its address (s.Locks, and any copy of it, stays valid) and
 // its configuration. What is not the family's state carries over: the
-// generator of server-made ids, so none made before is made again, and the
+// generator of server-made ids, so none made before is made again, the
+// fencing-token counter, so no token issued before is issued again, and the
 // keys watched (WATCH), each of which sees a new version, as a change of
 // its key would give it.
 func (s *Store) ResetLocks() {
@@ -30,6 +31,7 @@ func (s *Store) ResetLocks() {
 			w.ver = n.wseq
 		}
 	}
+	n.fence = l.fence // a process never issues a token twice, whatever the log it rebuilds from says
 	n.dl, n.aging, n.shared = &s.q, &s.q, true
 	*l = *n
 }

@@ -10,8 +10,9 @@ import (
 // This file is the text side of fencing tokens: TOKEN and GETFENCE, SET's FENCE option,
 // and the error a fenced write gets when its token is older than one the key has seen.
 
-// errFenceToken is SET FENCE's error for a token that is not a positive integer.
-var errFenceToken = &kvErr{Msg: "FENCE token must be a positive integer"}
+// errFenceToken is SET FENCE's error for a token outside the tokens' range: tokens are
+// positive and, as every reply gives them, 64-bit signed integers.
+var errFenceToken = &kvErr{Msg: "FENCE token must be an integer from 1 to 9223372036854775807"}
 
 // TokenQuery is a parsed TOKEN key [LOCK_ID id].
 type TokenQuery struct {

@@ -208,11 +208,11 @@ func parseSet(r *Request, args [][]byte, t *Text, nowMs int64, newID func() [16]
 		case resp.Is(o, "ACK"):
 			tf |= kvRequireAck
 		case resp.Is(o, "FENCE") && i+1 < n:
-			v, err := strconv.ParseUint(string(args[i+1]), 10, 64)
-			if err != nil || v == 0 {
+			v, ok := resp.ParseInt(args[i+1])
+			if !ok || v <= 0 {
 				return buf, errFenceToken
 			}
-			kv.Fence = v
+			kv.Fence = uint64(v)
 			i++
 		case resp.Is(o, "NAOF"):
 			ef |= kvNoPersist
