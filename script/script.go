@@ -72,6 +72,7 @@ type Engine struct {
 	protected  map[*lua.LTable]bool
 	handler    *lua.LFunction
 	budget     budget
+	format     lua.LGFunction // gopher-lua's string.format, which strFormat bounds
 
 	// The run in progress.
 	call     CallFunc
