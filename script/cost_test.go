@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 // heavyScript is a unique body of about 4 KB that compiles to much more: many small
@@ -77,5 +78,23 @@ func TestScriptRoom(t *testing.T) {
 	got := string(e.Eval(nil, &Run{Body: []byte(heavyScript(1, "funcs") + "\nreturn 5"), NumKeys: []byte("0"), Call: f.call, Room: room}))
 	if n, _ := e.Stats(); got != ":5\r\n" || n != 1 {
 		t.Fatalf("EVAL over the room: %q, %d scripts cached; want it run uncached", got, n)
+	}
+}
+
+// TestLoadstringBounded: loadstring and load compile what fits the budget and stop the run
+// before compiling what does not (1.8 MB of small functions took 65 s before issue 30).
+func TestLoadstringBounded(t *testing.T) {
+	e, f := New(Limits{}), &fakeCall{}
+	for body, want := range map[string]string{
+		"return loadstring('return 1 + 2')()":                                                       ":3\r\n",
+		"local p, i = {'return ', '4', '2'}, 0 return load(function() i = i + 1 return p[i] end)()": ":42\r\n",
+		"return pcall(loadstring, string.rep('t = function() end ', 60000))":                        "-ERR script would compile a chunk of about",
+		"return load(function() return string.rep('t = function() end ', 1000) end)":                "-", // stopped (string or time limit)
+	} {
+		t0 := time.Now()
+		got := eval(t, e, f, body, nil)
+		if !strings.HasPrefix(got, want) || time.Since(t0) > time.Second {
+			t.Errorf("%s: %q after %v, want %q", body, got, time.Since(t0), want)
+		}
 	}
 }

@@ -49,6 +49,9 @@ func (e *Engine) open() {
 	g.RawSetString("rawset", L.NewFunction(e.rawSet))
 	g.RawSetString("setmetatable", L.NewFunction(e.setMetatable))
 	g.RawSetString("error", L.NewFunction(luaError))
+	e.loadstring = g.RawGetString("loadstring").(*lua.LFunction).GFunction
+	g.RawSetString("loadstring", L.NewFunction(e.loadString))
+	g.RawSetString("load", L.NewFunction(e.load))
 
 	str := g.RawGetString("string").(*lua.LTable)
 	str.RawSetString("rep", L.NewFunction(e.strRep))

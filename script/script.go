@@ -75,6 +75,7 @@ type Engine struct {
 	handler    *lua.LFunction
 	budget     budget
 	format     lua.LGFunction // gopher-lua's string.format, which strFormat bounds
+	loadstring lua.LGFunction // gopher-lua's loadstring, which loadString bounds
 
 	// The run in progress.
 	call     CallFunc
