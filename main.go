@@ -127,7 +127,7 @@ func newFlags(o *options, d loop.Config) *pflag.FlagSet {
 	fs.Int64Var(&o.luaTimeLimit, "lua-time-limit", script.DefaultLimits.Time.Milliseconds(), "milliseconds one script (EVAL) may run before it is stopped with a BUSY error (the loop serves no one else meanwhile)")
 	fs.Int64Var(&o.luaMaxMemory, "lua-max-memory", script.DefaultLimits.MaxMemory, "bytes one script may allocate before it is stopped")
 	fs.IntVar(&o.luaScriptsMax, "lua-scripts-max", script.DefaultLimits.MaxScripts, "scripts sent only by EVAL kept by SHA1 for EVALSHA (the least recently used beyond are forgotten)")
-	fs.Int64Var(&o.luaScriptsMaxBytes, "lua-scripts-max-bytes", script.DefaultLimits.MaxBytes, "bytes of scripts kept in all; SCRIPT LOAD beyond answers an error")
+	fs.Int64Var(&o.luaScriptsMaxBytes, "lua-scripts-max-bytes", script.DefaultLimits.MaxBytes, "bytes of script bodies kept in all; SCRIPT LOAD beyond answers an error (compiled, the scripts also count in --max-memory)")
 	fs.StringVar(&o.notifyEvents, "notify-keyspace-events", "", "keyspace notifications to publish, as Redis's notify-keyspace-events (K, E, g, $, h, x, A, ...; L: tallyd's lock events); CONFIG SET changes it")
 	fs.StringVar(&o.pubsubLimit, "client-output-buffer-limit", "32mb 8mb 60", "a subscriber's unsent messages: hard limit, soft limit and soft seconds, as Redis's client-output-buffer-limit pubsub class; CONFIG SET changes it")
 	fs.IntVar(&o.maxSubscriptions, "max-subscriptions", loop.DefaultMaxSubscriptions, "channels and patterns one connection may subscribe to, together")

@@ -124,7 +124,7 @@ func (s *Server) fillInfo(in *resp.Info, now int64) {
 		Dataset: s.st.store.Bytes(), Max: s.cfg.MaxMemory}
 	if e := s.scr.eng; e != nil {
 		n, b := e.Stats()
-		in.Memory.Scripts, in.Memory.ScriptBytes = int64(n), b
+		in.Memory.Scripts, in.Memory.ScriptBytes = int64(n), b+e.Memory()
 	}
 	ops, inK, outK := s.info.rates()
 	in.Stats = resp.InfoStats{Commands: s.m.commandsTotal(), OpsPerSec: ops, NetIn: sum(s.m.bytesIn[:]),

@@ -21,7 +21,8 @@ import (
 //   - stored state, as each family keeps it (store.Store.Bytes, store/memcost.go): counters
 //     and semaphores with their names and the connections' shares, PoolCounter keys and
 //     entries, slock keys, holders and queued requests with their values, data records and
-//     attached EXECUTEs, and what the store keeps for reuse.
+//     attached EXECUTEs, and what the store keeps for reuse;
+//   - cached scripts, compiled (script.Engine.Memory: several times their bodies).
 //
 // Each total is updated where its bytes change; nothing is scanned per request. Beyond the
 // budget tallyd does what fits each kind:
@@ -84,7 +85,7 @@ type memState struct {
 
 // memUsed is what the budget counts now.
 func (s *Server) memUsed() int64 {
-	return s.mem.in + s.mem.out + s.mem.wills + s.st.store.Bytes()
+	return s.mem.in + s.mem.out + s.mem.wills + s.st.store.Bytes() + s.scriptMem()
 }
 
 // overBudget reports whether the budget is set and exceeded, once what no client is owed
@@ -99,7 +100,8 @@ func (s *Server) overBudget() bool {
 
 // makeRoom lets what no client is owed give way while memory is over the budget, until it
 // is a 32nd below it (so that not every write near the budget evicts) or nothing such is
-// left, in this order: what the store keeps for reuse; released counters, their names and
+// left, in this order: what the store keeps for reuse; scripts only EVAL sent, least
+// recently used first (not while a script runs); released counters, their names and
 // interval maximum (Dump lists them until the interval ends), and semaphores nobody holds
 // (their collection is due anyway), those idle longest first; then requests still queued by
 // connections that have closed, oldest first, which time out as at their Timeout (the
@@ -112,6 +114,9 @@ func (s *Server) makeRoom() {
 	freed := s.st.locks.Trim() + s.st.pools.Trim()
 	if freed < need {
 		freed += s.freeFlushedFor(need - freed) // keys FLUSHALL already took from every client (fair.go)
+	}
+	if freed < need && s.scr.eng != nil && !s.scr.running {
+		freed += s.scr.eng.EvictEval(need - freed) // scripts only EVAL sent: the client sends them again
 	}
 	var counters, semaphores, waits int
 	if freed < need {

@@ -24,6 +24,7 @@ type scriptState struct {
 	run     script.Run
 	call    script.CallFunc // s.scriptCall, bound once
 	logf    script.LogFunc  // s.scriptLog, bound once
+	room    script.RoomFunc // s.scriptRoom, bound once
 	buf     []byte          // the script's reply, built before it is appended to the output
 	cs      *conn           // the connection whose script runs
 	now     int64
@@ -41,9 +42,29 @@ func (s *Server) scriptEngine() *script.Engine {
 	ss := &s.scr
 	if ss.eng == nil {
 		ss.eng = script.New(s.scriptLimits())
-		ss.call, ss.logf = s.scriptCall, s.scriptLog
+		ss.call, ss.logf, ss.room = s.scriptCall, s.scriptLog, s.scriptRoom
 	}
 	return ss.eng
+}
+
+// scriptMem is what the cached scripts take compiled: the memory budget counts it.
+func (s *Server) scriptMem() int64 {
+	if s.scr.eng == nil {
+		return 0
+	}
+	return s.scr.eng.Memory()
+}
+
+// scriptRoom reports whether a newly compiled script of need bytes fits the memory budget
+// (--max-memory), once what no client is owed has given way: the engine forgets EVAL-only
+// scripts while it does not, then refuses SCRIPT LOAD with -OOM (an EVAL runs uncached).
+func (s *Server) scriptRoom(need int64) bool {
+	max := s.cfg.MaxMemory
+	if max <= 0 || s.memUsed()+need <= max {
+		return true
+	}
+	s.makeRoom()
+	return s.memUsed()+need <= max
 }
 
 // scriptLimits are the limits the configuration gives the scripts.
@@ -82,7 +103,7 @@ func (s *Server) evalCmd(cs *conn, spec *rediscmd.Spec, args [][]byte, now int64
 	}
 	r.NumKeys, r.Rest = args[2], args[3:]
 	r.ReadOnly = spec.Name == "EVAL_RO" || spec.Name == "EVALSHA_RO" // Redis gives them no @read: not flagged read-only
-	r.Call, r.Log = ss.call, ss.logf
+	r.Call, r.Log, r.Room = ss.call, ss.logf, ss.room
 	sc := cs.slock
 	db, exec := sc.text.DB, sc.tx.exec
 	ss.cs, ss.now, ss.running, ss.ro = cs, now, true, r.ReadOnly
@@ -249,7 +270,11 @@ func (s *Server) scriptCmd(cs *conn, args [][]byte) {
 	n := len(args)
 	switch {
 	case resp.Is(sub, "LOAD") && n == 3:
-		sha, err := s.scriptEngine().Load(args[2])
+		eng := s.scriptEngine()
+		sha, err := eng.Load(args[2], s.scr.room)
+		if err == script.ErrOOM {
+			s.refuseOOM(cs, "SCRIPT LOAD")
+		}
 		if err != nil {
 			b = resp.AppendError(b, err.Error())
 		} else {

@@ -49,12 +49,25 @@ func (e *Engine) open() {
 	g.RawSetString("rawset", L.NewFunction(e.rawSet))
 	g.RawSetString("setmetatable", L.NewFunction(e.setMetatable))
 	g.RawSetString("error", L.NewFunction(luaError))
+	e.loadstring = g.RawGetString("loadstring").(*lua.LFunction).GFunction
+	g.RawSetString("loadstring", L.NewFunction(e.loadString))
+	g.RawSetString("load", L.NewFunction(e.load))
 
 	str := g.RawGetString("string").(*lua.LTable)
 	str.RawSetString("rep", L.NewFunction(e.strRep))
 	str.RawSetString("dump", lua.LNil)
+	// The functions that loop in Go count their work against the budget (strlib.go).
+	e.format = str.RawGetString("format").(*lua.LFunction).GFunction
+	gmatch := L.NewFunction(e.strGmatch)
+	for name, f := range map[string]lua.LValue{"find": L.NewFunction(e.strFind), "match": L.NewFunction(e.strMatch),
+		"gmatch": gmatch, "gfind": gmatch, "gsub": L.NewFunction(e.strGsub), "upper": L.NewFunction(e.strUpper),
+		"lower": L.NewFunction(e.strLower), "reverse": L.NewFunction(e.strReverse),
+		"format": L.NewFunction(e.strFormat)} {
+		str.RawSetString(name, f)
+	}
 	tab := g.RawGetString("table").(*lua.LTable)
 	tab.RawSetString("concat", L.NewFunction(e.tabConcat))
+	tab.RawSetString("sort", L.NewFunction(e.tabSort))
 
 	r := L.NewTable()
 	L.SetFuncs(r, map[string]lua.LGFunction{
@@ -177,6 +190,7 @@ func (e *Engine) strRep(L *lua.LState) int {
 	if n > e.lim.MaxString/len(s) {
 		e.tooLong(L)
 	}
+	e.work(L, n*len(s)/64)
 	L.Push(lua.LString(strings.Repeat(s, n)))
 	return 1
 }
@@ -197,6 +211,7 @@ func (e *Engine) tabConcat(L *lua.LState) int {
 		if b.Len()+len(s)+len(sep) > e.lim.MaxString {
 			e.tooLong(L)
 		}
+		e.work(L, 1+(len(s)+len(sep))/64)
 		b.WriteString(s)
 		if k < j {
 			b.WriteString(sep)
@@ -217,6 +232,7 @@ func (e *Engine) tooLong(L *lua.LState) {
 type budget struct {
 	e        *Engine
 	n        uint32
+	work     int // units of built-in work since the last check (Engine.work)
 	deadline int64
 	alloc0   uint64
 	why      string
@@ -229,7 +245,7 @@ var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); retu
 const checkEvery = 16
 
 func (b *budget) start(e *Engine) {
-	b.e, b.n, b.why = e, 0, ""
+	b.e, b.n, b.work, b.why = e, 0, 0, ""
 	b.deadline = time.Now().Add(e.lim.Time).UnixNano()
 	b.alloc0 = 0 // read at the first check: a short script never pays for it
 }
@@ -251,13 +267,38 @@ func (b *budget) Done() <-chan struct{} {
 		}
 	}
 	b.n++
-	if b.n%checkEvery != 0 {
+	if b.n%checkEvery != 0 || !b.over() {
 		return nil
 	}
+	return closedChan
+}
+
+// workCheck is how many units of a built-in's work (a matcher's step, 64 bytes copied)
+// pass between two looks at the clock and the heap: about 10-50 µs.
+const workCheck = 1024
+
+// work counts n units of a built-in function's work (strlib.go) and stops the run, from
+// inside the function, once it is past its time or memory: the loop is never held more
+// than workCheck units past the limit, whatever the built-in does.
+func (e *Engine) work(L *lua.LState, n int) {
+	b := &e.budget
+	b.work += n
+	if b.work < workCheck {
+		return
+	}
+	b.work = 0
+	if b.why != "" || b.over() {
+		L.RaiseError("%s", b.why)
+	}
+}
+
+// over reports whether the run is past its time or its memory, and says why.
+func (b *budget) over() bool {
+	e := b.e
 	if time.Now().UnixNano() > b.deadline {
 		b.why = "BUSY script ran past lua-time-limit (" + strconv.FormatInt(e.lim.Time.Milliseconds(), 10) +
 			" ms) and was stopped; the commands it ran before stay run"
-		return closedChan
+		return true
 	}
 	metrics.Read(b.sample)
 	if b.alloc0 == 0 {
@@ -266,9 +307,9 @@ func (b *budget) Done() <-chan struct{} {
 	if used := b.sample[0].Value.Uint64() - b.alloc0; used > uint64(e.lim.MaxMemory) {
 		b.why = "ERR script allocated over lua-max-memory (" + strconv.FormatInt(e.lim.MaxMemory, 10) +
 			" bytes) and was stopped; the commands it ran before stay run"
-		return closedChan
+		return true
 	}
-	return nil
+	return false
 }
 
 func (b *budget) Err() error {

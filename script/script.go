@@ -49,7 +49,8 @@ var DefaultLimits = Limits{Time: 100 * time.Millisecond, MaxMemory: 64 << 20, Ma
 // entry is a cached script: its body, compiled once, and whether SCRIPT LOAD asked for it.
 type entry struct {
 	sha        string
-	size       int64
+	size       int64 // the body's bytes (lua-scripts-max-bytes)
+	mem        int64 // what the compiled script takes (scriptBytes)
 	fn         *lua.LFunction
 	loaded     bool   // SCRIPT LOAD: kept until SCRIPT FLUSH; else EVAL's, evicted oldest first
 	prev, next *entry // the EVAL-only ones, least recently used first
@@ -64,6 +65,7 @@ type Engine struct {
 	lru     entry // sentinel of the EVAL-only list
 	nEval   int
 	bytes   int64
+	mem     int64 // compiled scripts' memory (entry.mem), counted in --max-memory
 
 	env        *lua.LTable // what scripts see as their globals (empty: reads go to globals)
 	globals    *lua.LTable
@@ -72,6 +74,8 @@ type Engine struct {
 	protected  map[*lua.LTable]bool
 	handler    *lua.LFunction
 	budget     budget
+	format     lua.LGFunction // gopher-lua's string.format, which strFormat bounds
+	loadstring lua.LGFunction // gopher-lua's loadstring, which loadString bounds
 
 	// The run in progress.
 	call     CallFunc
@@ -136,6 +140,51 @@ func SHA1(body []byte) string {
 // Stats returns the number of scripts cached and the bytes of their bodies.
 func (e *Engine) Stats() (scripts int, bytes int64) { return len(e.scripts), e.bytes }
 
+// Memory is what the cached scripts take compiled (the server's memory budget counts it).
+func (e *Engine) Memory() int64 { return e.mem }
+
+// RoomFunc reports whether need more bytes fit the server's memory budget (nil: always).
+type RoomFunc func(need int64) bool
+
+// ErrOOM is SCRIPT LOAD's answer when the compiled script does not fit the memory budget
+// once every script only EVAL sent has been forgotten: Redis's -OOM.
+var ErrOOM = errors.New("OOM command not allowed when used memory > 'maxmemory'.")
+
+// EvictEval forgets EVAL-only scripts, least recently used first, until need bytes of
+// memory are freed or none is left, and returns what it freed: what no client is owed
+// gives way to the budget.
+func (e *Engine) EvictEval(need int64) (freed int64) {
+	for freed < need && e.lru.next != &e.lru {
+		freed += e.evictOne()
+	}
+	return freed
+}
+
+// evictOne forgets the least recently used EVAL-only script and returns its memory.
+func (e *Engine) evictOne() int64 {
+	en := e.lru.next
+	e.unlink(en)
+	delete(e.scripts, en.sha)
+	e.bytes -= en.size
+	e.mem -= en.mem
+	return en.mem
+}
+
+// fits makes room for mem more bytes in the budget, evicting EVAL-only scripts while they
+// do not fit, and reports whether they fit now.
+func (e *Engine) fits(mem int64, room RoomFunc) bool {
+	if room == nil {
+		return true
+	}
+	for !room(mem) {
+		if e.lru.next == &e.lru {
+			return false
+		}
+		e.evictOne()
+	}
+	return true
+}
+
 // Exists reports whether the script named sha (40 hex digits, any case) is cached.
 func (e *Engine) Exists(sha []byte) bool {
 	if len(sha) != 40 {
@@ -161,15 +210,16 @@ func lowerSHA(sha []byte) string {
 func (e *Engine) Flush() {
 	clear(e.scripts)
 	e.lru.prev, e.lru.next = &e.lru, &e.lru
-	e.nEval, e.bytes = 0, 0
+	e.nEval, e.bytes, e.mem = 0, 0, 0
 	e.L.Close()
 	clear(e.protected)
 	e.open()
 }
 
 // Load compiles body and keeps it until SCRIPT FLUSH (SCRIPT LOAD): its SHA1, or a
-// compile error or ErrCacheFull as Redis-style error text.
-func (e *Engine) Load(body []byte) (string, error) {
+// compile error or ErrCacheFull as Redis-style error text, or ErrOOM when the compiled
+// script does not fit room (the memory budget) once the EVAL-only scripts are forgotten.
+func (e *Engine) Load(body []byte, room RoomFunc) (string, error) {
 	sha := SHA1(body)
 	if en := e.scripts[sha]; en != nil {
 		if !en.loaded {
@@ -189,7 +239,11 @@ func (e *Engine) Load(body []byte) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	e.add(&entry{sha: sha, size: int64(len(body)), fn: fn, loaded: true})
+	en := &entry{sha: sha, size: int64(len(body)), mem: scriptBytes(fn), fn: fn, loaded: true}
+	if !e.fits(en.mem, room) {
+		return "", ErrOOM
+	}
+	e.add(en)
 	return sha, nil
 }
 
@@ -218,6 +272,7 @@ func compileError(err error) string {
 func (e *Engine) add(en *entry) {
 	e.scripts[en.sha] = en
 	e.bytes += en.size
+	e.mem += en.mem
 	if !en.loaded {
 		e.pushBack(en)
 		e.nEval++
@@ -228,10 +283,7 @@ func (e *Engine) add(en *entry) {
 // and fewer than MaxScripts-keep EVAL-only ones are left (as Redis 7.4 does).
 func (e *Engine) evict(need int64, keep int) {
 	for e.lru.next != &e.lru && (e.bytes+need > e.lim.MaxBytes || e.nEval+keep > e.lim.MaxScripts) {
-		en := e.lru.next
-		e.unlink(en)
-		delete(e.scripts, en.sha)
-		e.bytes -= en.size
+		e.evictOne()
 	}
 }
 
@@ -260,6 +312,7 @@ type Run struct {
 	ReadOnly bool
 	Call     CallFunc
 	Log      LogFunc
+	Room     RoomFunc // whether a newly compiled script fits the memory budget (nil: always)
 }
 
 // Eval runs r and appends its reply (RESP2) to dst. The script runs whole, or until it
@@ -282,10 +335,10 @@ func (e *Engine) Eval(dst []byte, r *Run) []byte {
 			if err != nil {
 				return appendErr(dst, err.Error())
 			}
-			en = &entry{sha: sha, size: int64(len(r.Body)), fn: fn}
+			en = &entry{sha: sha, size: int64(len(r.Body)), mem: scriptBytes(fn), fn: fn}
 			e.evict(en.size, 1)
-			if en.size <= e.lim.MaxBytes-e.bytes {
-				e.add(en) // else it runs uncached: the loaded scripts fill the cache
+			if en.size <= e.lim.MaxBytes-e.bytes && e.fits(en.mem, r.Room) {
+				e.add(en) // else it runs uncached: the loaded scripts fill the cache or the budget
 			}
 		} else if !en.loaded {
 			e.unlink(en)

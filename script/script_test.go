@@ -139,7 +139,7 @@ func TestBudget(t *testing.T) {
 // until Flush; the byte limit refuses a Load.
 func TestCache(t *testing.T) {
 	e, f := New(Limits{MaxScripts: 2, MaxBytes: 100}), &fakeCall{}
-	sha, err := e.Load([]byte("return 'loaded'"))
+	sha, err := e.Load([]byte("return 'loaded'"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,10 +152,10 @@ func TestCache(t *testing.T) {
 			t.Errorf("%s cached: %v, want %v", body, got, want)
 		}
 	}
-	if _, err := e.Load([]byte(strings.Repeat(" ", 90) + "return 9")); err == nil || !strings.Contains(err.Error(), "lua-scripts-max-bytes") {
+	if _, err := e.Load([]byte(strings.Repeat(" ", 90)+"return 9"), nil); err == nil || !strings.Contains(err.Error(), "lua-scripts-max-bytes") {
 		t.Errorf("Load past the byte limit: %v", err)
 	}
-	if _, err := e.Load([]byte("return x x")); err == nil || !strings.HasPrefix(err.Error(), "ERR Error compiling script (new function): user_script") {
+	if _, err := e.Load([]byte("return x x"), nil); err == nil || !strings.HasPrefix(err.Error(), "ERR Error compiling script (new function): user_script") {
 		t.Errorf("Load of a bad script: %v", err)
 	}
 	e.Flush()
