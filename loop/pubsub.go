@@ -41,6 +41,7 @@ type pubsubState struct {
 	cut      uint64                // subscribers closed over client-output-buffer-limit pubsub
 	muted    map[watchKey]struct{} // keys a command deleted by a time past: their expiry is its event
 	relay    []byte                // cluster leader: the messages published since the last proposal, as records
+	leaving  []*conn               // closed connections whose many channels are being ended, a slice per turn
 }
 
 // psChannel is a channel and its subscribers, in subscription order.
@@ -459,15 +460,72 @@ func (s *Server) unsubscribeAll(cs *conn) {
 	if subs == nil {
 		return
 	}
+	s.unsubscribePatterns(cs)
 	for c := range subs.channels {
 		s.ps.removeSub(cs, c, false)
 	}
+	cs.slock.subs = nil
+}
+
+// unsubscribePatterns ends every pattern subscription of cs (--max-client-patterns of them
+// at most).
+func (s *Server) unsubscribePatterns(cs *conn) {
+	subs := cs.slock.subs
 	for i := 0; i < len(subs.patterns); i++ {
 		if subs.livePattern(i) {
 			s.ps.removeSub(cs, subs.patterns[i], true)
 		}
 	}
-	cs.slock.subs = nil
+}
+
+// unsubscribeClosed ends the subscriptions of cs, which is closed: its patterns at once, its
+// channels too when they are few, else a slice per turn (unsubscribeLeaving): 100,000
+// channels are tens of milliseconds. Meanwhile nothing is delivered to it (push skips a closed
+// connection) nor counted as a receiver.
+func (s *Server) unsubscribeClosed(cs *conn) {
+	subs := cs.slock.subs
+	if subs == nil {
+		return
+	}
+	if len(subs.channels) <= unsubscribeStep || !s.fair.sliced(cs) {
+		s.unsubscribeAll(cs)
+		return
+	}
+	s.unsubscribePatterns(cs)
+	s.ps.leaving = append(s.ps.leaving, cs)
+	s.poke()
+}
+
+// unsubscribeLeaving ends channels of closed connections (unsubscribeClosed) for one slice of
+// the loop's time, and has the pump come back for more at the next turn; ticks run it too.
+func (s *Server) unsubscribeLeaving() {
+	if len(s.ps.leaving) == 0 {
+		return
+	}
+	start := nanotime()
+	slice := max(s.fair.slice, int64(DefaultConnSlice))
+	for len(s.ps.leaving) > 0 {
+		cs := s.ps.leaving[0]
+		subs := cs.slock.subs
+		k := 0
+		for c := range subs.channels {
+			if k == unsubscribeStep {
+				break
+			}
+			s.ps.removeSub(cs, c, false)
+			k++
+		}
+		if len(subs.channels) == 0 {
+			cs.slock.subs = nil
+			s.ps.leaving[0] = nil
+			s.ps.leaving = s.ps.leaving[1:]
+		}
+		if nanotime()-start >= slice && len(s.ps.leaving) > 0 {
+			s.poke() // on the pump's next turn, after the connections ready now
+			return
+		}
+	}
+	s.ps.leaving = nil
 }
 
 // publishCmd answers PUBLISH channel message: how many subscriptions received it. A
@@ -559,9 +617,11 @@ func (s *Server) deliver(ch, msg []byte, matched []*psPattern) int {
 	if c := ps.channels[string(ch)]; c != nil {
 		ps.msg = appendMessage(ps.msg[:0], ch, msg)
 		for _, cs := range c.subs {
-			s.push(cs, ps.msg)
+			if !cs.closed { // (closed: its channels are being ended, unsubscribeClosed)
+				s.push(cs, ps.msg)
+				n++
+			}
 		}
-		n += len(c.subs)
 	}
 	for _, p := range matched {
 		if p.dead {
@@ -669,7 +729,11 @@ func (s *Server) pubsubCmd(cs *conn, args [][]byte) {
 		for _, ch := range args[2:] {
 			n := 0
 			if c := s.ps.channels[string(ch)]; c != nil {
-				n = len(c.subs)
+				for _, cs := range c.subs {
+					if !cs.closed { // (closed: its channels are being ended, unsubscribeClosed)
+						n++
+					}
+				}
 			}
 			b = resp.AppendInt(resp.AppendBulk(b, ch), int64(n))
 		}
