@@ -369,6 +369,44 @@ func TestUnsubscribeAllAcrossTurns(t *testing.T) {
 	}
 }
 
+// PUBLISH inside MULTI runs whole at EXEC: its estimated work (the patterns times the channel's
+// bytes) counts against --multi-max-work, so 100 PUBLISHes of a 1000-byte channel against
+// 1,000 patterns (about 1 ms each) are refused past 50 ms and EXEC aborts. (On 4934cb0 a
+// PUBLISH was estimated as any command and EXEC ran them all.)
+func TestPublishInMultiBounded(t *testing.T) {
+	ts := startSlock(t, nil)
+	sub := dialResp(t, ts.slockAddr)
+	pats := make([]string, 1000)
+	for i := range pats {
+		pats[i] = "*" + strconv.Itoa(i) + "*q"
+	}
+	if ok, why := psubscribeMany(t, sub, pats); ok != len(pats) {
+		t.Fatalf("subscribed to %d of %d patterns: %s", ok, len(pats), why)
+	}
+	rc := dialResp(t, ts.slockAddr)
+	var cmds [][]string
+	for range 100 {
+		cmds = append(cmds, []string{"PUBLISH", strings.Repeat("c", 1000), "m"})
+	}
+	got, exec := multi(t, rc, cmds)
+	refused := -1
+	for i, r := range got {
+		if r.Kind == '-' {
+			refused = i
+			if !strings.Contains(string(r.Str), "--multi-max-work") {
+				t.Fatalf("PUBLISH %d: %s", i, showResp(r))
+			}
+			break
+		}
+	}
+	if refused < 40 || refused > 60 {
+		t.Fatalf("100 PUBLISHes against 1,000 patterns in MULTI: first refused at %d", refused)
+	}
+	if exec.Kind != '-' || !strings.HasPrefix(string(exec.Str), "EXECABORT") {
+		t.Fatalf("EXEC: %s", showResp(exec))
+	}
+}
+
 // The bounds answer Redis-style errors naming their flag, and what they refuse is not
 // subscribed; a pattern two connections share counts once in --max-patterns.
 func TestPubsubBounds(t *testing.T) {
