@@ -90,6 +90,10 @@ type options struct {
 	notifyEvents         string
 	pubsubLimit          string
 	maxSubscriptions     int
+	maxPatterns          int // --max-patterns, --max-client-patterns, --max-pattern-length, --max-channel-length
+	maxClientPatterns    int
+	maxPatternLen        int
+	maxChannelLen        int
 	counterEnabledByFile *bool
 	semaphoreEnabled     bool
 	cluster              clusterOptions
@@ -131,6 +135,10 @@ func newFlags(o *options, d loop.Config) *pflag.FlagSet {
 	fs.StringVar(&o.notifyEvents, "notify-keyspace-events", "", "keyspace notifications to publish, as Redis's notify-keyspace-events (K, E, g, $, h, x, A, ...; L: tallyd's lock events); CONFIG SET changes it")
 	fs.StringVar(&o.pubsubLimit, "client-output-buffer-limit", "32mb 8mb 60", "a subscriber's unsent messages: hard limit, soft limit and soft seconds, as Redis's client-output-buffer-limit pubsub class; CONFIG SET changes it")
 	fs.IntVar(&o.maxSubscriptions, "max-subscriptions", loop.DefaultMaxSubscriptions, "channels and patterns one connection may subscribe to, together")
+	fs.IntVar(&o.maxPatterns, "max-patterns", loop.DefaultMaxPatterns, "distinct patterns all connections may subscribe to, together: each PUBLISH tests every one")
+	fs.IntVar(&o.maxClientPatterns, "max-client-patterns", loop.DefaultMaxClientPatterns, "patterns one connection may subscribe to")
+	fs.IntVar(&o.maxPatternLen, "max-pattern-length", loop.DefaultMaxPatternLen, "bytes of a pattern PSUBSCRIBE takes: a pattern's test costs up to its bytes times the channel's")
+	fs.IntVar(&o.maxChannelLen, "max-channel-length", loop.DefaultMaxChannelLen, "bytes of a channel SUBSCRIBE and PUBLISH take")
 	fs.DurationVar(&o.multiMaxWork, "multi-max-work", d.MultiMaxWork, "estimated time one EXEC may hold the event loop (its queue's commands, keys and bytes); beyond: an error while queueing, and EXEC aborts (0 = unlimited)")
 	fs.Int64Var(&o.slowlogSlowerThan, "slowlog-log-slower-than", d.SlowlogSlowerThan, "Redis-text commands that run at least this many `MICROSECONDS` are kept in SLOWLOG (negative: none, 0: all)")
 	fs.IntVar(&o.slowlogMaxLen, "slowlog-max-len", d.SlowlogMaxLen, "entries SLOWLOG keeps, the newest")
@@ -404,6 +412,8 @@ func (o *options) loopConfig(fs *pflag.FlagSet, d loop.Config) (loop.Config, err
 		return d, fmt.Errorf("--notify-keyspace-events %q: a character is no event class (use 'Ag$lshzxeKEtmdnL')", o.notifyEvents)
 	case o.maxSubscriptions < 1:
 		return d, fmt.Errorf("--max-subscriptions %d must be at least 1", o.maxSubscriptions)
+	case o.maxPatterns < 1 || o.maxClientPatterns < 1 || o.maxPatternLen < 1 || o.maxChannelLen < 1:
+		return d, errors.New("--max-patterns, --max-client-patterns, --max-pattern-length and --max-channel-length must be at least 1")
 	case o.metricsMaxConns < 1:
 		return d, fmt.Errorf("--metrics-max-connections %d must be at least 1", o.metricsMaxConns)
 	case o.backlog < 1:
@@ -442,6 +452,8 @@ func (o *options) loopConfig(fs *pflag.FlagSet, d loop.Config) (loop.Config, err
 	cfg.LuaTimeLimit, cfg.LuaMaxMemory = time.Duration(o.luaTimeLimit)*time.Millisecond, o.luaMaxMemory
 	cfg.LuaScriptsMax, cfg.LuaScriptsMaxBytes = o.luaScriptsMax, o.luaScriptsMaxBytes
 	cfg.NotifyKeyspaceEvents, cfg.MaxSubscriptions = o.notifyEvents, o.maxSubscriptions
+	cfg.MaxPatterns, cfg.MaxClientPatterns = o.maxPatterns, o.maxClientPatterns
+	cfg.MaxPatternLen, cfg.MaxChannelLen = o.maxPatternLen, o.maxChannelLen
 	pl, err := loop.ParsePubsubLimit(o.pubsubLimit)
 	if err != nil {
 		return d, fmt.Errorf("--client-output-buffer-limit %w", err)

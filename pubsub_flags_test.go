@@ -13,6 +13,10 @@ func TestPubsubConfig(t *testing.T) {
 	o, fs, _, err := loadConf(t, `pubsub.notify_keyspace_events = "KEA"
 pubsub.client_output_buffer_limit = "pubsub 1mb 256kb 10"
 pubsub.max_subscriptions = 7
+pubsub.max_patterns = 50
+pubsub.max_client_patterns = 5
+pubsub.max_pattern_length = 64
+pubsub.max_channel_length = 128
 `)
 	if err != nil {
 		t.Fatal(err)
@@ -23,6 +27,9 @@ pubsub.max_subscriptions = 7
 		t.Fatal(err)
 	}
 	want := loop.PubsubLimit{Hard: 1 << 20, Soft: 256 << 10, SoftFor: 10 * time.Second}
+	if cfg.MaxPatterns != 50 || cfg.MaxClientPatterns != 5 || cfg.MaxPatternLen != 64 || cfg.MaxChannelLen != 128 {
+		t.Fatalf("patterns %d, per connection %d, pattern length %d, channel length %d", cfg.MaxPatterns, cfg.MaxClientPatterns, cfg.MaxPatternLen, cfg.MaxChannelLen)
+	}
 	if cfg.NotifyKeyspaceEvents != "KEA" || cfg.PubsubLimit != want || cfg.MaxSubscriptions != 7 {
 		t.Fatalf("notify %q, limit %+v, max %d", cfg.NotifyKeyspaceEvents, cfg.PubsubLimit, cfg.MaxSubscriptions)
 	}
@@ -31,6 +38,10 @@ pubsub.max_subscriptions = 7
 		{"--client-output-buffer-limit=1mb 2mb", "Wrong number of arguments"},
 		{"--client-output-buffer-limit=x 2mb 3", "Error in hard, soft or soft_seconds"},
 		{"--max-subscriptions=0", "--max-subscriptions 0"},
+		{"--max-patterns=0", "--max-patterns, --max-client-patterns"},
+		{"--max-client-patterns=0", "--max-patterns, --max-client-patterns"},
+		{"--max-pattern-length=0", "--max-pattern-length"},
+		{"--max-channel-length=-1", "--max-channel-length"},
 	} {
 		o, fs, _, err := loadConf(t, "", tc.arg)
 		if err == nil {

@@ -403,6 +403,7 @@ func (s *Server) tick(context.Context) error {
 	}
 	s.publishDue()
 	s.freeFlushed() // what FLUSHDB and FLUSHALL set aside (fair.go)
+	s.unsubscribeLeaving()
 	s.unpark()
 	s.flush()
 	return nil

@@ -447,7 +447,7 @@ func (s *Server) snapshot(at time.Time) *stats.Snapshot {
 			Wills: uint64(s.mem.wills), Store: uint64(s.st.store.Bytes()), Closed: m.memClosed, Refused: m.memRefused, Evicted: m.memEvicted},
 		Loop: stats.Loop{Turns: s.fair.turnHist.snapshot(latencySeconds), MaxTurn: float64(s.fair.maxTurn) / 1e9,
 			Yields: s.fair.yields, Slowlog: s.slow.total,
-			PubsubChannels: len(s.ps.channels), PubsubPatterns: len(s.ps.patterns), PubsubMessages: s.ps.received, PubsubCut: s.ps.cut}}
+			PubsubChannels: len(s.ps.channels), PubsubPatterns: len(s.ps.patIdx), PubsubMessages: s.ps.received, PubsubCut: s.ps.cut}}
 	for i, p := range m.protos {
 		st := &s.ct.stats[p]
 		ps := &snap.Protos[i]

@@ -1,7 +1,9 @@
 package loop
 
 import (
+	"bytes"
 	"encoding/hex"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -26,7 +28,10 @@ type pubsubState struct {
 	limit    PubsubLimit
 	obuf     [3]PubsubLimit        // client-output-buffer-limit's normal and slave classes, shown only
 	channels map[string]*psChannel // channels with at least one subscriber
-	patterns []*psPattern          // distinct patterns with at least one subscriber
+	patterns []*psPattern          // distinct patterns, in the order of their first subscription; some dead
+	patIdx   map[string]*psPattern // the live ones, by pattern
+	patDead  int                   // dead entries of patterns, dropped at the next subscribe once many
+	patSeq   uint64                // the last psPattern.seq given
 	notify   notifyFlags           // notify-keyspace-events
 	msg      []byte                // the message being delivered, rendered once
 	ch       []byte                // a notification's channel name, built here
@@ -36,6 +41,7 @@ type pubsubState struct {
 	cut      uint64                // subscribers closed over client-output-buffer-limit pubsub
 	muted    map[watchKey]struct{} // keys a command deleted by a time past: their expiry is its event
 	relay    []byte                // cluster leader: the messages published since the last proposal, as records
+	leaving  []*conn               // closed connections whose many channels are being ended, a slice per turn
 }
 
 // psChannel is a channel and its subscribers, in subscription order.
@@ -44,29 +50,55 @@ type psChannel struct {
 	subs []*conn
 }
 
-// psPattern is a pattern and its subscribers.
+// psPattern is a pattern and its subscribers. A pattern nobody subscribes to any more is
+// dead: out of patIdx, skipped, and dropped from patterns at a later subscribe, so that
+// subscribing and unsubscribing cost the same whatever the number of patterns.
 type psPattern struct {
-	pat  []byte
-	subs []*conn
+	pat    []byte
+	prefix int    // the bytes of pat before its first special character (* ? [ \): compared first
+	seq    uint64 // increasing along ps.patterns: where a PUBLISH across turns goes on
+	subs   []*conn
+	dead   bool
 }
 
 // connSubs is one connection's subscriptions; while it has any, it is in subscribed mode.
 type connSubs struct {
 	channels map[string]struct{}
-	patterns []string // in subscription order, as Redis keeps them
-	softAt   int64    // nanotime its output went over the pubsub soft limit (0: under it)
+	patterns []string       // in subscription order, as Redis keeps them; some dead (not in patPos)
+	patPos   map[string]int // each live pattern's place in patterns
+	softAt   int64          // nanotime its output went over the pubsub soft limit (0: under it)
 }
 
 func (cs *connSubs) count() int {
 	if cs == nil {
 		return 0
 	}
-	return len(cs.channels) + len(cs.patterns)
+	return len(cs.channels) + len(cs.patPos)
+}
+
+// livePattern reports whether cs.patterns[i] is a live subscription.
+func (cs *connSubs) livePattern(i int) bool {
+	j, ok := cs.patPos[cs.patterns[i]]
+	return ok && j == i
 }
 
 // DefaultMaxSubscriptions is how many channels and patterns one connection may subscribe
 // to, together (--max-subscriptions).
 const DefaultMaxSubscriptions = 100_000
+
+// The bounds on what a PUBLISH costs (issue 30, item 5: 20,000 patterns and a 100 KB channel
+// held the loop 6.1 s in one PUBLISH). A PUBLISH tests the channel against every distinct
+// pattern, each test at most (channel bytes) x (pattern bytes) steps (rediscmd.Match), so:
+// distinct patterns in all (--max-patterns), patterns of one connection
+// (--max-client-patterns), the bytes of a pattern (--max-pattern-length) and of a channel a
+// client names (--max-channel-length). A client's PUBLISH also goes on across turns when its
+// tests outlast its slice (publishStep).
+const (
+	DefaultMaxPatterns       = 10_000
+	DefaultMaxClientPatterns = 1_000
+	DefaultMaxPatternLen     = 256
+	DefaultMaxChannelLen     = 1024
+)
 
 // PubsubLimit is Redis's client-output-buffer-limit for the pubsub class: a subscriber whose
 // unsent output passes Hard is closed at once, one that stays past Soft for SoftFor is closed
@@ -84,7 +116,7 @@ func (sc *slockConn) subscribed() bool { return sc.subs.count() > 0 }
 
 // Channel lists and counts for INFO.
 func (ps *pubsubState) pubsubCounts() (channels, patterns int) {
-	return len(ps.channels), len(ps.patterns)
+	return len(ps.channels), len(ps.patIdx)
 }
 
 // subscribedAllows reports whether spec may run in subscribed mode (RESP2), as Redis 7.0.
@@ -133,9 +165,8 @@ func (s *Server) subscribe(cs *conn, names [][]byte, pattern bool) {
 	b := s.scratchFor(cs)
 	for _, n := range names {
 		if !s.hasSub(cs, n, pattern) {
-			if sc.subs.count() >= s.cfg.MaxSubscriptions {
-				b = resp.AppendError(b, "ERR max subscriptions per connection reached ("+
-					strconv.Itoa(s.cfg.MaxSubscriptions)+", --max-subscriptions): not subscribed to '"+clip(n)+"'")
+			if why := s.subRefused(cs, n, pattern); why != "" {
+				b = resp.AppendError(b, why+": not subscribed to '"+clip(n)+"'")
 				continue
 			}
 			s.ps.addSub(cs, n, pattern)
@@ -145,8 +176,33 @@ func (s *Server) subscribe(cs *conn, names [][]byte, pattern bool) {
 	s.sendTo(cs, b)
 }
 
+// subRefused is the error (without its end) for a subscription of cs to channel (or
+// pattern) n past a bound, "" when it is within them all.
+func (s *Server) subRefused(cs *conn, n []byte, pattern bool) string {
+	cfg := &s.cfg
+	subs := cs.slock.subs
+	switch {
+	case subs.count() >= cfg.MaxSubscriptions:
+		return "ERR max subscriptions per connection reached (" + strconv.Itoa(cfg.MaxSubscriptions) + ", --max-subscriptions)"
+	case !pattern && len(n) > cfg.MaxChannelLen:
+		return "ERR channel too long (" + strconv.Itoa(len(n)) + " bytes, --max-channel-length " + strconv.Itoa(cfg.MaxChannelLen) + ")"
+	case pattern && len(n) > cfg.MaxPatternLen:
+		return "ERR pattern too long (" + strconv.Itoa(len(n)) + " bytes, --max-pattern-length " + strconv.Itoa(cfg.MaxPatternLen) + ")"
+	case pattern && len(subs.patPos) >= cfg.MaxClientPatterns:
+		return "ERR max patterns per connection reached (" + strconv.Itoa(cfg.MaxClientPatterns) + ", --max-client-patterns)"
+	case pattern && s.ps.patIdx[string(n)] == nil && len(s.ps.patIdx) >= cfg.MaxPatterns:
+		return "ERR max patterns reached (" + strconv.Itoa(cfg.MaxPatterns) + " distinct patterns of all clients, --max-patterns)"
+	}
+	return ""
+}
+
+// unsubscribeStep is how many subscriptions an UNSUBSCRIBE or PUNSUBSCRIBE of all ends in a
+// step (about 200 ns each, with its reply).
+const unsubscribeStep = 256
+
 // unsubscribe answers UNSUBSCRIBE [channel...] (pattern: PUNSUBSCRIBE [pattern...]); no names
-// means every one, and with none subscribed one reply with a null name.
+// means every one, and with none subscribed one reply with a null name. Every one, when
+// there are many, goes on across turns (unsubscribeAllStep): 100,000 channels took 125 ms.
 func (s *Server) unsubscribe(cs *conn, names [][]byte, pattern bool) {
 	sc := cs.slock
 	kind := "unsubscribe"
@@ -155,22 +211,79 @@ func (s *Server) unsubscribe(cs *conn, names [][]byte, pattern bool) {
 	}
 	b := s.scratchFor(cs)
 	if len(names) == 0 {
-		all := s.subNames(cs, pattern)
-		if len(all) == 0 {
-			b = appendSubReply(b, kind, nil, sc.subs.count())
+		all := 0
+		if subs := sc.subs; subs != nil && pattern {
+			all = len(subs.patPos)
+		} else if subs != nil {
+			all = len(subs.channels)
 		}
-		for _, n := range all {
-			s.ps.removeSub(cs, n, pattern)
+		if all == 0 {
+			s.sendTo(cs, appendSubReply(b, kind, nil, sc.subs.count()))
+			return
+		}
+		if all > unsubscribeStep && !s.runsWhole(cs) {
+			c := s.contBegin(cs, contUnsubscribe)
+			c.unsubPat = pattern
+			s.contStep(cs, c, 0)
+			c.suspend(sc.req.Args)
+			return
+		}
+		for _, n := range s.subNames(cs, pattern) {
+			s.ps.removeSub(cs, string(n), pattern)
 			b = appendSubReply(b, kind, n, sc.subs.count())
 		}
 		s.sendTo(cs, b)
 		return
 	}
 	for _, n := range names {
-		s.ps.removeSub(cs, n, pattern)
+		s.ps.removeSub(cs, string(n), pattern)
 		b = appendSubReply(b, kind, n, sc.subs.count())
 	}
 	s.sendTo(cs, b)
+}
+
+// unsubscribeAllStep ends the next unsubscribeStep subscriptions of an UNSUBSCRIBE (or
+// PUNSUBSCRIBE) of all, answering each; the last step ends the command. The connection's
+// own later commands wait behind it, so nothing else changes its subscriptions meanwhile.
+func (s *Server) unsubscribeAllStep(cs *conn, c *textCont) {
+	subs := cs.slock.subs
+	b := s.scratchFor(cs)
+	k := 0
+	done := true
+	if subs != nil && c.unsubPat {
+		for ; c.next < len(subs.patterns) && k < unsubscribeStep; c.next++ {
+			if !subs.livePattern(c.next) {
+				continue
+			}
+			name := subs.patterns[c.next]
+			s.ps.removeSub(cs, name, true)
+			b = appendSubReplyString(b, "punsubscribe", name, subs.count())
+			k++
+		}
+		done = c.next >= len(subs.patterns)
+	} else if subs != nil {
+		for name := range subs.channels {
+			if k == unsubscribeStep {
+				break
+			}
+			s.ps.removeSub(cs, name, false)
+			b = appendSubReplyString(b, "unsubscribe", name, subs.count())
+			k++
+		}
+		done = len(subs.channels) == 0
+	}
+	s.sendTo(cs, b)
+	if done {
+		c.active = false
+	}
+}
+
+// appendSubReplyString is appendSubReply for a name held as a string.
+func appendSubReplyString(b []byte, kind, name string, n int) []byte {
+	b = resp.AppendArray(b, 3)
+	b = resp.AppendBulkString(b, kind)
+	b = resp.AppendBulkString(b, name)
+	return resp.AppendInt(b, int64(n))
 }
 
 // subNames lists cs's channels (or patterns), copied.
@@ -181,8 +294,10 @@ func (s *Server) subNames(cs *conn, pattern bool) [][]byte {
 	}
 	var out [][]byte
 	if pattern {
-		for _, p := range subs.patterns {
-			out = append(out, []byte(p))
+		for i, p := range subs.patterns {
+			if subs.livePattern(i) {
+				out = append(out, []byte(p))
+			}
 		}
 		return out
 	}
@@ -202,13 +317,28 @@ func (s *Server) hasSub(cs *conn, n []byte, pattern bool) bool {
 		_, ok := subs.channels[string(n)]
 		return ok
 	}
-	for _, p := range subs.patterns {
-		if p == string(n) {
-			return true
-		}
-	}
-	return false
+	_, ok := subs.patPos[string(n)]
+	return ok
 }
+
+// literalPrefix is how many bytes of pattern come before its first special character.
+func literalPrefix(pattern []byte) int {
+	if i := bytes.IndexAny(pattern, "*?[\\"); i >= 0 {
+		return i
+	}
+	return len(pattern)
+}
+
+// matches reports whether channel ch matches live pattern p: its literal prefix first (a
+// comparison), then the rest (rediscmd.Match).
+func (p *psPattern) matches(ch []byte) bool {
+	return !p.dead && len(ch) >= p.prefix && bytes.Equal(ch[:p.prefix], p.pat[:p.prefix]) &&
+		rediscmd.Match(p.pat[p.prefix:], ch[p.prefix:])
+}
+
+// compactAfter is how many dead entries a pattern list keeps before it is compacted (once
+// they also outnumber the live ones): compaction is then amortised over the removals.
+const compactAfter = 64
 
 // addSub subscribes cs to channel (or pattern) n, which it is not subscribed to yet.
 func (ps *pubsubState) addSub(cs *conn, n []byte, pattern bool) {
@@ -230,53 +360,85 @@ func (ps *pubsubState) addSub(cs *conn, n []byte, pattern bool) {
 		c.subs = append(c.subs, cs)
 		return
 	}
-	subs.patterns = append(subs.patterns, name)
-	for _, p := range ps.patterns {
-		if string(p.pat) == name {
-			p.subs = append(p.subs, cs)
-			return
-		}
+	if subs.patPos == nil {
+		subs.patPos = make(map[string]int)
 	}
-	ps.patterns = append(ps.patterns, &psPattern{pat: []byte(name), subs: []*conn{cs}})
+	if dead := len(subs.patterns) - len(subs.patPos); dead > compactAfter && dead > len(subs.patPos) {
+		live := subs.patterns[:0]
+		for i, p := range subs.patterns {
+			if subs.livePattern(i) {
+				subs.patPos[p] = len(live)
+				live = append(live, p)
+			}
+		}
+		clear(subs.patterns[len(live):])
+		subs.patterns = live
+	}
+	subs.patPos[name] = len(subs.patterns)
+	subs.patterns = append(subs.patterns, name)
+	p := ps.patIdx[name]
+	if p == nil {
+		if ps.patDead > compactAfter && ps.patDead > len(ps.patIdx) {
+			live := ps.patterns[:0]
+			for _, q := range ps.patterns {
+				if !q.dead {
+					live = append(live, q)
+				}
+			}
+			clear(ps.patterns[len(live):])
+			ps.patterns, ps.patDead = live, 0
+		}
+		if ps.patIdx == nil {
+			ps.patIdx = make(map[string]*psPattern)
+		}
+		ps.patSeq++
+		p = &psPattern{pat: []byte(name), prefix: literalPrefix(n), seq: ps.patSeq}
+		ps.patIdx[name] = p
+		ps.patterns = append(ps.patterns, p)
+	}
+	p.subs = append(p.subs, cs)
 }
 
 // removeSub unsubscribes cs from channel (or pattern) n, if it is subscribed.
-func (ps *pubsubState) removeSub(cs *conn, n []byte, pattern bool) {
+func (ps *pubsubState) removeSub(cs *conn, n string, pattern bool) {
 	subs := cs.slock.subs
 	if subs == nil {
 		return
 	}
 	if !pattern {
-		if _, ok := subs.channels[string(n)]; !ok {
+		if _, ok := subs.channels[n]; !ok {
 			return
 		}
-		delete(subs.channels, string(n))
-		c := ps.channels[string(n)]
+		delete(subs.channels, n)
+		c := ps.channels[n]
 		if c == nil {
 			return
 		}
 		c.subs = dropConn(c.subs, cs)
 		if len(c.subs) == 0 {
-			delete(ps.channels, string(n))
+			delete(ps.channels, n)
 		}
 		return
 	}
-	i := 0
-	for i < len(subs.patterns) && subs.patterns[i] != string(n) {
-		i++
-	}
-	if i == len(subs.patterns) {
+	i, ok := subs.patPos[n]
+	if !ok {
 		return
 	}
-	subs.patterns = append(subs.patterns[:i], subs.patterns[i+1:]...)
-	for j, p := range ps.patterns {
-		if string(p.pat) == string(n) {
-			p.subs = dropConn(p.subs, cs)
-			if len(p.subs) == 0 {
-				ps.patterns = append(ps.patterns[:j], ps.patterns[j+1:]...)
-			}
-			return
-		}
+	delete(subs.patPos, n)
+	subs.patterns[i] = ""
+	if len(subs.patPos) == 0 {
+		clear(subs.patterns)
+		subs.patterns = subs.patterns[:0]
+	}
+	p := ps.patIdx[n]
+	if p == nil {
+		return
+	}
+	p.subs = dropConn(p.subs, cs)
+	if len(p.subs) == 0 {
+		p.dead = true
+		delete(ps.patIdx, n)
+		ps.patDead++
 	}
 }
 
@@ -298,39 +460,171 @@ func (s *Server) unsubscribeAll(cs *conn) {
 	if subs == nil {
 		return
 	}
+	s.unsubscribePatterns(cs)
 	for c := range subs.channels {
-		s.ps.removeSub(cs, []byte(c), false)
-	}
-	for len(subs.patterns) > 0 {
-		s.ps.removeSub(cs, []byte(subs.patterns[0]), true)
+		s.ps.removeSub(cs, c, false)
 	}
 	cs.slock.subs = nil
 }
 
-// publishCmd answers PUBLISH channel message: how many subscriptions received it.
+// unsubscribePatterns ends every pattern subscription of cs (--max-client-patterns of them
+// at most).
+func (s *Server) unsubscribePatterns(cs *conn) {
+	subs := cs.slock.subs
+	for i := 0; i < len(subs.patterns); i++ {
+		if subs.livePattern(i) {
+			s.ps.removeSub(cs, subs.patterns[i], true)
+		}
+	}
+}
+
+// unsubscribeClosed ends the subscriptions of cs, which is closed: its patterns at once, its
+// channels too when they are few, else a slice per turn (unsubscribeLeaving): 100,000
+// channels are tens of milliseconds. Meanwhile nothing is delivered to it (push skips a closed
+// connection) nor counted as a receiver.
+func (s *Server) unsubscribeClosed(cs *conn) {
+	subs := cs.slock.subs
+	if subs == nil {
+		return
+	}
+	if len(subs.channels) <= unsubscribeStep || !s.fair.sliced(cs) {
+		s.unsubscribeAll(cs)
+		return
+	}
+	s.unsubscribePatterns(cs)
+	s.ps.leaving = append(s.ps.leaving, cs)
+	s.poke()
+}
+
+// unsubscribeLeaving ends channels of closed connections (unsubscribeClosed) for one slice of
+// the loop's time, and has the pump come back for more at the next turn; ticks run it too.
+func (s *Server) unsubscribeLeaving() {
+	if len(s.ps.leaving) == 0 {
+		return
+	}
+	start := nanotime()
+	slice := max(s.fair.slice, int64(DefaultConnSlice))
+	for len(s.ps.leaving) > 0 {
+		cs := s.ps.leaving[0]
+		subs := cs.slock.subs
+		k := 0
+		for c := range subs.channels {
+			if k == unsubscribeStep {
+				break
+			}
+			s.ps.removeSub(cs, c, false)
+			k++
+		}
+		if len(subs.channels) == 0 {
+			cs.slock.subs = nil
+			s.ps.leaving[0] = nil
+			s.ps.leaving = s.ps.leaving[1:]
+		}
+		if nanotime()-start >= slice && len(s.ps.leaving) > 0 {
+			s.poke() // on the pump's next turn, after the connections ready now
+			return
+		}
+	}
+	s.ps.leaving = nil
+}
+
+// publishCmd answers PUBLISH channel message: how many subscriptions received it. A
+// channel longer than --max-channel-length is refused. Outside EXEC, when testing the
+// patterns outlasts the connection's slice, it goes on across turns (publishStep).
 func (s *Server) publishCmd(cs *conn, ch, msg []byte) {
-	n := s.publish(ch, msg)
+	if len(ch) > s.cfg.MaxChannelLen {
+		s.sendTo(cs, resp.AppendError(s.scratchFor(cs), "ERR channel too long ("+strconv.Itoa(len(ch))+
+			" bytes, --max-channel-length "+strconv.Itoa(s.cfg.MaxChannelLen)+")"))
+		return
+	}
+	if len(s.ps.patIdx) == 0 || s.runsWhole(cs) {
+		n := s.publish(ch, msg)
+		s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), int64(n)))
+		return
+	}
+	if s.cl != nil && s.cl.isLeader() {
+		s.ps.relay = aof.AppendMessage(s.ps.relay, ch, msg) // every member publishes it (relayed)
+	}
+	c := s.contBegin(cs, contPublish)
+	c.pubCh, c.pubMsg = ch, msg
+	s.contStep(cs, c, 0)
+	if c.active { // the request's bytes are gone once the turn is over: copies
+		c.keys = append(append(c.keys[:0], ch...), msg...)
+		c.pubCh, c.pubMsg = c.keys[:len(ch)], c.keys[len(ch):]
+		c.suspend(cs.slock.req.Args)
+	}
+}
+
+// publishStep tests the channel of a client's PUBLISH against the next patterns, from the
+// one after the last tested (by seq: subscriptions may come and go between turns); the last
+// step delivers the message, to the channel's subscribers then to those of each pattern it
+// matched that is still subscribed, all at once as Redis's PUBLISH, and answers. A pattern
+// subscribed while the PUBLISH goes on is tested too: the PUBLISH is as of its last step.
+func (s *Server) publishStep(cs *conn, c *textCont) {
+	ps := &s.ps
+	i := sort.Search(len(ps.patterns), func(i int) bool { return ps.patterns[i].seq > c.seq })
+	every := 16 // patterns between two looks at the slice: a test costs about the channel's bytes
+	if len(c.pubCh) > 256 {
+		every = 1
+	}
+	for k := 0; i < len(ps.patterns); i++ {
+		p := ps.patterns[i]
+		c.seq = p.seq
+		if p.matches(c.pubCh) {
+			c.matched = append(c.matched, p)
+		}
+		if k++; k == every && i+1 < len(ps.patterns) {
+			return
+		}
+	}
+	n := s.deliver(c.pubCh, c.pubMsg, c.matched)
+	clear(c.matched)
+	c.active, c.matched, c.pubCh, c.pubMsg = false, c.matched[:0], nil, nil
 	s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), int64(n)))
+	s.contRelease(c)
 }
 
 // publish delivers msg on channel ch to its subscribers, then to the subscribers of each
 // pattern that matches it (each pattern is matched once); it returns how many received it.
-// The work is the patterns plus the receivers; a channel's message is rendered once.
+// The work is the patterns (each test: the channel's bytes, at most times the pattern's) plus
+// the receivers; a channel's message is rendered once. It runs whole: keyspace
+// notifications, EXEC, scripts and a member's relayed messages come here.
 func (s *Server) publish(ch, msg []byte) int {
 	ps := &s.ps
 	if s.cl != nil && s.cl.isLeader() {
 		ps.relay = aof.AppendMessage(ps.relay, ch, msg) // every member publishes it (relayed)
 	}
+	n := s.deliver(ch, msg, nil)
+	for _, p := range ps.patterns {
+		if !p.matches(ch) {
+			continue
+		}
+		ps.msg = appendPMessage(ps.msg[:0], p.pat, ch, msg)
+		for _, cs := range p.subs {
+			s.push(cs, ps.msg)
+		}
+		n += len(p.subs)
+		ps.received += uint64(len(p.subs))
+	}
+	return n
+}
+
+// deliver delivers msg on channel ch to its subscribers, then to those of each live pattern
+// of matched; it returns how many received it.
+func (s *Server) deliver(ch, msg []byte, matched []*psPattern) int {
+	ps := &s.ps
 	n := 0
 	if c := ps.channels[string(ch)]; c != nil {
 		ps.msg = appendMessage(ps.msg[:0], ch, msg)
 		for _, cs := range c.subs {
-			s.push(cs, ps.msg)
+			if !cs.closed { // (closed: its channels are being ended, unsubscribeClosed)
+				s.push(cs, ps.msg)
+				n++
+			}
 		}
-		n += len(c.subs)
 	}
-	for _, p := range ps.patterns {
-		if !rediscmd.Match(p.pat, ch) {
+	for _, p := range matched {
+		if p.dead {
 			continue
 		}
 		ps.msg = appendPMessage(ps.msg[:0], p.pat, ch, msg)
@@ -435,12 +729,16 @@ func (s *Server) pubsubCmd(cs *conn, args [][]byte) {
 		for _, ch := range args[2:] {
 			n := 0
 			if c := s.ps.channels[string(ch)]; c != nil {
-				n = len(c.subs)
+				for _, cs := range c.subs {
+					if !cs.closed { // (closed: its channels are being ended, unsubscribeClosed)
+						n++
+					}
+				}
 			}
 			b = resp.AppendInt(resp.AppendBulk(b, ch), int64(n))
 		}
 	case resp.Is(sub, "NUMPAT"):
-		b = resp.AppendInt(b, int64(len(s.ps.patterns)))
+		b = resp.AppendInt(b, int64(len(s.ps.patIdx)))
 	case resp.Is(sub, "HELP"):
 		lines := []string{
 			"PUBSUB <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -586,7 +884,7 @@ func (s *Server) notifying(class notifyFlags) bool {
 		// subscribers too; a follower publishes only what the leader's entries carry (relayed).
 		return s.cl.isLeader()
 	}
-	return len(s.ps.channels) > 0 || len(s.ps.patterns) > 0
+	return len(s.ps.channels) > 0 || len(s.ps.patIdx) > 0
 }
 
 // notifyKey publishes event on key of db, of class, as Redis's notifyKeyspaceEvent: on

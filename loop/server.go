@@ -104,7 +104,12 @@ type Config struct {
 	// channels and patterns of one connection (pubsub.go).
 	PubsubLimit      PubsubLimit
 	MaxSubscriptions int
-	Backlog          int // listen backlog of each listener
+	// MaxPatterns bounds the distinct patterns of all connections, MaxClientPatterns those
+	// of one, MaxPatternLen a pattern's bytes and MaxChannelLen those of a channel a client
+	// subscribes or publishes to: what a PUBLISH costs (pubsub.go).
+	MaxPatterns, MaxClientPatterns int
+	MaxPatternLen, MaxChannelLen   int
+	Backlog                        int // listen backlog of each listener
 	// IdleTimeout closes a connection that has sent no whole request for this long and
 	// holds and awaits nothing (0 = never; see idle.go).
 	IdleTimeout time.Duration
@@ -192,6 +197,10 @@ func Defaults() Config {
 		MultiMaxWork:           DefaultMultiMaxWork,
 		PubsubLimit:            DefaultPubsubLimit,
 		MaxSubscriptions:       DefaultMaxSubscriptions,
+		MaxPatterns:            DefaultMaxPatterns,
+		MaxClientPatterns:      DefaultMaxClientPatterns,
+		MaxPatternLen:          DefaultMaxPatternLen,
+		MaxChannelLen:          DefaultMaxChannelLen,
 		Tick:                   5 * time.Millisecond,
 		ProtectedMode:          true,
 		Version:                "dev",
@@ -356,6 +365,15 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxSubscriptions <= 0 {
 		cfg.MaxSubscriptions = DefaultMaxSubscriptions
+	}
+	for _, b := range []struct {
+		v   *int
+		def int
+	}{{&cfg.MaxPatterns, DefaultMaxPatterns}, {&cfg.MaxClientPatterns, DefaultMaxClientPatterns},
+		{&cfg.MaxPatternLen, DefaultMaxPatternLen}, {&cfg.MaxChannelLen, DefaultMaxChannelLen}} {
+		if *b.v <= 0 {
+			*b.v = b.def
+		}
 	}
 	s := &Server{
 		cfg:     cfg,

@@ -457,7 +457,7 @@ func (s *Server) slockClose(cs *conn, now int64) {
 		}
 	}
 	s.unwatchAll(cs)
-	s.unsubscribeAll(cs)
+	s.unsubscribeClosed(cs) // (many channels: across turns, pubsub.go)
 	for _, w := range sc.wills {
 		s.sl.willQueue = append(s.sl.willQueue, pendingWill{owner: cs.owner, cmd: w})
 	}

@@ -32,7 +32,9 @@ const (
 const (
 	contKeys = iota + 1
 	contMGet
-	contSnapshot // SNAPSHOT's reply (backup.go)
+	contSnapshot    // SNAPSHOT's reply (backup.go)
+	contPublish     // a PUBLISH testing many patterns (pubsub.go)
+	contUnsubscribe // an UNSUBSCRIBE or PUNSUBSCRIBE of many (pubsub.go)
 )
 
 // textCont is a Redis-text command going on across turns.
@@ -59,6 +61,16 @@ type textCont struct {
 	checked bool      // every key was checked (nameClash) and the array header is out
 	one     [2][]byte // the GET being run: a name and its key
 
+	// PUBLISH: the channel and the message (views during the turn it arrived in, copies in
+	// keys after), the last pattern tested (psPattern.seq), the patterns that matched.
+	pubCh, pubMsg []byte
+	seq           uint64
+	matched       []*psPattern
+
+	// UNSUBSCRIBE (PUNSUBSCRIBE: unsubPat) of all: next is the place in the connection's
+	// patterns.
+	unsubPat bool
+
 	// SNAPSHOT: the file being sent, and how much of it is out. On a member that does not
 	// lead, before the file: the member read it waits for (0: not asked yet), the leader it
 	// was asked of, when SNAPSHOT arrived and when the read was asked (backup.go).
@@ -81,7 +93,8 @@ func (s *Server) contBegin(cs *conn, kind uint8) *textCont {
 	}
 	c := sc.cont
 	*c = textCont{active: true, kind: kind, slow: c.slow[:0],
-		names: c.names[:0], ends: c.ends[:0], keys: c.keys[:0], keyEnds: c.keyEnds[:0], pattern: c.pattern[:0]}
+		names: c.names[:0], ends: c.ends[:0], keys: c.keys[:0], keyEnds: c.keyEnds[:0], pattern: c.pattern[:0],
+		matched: c.matched[:0]}
 	return c
 }
 
@@ -124,6 +137,10 @@ func (s *Server) contStep(cs *conn, c *textCont, now int64) {
 			s.keysStep(cs, c)
 		case contMGet:
 			s.mgetStep(cs, c, now)
+		case contPublish:
+			s.publishStep(cs, c)
+		case contUnsubscribe:
+			s.unsubscribeAllStep(cs, c)
 		case contSnapshot:
 			if !s.snapshotStep(cs, c, now) {
 				return // it waits for its read (snapshotPoll serves it again)

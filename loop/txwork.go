@@ -54,6 +54,10 @@ func (s *Server) txWork(cs *conn, spec *rediscmd.Spec, args [][]byte) int64 {
 		}
 	case rediscmd.CmdInfo:
 		w += workInfo
+	case rediscmd.CmdPublish: // the channel tested against every pattern, about a ns a byte (pubsub.go)
+		if len(args) > 1 {
+			w += workByte * int64(len(s.ps.patIdx)) * int64(len(args[1]))
+		}
 	case rediscmd.CmdHash:
 		n := value(args[1])
 		switch spec.Hash {
