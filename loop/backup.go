@@ -70,6 +70,8 @@ type backupState struct {
 	sum    hash.Hash // sending: of the file so far
 	next   int       // sending: the block next sent (blocks before it are gone), and where in it
 	off    int
+
+	longest time.Duration // the longest encoding step, for the log
 }
 
 // snapshotCmd runs SNAPSHOT for cs.
@@ -129,6 +131,9 @@ func (s *Server) saveRecord(ks *store.KeyState) {
 	}
 }
 
+// snapRebuilt is SNAPSHOT's answer when the store is rebuilt while it is encoded.
+const snapRebuilt = "ERR SNAPSHOT interrupted: the store was rebuilt from the raft log meanwhile; try again"
+
 // snapshotSealed ends the encoding: the file's header, and the bulk string's length in cs's
 // output.
 func (s *Server) snapshotSealed(cs *conn, c *textCont) {
@@ -143,7 +148,8 @@ func (s *Server) snapshotSealed(cs *conn, c *textCont) {
 	c.stage = snapSending
 	h := bk.h
 	s.log.Info().Str("kind", h.Kind.String()).Uint64("index", h.Index).Uint64("term", h.Term).Uint64("keys", h.Keys).
-		Uint64("bytes", h.Size()).Dur("took_ms", time.Since(bk.start)).Msg("snapshot taken for a backup")
+		Uint64("bytes", h.Size()).Dur("took_ms", time.Since(bk.start)).Dur("longest_step_ms", bk.longest).
+		Msg("snapshot taken for a backup")
 	s.put(cs, append(strconv.AppendUint(append(s.out(cs), '$'), h.Size(), 10), '\r', '\n'))
 }
 
@@ -169,7 +175,18 @@ func (s *Server) snapshotStep(cs *conn, c *textCont, now int64) bool {
 	case snapWaits:
 		return s.snapshotRead(cs, c, now)
 	case snapEncoding:
-		if s.st.locks.SaveNext(saveStep) {
+		if on, _ := s.st.locks.Saving(); !on {
+			// The store was rebuilt meanwhile (a member that stopped leading, or installed
+			// a snapshot): the instant it began is gone.
+			s.put(cs, resp.AppendError(s.out(cs), snapRebuilt))
+			c.active = false
+			s.snapshotDrop()
+			return true
+		}
+		t0 := nanotime()
+		done := s.st.locks.SaveNext(saveStep)
+		s.bk.longest = max(s.bk.longest, time.Duration(nanotime()-t0))
+		if done {
 			s.snapshotSealed(cs, c)
 		}
 		return true
