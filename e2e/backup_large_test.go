@@ -111,7 +111,8 @@ func (l *sentLog) write(addr string, stop <-chan struct{}, wg *sync.WaitGroup) {
 // writer SETs keys one after another, never holds the loop: another client's GETs meanwhile
 // have a p99 of at most 10 ms (encoded in one turn, a SNAPSHOT of 1M keys paused every
 // client up to 845 ms). The file, restored, holds the 1M keys, every SET acknowledged
-// before the save began and none sent after it began (the server's log says when).
+// before the save began and none sent after it began (the server's log says when), and the
+// keys changed while it was encoded with their values before.
 // TALLYD_SNAPSHOT_KEYS sets the store's size (5000000 by hand).
 func TestSnapshotLargeNoPause(t *testing.T) {
 	n := 1_000_000
@@ -171,7 +172,31 @@ func TestSnapshotLargeNoPause(t *testing.T) {
 		case <-time.After(time.Millisecond):
 		}
 	}
+	// Keys the encoding has not reached yet (the walk goes in the order they were made,
+	// so the last ones) changed after the save began: the file has their old values.
+	var over []int
+	overStop := make(chan struct{})
+	var owg sync.WaitGroup
+	owg.Add(1)
+	go func() {
+		defer owg.Done()
+		k := &cclient{addr: addr}
+		defer k.close()
+		for j := n - 1; j >= 0; j-- {
+			select {
+			case <-overStop:
+				return
+			default:
+			}
+			if got, err := k.do(10*time.Second, "SET", "p:"+strconv.Itoa(j), "changed"); err != nil || got != "+OK" {
+				return
+			}
+			over = append(over, j)
+		}
+	}()
 	r := <-done
+	close(overStop)
+	owg.Wait()
 	took := time.Since(cut)
 	close(probeStop)
 	pwg.Wait()
@@ -249,6 +274,16 @@ func TestSnapshotLargeNoPause(t *testing.T) {
 			present++
 		}
 	}
+	if len(over) == 0 {
+		t.Fatal("no key was changed during the save: the copy-on-write was not checked")
+	}
+	for _, j := range over {
+		key := "p:" + strconv.Itoa(j)
+		if got, err := k.do(10*time.Second, "GET", key); err != nil || got != "$v"+strconv.Itoa(j) {
+			t.Fatalf("%s, changed after the save began, restored as %q (%v), want its value before", key, got, err)
+		}
+	}
+	t.Logf("%d keys changed during the save restored with their values before it", len(over))
 	for _, j := range []int{0, 1, n / 2, n - 1} {
 		key := "p:" + strconv.Itoa(j)
 		if got, err := k.do(10*time.Second, "GET", key); err != nil || got != "$v"+strconv.Itoa(j) {
