@@ -1,6 +1,8 @@
 package loop
 
 import (
+	"crypto/sha256"
+	"hash"
 	"strconv"
 	"time"
 
@@ -16,27 +18,61 @@ import (
 
 // SNAPSHOT (tallyctl snapshot save) answers a backup file (snapfile) as one bulk string.
 //
-// The store is encoded in the turn the command runs, as a raft snapshot is (SnapshotAll):
-// one instant, with no copy-on-write to keep, at ~50 ns a key. The file is then sent as a
-// continuation (textcont.go) a chunk at a time while the connection's output has room, so
-// what waits in the output stays under half of --max-output however big the store. The
-// reply goes through put(): on a single node it waits until the log holds every change
-// made before it, on a leader until they are committed and a read barrier confirmed it
-// still leads, so the file holds every write acknowledged before SNAPSHOT ran (and no write
-// that will not be acknowledged).
+// The file is the store as it was when SNAPSHOT began, encoded a slice at a time (issue 30,
+// item 7: encoded in one turn, a SNAPSHOT of 1M keys held the loop, and every other client,
+// up to 845 ms). store.Locks.BeginSave fixes the instant and SaveNext encodes saveStep keys
+// per step, as many steps as the connection's slice of a turn allows (fair.go), other
+// connections served between; a key about to change before its step came is encoded first,
+// its state then (the copy-on-write Redis's fork gives BGSAVE). So the file holds every
+// write acknowledged before SNAPSHOT began and none made after. The file is built in
+// blocks of snapshotBlock bytes (no copy of the whole as it grows), counted against
+// --max-memory while it exists; its length is known at the end of the encoding, then it is
+// sent as a continuation (textcont.go) a chunk at a time while the connection's output has
+// room, so what waits in the output stays under half of --max-output however big the
+// store, the SHA-256 trailer computed a chunk at a time as it goes. A connection that closes
+// drops its backup. The reply goes through put(): on a single node it waits until the log
+// holds every change made before it, on a leader until they are committed and a read barrier
+// confirmed it still leads (and no write that will not be acknowledged).
 //
 // Any other cluster member serves it too, as etcd serves a linearizable read on a follower:
 // it asks raft for a read index (ReadIndex goes to the leader, which confirms it still leads
 // with a heartbeat round and answers its commit index; cluster.Reads tells these reads from
-// a leader's barriers), and encodes its own store once it has applied up to that index. The
+// a leader's barriers), and begins its backup once it has applied up to that index. The
 // leader holds such a read until its own log is committed (holdMemberRead), so the index
 // covers every write it acknowledged before, at ONE too. No leader, a leader change, or no
 // answer within --cluster-timeout answers -CLUSTERDOWN, never a stale file. One SNAPSHOT runs
-// at a time, since each holds a copy of the store until it is sent.
+// at a time.
 
 // snapshotChunk is how much of the file goes into the output per step, at most (and at
 // most a quarter of --max-output, so that a chunk never takes the output past its limit).
 const snapshotChunk = 256 << 10
+
+// saveStep is how many keys a step of a backup's encoding looks at (~0.3 ms: some 300 ns a
+// key to encode; SaveNext).
+const saveStep = 1024
+
+// snapshotBlock is the size of the file's blocks.
+const snapshotBlock = 1 << 20
+
+// A SNAPSHOT's stages (textCont.stage).
+const (
+	snapWaits    = iota // a member that does not lead: waiting for its read
+	snapEncoding        // the store is being encoded
+	snapSending         // the file is being sent
+)
+
+// backupState is the file of the SNAPSHOT in progress (Server.backing's).
+type backupState struct {
+	h      snapfile.Header
+	blocks [][]byte // the header's room, then the body, in blocks
+	size   int64    // bytes in blocks, for the memory budget
+	start  time.Time
+	sum    hash.Hash // sending: of the file so far
+	next   int       // sending: the block next sent (blocks before it are gone), and where in it
+	off    int
+
+	longest time.Duration // the longest encoding step, for the log
+}
 
 // snapshotCmd runs SNAPSHOT for cs.
 func (s *Server) snapshotCmd(cs *conn, args [][]byte, now int64) {
@@ -53,21 +89,76 @@ func (s *Server) snapshotCmd(cs *conn, args [][]byte, now int64) {
 	if s.cl != nil && !s.cl.serving() {
 		c.since = now // the file waits for a read index (snapshotRead)
 	} else {
-		s.snapshotEncode(cs, c, now)
+		s.snapshotBegin(c, now)
 	}
 	s.contStep(cs, c, now)
 	c.suspend(args)
 }
 
-// snapshotEncode encodes the store into c's file and puts the bulk string's length in cs's
+// snapshotBegin starts encoding the store as it is now into the file.
+func (s *Server) snapshotBegin(c *textCont, now int64) {
+	s.journal(now) // a single node: the log has every change so far, so the backup has them
+	bk := &s.bk
+	*bk = backupState{start: time.Now(), h: snapfile.Header{Kind: snapfile.Single, Index: s.persist.seq}}
+	b := make([]byte, snapfile.HeaderLen, snapshotBlock+4<<10) // the header's room
+	if cl := s.cl; cl != nil {
+		bk.h.Kind, bk.h.Index, bk.h.Term = snapfile.Cluster, cl.applied, cl.rn.BasicStatus().GetTerm()
+		b = raftlog.AppendPeers(append(b, cl.secret.SnapshotHead()...), cl.members.Addrs)
+	} else {
+		b = append(append(b, cluster.SecretEntry(s.st.keys.Secret())...), cluster.EntRecords)
+	}
+	bk.blocks = append(bk.blocks, b)
+	bk.size = int64(cap(b))
+	c.stage = snapEncoding
+	s.st.locks.BeginSave(now, s.saveRecord)
+	s.log.Info().Str("kind", bk.h.Kind.String()).Uint64("index", bk.h.Index).Int("keys", s.st.locks.LoggedKeys()).
+		Msg("snapshot for a backup begun")
+}
+
+// saveRecord adds a key's state to the file (store.Locks.BeginSave's emit).
+func (s *Server) saveRecord(ks *store.KeyState) {
+	bk := &s.bk
+	b := &bk.blocks[len(bk.blocks)-1]
+	was := cap(*b)
+	*b = aof.AppendState(*b, ks)
+	if ks.Ceil == 0 && !ks.Flush {
+		bk.h.Keys++
+	}
+	bk.size += int64(cap(*b) - was)
+	if len(*b) >= snapshotBlock {
+		bk.blocks = append(bk.blocks, make([]byte, 0, snapshotBlock+4<<10))
+		bk.size += snapshotBlock + 4<<10
+	}
+}
+
+// snapRebuilt is SNAPSHOT's answer when the store is rebuilt while it is encoded.
+const snapRebuilt = "ERR SNAPSHOT interrupted: the store was rebuilt from the raft log meanwhile; try again"
+
+// snapshotSealed ends the encoding: the file's header, and the bulk string's length in cs's
 // output.
-func (s *Server) snapshotEncode(cs *conn, c *textCont, now int64) {
-	start := time.Now()
-	h, body := s.backup(now)
-	c.file, c.sent = snapfile.Encode(h, body), 0
+func (s *Server) snapshotSealed(cs *conn, c *textCont) {
+	bk := &s.bk
+	n := 0
+	for _, b := range bk.blocks {
+		n += len(b)
+	}
+	bk.h.Body = uint64(n - snapfile.HeaderLen)
+	snapfile.AppendHeader(bk.blocks[0][:0], &bk.h) // in its room
+	bk.sum = sha256.New()
+	c.stage = snapSending
+	h := bk.h
 	s.log.Info().Str("kind", h.Kind.String()).Uint64("index", h.Index).Uint64("term", h.Term).Uint64("keys", h.Keys).
-		Int("bytes", len(c.file)).Dur("took_ms", time.Since(start)).Msg("snapshot taken for a backup")
-	s.put(cs, append(strconv.AppendInt(append(s.out(cs), '$'), int64(len(c.file)), 10), '\r', '\n'))
+		Uint64("bytes", h.Size()).Dur("took_ms", time.Since(bk.start)).Dur("longest_step_ms", bk.longest).
+		Msg("snapshot taken for a backup")
+	s.put(cs, append(strconv.AppendUint(append(s.out(cs), '$'), h.Size(), 10), '\r', '\n'))
+}
+
+// snapshotDrop ends the SNAPSHOT in progress and lets its file go.
+func (s *Server) snapshotDrop() {
+	s.st.locks.EndSave()
+	clear(s.bk.blocks)
+	s.bk = backupState{}
+	s.backing = nil
 }
 
 // snapshotBusy reports whether another connection's SNAPSHOT is still being sent.
@@ -76,22 +167,51 @@ func (s *Server) snapshotBusy() bool {
 	return b != nil && !b.closed && b.slock != nil && b.slock.cont != nil && b.slock.cont.active && b.slock.cont.kind == contSnapshot
 }
 
-// snapshotStep puts the next chunk of the file in cs's output; after the last, the bulk
-// string's end. Before the file (a member that does not lead): false while it waits for its
-// read.
+// snapshotStep encodes the next keys of the file, or puts its next chunk in cs's output and,
+// after the last, the trailer and the bulk string's end. Before the file (a member that does
+// not lead): false while it waits for its read.
 func (s *Server) snapshotStep(cs *conn, c *textCont, now int64) bool {
-	if c.file == nil {
+	switch c.stage {
+	case snapWaits:
 		return s.snapshotRead(cs, c, now)
+	case snapEncoding:
+		if on, _ := s.st.locks.Saving(); !on {
+			// The store was rebuilt meanwhile (a member that stopped leading, or installed
+			// a snapshot): the instant it began is gone.
+			s.put(cs, resp.AppendError(s.out(cs), snapRebuilt))
+			c.active = false
+			s.snapshotDrop()
+			return true
+		}
+		t0 := nanotime()
+		done := s.st.locks.SaveNext(saveStep)
+		s.bk.longest = max(s.bk.longest, time.Duration(nanotime()-t0))
+		if done {
+			s.snapshotSealed(cs, c)
+		}
+		return true
 	}
-	end := min(c.sent+max(min(snapshotChunk, s.cfg.MaxOutput/4), 1024), len(c.file))
-	b := append(s.out(cs), c.file[c.sent:end]...)
-	c.sent = end
-	if c.sent == len(c.file) {
-		b = append(b, '\r', '\n')
-		c.active, c.file = false, nil
-		s.backing = nil
+	bk := &s.bk
+	room := max(min(snapshotChunk, s.cfg.MaxOutput/4), 1024)
+	out := s.out(cs)
+	for room > 0 && bk.next < len(bk.blocks) {
+		blk := bk.blocks[bk.next]
+		p := blk[bk.off:min(bk.off+room, len(blk))]
+		bk.sum.Write(p)
+		out = append(out, p...)
+		room -= len(p)
+		if bk.off += len(p); bk.off == len(blk) {
+			bk.size -= int64(cap(blk))
+			bk.blocks[bk.next] = nil
+			bk.next, bk.off = bk.next+1, 0
+		}
 	}
-	s.put(cs, b)
+	if bk.next == len(bk.blocks) {
+		out = append(bk.sum.Sum(out), '\r', '\n')
+		c.active = false
+		s.snapshotDrop()
+	}
+	s.put(cs, out)
 	return true
 }
 
@@ -107,13 +227,14 @@ func (s *Server) snapshotRead(cs *conn, c *textCont, now int64) bool {
 		c.read, c.lead, c.asked = cl.reads.AskMember(cl.rn), cl.leader, now
 		return false
 	case snapEncode:
-		s.snapshotEncode(cs, c, now)
+		s.snapshotBegin(c, now)
 		return true
 	default:
 		why := snapDown[st]
 		s.m.cl.clusterDown(why, 1)
 		s.put(cs, resp.AppendError(s.out(cs), why))
-		c.active, s.backing = false, nil
+		c.active = false
+		s.snapshotDrop()
 		return true
 	}
 }
@@ -168,11 +289,11 @@ func (s *Server) snapshotPoll() {
 		return
 	}
 	if cs.closed {
-		s.backing = nil
+		s.snapshotDrop()
 		return
 	}
 	c := cs.slock.cont
-	if c == nil || !c.active || c.kind != contSnapshot || c.file != nil {
+	if c == nil || !c.active || c.kind != contSnapshot || c.stage != snapWaits {
 		return
 	}
 	if s.snapshotState(c, s.now().UnixNano()) != snapWait {
@@ -225,26 +346,6 @@ type heldRead struct {
 	m    *raftpb.Message
 	to   uint64 // the index the log must be committed to
 	term uint64 // the term this node led when it was held
-}
-
-// backup encodes the store's persistent state at now as a backup file's header and body:
-// a raft snapshot's data (the key-name secret, a cluster's peer table, every key's record).
-func (s *Server) backup(now int64) (snapfile.Header, []byte) {
-	h := snapfile.Header{Kind: snapfile.Single, Index: s.persist.seq}
-	var b []byte
-	if cl := s.cl; cl != nil {
-		h.Kind, h.Index, h.Term = snapfile.Cluster, cl.applied, cl.rn.BasicStatus().GetTerm()
-		b = raftlog.AppendPeers(cl.secret.SnapshotHead(), cl.members.Addrs)
-	} else {
-		b = append(cluster.SecretEntry(s.st.keys.Secret()), cluster.EntRecords)
-	}
-	s.st.locks.SnapshotAll(now, func(ks *store.KeyState) {
-		b = aof.AppendState(b, ks)
-		if ks.Ceil == 0 && !ks.Flush {
-			h.Keys++
-		}
-	})
-	return h, b
 }
 
 // The data directory's files, as tallyd restore writes them.

@@ -198,6 +198,9 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 	}
 	cs.closed = true
 	c.SetContext(nil)
+	if s.backing == cs {
+		s.snapshotDrop() // its backup's copy-on-write and file go
+	}
 	if cs.bridged != nil {
 		cs.bridged.LoopClosed() // its descriptor is given back there
 	}

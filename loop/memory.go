@@ -18,6 +18,7 @@ import (
 //   - buffered output: each connection's unwritten replies (cap of conn.out) plus what gnet
 //     still has to send (OutboundBuffered), noted at each write;
 //   - pending WILL commands, noted as they are queued;
+//   - the file of a SNAPSHOT in progress (backupState.size, backup.go);
 //   - stored state, as each family keeps it (store.Store.Bytes, store/memcost.go): counters
 //     and semaphores with their names and the connections' shares, PoolCounter keys and
 //     entries, slock keys, holders and queued requests with their values, data records and
@@ -85,7 +86,7 @@ type memState struct {
 
 // memUsed is what the budget counts now.
 func (s *Server) memUsed() int64 {
-	return s.mem.in + s.mem.out + s.mem.wills + s.st.store.Bytes() + s.scriptMem()
+	return s.mem.in + s.mem.out + s.mem.wills + s.st.store.Bytes() + s.scriptMem() + s.bk.size
 }
 
 // overBudget reports whether the budget is set and exceeded, once what no client is owed

@@ -234,6 +234,7 @@ type Server struct {
 
 	persist persistState
 	backing *conn         // the connection a SNAPSHOT is being sent to (backup.go)
+	bk      backupState   // its file (backup.go)
 	replies replyGate     // holds replies until durable: logGate, raftGate or openGate (output.go)
 	cl      *clusterState // nil unless in cluster mode (cluster.go)
 	idle    idleState

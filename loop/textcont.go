@@ -71,11 +71,11 @@ type textCont struct {
 	// patterns.
 	unsubPat bool
 
-	// SNAPSHOT: the file being sent, and how much of it is out. On a member that does not
-	// lead, before the file: the member read it waits for (0: not asked yet), the leader it
-	// was asked of, when SNAPSHOT arrived and when the read was asked (backup.go).
-	file  []byte
-	sent  int
+	// SNAPSHOT: how far it is (snapWaits, snapEncoding, snapSending: the file is in
+	// Server.bk). On a member that does not lead, before the file: the member read it waits
+	// for (0: not asked yet), the leader it was asked of, when SNAPSHOT arrived and when the
+	// read was asked (backup.go).
+	stage uint8
 	read  uint64
 	lead  uint64
 	since int64

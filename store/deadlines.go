@@ -130,6 +130,16 @@ func (q *deadlines) next() (at int64, ok bool) {
 	return q.h[0].at, true
 }
 
+// peek returns the earliest item due at now (deadline <= now), and false if none
+// is, leaving it scheduled.
+func (q *deadlines) peek(now int64) (it timer, ok bool) {
+	q.settle()
+	if len(q.h) == 0 || q.h[0].at > now {
+		return nil, false
+	}
+	return q.h[0].d.it, true
+}
+
 // pop unschedules and returns the earliest item due at now (deadline <= now),
 // and false if none is.
 func (q *deadlines) pop(now int64) (it timer, ok bool) {

@@ -286,6 +286,7 @@ type Locks struct {
 	goneKeys   []keyRef                // logged keys deleted since the last Journal
 	loggedKeys list[lockKey, *lockKey] // keys whose latest log record has holders
 	cursor     *lockKey                // the next key SnapshotNext writes, nil when done
+	bk         saveState               // a backup being encoded (locks_save.go)
 	aging      *deadlines              // holders that will persist once held PersistAfter, by when
 	snap       KeyState
 
@@ -318,6 +319,7 @@ type lockDB struct {
 
 	// A flush (locks_flush.go): the keys of the generations before, freed a slice at a time.
 	gen    uint32                      // the current generation: a key of another is flushed
+	saved  uint32                      // gen when the backup being encoded began (locks_save.go)
 	olds   []oldGen                    // the keys of generations flushed and not yet freed
 	waited list[waitedKey, *waitedKey] // the keys with waiters, which a flush handles at once
 }
@@ -339,6 +341,7 @@ type lockKey struct {
 	logged   bool     // the log's latest record of the key has holders; then on Locks.loggedKeys
 	ll       links[lockKey]
 	dirty    bool             // in Locks.dirty
+	saved    uint32           // the Locks.bk.epoch of the backup that has emitted it (locks_save.go)
 	fence    uint64           // the highest fencing token a fenced write presented (locks_fence.go)
 	gen      uint32           // its database's generation when it was made: another means flushed (locks_flush.go)
 	wl       links[waitedKey] // on its database's waited list while it has waiters
@@ -455,6 +458,11 @@ func (l *Locks) Expire(now int64, replies []LockReply, execs []Exec) ([]LockRepl
 	alone(l.shared, "Locks.Expire")
 	l.begin(replies, execs)
 	for {
+		if l.bk.on { // a holder's deadline is part of its key's state: the backup has it first
+			if it, ok := l.dl.peek(now); ok {
+				l.cow(it.(*lockItem).k)
+			}
+		}
 		it, ok := l.dl.pop(now)
 		if !ok {
 			break
@@ -509,6 +517,7 @@ func (l *Locks) Disconnected(owner Owner, now int64) {
 	o.inRing = true
 	for o.keep.head != nil {
 		it := (*lockItem)(o.keep.head)
+		l.cow(it.k) // a holder's deadline is part of its key's state
 		l.unkeep(it)
 		if it.waiting {
 			l.dl.add(it, dueAt(now, it.cmd.waitSpan()))
@@ -682,6 +691,7 @@ func (l *Locks) addKey(d *lockDB, key [16]byte) *lockKey {
 		k = new(lockKey)
 	}
 	k.db, k.key, k.gen = d, key, d.gen
+	k.saved = l.bk.epoch // made after a backup began: not in it
 	d.keys[key] = k
 	d.st.KeyCount++
 	l.nkeys++
@@ -869,6 +879,7 @@ func (l *Locks) keep(it *lockItem) {
 // armHold sets holder h's expiry from its command, counted from base: none
 // for HoldNever, none while its owner is connected for HoldKept.
 func (l *Locks) armHold(h *lockItem, base int64) {
+	l.cow(h.k)
 	l.unkeep(h)
 	l.dl.remove(h)
 	l.touch(h)
@@ -908,6 +919,7 @@ func (k *lockKey) find(id [16]byte) *lockItem {
 
 // addHolder makes h, not in any list, the newest holder of k with one level.
 func (l *Locks) addHolder(k *lockKey, h *lockItem) {
+	l.cow(k)
 	k.hold.push(h)
 	h.levels = 1
 	k.levels++
@@ -930,6 +942,7 @@ func (l *Locks) addHolder(k *lockKey, h *lockItem) {
 // dropping its remaining levels.
 func (l *Locks) removeHolder(h *lockItem) {
 	k := h.k
+	l.cow(k)
 	k.hold.remove(h)
 	if k.byID != nil {
 		delete(k.byID, h.cmd.LockID)
@@ -1041,6 +1054,7 @@ func (l *Locks) lock(o Owner, c *LockCommand, data []byte, now int64) {
 // (OptUpdate) or a reentry.
 func (l *Locks) relock(o Owner, h *lockItem, c *LockCommand, data []byte, now int64) {
 	k := h.k
+	l.cow(k)
 	if c.updates() {
 		before := l.current(k)
 		l.modified(k) // an Update sets the value or the expiry
@@ -1092,6 +1106,7 @@ func (l *Locks) relock(o Owner, h *lockItem, c *LockCommand, data []byte, now in
 // setParams replaces holder h's parameters by those of c from o.
 // data tells whether c carried a data record.
 func (l *Locks) setParams(h *lockItem, o Owner, c *LockCommand, data bool, now int64) {
+	l.cow(h.k)
 	h.cmd = *c
 	h.cmd.Data = nil
 	h.owner = o

@@ -116,6 +116,7 @@ func (l *Locks) RaiseFence(db uint8, key [16]byte, token uint64) {
 	if k == nil || token <= k.fence {
 		return
 	}
+	l.cow(k)
 	k.fence = token
 	l.changed(k)
 }

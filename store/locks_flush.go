@@ -97,6 +97,9 @@ func (l *Locks) flushDB(d *lockDB, now int64) int {
 	for k := d.waited.head; k != nil; k = k.wl.next {
 		waited = append(waited, (*lockKey)(k))
 	}
+	for _, k := range waited {
+		l.cow(k) // before its generation changes (saveKey)
+	}
 	n := len(d.keys) - len(waited)
 	if n > 0 {
 		old := d.keys
@@ -203,6 +206,7 @@ func (l *Locks) live(d *lockDB, key [16]byte) *lockKey {
 // freeOld frees k, a key of a flushed generation already taken out of its table: its
 // holders go and its value (it has no waiters), without replies, as the flush would have.
 func (l *Locks) freeOld(k *lockKey) {
+	l.cow(k)              // a backup that began before the flush has it
 	l.setLogged(k, false) // the flush's record says it is gone
 	for h := k.hold.head; h != nil; h = k.hold.head {
 		l.removeHolder(h)

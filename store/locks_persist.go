@@ -157,6 +157,7 @@ func (l *Locks) PersistAll(now int64) {
 		for _, k := range d.keys {
 			for h := k.hold.head; h != nil; h = h.next {
 				if !h.cmd.persistsNever() && !l.persists(k, h, now) {
+					l.cow(k)
 					l.changed(k) // a holder the log does not have yet: only such keys are written again
 					break
 				}
@@ -183,6 +184,7 @@ func (l *Locks) PersistDue(now int64) {
 // aged marks the key of a, just taken off the aging heap, for the journal.
 func (l *Locks) aged(a *agedItem) {
 	if h := (*lockItem)(a); !h.k.has && !h.k.flushed() { // with a value it has persisted since its grant
+		l.cow(h.k) // a backup has the key as the log had it
 		l.changed(h.k)
 	}
 }
@@ -248,8 +250,10 @@ func (l *Locks) Journaled() bool {
 
 // state fills l.snap with k's persistent state at now and reports whether it
 // has any holder.
-func (l *Locks) state(k *lockKey, now int64) bool {
-	s := &l.snap
+func (l *Locks) state(k *lockKey, now int64) bool { return l.stateInto(&l.snap, k, now) }
+
+// stateInto is state into s.
+func (l *Locks) stateInto(s *KeyState, k *lockKey, now int64) bool {
 	*s = KeyState{DB: k.db.id, Key: k.key, Holders: s.Holders[:0], Fence: k.fence}
 	for h := k.hold.head; h != nil; h = h.next {
 		if !l.persists(k, h, now) {
@@ -280,6 +284,9 @@ func (l *Locks) setLogged(k *lockKey, on bool) {
 	case !on && k.logged:
 		if l.cursor == k {
 			l.cursor = k.ll.next
+		}
+		if l.bk.cur == k {
+			l.bk.cur = k.ll.next
 		}
 		l.loggedKeys.remove(k)
 	}
@@ -328,6 +335,11 @@ func (l *Locks) LoggedKeys() int { return l.loggedKeys.n }
 // while it has one. Holders past their deadline are dropped, and with them a
 // key that has none left. Replies its changes would cause are not made.
 func (l *Locks) Restore(s *KeyState, now int64) {
+	if l.bk.on && s.Ceil == 0 && !s.Flush && s.DB <= MaxLockDB {
+		if d := l.dbs[s.DB]; d != nil {
+			l.cow(d.keys[s.Key])
+		}
+	}
 	if s.Ceil == 0 && !s.Flush && s.DB <= MaxLockDB && l.restoreInPlace(s, now) {
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/tallyd/tallyd/aof"
 	"github.com/tallyd/tallyd/lockwire"
 	"github.com/tallyd/tallyd/store"
 )
@@ -146,6 +147,29 @@ func BenchmarkRewriteSnapshot(b *testing.B) {
 		rs, ex = l.Do(1, &sc, now, rs[:0], ex[:0])
 	}
 	l.Journal(now, func(*store.KeyState) {})
+	// What a raft snapshot (loop.snapshotData: SnapshotAll, each key encoded) holds the loop
+	// for, whole, and what a backup's step (SaveNext, saveStep keys) does.
+	b.Run("SnapshotAll-encoded-1M", func(b *testing.B) {
+		var buf []byte
+		for b.Loop() {
+			buf = buf[:0]
+			l.SnapshotAll(now, func(ks *store.KeyState) { buf = aof.AppendState(buf, ks) })
+		}
+		b.ReportMetric(float64(len(buf)), "bytes")
+	})
+	b.Run("SaveNext-1024-encoded", func(b *testing.B) {
+		var buf []byte
+		emit := func(ks *store.KeyState) { buf = aof.AppendState(buf, ks) }
+		l.BeginSave(now, emit)
+		for b.Loop() {
+			if len(buf) > 64<<20 {
+				buf = buf[:0]
+			}
+			if l.SaveNext(1024) {
+				l.BeginSave(now, emit)
+			}
+		}
+	})
 	b.Run("SnapshotNext-per-key", func(b *testing.B) {
 		n := 0
 		l.BeginSnapshot()

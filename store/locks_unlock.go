@@ -7,6 +7,7 @@ import "encoding/binary"
 // goes on, with c set to its next step.
 func (l *Locks) unhold(o Owner, h *lockItem, c *LockCommand, now int64) bool {
 	k, d := h.k, h.k.db
+	l.cow(k)
 	one := h.levels == 1
 	full := one || c.Rcount == 0 || c.byPriority()
 	before := l.current(k)
@@ -145,6 +146,7 @@ func (l *Locks) applyData(k *lockKey, h *lockItem, o Owner, db uint8, rec []byte
 	case eff == replaced && end-start-4 > l.cfg.MaxValue:
 		// Too long: nothing changes.
 	case eff == replaced:
+		l.cow(k)
 		k.value = append(k.value[:0], l.tmp[start:end]...)
 		k.has = true
 		k.valueCmd = cmd
@@ -152,6 +154,7 @@ func (l *Locks) applyData(k *lockKey, h *lockItem, o Owner, db uint8, rec []byte
 		l.changed(k)
 		l.modified(k)
 	case eff == unset:
+		l.cow(k)
 		k.has = false
 		l.syncValue(k)
 		l.changed(k)

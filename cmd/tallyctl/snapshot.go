@@ -39,10 +39,18 @@ func init() {
 
 // deadlineReader refreshes its connection's read deadline before each read, so that a big
 // file takes as long as it needs while a stalled server still times out.
-type deadlineReader struct{ c *conn }
+// Until the length line has come, it waits up to snapshotEncodeWait (at least the timeout):
+// the server encodes the whole store, a slice at a time, before it knows the length.
+type deadlineReader struct {
+	c    *conn
+	wait *time.Duration
+}
+
+// snapshotEncodeWait is how long snapshot save waits for the server to encode its store.
+const snapshotEncodeWait = 10 * time.Minute
 
 func (d deadlineReader) Read(b []byte) (int, error) {
-	_ = d.c.nc.SetReadDeadline(time.Now().Add(d.c.timeout))
+	_ = d.c.nc.SetReadDeadline(time.Now().Add(*d.wait))
 	return d.c.nc.Read(b)
 }
 
@@ -56,8 +64,10 @@ func (a *app) snapshotSave(file string) error {
 	if err := r.send([]byte("*1\r\n$8\r\nSNAPSHOT\r\n")); err != nil {
 		return err
 	}
-	br := bufio.NewReaderSize(io.MultiReader(bytes.NewReader(r.buf[r.off:]), deadlineReader{r.conn}), 1<<20)
+	wait := max(r.conn.timeout, snapshotEncodeWait)
+	br := bufio.NewReaderSize(io.MultiReader(bytes.NewReader(r.buf[r.off:]), deadlineReader{r.conn, &wait}), 1<<20)
 	line, err := br.ReadString('\n')
+	wait = r.conn.timeout
 	if err != nil {
 		return fmt.Errorf("%s: reading the reply: %w", r.what, err)
 	}
