@@ -32,7 +32,7 @@ func TestClusterWalkthroughKillsShownLeader(t *testing.T) {
 	}
 	walk := doc[i:]
 	walk = walk[:strings.Index(walk, "\n```\n")]
-	for _, want := range []string{"pid[$i]=$!", "leader=$(tallyctl --slock-port 5651 cluster status", "kill -9 ${pid[$leader]}",
+	for _, want := range []string{"pid[$i]=$!", "leader=$(bin/tallyctl --slock-port 5651 cluster status", "-p 565$other GET visits", "kill -9 ${pid[$leader]}",
 		"cluster remove $leader"} {
 		if !strings.Contains(walk, want) {
 			t.Errorf("the walk-through lacks %q", want)
@@ -41,13 +41,18 @@ func TestClusterWalkthroughKillsShownLeader(t *testing.T) {
 	if m := regexp.MustCompile(`kill (-9 )?(%\d|[0-9]+\b)`).FindString(walk); m != "" {
 		t.Errorf("the walk-through kills a fixed member: %q", m)
 	}
+	// After the kill, it asks only members still up (565$other), never a fixed port.
+	after := walk[strings.Index(walk, "kill -9 ${pid[$leader]}"):]
+	if m := regexp.MustCompile(`-p 565[1-3]\b|--slock-port 565[1-3]\b`).FindString(after); m != "" {
+		t.Errorf("after the leader's kill the walk-through asks a fixed member: %q", m)
+	}
 }
 
 // docs/client.md says the module is not published yet and how to use it meanwhile.
 func TestClientDocReplace(t *testing.T) {
 	doc := readFile(t, "docs/client.md")
-	for _, want := range []string{"not published yet", "go mod edit", "-replace github.com/tallyd/tallyd=../tallyd",
-		"replace github.com/tallyd/tallyd => ../tallyd"} {
+	for _, want := range []string{"not published yet", "go mod edit", "-replace github.com/tallyd/tallyd=$TALLYD_SRC",
+		"replace github.com/tallyd/tallyd => /home/you/src/tallyd"} {
 		if !strings.Contains(doc, want) {
 			t.Errorf("docs/client.md lacks %q", want)
 		}
