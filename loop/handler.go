@@ -134,6 +134,7 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	st.CurrConnections++
 	st.TotalConnections++
 	s.idleTouch(cs, s.now().UnixNano())
+	s.watchHup(cs) // its close is ordered with later connections' requests (order.go)
 	if e := s.log.Debug(); e.Enabled() {
 		e = e.Uint64("conn", uint64(cs.owner)).Stringer("proto", ln.Proto).Stringer("remote", remoteAddr(c))
 		if bc != nil {
