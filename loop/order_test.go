@@ -154,7 +154,7 @@ func TestPoolNewcomerServedAtAccept(t *testing.T) {
 // item 3): a holder closes its connection, and at once a new connection asks for its key.
 // PoolCounter's own suite does this (test_close_socket_release, and each test after the one
 // before closed its clients); served before the close, the new request got QUEUE_FULL. It
-// failed in 8-26 of 400 trials in each run before the hang-up watch (order.go), 0 after;
+// failed in 8-26 of 400 trials in each run before the hang-up watch (order.go), 0 after.
 func TestPoolCloseThenAcquire(t *testing.T) {
 	_, addr := startPool(t, nil)
 	const trials = 2 * orderTrials
