@@ -137,9 +137,11 @@ func TestUnknownConfigKeyStopsRun(t *testing.T) {
 	}
 }
 
-// A log level or format from the file is checked like the flag's, before anything listens.
+// A log level or format from the file is checked like the flag's, before anything listens,
+// and reported at its line (issue 31, item 5).
 func TestBadLogSettingInConfigStopsRun(t *testing.T) {
-	for text, want := range map[string]string{"log.level = loud\n": `--log-level "loud"`, "log.format = xml\n": `--log-format "xml"`} {
+	for text, want := range map[string]string{"log.level = loud\n": `log.conf:3: log.level = "loud" (--log-level): want debug`,
+		"log.format = xml\n": `log.conf:3: log.format = "xml" (--log-format): want console or json`} {
 		conf := filepath.Join(t.TempDir(), "log.conf")
 		if err := os.WriteFile(conf, []byte("counter.port = 0\nslock.port = 0\n"+text), 0o644); err != nil {
 			t.Fatal(err)
