@@ -179,6 +179,10 @@ func applyConfigFile(o *options, fs *pflag.FlagSet, log zerolog.Logger) error {
 			if err := setFlag(fs.Lookup(k.flag), e, name); err != nil {
 				return err
 			}
+			if o.fromFile == nil {
+				o.fromFile = map[string]confEntry{}
+			}
+			o.fromFile[k.flag] = e
 		}
 	}
 	// A semaphore.port in the file without semaphore.enable = true does not turn it on.
@@ -279,7 +283,12 @@ func parseConf(r io.Reader, name string) ([]confEntry, error) {
 		if key == "" {
 			return nil, fmt.Errorf("%s:%d: empty key", name, n)
 		}
-		if len(value) >= 2 && value[0] == '"' && value[len(value)-1] == '"' {
+		if value != "" && value[0] == '"' {
+			if len(value) < 2 || value[len(value)-1] != '"' {
+				// Taken as is, `requirepass = "abc` would set the password "abc, quote included.
+				// Not echoed: it may be a password.
+				return nil, fmt.Errorf("%s:%d: %s: the value's opening quote (\") is not closed", name, n, key)
+			}
 			value = value[1 : len(value)-1]
 		}
 		out = append(out, confEntry{Key: key, Value: value, Line: n})
@@ -288,6 +297,32 @@ func parseConf(r io.Reader, name string) ([]confEntry, error) {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return out, nil
+}
+
+// inFile names the config file line behind an error about a setting: an error that starts
+// with --FLAG, where FLAG was set by the config file (and not the command line), is said as
+// FILE:LINE: KEY = VALUE (--FLAG): the rest, so that the operator knows which line to fix.
+func (o *options) inFile(err error) error {
+	msg := err.Error()
+	if !strings.HasPrefix(msg, "--") || len(o.fromFile) == 0 {
+		return err
+	}
+	end := 2
+	for end < len(msg) && (msg[end] == '-' || msg[end] >= 'a' && msg[end] <= 'z' || msg[end] >= '0' && msg[end] <= '9') {
+		end++
+	}
+	e, ok := o.fromFile[msg[2:end]]
+	if !ok {
+		return err
+	}
+	rest := strings.TrimLeft(msg[end:], ": ")
+	if q := strconv.Quote(e.Value); strings.HasPrefix(rest, q) { // the value again
+		rest = strings.TrimLeft(rest[len(q):], ": ")
+	}
+	if secretFlags[msg[2:end]] {
+		return fmt.Errorf("%s:%d: %s (--%s): %s", o.configFile, e.Line, e.Key, msg[2:end], rest)
+	}
+	return fmt.Errorf("%s:%d: %s = %q (--%s): %s", o.configFile, e.Line, e.Key, e.Value, msg[2:end], rest)
 }
 
 // confBool parses a yrmcds boolean: true/false, yes/no, on/off, 1/0.

@@ -137,9 +137,11 @@ func TestUnknownConfigKeyStopsRun(t *testing.T) {
 	}
 }
 
-// A log level or format from the file is checked like the flag's, before anything listens.
+// A log level or format from the file is checked like the flag's, before anything listens,
+// and reported at its line (issue 31, item 5).
 func TestBadLogSettingInConfigStopsRun(t *testing.T) {
-	for text, want := range map[string]string{"log.level = loud\n": `--log-level "loud"`, "log.format = xml\n": `--log-format "xml"`} {
+	for text, want := range map[string]string{"log.level = loud\n": `log.conf:3: log.level = "loud" (--log-level): want debug`,
+		"log.format = xml\n": `log.conf:3: log.format = "xml" (--log-format): want console or json`} {
 		conf := filepath.Join(t.TempDir(), "log.conf")
 		if err := os.WriteFile(conf, []byte("counter.port = 0\nslock.port = 0\n"+text), 0o644); err != nil {
 			t.Fatal(err)
@@ -148,5 +150,48 @@ func TestBadLogSettingInConfigStopsRun(t *testing.T) {
 		if code := run([]string{"--config", conf, "--appendonly=false"}, &stderr); code != 1 || !strings.Contains(stderr.String(), want) {
 			t.Errorf("%q: exit %d: %s", text, code, stderr.String())
 		}
+	}
+}
+
+// A value whose opening quote is not closed is refused, naming the file, line and key, and
+// not taken as is with its quote (requirepass = "abc set the password `"abc`; issue 31,
+// item 5); a quoted value keeps its spaces.
+func TestConfigUnclosedQuoteRefused(t *testing.T) {
+	for _, text := range []string{"requirepass = \"abc\n", "# x\nrequirepass = \"\n"} {
+		_, _, _, err := loadConf(t, text)
+		if err == nil || !strings.Contains(err.Error(), "tallyd.conf:") || !strings.Contains(err.Error(), ": requirepass: the value's opening quote") ||
+			strings.Contains(err.Error(), "abc") {
+			t.Errorf("%q: %v", text, err)
+		}
+	}
+	o, _, _, err := loadConf(t, "requirepass = \"a b\"\n")
+	if err != nil || o.security.requirePass != "a b" {
+		t.Errorf("quoted value: %q, %v", o.security.requirePass, err)
+	}
+}
+
+// A bad value in the config file is reported with the file, line and key it came from, not
+// as the flag it sets (issue 31, item 5); the same value on the command line is still
+// reported as the flag.
+func TestConfigBadValueNamesFileLineKey(t *testing.T) {
+	conf := filepath.Join(t.TempDir(), "tallyd.conf")
+	for _, c := range []struct{ line, want string }{
+		{"max_memory = 12x", `tallyd.conf:2: max_memory = "12x" (--max-memory): is not a size`},
+		{"protected_mode = maybe", `tallyd.conf:2: protected_mode = "maybe" (--protected-mode): yes or no`},
+		{"limits.max_output = 10", `tallyd.conf:2: limits.max_output = "10" (--max-output): 10 is too small`},
+		{"log.level = loud", `tallyd.conf:2: log.level = "loud" (--log-level): want debug`},
+	} {
+		if err := os.WriteFile(conf, []byte("# tallyd\n"+c.line+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var stderr bytes.Buffer
+		if code := run([]string{"--config", conf}, &stderr); code == 0 || !strings.Contains(stderr.String(), conf+":2: ") ||
+			!strings.Contains(stderr.String(), c.want) {
+			t.Errorf("%s: exit %d, %q; want %q", c.line, code, stderr.String(), c.want)
+		}
+	}
+	var stderr bytes.Buffer
+	if code := run([]string{"--max-memory", "12x"}, &stderr); code == 0 || !strings.Contains(stderr.String(), "tallyd: --max-memory") {
+		t.Errorf("flag: exit %d, %q", code, stderr.String())
 	}
 }

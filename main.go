@@ -54,6 +54,7 @@ type options struct {
 	lockPersistAfter     time.Duration
 	aofRewriteSize       int64
 	configFile           string
+	fromFile             map[string]confEntry // flag name -> the config file line that set it (inFile)
 	maxConnections       int
 	counterMaxConns      int
 	semaphoreMaxConns    int
@@ -254,11 +255,11 @@ tallyd(8).
 	}
 	cfg, err := o.loopConfig(fs, d)
 	if err != nil {
-		fmt.Fprintf(stderr, "tallyd: %v\n", err)
+		fmt.Fprintf(stderr, "tallyd: %v\n", o.inFile(err))
 		return 1
 	}
 	if err := checkLog(o.logLevel, o.logFormat); err != nil { // as the config file set them
-		fmt.Fprintf(stderr, "tallyd: config file: %v\n", err)
+		fmt.Fprintf(stderr, "tallyd: config file: %v\n", o.inFile(err))
 		return 1
 	}
 	if err := out.configure(o.logFormat, o.logFile); err != nil {

@@ -59,7 +59,7 @@ func (st *settings) reload(srv *loop.Server, out *logOutput, log zerolog.Logger)
 			return loop.Config{}, err
 		}
 		if err := checkLog(o.logLevel, o.logFormat); err != nil {
-			return loop.Config{}, err
+			return loop.Config{}, o.inFile(err)
 		}
 		if o.maxInput < int(st.o.maxBody)+12 { // max-body changes only at a restart
 			return loop.Config{}, fmt.Errorf("--max-input %d must hold a whole request of the running --max-body (at least %d)",
@@ -67,7 +67,7 @@ func (st *settings) reload(srv *loop.Server, out *logOutput, log zerolog.Logger)
 		}
 		cfg, err := o.loopConfig(fs, st.d)
 		if err != nil {
-			return cfg, err
+			return cfg, o.inFile(err)
 		}
 		_, err = loop.LoadUsers(cfg.RequirePass, cfg.ACLFile) // Reload reads them again, on this goroutine
 		return cfg, err

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/rs/zerolog"
 	"go.etcd.io/raft/v3"
@@ -52,7 +53,41 @@ func (l Logger) Debug(v ...any)                 {}
 func (l Logger) Debugf(format string, v ...any) {}
 func (l Logger) Info(v ...any)                  { l.Log.Debug().Msg("raft: " + fmt.Sprint(v...)) }
 func (l Logger) Infof(format string, v ...any) {
-	l.Log.Info().Msg("raft: " + fmt.Sprintf(format, v...))
+	ev := l.Log.Debug()
+	if raftNews(format) {
+		ev = l.Log.Info()
+	}
+	if ev.Enabled() {
+		ev.Msg("raft: " + fmt.Sprintf(format, v...))
+	}
+}
+
+// raftInfo is what of raft's Infof lines an operator needs at INFO, by their format strings:
+// elections, leader changes and membership (configuration, snapshots restored). The rest —
+// votes cast and received, messages ignored, the unstable log's bookkeeping ("entry at index
+// 6 missing from unstable log; ignoring"), proposals dropped without a leader — is DEBUG.
+var raftInfo = []string{
+	" became ",                // follower, candidate, pre-candidate, leader
+	"elected leader",          // raft.node: the leader known
+	"changed leader",          //
+	"lost leader",             //
+	"starting a new election", //
+	"starts an election",      // MsgTimeoutNow
+	"transfer leadership",     // started, in progress, aborted
+	"switched to configuration",
+	"joint configuration",
+	"restored snapshot",
+	"newRaft ",
+}
+
+// raftNews says whether a raft Infof line with this format is logged at INFO (raftInfo).
+func raftNews(format string) bool {
+	for _, s := range raftInfo {
+		if strings.Contains(format, s) {
+			return true
+		}
+	}
+	return false
 }
 func (l Logger) Warning(v ...any) { l.Log.Warn().Msg("raft: " + fmt.Sprint(v...)) }
 func (l Logger) Warningf(format string, v ...any) {

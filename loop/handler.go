@@ -46,7 +46,7 @@ func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 	s.run.setAddrs(addrs)
 	ev := s.log.Info().Int("open_file_cap", s.ct.fdCap).Int64("max_memory", s.cfg.MaxMemory)
 	for i, l := range s.cfg.Listeners {
-		ev = ev.Str(l.Proto.String(), addrs[i].String())
+		ev = ev.Str(listenerField(l), addrs[i].String())
 	}
 	ev.Str("redis_auth", s.auth.usersSummary()).Bool("protected_mode", s.cfg.ProtectedMode).Msg("tallyd listening")
 	s.warnExposed(addrs)
@@ -65,6 +65,16 @@ func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 	}
 	s.run.markReady()
 	return gnet.None
+}
+
+// listenerField is a listener's field on the start line: its protocol, with "_tls" for a TLS
+// port, so that a TLS port does not hide the plaintext port of the same protocol (two
+// fields of one name: the console showed the last, slock=HOST:TLS-PORT).
+func listenerField(l Listener) string {
+	if l.TLS {
+		return l.Proto.String() + "_tls"
+	}
+	return l.Proto.String()
 }
 
 // OnOpen admits or refuses a new connection and gives it its protocol.
@@ -134,6 +144,7 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	st.CurrConnections++
 	st.TotalConnections++
 	s.idleTouch(cs, s.now().UnixNano())
+	s.watchHup(cs) // its close is ordered with later connections' requests (order.go)
 	if e := s.log.Debug(); e.Enabled() {
 		e = e.Uint64("conn", uint64(cs.owner)).Stringer("proto", ln.Proto).Stringer("remote", remoteAddr(c))
 		if bc != nil {

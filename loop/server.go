@@ -268,6 +268,7 @@ type connState struct {
 	fdCap     int
 	fds       Descriptors // the descriptor budget, shared with the metrics server
 	early     []byte      // serveEarly's scratch (order.go)
+	hups      hupWatch    // connections whose peer has closed, seen before gnet reports it (order.go)
 }
 
 // rateLogs keeps the loop's repeated warnings to one a second each.
@@ -471,6 +472,7 @@ func (s *Server) Run() error {
 	defer closeFn()
 	s.floorTokens()
 	s.newBridges()
+	defer s.ct.hups.close() // order.go
 	var addrs []string
 	for _, l := range s.cfg.Listeners {
 		if !l.TLS { // a TLS bridge serves it (tls.go)

@@ -7,6 +7,7 @@ package loop
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"io"
 	"net"
 	"os/exec"
@@ -511,5 +512,25 @@ func floodSilent(t *testing.T, addr string, srcs []string, n int) {
 			t.Fatalf("the flood connected %d of %d", opened.Load(), n)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// The start line names every listener: the TLS slock port as slock_tls, beside the plaintext
+// slock port, which it used to hide (two fields named slock: the last won; issue 31, item 5).
+func TestTLSStartLineShowsBothPorts(t *testing.T) {
+	f := startTLSServer(t, false, nil)
+	f.log.waitFor(t, "tallyd listening")
+	var line map[string]any
+	for _, l := range strings.Split(f.log.String(), "\n") {
+		if strings.Contains(l, "tallyd listening") {
+			if err := json.Unmarshal([]byte(l), &line); err != nil {
+				t.Fatalf("start line %q: %v", l, err)
+			}
+			break
+		}
+	}
+	if line["slock"] != f.slockAddr || line["slock_tls"] != f.tlsAddr {
+		t.Fatalf("start line says slock=%v slock_tls=%v; the plaintext port is %s, the TLS port %s",
+			line["slock"], line["slock_tls"], f.slockAddr, f.tlsAddr)
 	}
 }

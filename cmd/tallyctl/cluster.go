@@ -78,7 +78,9 @@ func (a *app) clusterStatus() error {
 	}
 	sort.Strings(peers)
 	for _, k := range peers {
-		fmt.Fprintf(a.stdout, "  %s  %s\n", strings.TrimPrefix(k, "peer_"), strings.ReplaceAll(f[k], ",", "  "))
+		// One member a line: its ID, then its fields as INFO has them, a space between two
+		// (the commas were two spaces, and a field's gap looked like a column's).
+		fmt.Fprintf(a.stdout, "  %s  %s\n", strings.TrimPrefix(k, "peer_"), strings.ReplaceAll(f[k], ",", " "))
 	}
 	return nil
 }
