@@ -19,6 +19,7 @@ import (
 // the addresses actually bound.
 func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 	s.run.engine = eng
+	s.tb.dropInner() // bound: nothing may connect to the loop's own socket (TLS only)
 	addrs := make([]net.Addr, len(s.cfg.Listeners))
 	tags := map[int]*listenerState{} // the TLS listeners' (tls.go)
 	for i, l := range s.cfg.Listeners {

@@ -479,6 +479,14 @@ func (s *Server) Run() error {
 			addrs = append(addrs, "tcp://"+l.Addr)
 		}
 	}
+	if len(addrs) == 0 { // TLS only: the loop needs a listener of its own (tls.go)
+		a, err := s.tb.innerListener()
+		if err != nil {
+			s.run.markReady()
+			return err
+		}
+		addrs = append(addrs, a)
+	}
 	err := gnet.Rotate(s, addrs,
 		gnet.WithNumEventLoop(1),
 		// The loop accepts by itself, so accepting can never run ahead of the loop's

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,6 +59,8 @@ type tlsState struct {
 	// registered), or quit, closed by stopTLS; starting is closed when it returns.
 	up, quit, starting chan struct{}
 	upOnce             sync.Once
+
+	innerDir string // the directory of the loop's own socket when every listener is TLS (innerListener)
 }
 
 // loopTouch is the context of the connection that tells the loop it is running (startTLS).
@@ -104,6 +108,28 @@ func (s *Server) newBridges() {
 		c.Admit = func(any) bool { return !s.run.stopping.Load() }
 		c.UserTimeout = s.linkTimeout() // as openPeer sets on a plaintext link
 		t.peer = tlsbridge.New(c)
+	}
+}
+
+// innerListener makes the address of a listener of the loop's own for a server whose every
+// listener is a TLS bridge's (TLS only: the plaintext ports set to 0): gnet runs no engine
+// without a listener (Engine.Register and Stop answer "the internal engine is empty", so
+// no bridged connection could reach the loop). It is a unix socket in a private directory
+// of $TMPDIR, unlinked as soon as it is bound (dropInner, from OnBoot), so that nothing
+// can connect to it; Run's end removes the directory (stopTLS).
+func (tb *tlsState) innerListener() (string, error) {
+	dir, err := os.MkdirTemp("", "tallyd-loop-") // mode 0700
+	if err != nil {
+		return "", fmt.Errorf("TLS only: a directory for the loop's internal socket (set TMPDIR to a writable one): %w", err)
+	}
+	tb.innerDir = dir
+	return "unix://" + filepath.Join(dir, "loop.sock"), nil
+}
+
+// dropInner unlinks the loop's own socket once gnet has bound it (OnBoot).
+func (tb *tlsState) dropInner() {
+	if tb.innerDir != "" {
+		_ = os.RemoveAll(tb.innerDir)
 	}
 }
 
@@ -168,6 +194,7 @@ func (tb *tlsState) stopTLS() {
 			b.Close(tlsGrace)
 		}
 	}
+	tb.dropInner() // if the engine never booted
 }
 
 // register puts c on the loop with context v and returns once the loop's OnOpen has run
