@@ -115,6 +115,10 @@ func (s *Server) raftSnapStep() {
 	if rs.data == nil || rs.next < len(rs.blocks) {
 		return
 	}
+	if rs.index <= cl.snapIndex {
+		*rs = raftSnap{} // a newer one was installed meanwhile (the leader's)
+		return
+	}
 	data := rs.data
 	*rs = raftSnap{index: rs.index, conf: rs.conf, start: rs.start, steps: rs.steps, longest: rs.longest}
 	if err := cl.st.Snapshot(rs.index, rs.conf, data); err != nil {

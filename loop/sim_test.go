@@ -1422,7 +1422,7 @@ func (w simLogWriter) Write(p []byte) (int, error) {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		switch k {
-		case "level", "message", "took_ms", "elapsed_us", "time":
+		case "level", "message", "took_ms", "elapsed_us", "time", "longest_tick_ms", "ticks":
 			continue
 		}
 		keys = append(keys, k)
