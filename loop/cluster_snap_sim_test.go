@@ -1,7 +1,9 @@
 package loop
 
 import (
+	"bytes"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -85,6 +87,56 @@ func TestSimRaftSnapshotSliced(t *testing.T) {
 		if !r.isBulk(want) {
 			t.Errorf("GET k:%d on follower m%d: %s, want %s", j, f, r, want)
 		}
+	}
+	c.noPanics()
+}
+
+// TestSimRaftSnapshotYieldsToBackup: a SNAPSHOT asked while the leader encodes its raft
+// snapshot goes first (the store has one save at a time): its file has every key, and the
+// raft snapshot, begun again after it, holds the same records at the same index.
+func TestSimRaftSnapshotYieldsToBackup(t *testing.T) {
+	const keys, per = 50_000, 2000
+	c := newSim(t, 3, 3)
+	l := c.elect()
+	a := c.client(l)
+	args := make([]string, 0, 1+2*per)
+	for i := 0; i < keys; i += per {
+		args = append(args[:0], "MSET")
+		for j := i; j < i+per; j++ {
+			args = append(args, "k:"+strconv.Itoa(j), "v"+strconv.Itoa(j))
+		}
+		if r := a.do(args...); !r.isOK() {
+			t.Fatalf("MSET %d: %s", i, r)
+		}
+	}
+	c.run(100 * time.Millisecond)
+	cl := c.ms[l].s.cl
+	from := cl.snapIndex
+	cl.cfg.SnapshotEntries = 1
+	if !c.runUntil(func() bool { return cl.snapping.on }, time.Second) {
+		t.Fatal("the leader began no raft snapshot")
+	}
+	if n, _ := c.ms[l].s.st.locks.Saving(); !n {
+		t.Fatal("the raft snapshot is not being encoded")
+	}
+	h, body := snapshotOf(t, a.do("SNAPSHOT"))
+	if h.Keys != keys {
+		t.Fatalf("SNAPSHOT during the raft snapshot: %d keys, want %d", h.Keys, keys)
+	}
+	if !c.runUntil(func() bool { return cl.snapIndex > from }, 10*time.Second) {
+		t.Fatal("the raft snapshot was not taken after the SNAPSHOT")
+	}
+	cl.cfg.SnapshotEntries = 1 << 40
+	if !strings.Contains(c.traceText(false), "m"+strconv.FormatUint(l, 10)+" log INFO cluster: snapshot dropped") {
+		t.Fatal("the raft snapshot in progress was not dropped for the SNAPSHOT")
+	}
+	snap, err := cl.st.Snap()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.GetMetadata().GetIndex() != h.Index || !bytes.Equal(snap.GetData(), body) {
+		t.Fatalf("the raft snapshot at %d (%d bytes) is not the SNAPSHOT's file at %d (%d bytes)",
+			snap.GetMetadata().GetIndex(), len(snap.GetData()), h.Index, len(body))
 	}
 	c.noPanics()
 }
