@@ -19,7 +19,7 @@ const (
 // asynchronous storage writes (st), pre-vote and check-quorum, linearizable reads by
 // ReadIndex, and no proposal forwarding (the loop forwards commands itself).
 func RaftConfig(id, applied uint64, st *Storage, log raft.Logger) *raft.Config {
-	return &raft.Config{ID: id, ElectionTick: ElectionTicks, HeartbeatTick: HeartbeatTicks, Storage: st.Mem,
+	return &raft.Config{ID: id, ElectionTick: ElectionTicks, HeartbeatTick: HeartbeatTicks, Storage: st.View,
 		Applied: applied, MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 1024, MaxCommittedSizePerReady: 64 << 20,
 		CheckQuorum: true, PreVote: true, ReadOnlyOption: raft.ReadOnlySafe, DisableProposalForwarding: true,
 		StepDownOnRemoval: true, AsyncStorageWrites: true, Logger: log}

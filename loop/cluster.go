@@ -123,6 +123,7 @@ type clusterState struct {
 	applied, commit, all uint64          // indexes: applied here, committed, on every voter (st.Stable: fsynced here)
 	snapIndex            uint64          // the last snapshot's index
 	snapSoon             bool            // the membership changed: snapshot at the next chance
+	snapping             raftSnap        // the raft snapshot being encoded (cluster_snap.go)
 	members              cluster.Members // the configuration and the peer addresses
 
 	acks       cluster.Acks  // proposals and what acknowledges them
@@ -638,39 +639,6 @@ func (s *Server) restoreSnapshot(d []byte, now int64) {
 	s.applyRecords(recs, now)
 }
 
-// snapshotData encodes the secret, the peers and the store's replicated state.
-func (s *Server) snapshotData(now int64) []byte {
-	cl := s.cl
-	p := &s.persist
-	p.buf = raftlog.AppendPeers(cl.secret.SnapshotHead(), cl.members.Addrs)
-	s.st.locks.SnapshotAll(now, p.emit)
-	d := p.buf
-	p.buf = nil
-	return d
-}
-
-// maybeSnapshot compacts the raft log once enough entries were applied since the last
-// snapshot, when the store holds exactly the applied state (a leader's own proposals all
-// committed and applied).
-func (s *Server) maybeSnapshot(now int64) {
-	cl := s.cl
-	if cl.applied < cl.snapIndex+cl.cfg.SnapshotEntries && !(cl.snapSoon && cl.applied > cl.snapIndex) {
-		return
-	}
-	if cl.isLeader() && (cl.acks.Acked[LevelQuorum] < cl.acks.Seq || s.st.locks.Journaled() || cl.applied < cl.commit || !cl.ready) {
-		return
-	}
-	start := time.Now()
-	data := s.snapshotData(now)
-	if err := cl.st.Snapshot(cl.applied, cl.members.Conf, data); err != nil {
-		s.log.Error().Err(err).Msg("cluster: snapshot")
-		return
-	}
-	cl.snapIndex = cl.applied
-	cl.snapSoon = false
-	s.log.Info().Uint64("index", cl.applied).Int("bytes", len(data)).Dur("took_ms", time.Since(start)).Msg("cluster: snapshot taken")
-}
-
 // abdicate runs when this node stops leading: what it ran but did not get committed may never
 // be, so replies held for it are answered with an error (or their connection closed), the
 // connections whose lock state lived only here are closed, and the store is rebuilt from the
@@ -703,7 +671,7 @@ func (s *Server) resetFromLog() {
 	now := s.now().UnixNano()
 	s.st.store.ResetLocks()
 	s.st.locks = s.st.store.Locks
-	snap, err := cl.st.Mem.Snapshot()
+	snap, err := cl.st.Snap()
 	if err == nil && !raft.IsEmptySnap(snap) {
 		s.restoreSnapshot(snap.GetData(), now)
 	}

@@ -160,6 +160,8 @@ type simMember struct {
 	bootErr  error  // why its last start failed
 
 	fsyncMore time.Duration // added to its fake fsyncs (a slow disk)
+	longest   time.Duration // the longest event of its loop, in real time (a turn's length)
+	longestAt time.Time     // when it ran (the simulated clock)
 }
 
 type simDialReq struct {
@@ -272,7 +274,12 @@ func (c *sim) onMember(m *simMember, t time.Time, fn func()) {
 // stepped, dials are placed and a stop is noticed.
 func (c *sim) runOn(m *simMember, fn func()) {
 	inc := m.inc
-	if !c.guard(m, fn) {
+	t0 := time.Now()
+	ok := c.guard(m, fn)
+	if d := time.Since(t0); d > m.longest {
+		m.longest, m.longestAt = d, c.now
+	}
+	if !ok {
 		return
 	}
 	if m.up && m.inc == inc {
@@ -1415,7 +1422,7 @@ func (w simLogWriter) Write(p []byte) (int, error) {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		switch k {
-		case "level", "message", "took_ms", "elapsed_us", "time":
+		case "level", "message", "took_ms", "elapsed_us", "time", "longest_tick_ms", "ticks":
 			continue
 		}
 		keys = append(keys, k)

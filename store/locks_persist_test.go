@@ -147,7 +147,7 @@ func BenchmarkRewriteSnapshot(b *testing.B) {
 		rs, ex = l.Do(1, &sc, now, rs[:0], ex[:0])
 	}
 	l.Journal(now, func(*store.KeyState) {})
-	// What a raft snapshot (loop.snapshotData: SnapshotAll, each key encoded) holds the loop
+	// What a raft snapshot encoded in one turn (SnapshotAll, each key encoded) held the loop
 	// for, whole, and what a backup's step (SaveNext, saveStep keys) does.
 	b.Run("SnapshotAll-encoded-1M", func(b *testing.B) {
 		var buf []byte

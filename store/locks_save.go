@@ -78,6 +78,15 @@ func (l *Locks) EndSave() {
 	}
 }
 
+// SaveEpoch is the number of the backup in progress, 0 if none: a caller that began one
+// tells by it whether it is still its own (a later BeginSave drops it).
+func (l *Locks) SaveEpoch() uint32 {
+	if !l.bk.on {
+		return 0
+	}
+	return l.bk.epoch
+}
+
 // Saving reports whether a backup is in progress, and the key states it has emitted.
 func (l *Locks) Saving() (bool, uint64) { return l.bk.on, l.bk.keys }
 
