@@ -113,9 +113,11 @@ func (l *sentLog) write(addr string, stop <-chan struct{}, wg *sync.WaitGroup) {
 // client up to 845 ms). The file, restored, holds the 1M keys, every SET acknowledged
 // before the save began and none sent after it began (the server's log says when), and the
 // keys changed while it was encoded with their values before.
-// TALLYD_SNAPSHOT_KEYS sets the store's size (5000000 by hand).
+// TALLYD_SNAPSHOT_KEYS sets the store's size: make test uses 300,000 (filling 1M keys takes
+// most of a minute, a sixth of the suite's time); by hand TALLYD_SNAPSHOT_KEYS=1000000 and
+// 5000000 (issue 31, item 6: the suite's time).
 func TestSnapshotLargeNoPause(t *testing.T) {
-	n := 1_000_000
+	n := 300_000
 	if v := os.Getenv("TALLYD_SNAPSHOT_KEYS"); v != "" {
 		n, _ = strconv.Atoi(v)
 	}
