@@ -9,6 +9,9 @@ FUZZTIME ?= 3s
 # The packages that `make test` runs only with the race detector (`race`); `plain` runs the
 # others without it.
 RACE_PKGS ?= ./store/... ./loop/... ./aof/... ./raftlog/... ./logfile/... ./cluster/... ./stats/... ./client/... ./tlsbridge/...
+# The loop tests that `race` skips and `plain` runs without the detector: under it their
+# process would pass 2 GiB (loop/race_on_test.go, skipHeavyUnderRace).
+HEAVY_LOOP_TESTS ?= ^(TestReaderOfHugeRepliesGetsThemAll|TestSimRaftSnapshotSliced|TestSimRaftSnapshotYieldsToBackup|TestPublishManyPatternsLongChannel)$$
 # Where the test targets keep `go test -json` events, for the slowest-tests report.
 TESTLOG   ?= $(BIN)/testlog
 # How many tests of a package run at once: the e2e tests marked parallel mostly wait on the
@@ -108,6 +111,7 @@ unit:
 plain:
 	GO="$(GO)" TESTLOG="$(TESTLOG)" ./scripts/gotest.sh plain -count=1 -timeout 45m -parallel $(PARALLEL) \
 		$$($(GO) list ./... | grep -v -x -F "$$($(GO) list $(RACE_PKGS))")
+	GO="$(GO)" TESTLOG="$(TESTLOG)" ./scripts/gotest.sh heavy -count=1 -timeout 45m -run '$(HEAVY_LOOP_TESTS)' ./loop/
 
 # Only the end-to-end tests (e2e/): they build tallyd, run it as a process and talk to it
 # over TCP. `unit` runs them too.
