@@ -219,8 +219,8 @@ func TestDocsRunAsWritten(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", filepath.Join(root, "bin", "tallyctl"), "github.com/tallyd/tallyd/cmd/tallyctl").CombinedOutput(); err != nil {
 		t.Fatalf("build tallyctl: %v\n%s", err, out)
 	}
-	scripts, _ := filepath.Abs("../scripts")
-	if err := os.Symlink(scripts, filepath.Join(root, "scripts")); err != nil {
+	// A copy, not a link: the checkout itself may be under /tmp (CI's clone can be).
+	if err := os.CopyFS(filepath.Join(root, "scripts"), os.DirFS("../scripts")); err != nil {
 		t.Fatal(err)
 	}
 	for _, b := range blocks {
