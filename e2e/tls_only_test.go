@@ -143,8 +143,10 @@ func listeningPorts(t *testing.T, pid int) []int {
 		}
 	}
 	var ports []int
-	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		b, err := os.ReadFile(table)
+	// The server's own view (/proc/PID/net): /proc/net is the reading thread's, and a test
+	// of this process may have a thread in a network namespace of its own.
+	for _, table := range []string{"tcp", "tcp6"} {
+		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "net", table))
 		if err != nil {
 			continue
 		}
