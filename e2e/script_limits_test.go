@@ -168,7 +168,10 @@ func TestScriptBuiltinsBounded(t *testing.T) {
 			got, wall, cpu := eval(body)
 			time.Sleep(20 * time.Millisecond) // the PING that waited for the script is answered
 			ping := p.max()
-			if !strings.HasPrefix(got, "-BUSY script ran past lua-time-limit (100 ms)") && !strings.HasPrefix(got, "-ERR script") {
+			// The smallest attacks may finish inside the limit on a fast, quiet machine (the
+			// matcher is faster than gopher-lua's): then with their true answer, nil.
+			if !strings.HasPrefix(got, "-BUSY script ran past lua-time-limit (100 ms)") && !strings.HasPrefix(got, "-ERR script") &&
+				!(got == "$-1" && wall < luaLimit) {
 				t.Errorf("%s: %q, want the time limit's -BUSY", body, got)
 			}
 			t.Logf("%v wall, %v CPU, PING max %v: %.70s", wall.Round(time.Millisecond), cpu, ping.Round(time.Millisecond), body)
