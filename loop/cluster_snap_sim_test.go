@@ -27,16 +27,7 @@ func TestSimRaftSnapshotSliced(t *testing.T) {
 	f := c.others(l)[0]
 	c.cutAll(f) // what was in flight is lost: it needs what the leader compacts
 	a := c.client(l)
-	args := make([]string, 0, 1+2*per)
-	for i := 0; i < keys; i += per {
-		args = append(args[:0], "MSET")
-		for j := i; j < i+per; j++ {
-			args = append(args, "k:"+strconv.Itoa(j), "v"+strconv.Itoa(j))
-		}
-		if r := a.do(args...); !r.isOK() {
-			t.Fatalf("MSET %d: %s", i, r)
-		}
-	}
+	msetKeys(t, a, keys, per)
 	c.run(100 * time.Millisecond)
 	lm := c.ms[l]
 	cl := lm.s.cl
@@ -105,16 +96,7 @@ func TestSimRaftSnapshotYieldsToBackup(t *testing.T) {
 	c := newSim(t, 3, 3)
 	l := c.elect()
 	a := c.client(l)
-	args := make([]string, 0, 1+2*per)
-	for i := 0; i < keys; i += per {
-		args = append(args[:0], "MSET")
-		for j := i; j < i+per; j++ {
-			args = append(args, "k:"+strconv.Itoa(j), "v"+strconv.Itoa(j))
-		}
-		if r := a.do(args...); !r.isOK() {
-			t.Fatalf("MSET %d: %s", i, r)
-		}
-	}
+	msetKeys(t, a, keys, per)
 	c.run(100 * time.Millisecond)
 	cl := c.ms[l].s.cl
 	from := cl.snapIndex
@@ -145,4 +127,19 @@ func TestSimRaftSnapshotYieldsToBackup(t *testing.T) {
 			snap.GetMetadata().GetIndex(), len(snap.GetData()), h.Index, len(body))
 	}
 	c.noPanics()
+}
+
+// msetKeys writes k:0..k:keys-1 (values v0...) through a, per keys an MSET.
+func msetKeys(t *testing.T, a *simClient, keys, per int) {
+	t.Helper()
+	args := make([]string, 0, 1+2*per)
+	for i := 0; i < keys; i += per {
+		args = append(args[:0], "MSET")
+		for j := i; j < i+per; j++ {
+			args = append(args, "k:"+strconv.Itoa(j), "v"+strconv.Itoa(j))
+		}
+		if r := a.do(args...); !r.isOK() {
+			t.Fatalf("MSET %d: %s", i, r)
+		}
+	}
 }
