@@ -64,6 +64,9 @@ func (h *peerHandler) parse(cs *conn, in []byte) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if n == 0 {
+		cs.need = peer.FrameLen(in) // a snapshot's frame: wait for all of it (conn.need)
+	}
 	h.f = f
 	return n, nil
 }

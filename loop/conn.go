@@ -37,6 +37,12 @@ type conn struct {
 	dumpOp uint32            // the Dump's opaque
 	dumpAc bool              // the Dump asked for each counter's granted Acquires
 	inLeft int               // unparsed bytes left after the last OnTraffic (for metrics)
+	// need is, after a parse that found only part of a request, the fewest buffered bytes
+	// that can hold the whole of it (0: unknown, any byte may complete it). serve leaves the
+	// input alone until that many are in: gnet's Peek copies a frame that straddles its
+	// ring and the new bytes, so peeking a large frame at each 64 KB that arrives copied it
+	// over and over (a 4 MB SET: 128 MB of copies; a 64 MB raft snapshot frame: 32 GB).
+	need int
 
 	// Idle timeout (idle.go).
 	idlePrev, idleNext *conn

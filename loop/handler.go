@@ -301,7 +301,12 @@ func (s *Server) serve(cs *conn, now int64) {
 	if cs.busy {
 		cs.h.more(cs, now)
 	}
-	buf, _ := c.Peek(-1) // valid until Discard or return
+	var buf []byte
+	if cs.need == 0 || c.InboundBuffered() >= cs.need {
+		cs.need = 0
+		s.ct.peeks++
+		buf, _ = c.Peek(-1) // valid until Discard or return
+	}
 	used, served := 0, 0
 	sliced := s.fair.sliced(cs) // the same for the whole turn
 	for used < len(buf) && !cs.busy && !cs.quit && !cs.closed {
@@ -327,8 +332,9 @@ func (s *Server) serve(cs *conn, now int64) {
 			break
 		}
 		if n == 0 {
-			break // a partial request stays buffered until more bytes arrive
+			break // a partial request stays buffered until more bytes arrive (cs.need)
 		}
+		cs.need = 0
 		used += n
 		s.fair.execTimed(cs, now) // fair.go
 		served++

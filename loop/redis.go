@@ -33,6 +33,9 @@ func (h *textHandler) parse(cs *conn, in []byte) (int, error) {
 	h.dec.Unauthenticated = cs.slock.user == nil && !h.s.auth.open // Redis's smaller limits before AUTH
 	args, n, err := h.dec.Parse(in, h.args[:0])
 	h.args = args
+	if n == 0 && err == nil {
+		cs.need = h.dec.Need // a large argument: wait for all of it (conn.need)
+	}
 	if err != nil {
 		if errors.Is(err, resp.ErrInline) {
 			return 0, fmt.Errorf("inline text command: %w", err)

@@ -269,6 +269,7 @@ type connState struct {
 	fds       Descriptors // the descriptor budget, shared with the metrics server
 	early     []byte      // serveEarly's scratch (order.go)
 	hups      hupWatch    // connections whose peer has closed, seen before gnet reports it (order.go)
+	peeks     uint64      // serve's peeks at a connection's input (conn.need; read by tests)
 }
 
 // rateLogs keeps the loop's repeated warnings to one a second each.

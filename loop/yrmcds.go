@@ -16,7 +16,13 @@ type yrmcdsHandler struct {
 	dumpBuf []store.DumpEntry
 }
 
-func (h *yrmcdsHandler) parse(cs *conn, in []byte) (int, error) { return h.dec.Parse(in, &h.req) }
+func (h *yrmcdsHandler) parse(cs *conn, in []byte) (int, error) {
+	n, err := h.dec.Parse(in, &h.req)
+	if n == 0 && err == nil {
+		cs.need = counter.FrameLen(in) // wait for the whole frame (conn.need)
+	}
+	return n, err
+}
 
 func (h *yrmcdsHandler) exec(cs *conn, now int64) {
 	s := h.s

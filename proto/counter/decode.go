@@ -45,6 +45,15 @@ func (e *BodyTooLargeError) Error() string {
 	return "counter: body length " + itoa(uint64(e.Length)) + " exceeds limit " + itoa(uint64(e.Limit))
 }
 
+// FrameLen is the length of the request that starts buf, header and body, once its header
+// is in (0 before): what a caller that copies its input to call Parse waits for.
+func FrameLen(buf []byte) int {
+	if len(buf) < HeaderLen {
+		return 0
+	}
+	return HeaderLen + int(binary.BigEndian.Uint32(buf[4:8]))
+}
+
 // Parse decodes the request at the start of buf into *req.
 //
 // It returns n == 0 and a nil error when buf does not yet hold a whole

@@ -155,6 +155,15 @@ var (
 	ErrMalformed = errors.New("peer: malformed frame")
 )
 
+// FrameLen is the length of the frame that starts buf, once its length field is in (0
+// before): what a caller that copies its input to call Parse waits for.
+func FrameLen(buf []byte) int {
+	if len(buf) < 4 {
+		return 0
+	}
+	return 4 + int(binary.BigEndian.Uint32(buf))
+}
+
 // Parse decodes the frame at the start of buf, with MaxFrame as the limit
 // (see ParseLimit).
 func Parse(buf []byte) (f Frame, n int, err error) { return ParseLimit(buf, MaxFrame) }

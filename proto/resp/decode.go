@@ -36,6 +36,12 @@ type Decoder struct {
 	// in first (networking.c, authRequired): at most UnauthMaxArgs arguments
 	// of at most UnauthMaxBulk bytes, the errors saying "unauthenticated".
 	Unauthenticated bool
+
+	// Need is set by each Parse that returns n == 0 and a nil error: the fewest bytes
+	// buf must hold before Parse can return the request, as far as the bytes in show
+	// (the end of the argument it stopped in), or 0 when any byte may complete it. A
+	// caller that must copy its input to call Parse waits for that many.
+	Need int
 }
 
 // Redis's limits on a request of a connection that has not logged in yet.
@@ -74,6 +80,7 @@ const (
 // a bulk of negative length ("$-1\r\n") is an error.
 func (d *Decoder) Parse(buf []byte, args [][]byte) (out [][]byte, n int, err error) {
 	out = args[:0]
+	d.Need = 0
 	if len(buf) == 0 {
 		return out, 0, nil
 	}
@@ -124,6 +131,7 @@ func (d *Decoder) Parse(buf []byte, args [][]byte) (out [][]byte, n int, err err
 			}
 		}
 		if len(buf) < end+2 {
+			d.Need = end + 2
 			return out[:0], 0, nil
 		}
 		out = append(out, buf[q:end:end])

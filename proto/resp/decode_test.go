@@ -311,3 +311,22 @@ func TestParseReusesArgs(t *testing.T) {
 		t.Errorf("reparsing into the grown slice allocates %.0f times", allocs)
 	}
 }
+
+// TestParseNeed: a request cut inside an argument says where that argument ends; one cut
+// inside a length line says nothing (any byte may complete it).
+func TestParseNeed(t *testing.T) {
+	full := "*2\r\n$3\r\nGET\r\n$5\r\nhello\r\n"
+	for _, c := range []struct {
+		in   string
+		need int
+	}{
+		{"", 0}, {"*2\r", 0}, {"*2\r\n$3\r\nG", 13}, {"*2\r\n$3\r\nGET\r\n$5\r\n", len(full)},
+		{"*2\r\n$3\r\nGET\r\n$5\r\nhel", len(full)}, {"*2\r\n$3\r\nGET\r\n$5\r\nhello\r", len(full)},
+	} {
+		var d Decoder
+		d.Need = 99
+		if _, n, err := d.Parse([]byte(c.in), nil); n != 0 || err != nil || d.Need != c.need {
+			t.Errorf("Parse(%q): n %d err %v Need %d, want 0 nil %d", c.in, n, err, d.Need, c.need)
+		}
+	}
+}
