@@ -16,7 +16,6 @@ import (
 // meanwhile, whose entries the leader has compacted, receives that snapshot and has every
 // key, with the values they had at the snapshot's index or later.
 func TestSimRaftSnapshotSliced(t *testing.T) {
-	skipHeavyUnderRace(t)
 	keys, per := 200_000, 2000
 	if raceEnabled {
 		keys = 50_000 // one turn of the old encoding is still far past the bound under the detector
@@ -91,7 +90,6 @@ func TestSimRaftSnapshotSliced(t *testing.T) {
 // snapshot goes first (the store has one save at a time): its file has every key, and the
 // raft snapshot, begun again after it, holds the same records at the same index.
 func TestSimRaftSnapshotYieldsToBackup(t *testing.T) {
-	skipHeavyUnderRace(t)
 	const keys, per = 50_000, 2000
 	c := newSim(t, 3, 3)
 	l := c.elect()

@@ -104,7 +104,6 @@ func TestWakeupsOfOneTurnShareOneWrite(t *testing.T) {
 // EXEC after 9 MB ("too many unsent replies"), though the client read. --max-output bounds
 // the backlog of a client that does not read, not a big reply streamed to one that reads.
 func TestReaderOfHugeRepliesGetsThemAll(t *testing.T) {
-	skipHeavyUnderRace(t)
 	ts := startSlock(t, nil) // --max-output 4 MiB
 	rc := dialResp(t, ts.slockAddr)
 	value := strings.Repeat("v", 1_000_000)

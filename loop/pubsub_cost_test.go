@@ -176,7 +176,6 @@ func psubscribeMany(t *testing.T, rc *respClient, pats []string) (ok int, firstE
 // throughout. (On 4934cb0 each PUBLISH held the loop seconds: the PUBLISHes were not all
 // answered in 20 s, and PING waited seconds.)
 func TestPublishManyPatternsLongChannel(t *testing.T) {
-	skipHeavyUnderRace(t)
 	ts := startSlock(t, nil)
 	sub := dialResp(t, ts.slockAddr)
 	pats := make([]string, 20_000)

@@ -28,8 +28,12 @@ if [ -n "$TESTLOG" ]; then
 	mkdir -p "$TESTLOG"
 	"$GO" build -o "$TESTLOG/testlog.$$" "$(dirname "$0")/testlog.go" && mv -f "$TESTLOG/testlog.$$" "$TESTLOG/testlog"
 fi
-for pkg in $("$GO" list "$@"); do
-	for target in $("$GO" test -list '^Fuzz' "$pkg" | grep '^Fuzz' || true); do
+# The targets are read from the test files (func FuzzX(f *testing.F)), not with go test -list,
+# which links each package's test binary once more only to print its names.
+pkgs=$("$GO" list -f '{{.ImportPath}}={{.Dir}}' "$@")
+for pd in $pkgs; do
+	pkg=${pd%%=*} dir=${pd#*=}
+	for target in $(grep -ho '^func Fuzz[A-Za-z0-9_]*(f \*testing\.F)' "$dir"/*_test.go 2>/dev/null | sed 's/^func \(Fuzz[A-Za-z0-9_]*\).*/\1/' | sort -u || true); do
 		for try in 1 2; do
 			echo "fuzz: $pkg $target ($FUZZTIME)"
 			t0=$SECONDS
