@@ -3,9 +3,6 @@ package loop
 import (
 	"math"
 
-	"go.etcd.io/raft/v3"
-	"go.etcd.io/raft/v3/tracker"
-
 	"github.com/tallyd/tallyd/proto/rediscmd"
 	"github.com/tallyd/tallyd/proto/resp"
 )
@@ -78,7 +75,7 @@ func (s *Server) noteWrite(cs *conn) {
 	if !cl.serving() || !s.st.locks.Journaled() {
 		return
 	}
-	cs.slock.wr = writeMark{term: cl.term, seq: cl.acks.Seq + 1}
+	cs.slock.wr = writeMark{term: cl.m.Term(), seq: cl.m.Acks.Seq + 1}
 }
 
 // writeIndex returns the raft index of the entry that holds sc's last write (0 for none);
@@ -89,24 +86,24 @@ func (s *Server) writeIndex(sc *slockConn) (uint64, bool) {
 	switch {
 	case m.seq == 0:
 		return 0, true
-	case m.term != cl.term:
+	case m.term != cl.m.Term():
 		// Made while this node led before: if it was committed, this term's first entry
 		// follows it; if not, it was answered -CLUSTERDOWN and may be lost.
-		return cl.readyIdx, true
+		return cl.m.ReadyIndex(), true
 	case m.idx != 0:
 		return m.idx, true
-	case m.seq > cl.acks.Seq:
+	case m.seq > cl.m.Acks.Seq:
 		if s.st.locks.Journaled() {
 			return 0, false // not proposed yet
 		}
-		m.seq = cl.acks.Seq // its change left nothing to log: what came before it is what it waits for
+		m.seq = cl.m.Acks.Seq // its change left nothing to log: what came before it is what it waits for
 	}
-	if i, ok := cl.acks.Index(m.seq); ok {
+	if i, ok := cl.m.Acks.Index(m.seq); ok {
 		m.idx = i
 		return m.idx, true
 	}
-	if m.seq <= cl.acks.Acked[LevelAll] {
-		m.idx = cl.all // every voter had it when it was forgotten: every voter's log reaches cl.all
+	if m.seq <= cl.m.Acks.Acked[LevelAll] {
+		m.idx = cl.m.All() // every voter had it when it was forgotten: every voter's log reaches it
 		return m.idx, true
 	}
 	return 0, false
@@ -119,14 +116,7 @@ func (s *Server) replicasHolding(sc *slockConn) int64 {
 	if !ok {
 		return 0
 	}
-	cl := s.cl
-	var n int64
-	cl.rn.WithProgress(func(id uint64, typ raft.ProgressType, pr tracker.Progress) { // does not escape: no allocation
-		if typ == raft.ProgressTypePeer && id != cl.cfg.NodeID && pr.Match >= idx && cl.isVoter(id) {
-			n++
-		}
-	})
-	return n
+	return s.cl.m.VotersHolding(idx)
 }
 
 // checkWaits answers the blocked WAITs whose count is reached, and, when now is not 0,
