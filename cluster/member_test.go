@@ -152,7 +152,8 @@ func (net *memberNet) leader() int {
 // TestMemberReplicates: three Members elect a leader that becomes ready and chooses the
 // key-name secret every member adopts; the records it proposes reach the other members'
 // hosts, in order, and not its own (its store has them); its proposals are acknowledged at
-// QUORUM and ALL; a member cut off catches up once the cut heals.
+// QUORUM and ALL; a member cut off catches up once the cut heals, and WAIT's count of the
+// replicas holding a write follows.
 func TestMemberReplicates(t *testing.T) {
 	net := newMemberNet(t, 3)
 	net.until("a ready leader", 200, func() bool { return net.leader() >= 0 })
@@ -215,8 +216,13 @@ func TestMemberReplicates(t *testing.T) {
 
 	f := (l + 1) % 3
 	net.cut[uint64(f+1)] = true
+	w := lm.NoteWrite() // a change made before the proposal that carries it (WAIT's mark)
+	if n := lm.ReplicasHolding(&w, true); n != 0 {
+		t.Fatalf("a change not proposed yet held by %d replicas", n)
+	}
 	s3 := propose("rec-c")
 	net.until("c on the connected follower", 50, applied(l, "rec-a", "rec-b", "rec-c"))
+	net.until("c held by one replica", 50, func() bool { return lm.ReplicasHolding(&w, false) == 1 })
 	if lm.Acks.Acked[LevelQuorum] < s3 {
 		t.Fatalf("c not acknowledged at QUORUM with one follower cut off: %v", lm.Acks.Acked)
 	}
@@ -226,6 +232,9 @@ func TestMemberReplicates(t *testing.T) {
 	delete(net.cut, uint64(f+1))
 	net.until("c on the member cut off", 100, applied(l, "rec-a", "rec-b", "rec-c"))
 	net.until("c acknowledged at ALL", 50, func() bool { return lm.Acks.Acked[LevelAll] >= s3 })
+	if n := lm.ReplicasHolding(&w, false); n != 2 {
+		t.Fatalf("c held by %d replicas once every member has it", n)
+	}
 	for i, h := range net.hosts {
 		if h.fatal != nil || i != l && h.abdic != 0 {
 			t.Fatalf("member %d: fatal %v, %d abdications", i+1, h.fatal, h.abdic)
