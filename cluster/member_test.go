@@ -285,3 +285,52 @@ func TestMemberStepRejects(t *testing.T) {
 		t.Fatal("a proved heartbeat past the log did not stop the member")
 	}
 }
+
+// TestMemberLeaderChange: a leader cut off abdicates (check-quorum) and what it proposed
+// meanwhile is never applied anywhere; the new leader's records reach every member, the old
+// leader included, once the cut heals; the new leader numbers its proposals on its own.
+func TestMemberLeaderChange(t *testing.T) {
+	net := newMemberNet(t, 3)
+	net.until("a ready leader", 200, func() bool { return net.leader() >= 0 })
+	old := net.leader()
+	om, oh := net.ms[old], net.hosts[old]
+	if _, err := om.Propose(append(ProposalBuf(nil), "rec-a"...)); err != nil {
+		t.Fatal(err)
+	}
+	net.until("a acknowledged at ALL", 50, func() bool { return om.Acks.Acked[LevelAll] >= om.Acks.Seq })
+
+	net.cut[om.ID] = true
+	if _, err := om.Propose(append(ProposalBuf(nil), "rec-lost"...)); err != nil {
+		t.Fatal(err)
+	}
+	net.until("a new leader", 200, func() bool { return net.leader() >= 0 && net.leader() != old })
+	net.until("the old leader abdicates", 100, func() bool { return oh.abdic > 0 && !om.IsLeader() })
+	nl := net.leader()
+	nm := net.ms[nl]
+	seq, err := nm.Propose(append(ProposalBuf(nil), "rec-b"...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seq != 1 {
+		t.Fatalf("the new leader's first proposal is numbered %d", seq)
+	}
+	delete(net.cut, om.ID)
+	net.until("b everywhere but on its leader", 100, func() bool {
+		for i, h := range net.hosts {
+			if i != nl && (len(h.records) == 0 || string(h.records[len(h.records)-1]) != "rec-b") {
+				return false
+			}
+		}
+		return true
+	})
+	for i, h := range net.hosts {
+		for _, r := range h.records {
+			if string(r) == "rec-lost" {
+				t.Fatalf("member %d applied what a cut-off leader proposed", i+1)
+			}
+		}
+	}
+	if om.Leader() != nm.ID || om.Applied() != nm.Applied() {
+		t.Fatalf("old leader: leader %d applied %d; new leader %d applied %d", om.Leader(), om.Applied(), nm.ID, nm.Applied())
+	}
+}
