@@ -168,7 +168,7 @@ func (h *harness) round() {
 		}
 		to := h.members[msg.GetTo()-1]
 		if ok, _ := to.fresh.MayStep(msg, len(to.members.Conf.GetVoters())); !ok {
-			continue // as the loop's raftAcceptable: a fresh member's vote is withheld
+			continue // as Member.Step (check.go): a fresh member's vote is withheld
 		}
 		_ = to.rn.Step(msg)
 	}

@@ -73,3 +73,6 @@ func (m *Members) Promote(rn *raft.RawNode, commit uint64, proposed func(id, mat
 		}
 	})
 }
+
+// Voters are the configuration's voters.
+func (m *Members) Voters() []uint64 { return m.Conf.GetVoters() }

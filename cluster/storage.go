@@ -1,7 +1,9 @@
-// Package cluster is tallyd's raft member apart from the loop. So far it holds raft's
-// storage on this node: the in-memory log raft reads, kept in step with the raft log on disk
-// (raftlog), and the appends whose responses wait until that log has made them durable.
-// The loop drives raft and applies what it commits; it calls in here to store.
+// Package cluster is tallyd's raft member apart from the loop (Member, member.go): the
+// RawNode, raft's storage on this node (this file: the in-memory log raft reads, kept in step
+// with the raft log on disk, raftlog, and the appends whose responses wait until that log has
+// made them durable), the acknowledgements per consistency level, reads, membership, the
+// proposal window and the entries' encoding. The loop is its host (Host): it proposes,
+// steps, ticks and turns the member, and applies what it hands back.
 package cluster
 
 import (

@@ -6,12 +6,9 @@ import (
 	"strconv"
 	"time"
 
-	"go.etcd.io/raft/v3/raftpb"
-
 	"github.com/tallyd/tallyd/aof"
 	"github.com/tallyd/tallyd/cluster"
 	"github.com/tallyd/tallyd/proto/resp"
-	"github.com/tallyd/tallyd/raftlog"
 	"github.com/tallyd/tallyd/snapfile"
 	"github.com/tallyd/tallyd/store"
 )
@@ -38,7 +35,7 @@ import (
 // it asks raft for a read index (ReadIndex goes to the leader, which confirms it still leads
 // with a heartbeat round and answers its commit index; cluster.Reads tells these reads from
 // a leader's barriers), and begins its backup once it has applied up to that index. The
-// leader holds such a read until its own log is committed (holdMemberRead), so the index
+// leader holds such a read until its own log is committed (cluster/check.go), so the index
 // covers every write it acknowledged before, at ONE too. No leader, a leader change, or no
 // answer within --cluster-timeout answers -CLUSTERDOWN, never a stale file. One SNAPSHOT runs
 // at a time.
@@ -102,8 +99,8 @@ func (s *Server) snapshotBegin(c *textCont, now int64) {
 	*bk = backupState{start: time.Now(), h: snapfile.Header{Kind: snapfile.Single, Index: s.persist.seq}}
 	b := make([]byte, snapfile.HeaderLen, snapshotBlock+4<<10) // the header's room
 	if cl := s.cl; cl != nil {
-		bk.h.Kind, bk.h.Index, bk.h.Term = snapfile.Cluster, cl.applied, cl.rn.BasicStatus().GetTerm()
-		b = raftlog.AppendPeers(append(b, cl.secret.SnapshotHead()...), cl.members.Addrs)
+		bk.h.Kind, bk.h.Index, bk.h.Term = snapfile.Cluster, cl.m.Applied(), cl.m.RaftTerm()
+		b = cl.m.SnapshotHead(b)
 	} else {
 		b = append(append(b, cluster.SecretEntry(s.st.keys.Secret())...), cluster.EntRecords)
 	}
@@ -224,7 +221,7 @@ func (s *Server) snapshotRead(cs *conn, c *textCont, now int64) bool {
 	case snapWait:
 		return false
 	case snapAsk:
-		c.read, c.lead, c.asked = cl.reads.AskMember(cl.rn), cl.leader, now
+		c.read, c.lead, c.asked = cl.m.AskMemberRead(), cl.m.Leader(), now
 		return false
 	case snapEncode:
 		s.snapshotBegin(c, now)
@@ -260,13 +257,14 @@ var snapDown = [...]string{snapNoLeader: "CLUSTERDOWN no leader", snapNoQuorum: 
 // snapshotState says what a member's SNAPSHOT waiting for its read (c) does next at now.
 func (s *Server) snapshotState(c *textCont, now int64) int {
 	cl := s.cl
-	r := &cl.reads
+	r := &cl.m.Reads
+	lead := cl.m.Leader()
 	switch {
-	case c.read != 0 && (cl.leader != 0 && cl.leader != c.lead || r.Member != c.read):
+	case c.read != 0 && (lead != 0 && lead != c.lead || r.Member != c.read):
 		return snapChanged // asked of another leader (or forgotten), as a forwarded command is
-	case c.read != 0 && r.Got && cl.applied >= r.Index:
+	case c.read != 0 && r.Got && cl.m.Applied() >= r.Index:
 		return snapEncode
-	case cl.leader != 0 && (cl.leader == cl.cfg.NodeID || s.leaderLink() != nil) &&
+	case lead != 0 && (lead == cl.cfg.NodeID || s.leaderLink() != nil) &&
 		(c.read == 0 || !r.Got && now-c.asked >= snapshotRetry*int64(cl.cfg.Tick)):
 		return snapAsk // a read is lost with its link (raft does not ask again): asked again
 	}
@@ -275,7 +273,7 @@ func (s *Server) snapshotState(c *textCont, now int64) int {
 	switch {
 	case now-c.since < int64(cl.cfg.Timeout):
 		return snapWait
-	case cl.leader == 0:
+	case lead == 0:
 		return snapNoLeader
 	}
 	return snapNoQuorum
@@ -299,53 +297,6 @@ func (s *Server) snapshotPoll() {
 	if s.snapshotState(c, s.now().UnixNano()) != snapWait {
 		s.kick(cs)
 	}
-}
-
-// maxHeldReads bounds the other members' reads a leader holds (each member asks one at a time).
-const maxHeldReads = 64
-
-// holdMemberRead says whether this leader holds m, another member's read (cluster.MemberRead),
-// until its log up to what it has made durable is committed: the read index it answers then
-// covers every write it acknowledged, at ONE too (acknowledged once on this node's disk).
-func (s *Server) holdMemberRead(m *raftpb.Message) bool {
-	cl := s.cl
-	if !cl.isLeader() || !cluster.MemberRead(m) {
-		return false
-	}
-	to := cl.st.Stable()
-	if cl.commit >= to || len(cl.heldReads) >= maxHeldReads {
-		return false
-	}
-	cl.heldReads = append(cl.heldReads, heldRead{m: m, to: to, term: cl.term})
-	return true
-}
-
-// stepHeldReads steps the reads holdMemberRead held once the log is committed up to theirs;
-// those of an earlier term are dropped (their member times out, or asks the new leader).
-func (s *Server) stepHeldReads() {
-	cl := s.cl
-	if len(cl.heldReads) == 0 {
-		return
-	}
-	kept := cl.heldReads[:0]
-	for _, h := range cl.heldReads {
-		switch {
-		case !cl.isLeader() || h.term != cl.term:
-		case cl.commit >= h.to:
-			s.stepPeer(h.m)
-		default:
-			kept = append(kept, h)
-		}
-	}
-	clear(cl.heldReads[len(kept):])
-	cl.heldReads = kept
-}
-
-// heldRead is another member's read a leader holds (holdMemberRead).
-type heldRead struct {
-	m    *raftpb.Message
-	to   uint64 // the index the log must be committed to
-	term uint64 // the term this node led when it was held
 }
 
 // The data directory's files, as tallyd restore writes them.

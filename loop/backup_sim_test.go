@@ -68,7 +68,7 @@ func TestSimSnapshotOnFollower(t *testing.T) {
 						t.Fatalf("SET on the leader m%d: %s", l, r)
 					}
 				}
-				stable, applied := c.ms[l].s.cl.st.Stable(), c.ms[f].s.cl.applied
+				stable, applied := c.ms[l].s.cl.m.St.Stable(), c.ms[f].s.cl.m.Applied()
 				if applied >= stable {
 					t.Fatalf("the follower m%d applied %d already (the leader's log is at %d): nothing to wait for", f, applied, stable)
 				}
@@ -124,7 +124,7 @@ func TestSimSnapshotPartitionedFollower(t *testing.T) {
 				}
 			}
 			c.heal()
-			if !c.runUntil(func() bool { return c.ms[f].s.cl.leader != 0 }, 10*time.Second) {
+			if !c.runUntil(func() bool { return c.ms[f].s.cl.m.Leader() != 0 }, 10*time.Second) {
 				t.Fatalf("m%d learns no leader once healed", f)
 			}
 			b := c.client(f)

@@ -107,7 +107,7 @@ func (s *Server) authFrame(cs *conn, f *peer.Frame) {
 
 // authFailed closes a link that failed authentication and says so (rate-limited).
 func (s *Server) authFailed(cs *conn, why string) {
-	if missed, ok := s.cl.dropLog.allow(s.now()); ok {
+	if missed, ok := s.cl.m.DropLog.Allow(s.now()); ok {
 		s.log.Warn().Str("remote", remoteAddr(cs.c).String()).Uint64("claimed_id", cs.peer.id).Str("why", why).
 			Uint64("more_since_last_line", missed).Msg("cluster: peer link refused")
 	}
@@ -121,7 +121,7 @@ func (s *Server) learnPeer(cs *conn) {
 	cl := s.cl
 	id, a := cs.peer.id, cs.peer.addr
 	if id != 0 && id != cl.cfg.NodeID && a != "" && cl.links[id] == nil {
-		cl.members.Addrs[id] = a
+		cl.m.Members.Addrs[id] = a
 		cl.links[id] = &peerLink{id: id, addr: a}
 	}
 }

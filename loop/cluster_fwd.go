@@ -5,7 +5,6 @@ import (
 	"strconv"
 
 	"github.com/panjf2000/gnet/v2"
-	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/tallyd/tallyd/proto/peer"
 	"github.com/tallyd/tallyd/proto/rediscmd"
@@ -160,10 +159,11 @@ func (s *Server) closeConn(cs *conn) {
 // leaderLink returns the link to forward to, nil when there is none.
 func (s *Server) leaderLink() *conn {
 	cl := s.cl
-	if cl.leader == 0 || cl.leader == cl.cfg.NodeID {
+	lead := cl.m.Leader()
+	if lead == 0 || lead == cl.cfg.NodeID {
 		return nil
 	}
-	if l := cl.links[cl.leader]; l.ready() {
+	if l := cl.links[lead]; l.ready() {
 		return l.out
 	}
 	return nil
@@ -218,7 +218,7 @@ func (s *Server) holdText(cs *conn, args [][]byte) bool {
 	}
 	spec := rediscmd.Lookup(args[0])
 	if s.runsLocally(cs, spec) {
-		if sc.outstanding > 0 || spec != nil && spec.Flags&rediscmd.CmdReadonly != 0 && cl.applied < cl.loadedTo {
+		if sc.outstanding > 0 || spec != nil && spec.Flags&rediscmd.CmdReadonly != 0 && !cl.m.Loaded() {
 			return s.waitFor(cs)
 		}
 		return false
@@ -279,7 +279,7 @@ func (s *Server) wakeWaiting() {
 	cl := s.cl
 	for _, cs := range cl.waiting {
 		cs.slock.onWaiting = false
-		if cl.leader != 0 {
+		if cl.m.Leader() != 0 {
 			cs.slock.expired = false
 			cs.slock.waitSince = 0
 		}
@@ -529,8 +529,7 @@ func (s *Server) consistency(cs *conn, args [][]byte) {
 
 // removeMember proposes id's removal.
 func (s *Server) removeMember(id uint64) error {
-	cc := &raftpb.ConfChange{Type: raftpb.ConfChangeType_ConfChangeRemoveNode.Enum(), NodeId: new(id)}
-	if err := s.cl.rn.ProposeConfChange(cc); err != nil {
+	if err := s.cl.m.ProposeRemove(id); err != nil {
 		return err
 	}
 	s.log.Info().Uint64("node_id", id).Msg("cluster: removing a member")

@@ -35,7 +35,7 @@ func TestSimNettedLockPairAnswered(t *testing.T) {
 	c.run(50 * time.Microsecond)
 	m := c.ms[l]
 	var win uint64
-	c.runOn(m, func() { win = m.s.cl.acks.Window() })
+	c.runOn(m, func() { win = m.s.cl.m.Acks.Window() })
 	if win != 1 {
 		t.Fatalf("%d proposals await their commit after the INCRs, want 1 (the window closed)", win)
 	}

@@ -6,10 +6,7 @@ import (
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
-	"go.etcd.io/raft/v3"
-	"go.etcd.io/raft/v3/raftpb"
 	"golang.org/x/sys/unix"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/tallyd/tallyd/cluster"
 	"github.com/tallyd/tallyd/proto/peer"
@@ -116,7 +113,7 @@ func (s *Server) peerUp(cs *conn) {
 	if e := s.log.Debug(); e.Enabled() {
 		e.Uint64("peer", cs.peer.id).Msg("cluster: link up")
 	}
-	if cs.peer.id == cl.leader {
+	if cs.peer.id == cl.m.Leader() {
 		s.wakeWaiting()
 	}
 }
@@ -136,14 +133,8 @@ func (s *Server) peerFrame(cs *conn, f *peer.Frame, now int64) {
 		cs.peer.id, cs.peer.addr = f.From, string(f.Addr)
 		s.learnPeer(cs)
 	case peer.TypeRaft:
-		m := &raftpb.Message{}
-		if err := proto.Unmarshal(f.Msg, m); err != nil {
-			s.log.Warn().Err(err).Uint64("peer", cs.peer.id).Msg("cluster: bad raft message; dropping the link")
-			cs.quit = true
-			return
-		}
-		if s.raftAcceptable(cs, m) && !s.holdMemberRead(m) {
-			s.stepPeer(m)
+		if cl.m.Step(f.Msg, cs.peer.id, cs.peer.proved, memberHost{s}) {
+			cs.quit = true // a bad link: closed and logged, never acted on
 		}
 	case peer.TypeForward:
 		s.forwarded(cs, f, now)
@@ -248,30 +239,6 @@ func (s *Server) dialFailed(d *peerDial) {
 	}
 }
 
-// sendRaft puts a raft message on the link to its member.
-func (s *Server) sendRaft(m *raftpb.Message) {
-	cl := s.cl
-	to := m.GetTo()
-	l := cl.links[to]
-	if !l.ready() {
-		cl.rn.ReportUnreachable(to)
-		if m.GetType() == raftpb.MessageType_MsgSnap {
-			cl.rn.ReportSnapshot(to, raft.SnapshotFailure)
-		}
-		return
-	}
-	b := peer.AppendHeader(s.out(l.out), peer.TypeRaft, proto.Size(m))
-	b, err := proto.MarshalOptions{}.MarshalAppend(b, m)
-	if err != nil {
-		s.log.Error().Err(err).Msg("cluster: marshal")
-		return
-	}
-	s.put(l.out, b)
-	if m.GetType() == raftpb.MessageType_MsgSnap {
-		cl.rn.ReportSnapshot(to, raft.SnapshotFinish)
-	}
-}
-
 // touchLoop connects once to the peer port so that the loop is known (ticks reach it only
 // then) even before a client or a member connects: a lone member must still elect itself.
 func (s *Server) touchLoop(addr string) {
@@ -310,27 +277,27 @@ func (s *Server) joinTick(now int64) {
 func (s *Server) joinRequest(cs *conn, id uint64, addr string) {
 	cl := s.cl
 	if !cl.serving() {
-		s.put(cs, peer.AppendJoinReply(s.out(cs), false, cl.leader, cl.members.Addrs[cl.leader], "not the leader"))
+		s.put(cs, peer.AppendJoinReply(s.out(cs), false, cl.m.Leader(), cl.m.Members.Addrs[cl.m.Leader()], "not the leader"))
 		return
 	}
 	if id == 0 || addr == "" {
-		s.put(cs, peer.AppendJoinReply(s.out(cs), false, cl.leader, cl.members.Addrs[cl.leader], "a node id and a peer address are needed"))
+		s.put(cs, peer.AppendJoinReply(s.out(cs), false, cl.m.Leader(), cl.m.Members.Addrs[cl.m.Leader()], "a node id and a peer address are needed"))
 		return
 	}
-	if cl.isVoter(id) {
+	if cl.m.Members.IsVoter(id) {
 		// It asks to join, so its log is empty: a voter that lost its data, whose votes are
 		// forgotten. Raft's safety needs it to come back as a new member.
 		msg := fmt.Sprintf("node %d is a voter already: a node that lost its data joins with a new --node-id (and `tallyctl cluster remove %d`)", id, id)
-		s.put(cs, peer.AppendJoinReply(s.out(cs), false, cl.leader, cl.members.Addrs[cl.leader], msg))
+		s.put(cs, peer.AppendJoinReply(s.out(cs), false, cl.m.Leader(), cl.m.Members.Addrs[cl.m.Leader()], msg))
 		return
 	}
 	if !cl.isMember(id) {
 		if err := s.addMember(id, addr); err != nil {
-			s.put(cs, peer.AppendJoinReply(s.out(cs), false, cl.leader, cl.members.Addrs[cl.leader], err.Error()))
+			s.put(cs, peer.AppendJoinReply(s.out(cs), false, cl.m.Leader(), cl.m.Members.Addrs[cl.m.Leader()], err.Error()))
 			return
 		}
 	}
-	s.put(cs, peer.AppendJoinReply(s.out(cs), true, cl.leader, cl.members.Addrs[cl.leader], ""))
+	s.put(cs, peer.AppendJoinReply(s.out(cs), true, cl.m.Leader(), cl.m.Members.Addrs[cl.m.Leader()], ""))
 }
 
 // joinReply takes a member's answer: on to the leader it named, or wait to be contacted.
@@ -352,7 +319,7 @@ func (s *Server) joinReply(cs *conn, f *peer.Frame) {
 // addMember proposes id as a learner at addr.
 func (s *Server) addMember(id uint64, addr string) error {
 	cl := s.cl
-	if err := cluster.ProposeLearner(cl.rn, id, addr); err != nil {
+	if err := cl.m.ProposeLearner(id, addr); err != nil {
 		return err
 	}
 	s.log.Info().Uint64("node_id", id).Str("addr", addr).Msg("cluster: adding a learner")
@@ -360,4 +327,4 @@ func (s *Server) addMember(id uint64, addr string) error {
 }
 
 // isMember says whether id is a voter or learner of the current configuration.
-func (cl *clusterState) isMember(id uint64) bool { return cl.members.IsMember(id) }
+func (cl *clusterState) isMember(id uint64) bool { return cl.m.Members.IsMember(id) }

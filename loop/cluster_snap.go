@@ -3,11 +3,8 @@ package loop
 import (
 	"time"
 
-	"go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
-
 	"github.com/tallyd/tallyd/aof"
-	"github.com/tallyd/tallyd/raftlog"
+	"github.com/tallyd/tallyd/cluster"
 	"github.com/tallyd/tallyd/store"
 )
 
@@ -35,11 +32,11 @@ type raftSnap struct {
 	on      bool
 	locks   *store.Locks // the store it encodes, and its save's number (SaveEpoch)
 	epoch   uint32
-	index   uint64            // the applied index it is of
-	conf    *raftpb.ConfState // the configuration then
-	blocks  [][]byte          // encoding: the secret, the peers, the records so far
-	data    []byte            // once encoded: the blocks joined, a slice at a time
-	next    int               // the block next joined
+	index   uint64       // the applied index it is of
+	conf    cluster.Conf // the configuration then
+	blocks  [][]byte     // encoding: the secret, the peers, the records so far
+	data    []byte       // once encoded: the blocks joined, a slice at a time
+	next    int          // the block next joined
 	start   time.Time
 	steps   int
 	longest time.Duration // the longest tick's encoding, for the log
@@ -64,19 +61,15 @@ func (s *Server) maybeSnapshot(now int64) {
 		s.raftSnapStep()
 		return
 	}
-	if cl.applied < cl.snapIndex+cl.cfg.SnapshotEntries && !(cl.snapSoon && cl.applied > cl.snapIndex) {
-		return
-	}
-	if cl.isLeader() && (cl.acks.Acked[LevelQuorum] < cl.acks.Seq || s.st.locks.Journaled() || cl.applied < cl.commit || !cl.ready) {
+	if !cl.m.SnapshotDue(cl.cfg.SnapshotEntries, s.st.locks.Journaled()) {
 		return
 	}
 	if s.backing != nil || s.st.locks.SaveEpoch() != 0 {
 		return // a SNAPSHOT's turn
 	}
 	rs := &cl.snapping
-	*rs = raftSnap{on: true, locks: s.st.locks, index: cl.applied, start: time.Now(),
-		conf: proto.Clone(cl.members.Conf).(*raftpb.ConfState)}
-	b := raftlog.AppendPeers(append(make([]byte, 0, snapshotBlock+4<<10), cl.secret.SnapshotHead()...), cl.members.Addrs)
+	*rs = raftSnap{on: true, locks: s.st.locks, index: cl.m.Applied(), start: time.Now(), conf: cl.m.SnapshotConf()}
+	b := cl.m.SnapshotHead(make([]byte, 0, snapshotBlock+4<<10))
 	rs.blocks = append(rs.blocks, b)
 	s.st.locks.BeginSave(now, s.raftSnapRecord)
 	rs.epoch = s.st.locks.SaveEpoch()
@@ -115,20 +108,16 @@ func (s *Server) raftSnapStep() {
 	if rs.data == nil || rs.next < len(rs.blocks) {
 		return
 	}
-	if rs.index <= cl.snapIndex {
-		*rs = raftSnap{} // a newer one was installed meanwhile (the leader's)
-		return
-	}
 	data := rs.data
 	*rs = raftSnap{index: rs.index, conf: rs.conf, start: rs.start, steps: rs.steps, longest: rs.longest}
-	if err := cl.st.Snapshot(rs.index, rs.conf, data); err != nil {
+	switch taken, err := cl.m.TakeSnapshot(rs.index, rs.conf, data); {
+	case err != nil:
 		s.log.Error().Err(err).Uint64("index", rs.index).Msg("cluster: snapshot")
 		*rs = raftSnap{}
 		return
-	}
-	cl.snapIndex = max(cl.snapIndex, rs.index)
-	if proto.Equal(rs.conf, cl.members.Conf) {
-		cl.snapSoon = false // else the membership changed meanwhile: another soon
+	case !taken:
+		*rs = raftSnap{} // a newer one was installed meanwhile (the leader's)
+		return
 	}
 	s.log.Info().Uint64("index", rs.index).Int("bytes", len(data)).Dur("took_ms", time.Since(rs.start)).
 		Int("ticks", rs.steps).Dur("longest_tick_ms", rs.longest).Msg("cluster: snapshot taken")

@@ -30,8 +30,8 @@ func TestSimRaftSnapshotSliced(t *testing.T) {
 	c.run(100 * time.Millisecond)
 	lm := c.ms[l]
 	cl := lm.s.cl
-	from := cl.snapIndex
-	t.Logf("%v: leader m%d: %d keys set, applied %d, snapshot index %d", time.Since(start), l, keys, cl.applied, from)
+	from := cl.m.SnapIndex()
+	t.Logf("%v: leader m%d: %d keys set, applied %d, snapshot index %d", time.Since(start), l, keys, cl.m.Applied(), from)
 
 	// The snapshot begins at the next tick; a client writes meanwhile, over keys the walk
 	// may not have reached yet.
@@ -40,7 +40,7 @@ func TestSimRaftSnapshotSliced(t *testing.T) {
 	b := c.client(l)
 	wrote := 0
 	t0 := time.Now()
-	for cl.snapIndex == from && wrote < 500 {
+	for cl.m.SnapIndex() == from && wrote < 500 {
 		if r := b.do("SET", "k:"+strconv.Itoa(keys-1-wrote), "new"); !r.isOK() {
 			t.Fatalf("SET: %s", r)
 		}
@@ -49,27 +49,27 @@ func TestSimRaftSnapshotSliced(t *testing.T) {
 	}
 	took := time.Since(t0)
 	cl.cfg.SnapshotEntries = 1 << 40
-	if cl.snapIndex == from {
+	if cl.m.SnapIndex() == from {
 		t.Fatal("the leader took no snapshot")
 	}
 	t.Logf("snapshot at %d taken in %v of real time, %d SETs meanwhile; the leader's longest event %v (at %v)",
-		cl.snapIndex, took.Round(time.Millisecond), wrote, lm.longest, lm.longestAt.Sub(c.start).Seconds())
+		cl.m.SnapIndex(), took.Round(time.Millisecond), wrote, lm.longest, lm.longestAt.Sub(c.start).Seconds())
 	if lm.longest > 100*time.Millisecond {
 		t.Errorf("an event of the leader's loop ran %v while it took its raft snapshot of %d keys (want <= 100ms)", lm.longest, keys)
 	}
 
 	// The follower comes back after the entries it lacks are gone: it gets the snapshot.
-	snap := cl.snapIndex
-	if err := cl.st.Mem.Compact(snap); err != nil {
+	snap := cl.m.SnapIndex()
+	if err := cl.m.St.Mem.Compact(snap); err != nil {
 		t.Fatal(err)
 	}
 	c.heal()
 	fm := c.ms[f]
-	if !c.runUntil(func() bool { return fm.s.cl.applied >= snap }, 30*time.Second) {
-		t.Fatalf("follower m%d applied %d, not the snapshot's %d", f, fm.s.cl.applied, snap)
+	if !c.runUntil(func() bool { return fm.s.cl.m.Applied() >= snap }, 30*time.Second) {
+		t.Fatalf("follower m%d applied %d, not the snapshot's %d", f, fm.s.cl.m.Applied(), snap)
 	}
-	if fm.s.cl.snapIndex < snap {
-		t.Fatalf("follower m%d caught up without the snapshot (its snapshot index %d < %d)", f, fm.s.cl.snapIndex, snap)
+	if fm.s.cl.m.SnapIndex() < snap {
+		t.Fatalf("follower m%d caught up without the snapshot (its snapshot index %d < %d)", f, fm.s.cl.m.SnapIndex(), snap)
 	}
 	c.run(200 * time.Millisecond)
 	fa := c.client(f)
@@ -97,7 +97,7 @@ func TestSimRaftSnapshotYieldsToBackup(t *testing.T) {
 	msetKeys(t, a, keys, per)
 	c.run(100 * time.Millisecond)
 	cl := c.ms[l].s.cl
-	from := cl.snapIndex
+	from := cl.m.SnapIndex()
 	cl.cfg.SnapshotEntries = 1
 	if !c.runUntil(func() bool { return cl.snapping.on }, time.Second) {
 		t.Fatal("the leader began no raft snapshot")
@@ -109,14 +109,14 @@ func TestSimRaftSnapshotYieldsToBackup(t *testing.T) {
 	if h.Keys != keys {
 		t.Fatalf("SNAPSHOT during the raft snapshot: %d keys, want %d", h.Keys, keys)
 	}
-	if !c.runUntil(func() bool { return cl.snapIndex > from }, 10*time.Second) {
+	if !c.runUntil(func() bool { return cl.m.SnapIndex() > from }, 10*time.Second) {
 		t.Fatal("the raft snapshot was not taken after the SNAPSHOT")
 	}
 	cl.cfg.SnapshotEntries = 1 << 40
 	if !strings.Contains(c.traceText(false), "m"+strconv.FormatUint(l, 10)+" log INFO cluster: snapshot dropped") {
 		t.Fatal("the raft snapshot in progress was not dropped for the SNAPSHOT")
 	}
-	snap, err := cl.st.Snap()
+	snap, err := cl.m.St.Snap()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tallyd/tallyd/cluster"
 	"github.com/tallyd/tallyd/proto/resp"
 )
 
@@ -31,7 +32,7 @@ func TestSimProposalWindow(t *testing.T) {
 			}
 			m := c.ms[l]
 			var seq0 uint64
-			c.runOn(m, func() { seq0 = m.s.cl.acks.Seq })
+			c.runOn(m, func() { seq0 = m.s.cl.m.Acks.Seq })
 			a.write(big)
 			b.send("INCR", "b")
 			// Both writes are served before any proposal can commit (a fake fsync and a
@@ -39,13 +40,13 @@ func TestSimProposalWindow(t *testing.T) {
 			c.run(50 * time.Microsecond)
 			var seq, win uint64
 			var last int
-			c.runOn(m, func() { seq, win, last = m.s.cl.acks.Seq, m.s.cl.acks.Window(), m.s.cl.lastProposal })
+			c.runOn(m, func() { seq, win, last = m.s.cl.m.Acks.Seq, m.s.cl.m.Acks.Window(), m.s.cl.m.LastProposal() })
 			if seq-seq0 != tc.window || win != tc.window {
 				t.Fatalf("after both writes: %d proposals made, %d awaiting their commit (last %d bytes); want %d",
 					seq-seq0, win, last, tc.window)
 			}
-			if big := last >= soloProposal; big != (tc.window == 1) {
-				t.Fatalf("the last proposal has %d bytes: the test's load does not fit soloProposal (%d)", last, soloProposal)
+			if big := last >= cluster.SoloProposal; big != (tc.window == 1) {
+				t.Fatalf("the last proposal has %d bytes: the test's load does not fit cluster.SoloProposal (%d)", last, cluster.SoloProposal)
 			}
 			for i := range tc.first {
 				if r := a.reply(simReplyWait); !r.isInt(1) {

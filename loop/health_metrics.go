@@ -6,9 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	"go.etcd.io/raft/v3"
-	"go.etcd.io/raft/v3/tracker"
-
 	"github.com/tallyd/tallyd/logfile"
 	"github.com/tallyd/tallyd/stats"
 )
@@ -122,7 +119,7 @@ func (s *Server) unready() string {
 	case cl.stopping:
 		return "stopping"
 	case cl.isLeader():
-		voters := cl.members.Conf.GetVoters()
+		voters := cl.m.Members.Voters()
 		up := 0
 		for _, id := range voters {
 			if id == cl.cfg.NodeID || cl.links[id].ready() {
@@ -132,13 +129,13 @@ func (s *Server) unready() string {
 		if up <= len(voters)/2 {
 			return fmt.Sprintf("no quorum: %d of %d voters reachable", up, len(voters))
 		}
-		if !cl.ready {
+		if !cl.serving() {
 			return "leader not ready: applying the entries of earlier terms"
 		}
-	case cl.leader == 0:
+	case cl.m.Leader() == 0:
 		return "no leader"
-	case !cl.links[cl.leader].ready():
-		return "no link to the leader (node " + strconv.FormatUint(cl.leader, 10) + ")"
+	case !cl.links[cl.m.Leader()].ready():
+		return "no link to the leader (node " + strconv.FormatUint(cl.m.Leader(), 10) + ")"
 	}
 	return ""
 }
@@ -150,8 +147,8 @@ func (s *Server) logsSnapshot() []stats.Log {
 	if w := s.persist.w; w != nil {
 		logs = append(logs, logSnapshot("aof", uint64(w.Stats().Size), w.FsyncHist()))
 	}
-	if s.cl != nil && s.cl.st.Log != nil {
-		lg := s.cl.st.Log
+	if s.cl != nil && s.cl.m.St.Log != nil {
+		lg := s.cl.m.St.Log
 		logs = append(logs, logSnapshot("raft", uint64(lg.Stats().LogSize), lg.FsyncHist()))
 	}
 	return logs
@@ -183,34 +180,26 @@ func (s *Server) healthSnapshot(snap *stats.Snapshot) {
 	for l := LevelOne; l <= LevelAll; l++ {
 		snap.Held = append(snap.Held, stats.LevelCount{Level: l.String(), N: held[l]})
 	}
-	st := cl.rn.BasicStatus()
-	r := &stats.Raft{Role: "follower", Term: st.GetTerm(), Commit: st.GetCommit(), Applied: cl.applied,
-		SnapshotIndex: cl.snapIndex, LeaderChanges: s.m.cl.leaderChanges,
+	st := cl.m.Status()
+	r := &stats.Raft{Role: st.Role, Term: st.Term, Commit: st.Commit, Applied: cl.m.Applied(),
+		SnapshotIndex: cl.m.SnapIndex(), LeaderChanges: s.m.cl.leaderChanges,
 		ProposalCommit: s.m.cl.commit.snapshot(commitSeconds)}
-	switch {
-	case st.RaftState == raft.StateLeader:
-		r.Role = "leader"
-		r.InFlight = cl.acks.Window()
-	case st.RaftState == raft.StateCandidate || st.RaftState == raft.StatePreCandidate:
-		r.Role = "candidate"
-	case cl.isLearner(cl.cfg.NodeID):
-		r.Role = "learner"
+	if st.Role == "leader" {
+		r.InFlight = cl.m.Acks.Window()
 	}
-	for id := range cl.members.Addrs {
+	for id := range cl.m.Members.Addrs {
 		if id != cl.cfg.NodeID {
 			r.Peers = append(r.Peers, stats.Peer{ID: id, Match: -1, Up: cl.links[id].ready()})
 		}
 	}
 	sort.Slice(r.Peers, func(i, j int) bool { return r.Peers[i].ID < r.Peers[j].ID })
-	if st.RaftState == raft.StateLeader {
-		cl.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
-			for i := range r.Peers {
-				if r.Peers[i].ID == id {
-					r.Peers[i].Match = int64(pr.Match)
-				}
+	cl.m.Matches(func(id, match uint64) {
+		for i := range r.Peers {
+			if r.Peers[i].ID == id {
+				r.Peers[i].Match = int64(match)
 			}
-		})
-	}
+		}
+	})
 	r.ClusterDown = make([]stats.ReasonCount, numDown)
 	for i := range numDown {
 		r.ClusterDown[i] = stats.ReasonCount{Reason: downNames[i], N: s.m.cl.down[i]}

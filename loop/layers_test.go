@@ -89,6 +89,25 @@ func layerRule(pkg, dep string, std bool) string {
 	return ""
 }
 
+// importRule says which packages pkg may import directly (a rule on the import lines, where
+// layerRule speaks of every dependency); it returns "" when dep is allowed, else the rule it
+// breaks.
+func importRule(pkg, dep string) string {
+	under := func(p, root string) bool { return p == root || strings.HasPrefix(p, root+"/") }
+	switch {
+	case pkg == "github.com/tallyd/tallyd/loop":
+		// The raft member is cluster.Member; the loop is its host and never drives raft
+		// itself (raft, raftpb, tracker are cluster's).
+		if under(dep, "go.etcd.io/raft") {
+			return "loop imports cluster, never go.etcd.io/raft"
+		}
+	}
+	return ""
+}
+
+// importRoots are the packages importRule speaks of.
+var importRoots = []string{"github.com/tallyd/tallyd/loop"}
+
 // goList runs go list with args and returns its output lines.
 func goList(t *testing.T, args ...string) []string {
 	t.Helper()
@@ -123,6 +142,14 @@ func TestLayers(t *testing.T) {
 			}
 			if rule := layerRule(f[0], dep, s); rule != "" {
 				t.Errorf("%s depends on %s: %s", f[0], dep, rule)
+			}
+		}
+	}
+	for _, l := range goList(t, append([]string{"-f", "{{.ImportPath}} {{join .Imports \" \"}}"}, importRoots...)...) {
+		f := strings.Fields(l)
+		for _, dep := range f[1:] {
+			if rule := importRule(f[0], dep); rule != "" {
+				t.Errorf("%s imports %s: %s", f[0], dep, rule)
 			}
 		}
 	}
@@ -181,6 +208,21 @@ func TestLayerRule(t *testing.T) {
 	} {
 		if got := layerRule(c.pkg, c.dep, c.std) == ""; got != c.ok {
 			t.Errorf("layerRule(%s, %s) allowed %v, want %v", c.pkg, c.dep, got, c.ok)
+		}
+	}
+	for _, c := range []struct {
+		pkg, dep string
+		ok       bool
+	}{
+		{"github.com/tallyd/tallyd/loop", "github.com/tallyd/tallyd/cluster", true},
+		{"github.com/tallyd/tallyd/loop", "go.etcd.io/raft/v3", false},
+		{"github.com/tallyd/tallyd/loop", "go.etcd.io/raft/v3/raftpb", false},
+		{"github.com/tallyd/tallyd/loop", "go.etcd.io/raft/v3/tracker", false},
+		{"github.com/tallyd/tallyd/loop", "github.com/tallyd/tallyd/store", true},
+		{"github.com/tallyd/tallyd/cluster", "go.etcd.io/raft/v3", true},
+	} {
+		if got := importRule(c.pkg, c.dep) == ""; got != c.ok {
+			t.Errorf("importRule(%s, %s) allowed %v, want %v", c.pkg, c.dep, got, c.ok)
 		}
 	}
 }

@@ -14,14 +14,14 @@ func TestSimElection(t *testing.T) {
 	c := newSim(t, 3, 1)
 	l := c.elect()
 	for _, id := range c.others() {
-		if got := c.ms[id].s.cl.leader; got != l {
+		if got := c.ms[id].s.cl.m.Leader(); got != l {
 			t.Fatalf("m%d follows %d, the leader is %d", id, got, l)
 		}
 	}
 	// A stable leader stays: a second of heartbeats changes nothing.
-	term := c.ms[l].s.cl.term
+	term := c.ms[l].s.cl.m.Term()
 	c.run(time.Second)
-	if c.leader() != l || c.ms[l].s.cl.term != term {
+	if c.leader() != l || c.ms[l].s.cl.m.Term() != term {
 		t.Fatalf("leadership moved on a healthy cluster: %s", c.raftState(l))
 	}
 	c.noPanics()

@@ -75,7 +75,6 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 	"github.com/rs/zerolog"
-	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
@@ -316,8 +315,8 @@ func (c *sim) settle(m *simMember) {
 	for _, d := range ds {
 		c.dial(m, d)
 	}
-	if cl := m.s.cl; cl != nil && cl.st.Log != nil {
-		cl.st.Log.Step()
+	if cl := m.s.cl; cl != nil && cl.m.St.Log != nil {
+		cl.m.St.Log.Step()
 	}
 	for _, r := range m.loop.take() {
 		at := c.now.Add(c.opt.fsync + m.fsyncMore)
@@ -441,9 +440,9 @@ func (c *sim) boot(m *simMember, first bool, mods ...simMod) error {
 		err = errors.New("openCluster panicked: " + m.panicked)
 	}
 	if err != nil {
-		if s.cl != nil && s.cl.st.Log != nil {
-			s.cl.st.Log.Unstepped()
-			s.cl.st.Log.Close()
+		if s.cl != nil && s.cl.m.St.Log != nil {
+			s.cl.m.St.Log.Unstepped()
+			s.cl.m.St.Log.Close()
 		}
 		m.bootErr = err
 		c.tracef(false, "m%d start failed: %v", m.id, err)
@@ -505,9 +504,9 @@ func (c *sim) crash(m *simMember) {
 	}
 	m.conns = nil
 	m.loop.take()
-	if cl := m.s.cl; cl != nil && cl.st.Log != nil {
-		cl.st.Log.Unstepped()
-		cl.st.Log.Close()
+	if cl := m.s.cl; cl != nil && cl.m.St.Log != nil {
+		cl.m.St.Log.Unstepped()
+		cl.m.St.Log.Close()
 	}
 }
 
@@ -523,8 +522,8 @@ func (c *sim) stop(m *simMember, err error) {
 	m.inc++
 	m.conns = nil
 	m.loop.take()
-	if cl := m.s.cl; cl != nil && cl.st.Log != nil {
-		cl.st.Log.Unstepped()
+	if cl := m.s.cl; cl != nil && cl.m.St.Log != nil {
+		cl.m.St.Log.Unstepped()
 		m.s.closeCluster()
 	}
 }
@@ -581,7 +580,7 @@ func (c *sim) leader() uint64 {
 		if m == nil || !m.up || m.s.cl == nil || !m.s.cl.serving() {
 			continue
 		}
-		if t := m.s.cl.term; best == 0 || t > term {
+		if t := m.s.cl.m.Term(); best == 0 || t > term {
 			best, term = m.id, t
 		}
 	}
@@ -597,9 +596,9 @@ func (c *sim) elect() uint64 {
 		if l == 0 {
 			return false
 		}
-		commit := c.ms[l].s.cl.commit
+		commit := c.ms[l].s.cl.m.Commit()
 		for _, m := range c.ms {
-			if m != nil && m.up && (m.s.cl.leader != l || m.s.cl.applied < commit) {
+			if m != nil && m.up && (m.s.cl.m.Leader() != l || m.s.cl.m.Applied() < commit) {
 				return false
 			}
 		}
@@ -630,7 +629,7 @@ func (c *sim) transfer(id uint64) {
 	c.tracef(false, "leadership transfer m%d -> m%d", l, id)
 	m := c.ms[l]
 	c.runOn(m, func() {
-		m.s.cl.rn.TransferLeader(id)
+		m.s.cl.m.TransferLeader(id)
 		m.s.flush()
 	})
 	if !c.runUntil(func() bool { return c.leader() == id }, 5*time.Second) {
@@ -1443,10 +1442,8 @@ func (c *sim) raftState(id uint64) string {
 	if !m.up {
 		return fmt.Sprintf("m%d down", id)
 	}
-	st := m.s.cl.rn.BasicStatus()
-	role := map[raft.StateType]string{raft.StateFollower: "follower", raft.StateCandidate: "candidate",
-		raft.StateLeader: "leader", raft.StatePreCandidate: "precandidate"}[st.RaftState]
-	return fmt.Sprintf("m%d %s term=%d lead=%d commit=%d applied=%d", id, role, st.GetTerm(), st.Lead, st.GetCommit(), m.s.cl.applied)
+	st := m.s.cl.m.Status()
+	return fmt.Sprintf("m%d %s term=%d lead=%d commit=%d applied=%d", id, st.Role, st.Term, st.Lead, st.Commit, m.s.cl.m.Applied())
 }
 
 // logged says whether member id's log said something containing substr.

@@ -7,6 +7,7 @@ import (
 	"net"
 	"slices"
 
+	"github.com/tallyd/tallyd/cluster"
 	"github.com/tallyd/tallyd/lockwire"
 	"github.com/tallyd/tallyd/proto/acl"
 	"github.com/tallyd/tallyd/proto/rediscmd"
@@ -65,8 +66,8 @@ type slockConn struct {
 	fwdWait     bool   // a follower's: a WAIT is among the commands forwarded (it may wait for long)
 
 	// WAIT (wait.go).
-	wr   writeMark // its last write, on a leader
-	repl replWait  // a WAIT that blocks it
+	wr   cluster.WriteMark // its last write, on a leader (WAIT, wait.go)
+	repl replWait          // a WAIT that blocks it
 }
 
 // level is the connection's consistency level.

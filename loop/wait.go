@@ -3,9 +3,6 @@ package loop
 import (
 	"math"
 
-	"go.etcd.io/raft/v3"
-	"go.etcd.io/raft/v3/tracker"
-
 	"github.com/tallyd/tallyd/proto/rediscmd"
 	"github.com/tallyd/tallyd/proto/resp"
 )
@@ -19,13 +16,6 @@ import (
 // the connection (never the loop) waits, its later commands behind it, until raft's progress
 // reaches numreplicas (checked as the leader learns its followers' progress) or timeout ms
 // pass (checked at each tick; 0 waits for ever), and then answers the count.
-
-// writeMark is the raft proposal that carries a connection's last change (on a leader).
-type writeMark struct {
-	term uint64 // the term this node led when the change was made; 0: no change
-	seq  uint64 // the proposal, numbered as clusterState.acks.Seq, that carries it
-	idx  uint64 // that proposal's raft index, once known
-}
 
 // replWait is a WAIT that blocks its connection.
 type replWait struct {
@@ -78,55 +68,13 @@ func (s *Server) noteWrite(cs *conn) {
 	if !cl.serving() || !s.st.locks.Journaled() {
 		return
 	}
-	cs.slock.wr = writeMark{term: cl.term, seq: cl.acks.Seq + 1}
-}
-
-// writeIndex returns the raft index of the entry that holds sc's last write (0 for none);
-// false while that entry is not in this leader's log yet.
-func (s *Server) writeIndex(sc *slockConn) (uint64, bool) {
-	cl := s.cl
-	m := &sc.wr
-	switch {
-	case m.seq == 0:
-		return 0, true
-	case m.term != cl.term:
-		// Made while this node led before: if it was committed, this term's first entry
-		// follows it; if not, it was answered -CLUSTERDOWN and may be lost.
-		return cl.readyIdx, true
-	case m.idx != 0:
-		return m.idx, true
-	case m.seq > cl.acks.Seq:
-		if s.st.locks.Journaled() {
-			return 0, false // not proposed yet
-		}
-		m.seq = cl.acks.Seq // its change left nothing to log: what came before it is what it waits for
-	}
-	if i, ok := cl.acks.Index(m.seq); ok {
-		m.idx = i
-		return m.idx, true
-	}
-	if m.seq <= cl.acks.Acked[LevelAll] {
-		m.idx = cl.all // every voter had it when it was forgotten: every voter's log reaches cl.all
-		return m.idx, true
-	}
-	return 0, false
+	cs.slock.wr = cl.m.NoteWrite()
 }
 
 // replicasHolding is how many voters other than this leader have sc's last write in their
-// raft log (every other voter when sc wrote nothing).
+// raft log (every other voter when sc wrote nothing; cluster.Member.ReplicasHolding).
 func (s *Server) replicasHolding(sc *slockConn) int64 {
-	idx, ok := s.writeIndex(sc)
-	if !ok {
-		return 0
-	}
-	cl := s.cl
-	var n int64
-	cl.rn.WithProgress(func(id uint64, typ raft.ProgressType, pr tracker.Progress) { // does not escape: no allocation
-		if typ == raft.ProgressTypePeer && id != cl.cfg.NodeID && pr.Match >= idx && cl.isVoter(id) {
-			n++
-		}
-	})
-	return n
+	return s.cl.m.ReplicasHolding(&sc.wr, s.st.locks.Journaled())
 }
 
 // checkWaits answers the blocked WAITs whose count is reached, and, when now is not 0,

@@ -179,7 +179,7 @@ func TestWaitAllocs(t *testing.T) {
 	s := c.ms[l].s
 	var cs *conn
 	for _, x := range s.ct.conns {
-		if x.slock != nil && x.slock.wr.term != 0 {
+		if x.slock != nil && x.slock.wr.Term != 0 {
 			cs = x
 		}
 	}

@@ -1,0 +1,336 @@
+package cluster
+
+import (
+	"bytes"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tallyd/tallyd/raftlog"
+)
+
+// Members without the loop: each Member has a fake host that records what it is handed,
+// and the links are a queue of encoded messages, stepped as a peer link's frames are
+// (Member.Step). The raft logs are real and stepped (raftlog.StepRaftLogs), so a run is the
+// same every time.
+
+// fakeHost is a Member's host: it keeps what it is handed.
+type fakeHost struct {
+	id      uint64
+	net     *memberNet
+	records [][]byte // the records of the entries applied, in order
+	secret  [32]byte
+	secrets int
+	ready   int // LeaderReady calls
+	abdic   int // Abdicate calls
+	acked   int // Acked calls
+	fatal   error
+}
+
+func (h *fakeHost) ApplyRecords(recs []byte, now int64) {
+	h.records = append(h.records, append([]byte(nil), recs...))
+}
+func (h *fakeHost) AppliedBatch()                      {}
+func (h *fakeHost) SetSecret(k [32]byte)               { h.secret, h.secrets = k, h.secrets+1 }
+func (h *fakeHost) RestoreSnapshot(data []byte)        {}
+func (h *fakeHost) MemberAdded(id uint64, addr string) {}
+func (h *fakeHost) MemberRemoved(id uint64)            {}
+func (h *fakeHost) Abdicate(why string)                { h.abdic++ }
+func (h *fakeHost) RoleChanged(oldLeader uint64)       {}
+func (h *fakeHost) LeaderReady()                       { h.ready++ }
+func (h *fakeHost) Acked()                             { h.acked++ }
+func (h *fakeHost) Fatal(err error)                    { h.fatal = err }
+
+func (h *fakeHost) Send(to uint64, m Message) error {
+	if h.net.cut[to] || h.net.cut[h.id] {
+		return ErrUnreachable
+	}
+	b, err := m.AppendTo(make([]byte, 0, m.Size()))
+	if err != nil {
+		return err
+	}
+	h.net.queue = append(h.net.queue, frame{from: h.id, to: to, b: b})
+	return nil
+}
+
+// frame is a message on a fake link, encoded as a peer link carries it.
+type frame struct {
+	from, to uint64
+	b        []byte
+}
+
+// memberNet is N Members, their hosts and the links between them.
+type memberNet struct {
+	t      *testing.T
+	ms     []*Member
+	hosts  []*fakeHost
+	synced []*atomic.Uint64
+	queue  []frame
+	cut    map[uint64]bool
+}
+
+func newMemberNet(t *testing.T, n int) *memberNet {
+	t.Helper()
+	raftlog.StepRaftLogs(true)
+	t.Cleanup(func() { raftlog.StepRaftLogs(false) })
+	net := &memberNet{t: t, cut: map[uint64]bool{}}
+	peers := map[uint64]string{}
+	for id := uint64(1); id <= uint64(n); id++ {
+		peers[id] = fmt.Sprintf("m%d", id)
+	}
+	clock := func() time.Time { return time.Unix(1700000000, 0) }
+	for id := uint64(1); id <= uint64(n); id++ {
+		synced := &atomic.Uint64{}
+		lg, rs, err := raftlog.OpenRaft(t.TempDir(), func(pr raftlog.RaftProgress) { synced.Store(pr.Synced) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { lg.Unstepped(); lg.Close() })
+		m := NewMember(id, &nopLog, clock)
+		m.St.Log = lg
+		joining, err := m.Open(rs, Boot{Peers: peers, New: true}, func([]byte) { t.Fatal("a new member restores no snapshot") })
+		if err != nil || joining {
+			t.Fatalf("member %d: open: joining %v, %v", id, joining, err)
+		}
+		net.ms = append(net.ms, m)
+		net.hosts = append(net.hosts, &fakeHost{id: id, net: net})
+		net.synced = append(net.synced, synced)
+	}
+	return net
+}
+
+// round turns every member (its log writes what it was handed), then delivers the frames.
+func (net *memberNet) round() {
+	for i, m := range net.ms {
+		m.Turn(net.hosts[i])
+		m.St.Log.Step()
+		m.Synced(net.synced[i].Load(), net.hosts[i])
+	}
+	q := net.queue
+	net.queue = nil
+	for _, f := range q {
+		if net.cut[f.from] || net.cut[f.to] {
+			continue
+		}
+		if net.ms[f.to-1].Step(f.b, f.from, true, net.hosts[f.to-1]) {
+			net.t.Fatalf("member %d dropped the link from %d", f.to, f.from)
+		}
+	}
+}
+
+// until ticks and runs rounds until ok holds; it fails the test after limit ticks.
+func (net *memberNet) until(what string, limit int, ok func() bool) {
+	net.t.Helper()
+	for range limit {
+		if ok() {
+			return
+		}
+		for _, m := range net.ms {
+			m.Tick()
+		}
+		net.round()
+	}
+	if !ok() {
+		net.t.Fatalf("%s: not after %d ticks", what, limit)
+	}
+}
+
+// leader returns the serving leader's index, -1 if none.
+func (net *memberNet) leader() int {
+	for i, m := range net.ms {
+		if m.Serving() && !net.cut[m.ID] {
+			return i
+		}
+	}
+	return -1
+}
+
+// TestMemberReplicates: three Members elect a leader that becomes ready and chooses the
+// key-name secret every member adopts; the records it proposes reach the other members'
+// hosts, in order, and not its own (its store has them); its proposals are acknowledged at
+// QUORUM and ALL; a member cut off catches up once the cut heals, and WAIT's count of the
+// replicas holding a write follows.
+func TestMemberReplicates(t *testing.T) {
+	net := newMemberNet(t, 3)
+	net.until("a ready leader", 200, func() bool { return net.leader() >= 0 })
+	l := net.leader()
+	lm, lh := net.ms[l], net.hosts[l]
+	if lh.ready != 1 || lh.secrets != 1 {
+		t.Fatalf("leader: %d LeaderReady, %d secrets", lh.ready, lh.secrets)
+	}
+	net.until("the secret everywhere", 50, func() bool {
+		for _, h := range net.hosts {
+			if h.secrets == 0 || h.secret != lh.secret {
+				return false
+			}
+		}
+		return true
+	})
+
+	propose := func(rec string) uint64 {
+		t.Helper()
+		if !lm.WindowOpen() {
+			t.Fatalf("window closed before %q", rec)
+		}
+		seq, err := lm.Propose(append(ProposalBuf(nil), rec...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return seq
+	}
+	applied := func(except int, want ...string) func() bool {
+		return func() bool {
+			for i, h := range net.hosts {
+				if i == except || net.cut[uint64(i+1)] {
+					continue
+				}
+				if len(h.records) != len(want) {
+					return false
+				}
+				for j, r := range want {
+					if !bytes.Equal(h.records[j], []byte(r)) {
+						return false
+					}
+				}
+			}
+			return true
+		}
+	}
+	s1 := propose("rec-a")
+	s2 := propose("rec-b")
+	if s2 != s1+1 {
+		t.Fatalf("proposals numbered %d then %d", s1, s2)
+	}
+	net.until("a and b on the followers", 50, applied(l, "rec-a", "rec-b"))
+	net.until("b acknowledged at ALL", 50, func() bool { return lm.Acks.Acked[LevelAll] >= s2 })
+	if lm.Acks.Acked[LevelQuorum] < s2 || lm.Acks.Acked[LevelOne] < s2 || lm.Acks.Window() != 0 || lh.acked == 0 {
+		t.Fatalf("acks %v, window %d, Acked calls %d", lm.Acks.Acked, lm.Acks.Window(), lh.acked)
+	}
+	if len(lh.records) != 0 {
+		t.Fatalf("the leader's host was handed its own records: %q", lh.records)
+	}
+
+	f := (l + 1) % 3
+	net.cut[uint64(f+1)] = true
+	w := lm.NoteWrite() // a change made before the proposal that carries it (WAIT's mark)
+	if n := lm.ReplicasHolding(&w, true); n != 0 {
+		t.Fatalf("a change not proposed yet held by %d replicas", n)
+	}
+	s3 := propose("rec-c")
+	net.until("c on the connected follower", 50, applied(l, "rec-a", "rec-b", "rec-c"))
+	net.until("c held by one replica", 50, func() bool { return lm.ReplicasHolding(&w, false) == 1 })
+	if lm.Acks.Acked[LevelQuorum] < s3 {
+		t.Fatalf("c not acknowledged at QUORUM with one follower cut off: %v", lm.Acks.Acked)
+	}
+	if lm.Acks.Acked[LevelAll] >= s3 {
+		t.Fatalf("c acknowledged at ALL with a follower cut off: %v", lm.Acks.Acked)
+	}
+	delete(net.cut, uint64(f+1))
+	net.until("c on the member cut off", 100, applied(l, "rec-a", "rec-b", "rec-c"))
+	net.until("c acknowledged at ALL", 50, func() bool { return lm.Acks.Acked[LevelAll] >= s3 })
+	if n := lm.ReplicasHolding(&w, false); n != 2 {
+		t.Fatalf("c held by %d replicas once every member has it", n)
+	}
+	for i, h := range net.hosts {
+		if h.fatal != nil || i != l && h.abdic != 0 {
+			t.Fatalf("member %d: fatal %v, %d abdications", i+1, h.fatal, h.abdic)
+		}
+	}
+}
+
+// TestMemberStepRejects: what a link carries that is not a raft message for this member
+// from another member drops the link, and raft never sees it.
+func TestMemberStepRejects(t *testing.T) {
+	net := newMemberNet(t, 3)
+	m, h := net.ms[0], net.hosts[0]
+	enc := func(msg *raftpb.Message) []byte {
+		b, err := proto.Marshal(msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	hb := func(from, to uint64) *raftpb.Message {
+		return &raftpb.Message{Type: raftpb.MessageType_MsgHeartbeat.Enum(), From: new(from), To: new(to), Term: new(uint64(1))}
+	}
+	for _, c := range []struct {
+		what string
+		b    []byte
+	}{
+		{"garbage", []byte{0xff, 0xff, 0xff}},
+		{"from a node that is not a member", enc(hb(9, 1))},
+		{"to another member", enc(hb(2, 3))},
+		{"from itself", enc(hb(1, 1))},
+		{"a local message", enc(&raftpb.Message{Type: raftpb.MessageType_MsgHup.Enum(), From: new(uint64(2)), To: new(uint64(1))})},
+	} {
+		if !m.Step(c.b, 2, true, h) {
+			t.Errorf("%s: stepped, the link kept", c.what)
+		}
+	}
+	if st := m.Status(); st.Lead != 0 || h.fatal != nil {
+		t.Fatalf("raft saw a rejected message: leader %d, fatal %v", st.Lead, h.fatal)
+	}
+	// A heartbeat whose commit is past this member's log: it lost its data. On a link that
+	// proved nothing the link is dropped; on a proved one the member stops.
+	lost := hb(2, 1)
+	lost.Commit = new(uint64(100))
+	if !m.Step(enc(lost), 2, false, h) || h.fatal != nil {
+		t.Fatalf("unproved link: fatal %v", h.fatal)
+	}
+	if m.Step(enc(lost), 2, true, h) || h.fatal == nil {
+		t.Fatal("a proved heartbeat past the log did not stop the member")
+	}
+}
+
+// TestMemberLeaderChange: a leader cut off abdicates (check-quorum) and what it proposed
+// meanwhile is never applied anywhere; the new leader's records reach every member, the old
+// leader included, once the cut heals; the new leader numbers its proposals on its own.
+func TestMemberLeaderChange(t *testing.T) {
+	net := newMemberNet(t, 3)
+	net.until("a ready leader", 200, func() bool { return net.leader() >= 0 })
+	old := net.leader()
+	om, oh := net.ms[old], net.hosts[old]
+	if _, err := om.Propose(append(ProposalBuf(nil), "rec-a"...)); err != nil {
+		t.Fatal(err)
+	}
+	net.until("a acknowledged at ALL", 50, func() bool { return om.Acks.Acked[LevelAll] >= om.Acks.Seq })
+
+	net.cut[om.ID] = true
+	if _, err := om.Propose(append(ProposalBuf(nil), "rec-lost"...)); err != nil {
+		t.Fatal(err)
+	}
+	net.until("a new leader", 200, func() bool { return net.leader() >= 0 && net.leader() != old })
+	net.until("the old leader abdicates", 100, func() bool { return oh.abdic > 0 && !om.IsLeader() })
+	nl := net.leader()
+	nm := net.ms[nl]
+	seq, err := nm.Propose(append(ProposalBuf(nil), "rec-b"...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seq != 1 {
+		t.Fatalf("the new leader's first proposal is numbered %d", seq)
+	}
+	delete(net.cut, om.ID)
+	net.until("b everywhere but on its leader", 100, func() bool {
+		for i, h := range net.hosts {
+			if i != nl && (len(h.records) == 0 || string(h.records[len(h.records)-1]) != "rec-b") {
+				return false
+			}
+		}
+		return true
+	})
+	for i, h := range net.hosts {
+		for _, r := range h.records {
+			if string(r) == "rec-lost" {
+				t.Fatalf("member %d applied what a cut-off leader proposed", i+1)
+			}
+		}
+	}
+	if om.Leader() != nm.ID || om.Applied() != nm.Applied() {
+		t.Fatalf("old leader: leader %d applied %d; new leader %d applied %d", om.Leader(), om.Applied(), nm.ID, nm.Applied())
+	}
+}
