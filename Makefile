@@ -34,7 +34,7 @@ SYSCONFDIR ?= /etc
 # Where `make build` puts the binaries and `make man` the pages.
 BIN        ?= bin
 
-.PHONY: all build man install uninstall run test vet deps unit plain e2e race race-pkgs race-loop-1 race-loop-2 fuzz print-heavy slowest clean image
+.PHONY: all build man install uninstall run test vet deps unit plain e2e e2e-cluster e2e-rest race race-pkgs race-loop-1 race-loop-2 fuzz print-heavy slowest clean image
 
 all: build
 
@@ -86,11 +86,13 @@ run: build
 	./bin/tallyd
 
 # Every package's tests once (RACE_PKGS with the race detector, the others without), then
-# the fuzz pass, then the slowest packages and tests, also when something failed. plain and
-# race run side by side: the e2e tests mostly wait on their tallyd processes.
+# the fuzz pass, then the slowest packages and tests, also when something failed. plain, the
+# two halves of e2e and race's three processes run three at a time: the e2e tests mostly wait
+# on their tallyd processes, and most of them run one at a time (namespaces, memory and
+# latency measurements), so one e2e process was the longest path (487 s of 15:53).
 test: vet deps
 	rm -rf $(TESTLOG)
-	{ $(MAKE) --no-print-directory -j2 plain race && $(MAKE) --no-print-directory fuzz; } || \
+	{ $(MAKE) --no-print-directory -j3 plain e2e-cluster e2e-rest race && $(MAKE) --no-print-directory fuzz; } || \
 		{ $(MAKE) --no-print-directory slowest; exit 1; }
 	$(MAKE) --no-print-directory slowest
 
@@ -113,16 +115,24 @@ vet:
 unit:
 	GO="$(GO)" TESTLOG="$(TESTLOG)" ./scripts/gotest.sh unit -count=1 -timeout 45m -parallel $(PARALLEL) ./...
 
-# The packages that `race` does not run.
+# The packages that `race` does not run, but e2e (e2e-cluster and e2e-rest).
 plain:
 	GO="$(GO)" TESTLOG="$(TESTLOG)" ./scripts/gotest.sh plain -count=1 -timeout 45m -parallel $(PARALLEL) \
-		$$($(GO) list ./... | grep -v -x -F "$$($(GO) list $(RACE_PKGS))")
+		$$($(GO) list ./... | grep -v -x -F "$$($(GO) list $(RACE_PKGS) ./e2e/)")
 	GO="$(GO)" TESTLOG="$(TESTLOG)" ./scripts/gotest.sh heavy -count=1 -timeout 45m -run '$(HEAVY_TESTS)' $(HEAVY_PKGS)
 
 # Only the end-to-end tests (e2e/): they build tallyd, run it as a process and talk to it
 # over TCP. `unit` runs them too.
 e2e:
 	GO="$(GO)" TESTLOG="$(TESTLOG)" ./scripts/gotest.sh e2e -count=1 -timeout 45m -parallel $(PARALLEL) ./e2e/
+
+# make test runs e2e in two processes side by side: the cluster tests (E2E_CLUSTER: their
+# own network namespaces or proxies, one cluster at a time) and the rest.
+E2E_CLUSTER ?= ^Test(Cluster|Fencing|Deploy|Rolling|TallyctlSecured|BackupRestore|LockModel|CounterModel|FaultLink|LockSurvives)
+e2e-cluster:
+	GO="$(GO)" TESTLOG="$(TESTLOG)" ./scripts/gotest.sh e2e-cluster -count=1 -timeout 45m -parallel $(PARALLEL) -run '$(E2E_CLUSTER)' ./e2e/
+e2e-rest:
+	GO="$(GO)" TESTLOG="$(TESTLOG)" ./scripts/gotest.sh e2e-rest -count=1 -timeout 45m -parallel $(PARALLEL) -skip '$(E2E_CLUSTER)' ./e2e/
 
 # loop's tests run in two processes (by name), each beside the others under make -j: one
 # process under the detector grew past 2 GiB (its shadow memory follows every heap page the
