@@ -342,3 +342,46 @@ func TestEvalSHANativeAllocations(t *testing.T) {
 		t.Fatalf("%d native runs", n)
 	}
 }
+
+// Past --max-memory, a lock script's write is refused inside it as on Lua: node-redlock's
+// lock and extend and redsync's touch with SET NX raise the SET's -OOM with the script's
+// line, while redis-py's release still deletes (DEL frees memory); the same replies
+// natively and on Lua.
+func TestScriptNativeOOM(t *testing.T) {
+	scripts := lockLibScripts(t)
+	var got [2][]string
+	for i, native := range []bool{true, false} {
+		ts := startSlock(t, func(c *Config) { c.LuaOnly = !native })
+		rc := dialResp(t, ts.slockAddr)
+		val := strings.Repeat("v", 256<<10)
+		for k := range 8 {
+			rc.cmd("SET", "fill"+strconv.Itoa(k), val)
+		}
+		ts.onLoop(t, func() { ts.cfg.MaxMemory = ts.memUsed() / 2 }) // 2 MB of values over it
+		if r := showResp(rc.cmd("SET", "x", "y")); !strings.HasPrefix(r, "-OOM") {
+			t.Fatalf("SET over the budget: %s", r)
+		}
+		for _, line := range [][]string{
+			{"EVAL", scripts["rl-lock"].Body, "1", "new", "tok", "5000"},
+			{"EVAL", scripts["rs-touch-nx"].Body, "1", "new", "tok", "5000"},
+			{"EVAL", scripts["rl-extend"].Body, "1", "fill0", val, "5000"},
+			{"EVAL", scripts["py-release"].Body, "1", "fill1", val},
+			{"GET", "new"}, {"EXISTS", "fill1"},
+		} {
+			got[i] = append(got[i], showResp(rc.cmd(line...)))
+		}
+		var runs uint64
+		ts.onLoop(t, func() { runs = ts.scr.eng.NativeRuns() })
+		if native != (runs == 4) {
+			t.Fatalf("native %v: %d native runs", native, runs)
+		}
+	}
+	if a, b := strings.Join(got[0], "\n"), strings.Join(got[1], "\n"); a != b {
+		t.Fatalf("native:\n%s\nLua:\n%s", a, b)
+	}
+	if !strings.HasPrefix(got[0][0], "-OOM command not allowed when used memory > 'maxmemory'. script: ") ||
+		!strings.HasSuffix(got[0][2], "on @user_script:11.") || got[0][3] != ":1" {
+		t.Fatalf("replies: %q", got[0])
+	}
+	t.Logf("%q", got[0])
+}
