@@ -369,8 +369,10 @@ func (e *Engine) Eval(dst []byte, r *Run) []byte {
 		}
 	} else {
 		if len(r.SHA) == 40 {
-			lowerSHA(&name, r.SHA)
-			en = e.scripts[string(name[:])]
+			if en = e.scripts[string(r.SHA)]; en == nil { // as clients send it: lower case
+				lowerSHA(&name, r.SHA)
+				en = e.scripts[string(name[:])]
+			}
 		}
 		if en == nil {
 			return appendErr(dst, ErrNoScript.Error())
