@@ -230,6 +230,12 @@ func TestScriptNativeSameAsLua(t *testing.T) {
 		do(admin, "EVALSHA", s.SHA1, "1", "k", "tok", "5000", "0", "extra")
 		do(admin, "EVALSHA", s.SHA1, "0", "tok", "5000")
 	}
+	// Inside MULTI/EXEC, and pipelined.
+	batch(admin, []string{"SET", "k", "tok"}, []string{"SET", "k2", "tok", "PX", "9000"}, []string{"MULTI"},
+		[]string{"EVALSHA", scripts["rs-touch"].SHA1, "1", "k", "tok", "60000"},
+		[]string{"EVALSHA", scripts["py-release"].SHA1, "1", "k2", "tok"},
+		[]string{"EVALSHA", scripts["rs-delete"].SHA1, "1", "k", "tok"}, []string{"EXEC"},
+		[]string{"EXISTS", "k", "k2"})
 	do(admin, "SCRIPT", "EXISTS", scripts["py-release"].SHA1, scripts["rl-lock"].SHA1)
 	do(admin, "SCRIPT", "FLUSH")
 	do(admin, "EVALSHA", scripts["py-release"].SHA1, "1", "k", "tok")
