@@ -91,6 +91,7 @@ var confKeys = []confKey{
 	{key: "lua.max_memory", flag: "lua-max-memory"},
 	{key: "lua.scripts_max", flag: "lua-scripts-max"},
 	{key: "lua.scripts_max_bytes", flag: "lua-scripts-max-bytes"},
+	{key: "lua.native_locks", flag: "lua-native-locks"},
 	{key: "pubsub.notify_keyspace_events", flag: "notify-keyspace-events"},
 	{key: "pubsub.client_output_buffer_limit", flag: "client-output-buffer-limit"},
 	{key: "pubsub.max_subscriptions", flag: "max-subscriptions"},

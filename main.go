@@ -88,6 +88,7 @@ type options struct {
 	luaMaxMemory         int64
 	luaScriptsMax        int
 	luaScriptsMaxBytes   int64
+	luaNativeLocks       bool
 	notifyEvents         string
 	pubsubLimit          string
 	maxSubscriptions     int
@@ -133,6 +134,7 @@ func newFlags(o *options, d loop.Config) *pflag.FlagSet {
 	fs.Int64Var(&o.luaMaxMemory, "lua-max-memory", script.DefaultLimits.MaxMemory, "bytes one script may allocate before it is stopped")
 	fs.IntVar(&o.luaScriptsMax, "lua-scripts-max", script.DefaultLimits.MaxScripts, "scripts sent only by EVAL kept by SHA1 for EVALSHA (the least recently used beyond are forgotten)")
 	fs.Int64Var(&o.luaScriptsMaxBytes, "lua-scripts-max-bytes", script.DefaultLimits.MaxBytes, "bytes of script bodies kept in all; SCRIPT LOAD beyond answers an error (compiled, the scripts also count in --max-memory)")
+	fs.BoolVar(&o.luaNativeLocks, "lua-native-locks", true, "run the lock libraries' scripts (redis-py, redsync, node-redlock; recognised by their SHA1) as native compare-and-act operations, with the replies and effects their Lua gives; false: on Lua like any other")
 	fs.StringVar(&o.notifyEvents, "notify-keyspace-events", "", "keyspace notifications to publish, as Redis's notify-keyspace-events (K, E, g, $, h, x, A, ...; L: tallyd's lock events); CONFIG SET changes it")
 	fs.StringVar(&o.pubsubLimit, "client-output-buffer-limit", "32mb 8mb 60", "a subscriber's unsent messages: hard limit, soft limit and soft seconds, as Redis's client-output-buffer-limit pubsub class; CONFIG SET changes it")
 	fs.IntVar(&o.maxSubscriptions, "max-subscriptions", loop.DefaultMaxSubscriptions, "channels and patterns one connection may subscribe to, together")
@@ -452,6 +454,7 @@ func (o *options) loopConfig(fs *pflag.FlagSet, d loop.Config) (loop.Config, err
 	cfg.MultiMaxCommands, cfg.MultiMaxWork = o.multiMaxCommands, o.multiMaxWork
 	cfg.LuaTimeLimit, cfg.LuaMaxMemory = time.Duration(o.luaTimeLimit)*time.Millisecond, o.luaMaxMemory
 	cfg.LuaScriptsMax, cfg.LuaScriptsMaxBytes = o.luaScriptsMax, o.luaScriptsMaxBytes
+	cfg.LuaOnly = !o.luaNativeLocks
 	cfg.NotifyKeyspaceEvents, cfg.MaxSubscriptions = o.notifyEvents, o.maxSubscriptions
 	cfg.MaxPatterns, cfg.MaxClientPatterns = o.maxPatterns, o.maxClientPatterns
 	cfg.MaxPatternLen, cfg.MaxChannelLen = o.maxPatternLen, o.maxChannelLen

@@ -31,7 +31,8 @@ var liveFlags = map[string]bool{
 	"max-input": true, "max-output": true, "idle-timeout": true, "max-memory": true,
 	"slock-max-wills": true, "slock-max-will-bytes": true,
 	"lua-time-limit": true, "lua-max-memory": true, "lua-scripts-max": true, "lua-scripts-max-bytes": true,
-	"requirepass": true, "aclfile": true, "protected-mode": true, "allow": true, "counter-allow": true,
+	"lua-native-locks": true,
+	"requirepass":      true, "aclfile": true, "protected-mode": true, "allow": true, "counter-allow": true,
 	"semaphore-allow": true, "pool-allow": true, "slock-allow": true, "peer-allow": true,
 }
 

@@ -70,13 +70,14 @@ func (s *Server) scriptRoom(need int64) bool {
 // scriptLimits are the limits the configuration gives the scripts.
 func (s *Server) scriptLimits() script.Limits {
 	return script.Limits{Time: s.cfg.LuaTimeLimit, MaxMemory: s.cfg.LuaMaxMemory, MaxScripts: s.cfg.LuaScriptsMax,
-		MaxBytes: s.cfg.LuaScriptsMaxBytes}
+		MaxBytes: s.cfg.LuaScriptsMaxBytes, LuaOnly: s.cfg.LuaOnly}
 }
 
 // reloadScripts takes the script limits of a reload (the cache shrinks at the next EVAL).
 func (s *Server) reloadScripts(c *Config) {
 	s.cfg.LuaTimeLimit, s.cfg.LuaMaxMemory = c.LuaTimeLimit, c.LuaMaxMemory
 	s.cfg.LuaScriptsMax, s.cfg.LuaScriptsMaxBytes = c.LuaScriptsMax, c.LuaScriptsMaxBytes
+	s.cfg.LuaOnly = c.LuaOnly
 	if s.scr.eng != nil {
 		s.scr.eng.SetLimits(s.scriptLimits())
 	}

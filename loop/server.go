@@ -143,6 +143,7 @@ type Config struct {
 	LuaMaxMemory       int64
 	LuaScriptsMax      int
 	LuaScriptsMaxBytes int64
+	LuaOnly            bool // the lock libraries' scripts run on Lua too (--lua-native-locks=false)
 
 	Tick time.Duration // how often timed work runs on the loop
 	// MetricsEvery is how often the loop publishes a metrics snapshot unasked (0: DefaultPublishEvery).

@@ -18,8 +18,18 @@ const maxDepth = 200
 func (e *Engine) run(dst []byte, en *entry, keys, args [][]byte, r *Run) []byte {
 	L := e.L
 	e.call, e.log, e.readOnly, e.sha, e.running = r.Call, r.Log, r.ReadOnly, en.sha, true
-	e.globals.RawSetString("KEYS", e.array(keys))
-	e.globals.RawSetString("ARGV", e.array(args))
+	if t, n := e.fill(e.keys, e.nk, keys); t != e.keys {
+		e.keys, e.nk = t, n
+		e.globals.RawSetString("KEYS", t) // a script cannot change a global: set once a table
+	} else {
+		e.nk = n
+	}
+	if t, n := e.fill(e.argv, e.na, args); t != e.argv {
+		e.argv, e.na = t, n
+		e.globals.RawSetString("ARGV", t)
+	} else {
+		e.na = n
+	}
 	e.budget.start(e)
 	L.Push(en.fn)
 	err := L.PCall(0, 1, e.handler)
@@ -43,13 +53,56 @@ func (e *Engine) run(dst []byte, en *entry, keys, args [][]byte, r *Run) []byte 
 	return appendValue(dst, ret, 0)
 }
 
-// array returns a new Lua array of the strings of list (KEYS, ARGV).
-func (e *Engine) array(list [][]byte) *lua.LTable {
-	t := e.L.CreateTable(len(list), 0)
-	for i, b := range list {
-		t.RawSetInt(i+1, lua.LString(b))
+// fill returns t, which held n strings, holding the strings of list (KEYS, ARGV) as a new
+// table would: only them, at 1 to len(list), and no metatable. A table the last run left
+// with anything past n (a script may add to KEYS and ARGV) is not used again: fill makes a
+// new one. A string already in place is kept (a key sent again allocates nothing).
+func (e *Engine) fill(t *lua.LTable, n int, list [][]byte) (*lua.LTable, int) {
+	if t == nil || !onlyArray(t, n) {
+		t, n = e.L.CreateTable(len(list), 0), 0
 	}
-	return t
+	t.Metatable = lua.LNil
+	for i, b := range list {
+		if s, ok := t.RawGetInt(i + 1).(lua.LString); !ok || string(s) != string(b) {
+			t.RawSetInt(i+1, lua.LString(b))
+		}
+	}
+	for i := len(list) + 1; i <= n; i++ {
+		t.RawSetInt(i, lua.LNil)
+	}
+	return t, len(list)
+}
+
+// onlyArray reports whether t holds nothing past index n: its array part no value past n,
+// its hash part nothing at all (Next from the last value of the array part says).
+func onlyArray(t *lua.LTable, n int) bool {
+	m := t.MaxN()
+	if m > n || m >= len(boxedInts)-2 {
+		return false
+	}
+	var from lua.LValue = lua.LNil
+	if m > 0 {
+		from = boxedInts[m+2]
+	}
+	k, _ := t.Next(from)
+	return k == lua.LNil
+}
+
+// boxedInts are the Lua numbers -2 to 257 as values, made once: a number converted to a
+// value otherwise allocates.
+var boxedInts = func() (b [260]lua.LValue) {
+	for i := range b {
+		b[i] = lua.LNumber(i - 2)
+	}
+	return b
+}()
+
+// number is n as a Lua value.
+func number(n int64) lua.LValue {
+	if n >= -2 && n < int64(len(boxedInts))-2 {
+		return boxedInts[n+2]
+	}
+	return lua.LNumber(n)
 }
 
 // appendFailure appends the reply of a script that raised obj, as Redis 7.0 writes it:
@@ -190,7 +243,7 @@ func (e *Engine) parseReply(b []byte, at, depth int) (lua.LValue, int) {
 		return t, next
 	case ':':
 		n, _ := strconv.ParseInt(string(line), 10, 64)
-		return lua.LNumber(n), next
+		return number(n), next
 	case '$':
 		n, err := strconv.Atoi(string(line))
 		if err != nil || n < 0 || next+n > len(b) {

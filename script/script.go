@@ -40,6 +40,7 @@ type Limits struct {
 	MaxString  int           // the longest string a script may build
 	MaxScripts int           // scripts kept that only EVAL sent (SCRIPT LOAD's are kept until FLUSH)
 	MaxBytes   int64         // bytes of script bodies kept in all
+	LuaOnly    bool          // run the lock libraries' scripts on Lua too, not as native ops (native.go)
 }
 
 // DefaultLimits are the limits tallyd starts with (docs/redis.md "Scripting").
@@ -52,8 +53,9 @@ type entry struct {
 	size       int64 // the body's bytes (lua-scripts-max-bytes)
 	mem        int64 // what the compiled script takes (scriptBytes)
 	fn         *lua.LFunction
-	loaded     bool   // SCRIPT LOAD: kept until SCRIPT FLUSH; else EVAL's, evicted oldest first
-	prev, next *entry // the EVAL-only ones, least recently used first
+	native     nativeOp // a lock library's script, run without Lua (native.go)
+	loaded     bool     // SCRIPT LOAD: kept until SCRIPT FLUSH; else EVAL's, evicted oldest first
+	prev, next *entry   // the EVAL-only ones, least recently used first
 }
 
 // Engine is one Lua state and the scripts it has compiled. It is not safe for concurrent
@@ -86,7 +88,13 @@ type Engine struct {
 	argv0    [][]byte // redis.call's arguments
 	argBytes []byte
 	offs     []int
+	numBuf   []byte // a number a native op computes (native.go)
+
+	nativeRuns uint64 // scripts run as native ops
 }
+
+// NativeRuns is how many runs were native ops (native.go), not Lua's.
+func (e *Engine) NativeRuns() uint64 { return e.nativeRuns }
 
 // Errors of the SCRIPT and EVAL commands, as Redis 7.0 words them.
 var (
@@ -133,8 +141,15 @@ func (e *Engine) Limits() Limits { return e.lim }
 
 // SHA1 returns the lower-case hex SHA1 of body, the name Redis gives a script.
 func SHA1(body []byte) string {
+	var b [40]byte
+	sha1Hex(&b, body)
+	return string(b[:])
+}
+
+// sha1Hex writes the lower-case hex SHA1 of body to b.
+func sha1Hex(b *[40]byte, body []byte) {
 	s := sha1.Sum(body)
-	return hex.EncodeToString(s[:])
+	hex.Encode(b[:], s[:])
 }
 
 // Stats returns the number of scripts cached and the bytes of their bodies.
@@ -190,20 +205,20 @@ func (e *Engine) Exists(sha []byte) bool {
 	if len(sha) != 40 {
 		return false
 	}
-	_, ok := e.scripts[lowerSHA(sha)]
+	var b [40]byte
+	lowerSHA(&b, sha)
+	_, ok := e.scripts[string(b[:])]
 	return ok
 }
 
-// lowerSHA returns sha in lower case.
-func lowerSHA(sha []byte) string {
-	var b [40]byte
+// lowerSHA writes sha (40 bytes) in lower case to b.
+func lowerSHA(b *[40]byte, sha []byte) {
 	for i, c := range sha[:40] {
 		if c >= 'A' && c <= 'Z' {
 			c += 'a' - 'A'
 		}
 		b[i] = c
 	}
-	return string(b[:])
 }
 
 // Flush forgets every cached script (SCRIPT FLUSH), and starts a new Lua state.
@@ -213,6 +228,7 @@ func (e *Engine) Flush() {
 	e.nEval, e.bytes, e.mem = 0, 0, 0
 	e.L.Close()
 	clear(e.protected)
+	e.keys, e.argv, e.nk, e.na = nil, nil, 0, 0
 	e.open()
 }
 
@@ -239,7 +255,7 @@ func (e *Engine) Load(body []byte, room RoomFunc) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	en := &entry{sha: sha, size: int64(len(body)), mem: scriptBytes(fn), fn: fn, loaded: true}
+	en := &entry{sha: sha, size: int64(len(body)), mem: scriptBytes(fn), fn: fn, native: natives[sha], loaded: true}
 	if !e.fits(en.mem, room) {
 		return "", ErrOOM
 	}
@@ -257,6 +273,10 @@ func (e *Engine) compile(body []byte) (*lua.LFunction, error) {
 	if err != nil {
 		return nil, errors.New("ERR Error compiling script (new function): " + compileError(err))
 	}
+	// gopher-lua gives the main chunk, as any function with '...', Lua 5.0's table 'arg' of
+	// its varargs at each call (a table and its map: allocations per run), which no name
+	// reaches there (Lua 5.1 gives a main chunk none): not made.
+	proto.IsVarArg &^= lua.VarArgNeedsArg
 	fn := e.L.NewFunctionFromProto(proto)
 	fn.Env = e.env
 	return fn, nil
@@ -328,14 +348,16 @@ func (e *Engine) Eval(dst []byte, r *Run) []byte {
 		return appendErr(dst, errNegKeys)
 	}
 	var en *entry
+	var name [40]byte
 	if r.Body != nil {
-		sha := SHA1(r.Body)
-		if en = e.scripts[sha]; en == nil {
+		sha1Hex(&name, r.Body)
+		if en = e.scripts[string(name[:])]; en == nil {
+			sha := string(name[:])
 			fn, err := e.compile(r.Body)
 			if err != nil {
 				return appendErr(dst, err.Error())
 			}
-			en = &entry{sha: sha, size: int64(len(r.Body)), mem: scriptBytes(fn), fn: fn}
+			en = &entry{sha: sha, size: int64(len(r.Body)), mem: scriptBytes(fn), fn: fn, native: natives[sha]}
 			e.evict(en.size, 1)
 			if en.size <= e.lim.MaxBytes-e.bytes && e.fits(en.mem, r.Room) {
 				e.add(en) // else it runs uncached: the loaded scripts fill the cache or the budget
@@ -347,7 +369,10 @@ func (e *Engine) Eval(dst []byte, r *Run) []byte {
 		}
 	} else {
 		if len(r.SHA) == 40 {
-			en = e.scripts[lowerSHA(r.SHA)]
+			if en = e.scripts[string(r.SHA)]; en == nil { // as clients send it: lower case
+				lowerSHA(&name, r.SHA)
+				en = e.scripts[string(name[:])]
+			}
 		}
 		if en == nil {
 			return appendErr(dst, ErrNoScript.Error())
@@ -356,6 +381,12 @@ func (e *Engine) Eval(dst []byte, r *Run) []byte {
 			e.unlink(en)
 			e.pushBack(en)
 			e.nEval++
+		}
+	}
+	if en.native != nativeNone && !e.lim.LuaOnly {
+		if out, ok := e.runNative(dst, en, r.Rest[:nk], r.Rest[nk:], r); ok {
+			e.nativeRuns++
+			return out
 		}
 	}
 	return e.run(dst, en, r.Rest[:nk], r.Rest[nk:], r)

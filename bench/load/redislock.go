@@ -21,9 +21,12 @@ func init() {
 		Doc: "Redis lock-library traffic: SET key token NX PX --expiry, released by EVALSHA of redis-py's compare-and-delete script (loaded with SCRIPT LOAD on each connection)"})
 }
 
-// releaseScript is the compare-and-delete that lock libraries (redis-py's Lock among them)
-// run to release a lock: the key is deleted only while it still holds the caller's token.
-const releaseScript = `if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end`
+// releaseScript is the compare-and-delete that lock libraries run to release a lock (the key
+// is deleted only while it still holds the caller's token): redis-py's Lock's, byte for byte
+// (LUA_RELEASE_SCRIPT of redis/lock.py, 4.x and 5.x), which tallyd recognises and runs as a
+// native operation (docs/redis.md "Scripting").
+const releaseScript = "\n        local token = redis.call('get', KEYS[1])\n        if not token or token ~= ARGV[1] then\n" +
+	"            return 0\n        end\n        redis.call('del', KEYS[1])\n        return 1\n    "
 
 // releaseSHA is releaseScript's SHA1 in hex, the name EVALSHA calls it by.
 var releaseSHA = func() []byte {
