@@ -1,0 +1,686 @@
+package store
+
+import (
+	"bytes"
+	"fmt"
+	"hash/maphash"
+	"unsafe"
+)
+
+// Keyspace is the family of Redis data: strings, integers, hashes, their expiries and
+// fences, in up to MaxLockDB+1 databases, stored as compactly as Redis stores them (issue
+// 32). It is pure: no I/O, no clock (every operation takes now, Unix milliseconds), one
+// goroutine (the loop's). See docs/architecture.md, "A keyspace of its own".
+//
+// A database is three arrays, none with a pointer per key but one:
+//
+//   - ents, the keys, dense, in no order: one 24-byte entry each (entry), whose p points
+//     at a single allocation holding the key's name and then its value: a string's bytes,
+//     an integer's 8 (INCR adds in place, no formatting), a small hash packed as
+//     Redis's listpack is (field and value pairs, length-prefixed). A large hash keeps its
+//     fields in a Go map (bigHash) the entry finds by index. A value of the same allocator
+//     size class as the one it replaces is written in place: SET of an existing key to a
+//     value of the same size, INCR, HINCRBY allocate nothing.
+//   - idx, an open-addressed index (linear probing, backward-shift deletion, load at most
+//     4/5) of uint32s: 1 + the entry's slot in ents, and above it 6 bits of the key's hash,
+//     so that a probe reads an entry only when those bits match. Keys are found by their
+//     name, any length up to MaxKeyLen: no LockKey, no hashing of long names into ids.
+//   - ttl, a binary min-heap of (deadline, slot) of the keys with an expiry; the entry
+//     knows its heap index (x). Expiry is lazy (an operation that finds a key past its
+//     deadline deletes it first, as Redis does) and active (Expire pops what is due).
+//
+// A key removed takes the last entry's place (swap-remove), so ents stays dense, and a
+// SCAN walking ents from the end down with a cursor of the slots still to visit returns
+// every key present for the whole walk at least once (the guarantee locks_values.go
+// gives). DBSIZE is len(ents). Bytes is kept as the state changes, never by a scan.
+type Keyspace struct {
+	cfg   KeyspaceConfig
+	seed  maphash.Seed
+	dbs   [MaxLockDB + 1]*ksDB
+	live  []uint8 // the databases made so far, in order made
+	nkeys int
+	bytes int64 // everything but the buffers of the call (Bytes adds those)
+
+	// What the operations emit (keyspace_rec.go).
+	log    []byte   // encoded records since the last ClearLog
+	evs    []Event  // keyspace events since the last ClearEvents
+	evbuf  []byte   // the events' key names
+	replay bool     // Apply is running: no records, no events
+	tmp    []byte   // scratch: a packed hash being rebuilt, a number formatted
+	args   [][]byte // scratch: a record's fields
+
+	free    [len(sizeClasses)][]*byte // allocations kept for reuse (alloc, release)
+	wseq    uint64                    // the last watch version handed out
+	expired uint64                    // keys deleted by expiry, lazily or actively
+	sv      ksSave                    // a backup being encoded (keyspace_save.go)
+}
+
+// KeyspaceConfig configures a Keyspace.
+type KeyspaceConfig struct {
+	MaxKeys int  // most keys over all databases; an operation that would add one answers KeyspaceFull; <= 0: no limit
+	Log     bool // write each change's record to Log (keyspace_rec.go)
+	Events  bool // note each change's keyspace event in Events
+}
+
+// MaxKeyLen is the longest key name a Keyspace keeps (the text side refuses longer ones,
+// as it does today: "key longer than 65535 bytes").
+const MaxKeyLen = 1<<16 - 1
+
+// ValueKind is what a key holds.
+type ValueKind uint8
+
+// The kinds of value. KindNone is no key.
+const (
+	KindNone   ValueKind = iota
+	KindString           // bytes
+	KindInt              // a string that INCR made an integer: an int64, shown in decimal
+	KindHash             // a hash, packed (small) or a map (large)
+	kindBig              // internal: a hash in a bigHash
+)
+
+// Status is how an operation went.
+type Status uint8
+
+// Outcomes of Keyspace operations.
+const (
+	KeyspaceOK        Status = iota // done, or found
+	KeyspaceMissing                 // no such key (or field); for conditional writes: condition not met
+	KeyspaceWrongType               // -WRONGTYPE Operation against a key holding the wrong kind of value
+	KeyspaceNotInt                  // the value is not an integer (or a float, for INCRBYFLOAT)
+	KeyspaceOverflow                // increment or decrement would overflow
+	KeyspaceNaN                     // INCRBYFLOAT: increment would produce NaN or Infinity
+	KeyspaceFull                    // MaxKeys reached: the key was not added
+	KeyspaceTooLong                 // a key name over MaxKeyLen
+)
+
+var statusNames = [...]string{"OK", "Missing", "WrongType", "NotInt", "Overflow", "NaN", "Full", "TooLong"}
+
+func (s Status) String() string {
+	if int(s) < len(statusNames) {
+		return statusNames[s]
+	}
+	return fmt.Sprintf("Status(%d)", uint8(s))
+}
+
+// entry is one key. Its name and value share one allocation of allocSize(size()) bytes,
+// which p points at (nil when both are empty).
+type ksEntry struct {
+	p     *byte
+	hash  uint32
+	vlen  uint32 // KindString, KindHash: the value's bytes; KindInt: 8; kindBig: index in ksDB.bigs
+	x     uint32 // 1 + its index in ksDB.ttl; 0: no expiry
+	klen  uint16
+	kind  ValueKind
+	flags uint8
+}
+
+// entry flags.
+const (
+	fWatched = 1 << iota // in ksDB.watch: a change bumps its version
+	fFenced              // in ksDB.fences
+	fSaved               // compared with ksSave.mark: emitted by the backup in progress (or made since)
+)
+
+// The index's words: the slot (1 + index in ents) in the low slotBits, hash bits above.
+const (
+	slotBits = 26
+	slotMask = 1<<slotBits - 1
+	// MaxKeysPerDB is the most keys one database holds.
+	MaxKeysPerDB = slotMask - 1
+)
+
+func (e *ksEntry) size() int {
+	switch e.kind {
+	case kindBig:
+		return int(e.klen)
+	case KindInt:
+		return int(e.klen) + 8
+	}
+	return int(e.klen) + int(e.vlen)
+}
+
+func (e *ksEntry) key() []byte { return unsafe.Slice(e.p, e.size())[:e.klen:e.klen] }
+func (e *ksEntry) val() []byte { return unsafe.Slice(e.p, e.size())[e.klen:] }
+
+func (e *ksEntry) int() int64 { return int64(le64(e.val())) }
+
+// Allocations of keys deleted or values replaced are kept for reuse, up to keepAllocs of
+// each size class up to keepAllocMax bytes, so that a DEL and a SET, or a value changing
+// size and back, allocate nothing in steady state. They count in Bytes.
+const (
+	keepAllocs   = 64
+	keepAllocMax = 256
+)
+
+// alloc returns an allocation for n bytes (n > 0), allocSize(n) long, reused if it can.
+func (ks *Keyspace) alloc(n int) *byte {
+	c := allocSize(n)
+	if c <= keepAllocMax {
+		i := classIndex(c)
+		if f := ks.free[i]; len(f) > 0 {
+			p := f[len(f)-1]
+			f[len(f)-1] = nil
+			ks.free[i] = f[:len(f)-1]
+			ks.bytes -= c
+			return p
+		}
+	}
+	b := make([]byte, c)
+	return &b[0]
+}
+
+// release gives back p, an allocation for n bytes.
+func (ks *Keyspace) release(p *byte, n int) {
+	c := allocSize(n)
+	if p == nil || c > keepAllocMax {
+		return
+	}
+	i := classIndex(c)
+	if len(ks.free[i]) < keepAllocs {
+		ks.free[i] = append(ks.free[i], p)
+		ks.bytes += c
+	}
+}
+
+// classIndex is the index of size class c in sizeClasses.
+func classIndex(c int64) int {
+	lo, hi := 0, len(sizeClasses)-1
+	for lo < hi {
+		m := (lo + hi) / 2
+		if int64(sizeClasses[m]) < c {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}
+
+// unsafeBytes is s's bytes, not to be changed.
+func unsafeBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
+
+func le64(b []byte) uint64 {
+	_ = b[7]
+	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+}
+
+func put64(b []byte, v uint64) {
+	_ = b[7]
+	for i := range 8 {
+		b[i] = byte(v >> (8 * i))
+	}
+}
+
+// ksDB is one database.
+type ksDB struct {
+	id      uint8
+	ents    []ksEntry
+	idx     []uint32
+	ttl     []ttlSlot
+	bigs    []*bigHash
+	freeBig []uint32
+	fences  map[string]uint64 // keys with fFenced: the highest token a fenced write presented
+	watch   map[string]*ksWatch
+	bytes   int64 // what its keys and arrays cost, watches aside (part of Keyspace.bytes)
+}
+
+// acct adds n to what d costs.
+func (ks *Keyspace) acct(d *ksDB, n int64) {
+	d.bytes += n
+	ks.bytes += n
+}
+
+// ttlSlot is one key with an expiry, in its database's heap.
+type ttlSlot struct {
+	at   int64 // Unix ms
+	slot uint32
+}
+
+// bigHash is a hash past the packed limits.
+type bigHash struct {
+	m     map[string]string
+	bytes int64 // what its fields cost (bigFieldCost each)
+}
+
+// ksWatch is a watched key.
+type ksWatch struct {
+	ver  uint64
+	refs int
+}
+
+// Per-item costs (memcost.go's figures).
+var (
+	entrySize   = int64(unsafe.Sizeof(ksEntry{}))
+	ttlSlotSize = int64(unsafe.Sizeof(ttlSlot{}))
+	bigHashObj  = allocSize(int(unsafe.Sizeof(bigHash{}))) + 48 // the object and its map's header
+	ksWatchCost = allocSize(int(unsafe.Sizeof(ksWatch{}))) + mapEntry(16+8)
+	ksFenceCost = mapEntry(16 + 8)
+)
+
+func bigFieldCost(f, v int) int64 { return mapEntry(32) + allocSize(f) + allocSize(v) }
+
+// NewKeyspace returns an empty keyspace.
+func NewKeyspace(cfg KeyspaceConfig) *Keyspace {
+	return &Keyspace{cfg: cfg, seed: maphash.MakeSeed()}
+}
+
+// Len returns the number of keys of db (DBSIZE), expired ones not yet deleted included,
+// as Redis counts them.
+func (ks *Keyspace) Len(db uint8) int {
+	if d := ks.dbs[db]; d != nil {
+		return len(d.ents)
+	}
+	return 0
+}
+
+// Keys returns the number of keys in every database.
+func (ks *Keyspace) Keys() int { return ks.nkeys }
+
+// Expires returns the number of keys of db with an expiry (INFO keyspace's expires=).
+func (ks *Keyspace) Expires(db uint8) int {
+	if d := ks.dbs[db]; d != nil {
+		return len(d.ttl)
+	}
+	return 0
+}
+
+// Expired returns how many keys expiry has deleted (INFO's expired_keys).
+func (ks *Keyspace) Expired() uint64 { return ks.expired }
+
+// Bytes estimates the memory the keyspace takes: its arrays, each key's allocation by its
+// size class, large hashes, fences and watches, and the buffers of the call. It is kept
+// as the state changes; reading it never scans.
+func (ks *Keyspace) Bytes() int64 {
+	return ks.bytes + int64(cap(ks.log)+cap(ks.evbuf)+cap(ks.tmp)) + int64(cap(ks.evs))*int64(unsafe.Sizeof(Event{}))
+}
+
+func (ks *Keyspace) hash(key []byte) uint32 {
+	return uint32(maphash.Bytes(ks.seed, key))
+}
+
+// db returns database n, made if make is true (nil otherwise when it has none).
+func (ks *Keyspace) db(n uint8, mk bool) *ksDB {
+	d := ks.dbs[n]
+	if d == nil && mk {
+		d = &ksDB{id: n}
+		ks.dbs[n] = d
+		ks.live = append(ks.live, n)
+	}
+	return d
+}
+
+// find returns the slot of key in d and the index position holding it, or -1 and the
+// empty position where it would go.
+func (d *ksDB) find(key []byte, h uint32) (slot, pos int) {
+	if len(d.idx) == 0 {
+		return -1, -1
+	}
+	mask := uint32(len(d.idx) - 1)
+	tag := h >> slotBits
+	for i := h & mask; ; i = (i + 1) & mask {
+		v := d.idx[i]
+		if v == 0 {
+			return -1, int(i)
+		}
+		if v>>slotBits == tag {
+			s := int(v&slotMask) - 1
+			e := &d.ents[s]
+			if e.hash == h && int(e.klen) == len(key) && bytes.Equal(e.key(), key) {
+				return s, int(i)
+			}
+		}
+	}
+}
+
+// posOf returns the index position holding slot s.
+func (d *ksDB) posOf(s int) int {
+	mask := uint32(len(d.idx) - 1)
+	want := uint32(s + 1)
+	for i := d.ents[s].hash & mask; ; i = (i + 1) & mask {
+		if d.idx[i]&slotMask == want {
+			return int(i)
+		}
+	}
+}
+
+// resize rebuilds the index with n positions (a power of two).
+func (ks *Keyspace) resize(d *ksDB, n int) {
+	ks.acct(d, int64(n-len(d.idx))*4)
+	idx := make([]uint32, n)
+	mask := uint32(n - 1)
+	for s := range d.ents {
+		h := d.ents[s].hash
+		i := h & mask
+		for idx[i] != 0 {
+			i = (i + 1) & mask
+		}
+		idx[i] = uint32(s+1) | h>>slotBits<<slotBits
+	}
+	d.idx = idx
+}
+
+// unindex empties index position pos, moving back the entries after it that may fill
+// it (backward-shift deletion: no tombstones).
+func (d *ksDB) unindex(pos int) {
+	mask := len(d.idx) - 1
+	i := pos
+	for j := (i + 1) & mask; ; j = (j + 1) & mask {
+		v := d.idx[j]
+		if v == 0 {
+			break
+		}
+		home := int(d.ents[int(v&slotMask)-1].hash) & mask
+		// v may move to i unless its home lies cyclically in (i, j].
+		if i <= j {
+			if i < home && home <= j {
+				continue
+			}
+		} else if i < home || home <= j {
+			continue
+		}
+		d.idx[i] = v
+		i = j
+	}
+	d.idx[i] = 0
+}
+
+// add makes a key in d with an empty string value and returns its slot, or -1 when the
+// keyspace is full.
+func (ks *Keyspace) add(d *ksDB, key []byte, h uint32) int {
+	if ks.cfg.MaxKeys > 0 && ks.nkeys >= ks.cfg.MaxKeys || len(d.ents) >= MaxKeysPerDB {
+		return -1
+	}
+	if (len(d.ents)+1)*5 > len(d.idx)*4 {
+		ks.resize(d, max(8, 2*len(d.idx)))
+	}
+	was := cap(d.ents)
+	d.ents = append(d.ents, ksEntry{hash: h, klen: uint16(len(key)), kind: KindString})
+	ks.acct(d, int64(cap(d.ents)-was)*entrySize)
+	s := len(d.ents) - 1
+	e := &d.ents[s]
+	if len(key) > 0 {
+		e.p = ks.alloc(len(key))
+		copy(unsafe.Slice(e.p, len(key)), key)
+		ks.acct(d, allocSize(len(key)))
+	}
+	_, pos := d.find(key, h)
+	d.idx[pos] = uint32(s+1) | h>>slotBits<<slotBits
+	ks.nkeys++
+	// The mark of the backup in progress (made since its instant: not in it), or of the
+	// last one (which the next one's flips to "not emitted").
+	e.flags |= ks.sv.mark
+	if len(d.watch) > 0 {
+		if w := d.watch[string(key)]; w != nil {
+			e.flags |= fWatched
+			ks.wseq++
+			w.ver = ks.wseq
+		}
+	}
+	return s
+}
+
+// remove deletes the key at slot s of d, the last key taking its place.
+func (ks *Keyspace) remove(d *ksDB, s int) {
+	ks.cow(d, s)
+	e := &d.ents[s]
+	ks.touched(d, e)
+	if e.x != 0 {
+		ks.ttlCut(d, int(e.x)-1)
+	}
+	if e.kind == kindBig {
+		ks.freeBig(d, e.vlen)
+	}
+	if e.flags&fFenced != 0 {
+		delete(d.fences, string(e.key()))
+		ks.acct(d, -ksFenceCost-allocSize(int(e.klen)))
+	}
+	ks.acct(d, -allocSize(e.size()))
+	ks.release(e.p, e.size())
+	d.unindex(d.posOf(s))
+	last := len(d.ents) - 1
+	if s != last {
+		m := &d.ents[last]
+		d.idx[d.posOf(last)] = uint32(s+1) | m.hash>>slotBits<<slotBits
+		if m.x != 0 {
+			d.ttl[m.x-1].slot = uint32(s)
+		}
+		d.ents[s] = *m
+	}
+	d.ents[last] = ksEntry{}
+	d.ents = d.ents[:last]
+	ks.nkeys--
+	if c := cap(d.ents); c > 1024 && last < c/4 {
+		d.ents = append(make([]ksEntry, 0, 2*last), d.ents...)
+		ks.acct(d, int64(cap(d.ents)-c)*entrySize)
+	}
+	if n := len(d.idx); n > 1024 && last*8 < n {
+		ks.resize(d, n/4)
+	}
+}
+
+// touched notes a change of e's value or expiry for WATCH.
+func (ks *Keyspace) touched(d *ksDB, e *ksEntry) {
+	if e.flags&fWatched != 0 {
+		ks.wseq++
+		d.watch[string(e.key())].ver = ks.wseq
+	}
+}
+
+// store makes e's value v, of kind k (KindString or KindHash, packed), in place when it
+// takes the same size class.
+func (ks *Keyspace) store(d *ksDB, e *ksEntry, k ValueKind, v []byte) {
+	if e.kind == kindBig {
+		panic("store: keyspace: store over a large hash")
+	}
+	old, n := e.size(), int(e.klen)+len(v)
+	if allocSize(n) == allocSize(old) {
+		if n > 0 {
+			copy(unsafe.Slice(e.p, n)[e.klen:], v)
+		}
+	} else {
+		var p *byte
+		if n > 0 {
+			p = ks.alloc(n)
+			b := unsafe.Slice(p, n)
+			copy(b, e.key())
+			copy(b[e.klen:], v)
+		}
+		ks.acct(d, allocSize(n)-allocSize(old))
+		ks.release(e.p, old)
+		e.p = p
+	}
+	e.kind, e.vlen = k, uint32(len(v))
+}
+
+// storeInt makes e's value the integer n.
+func (ks *Keyspace) storeInt(d *ksDB, e *ksEntry, n int64) {
+	if e.kind != KindInt {
+		var b [8]byte
+		ks.store(d, e, KindString, b[:])
+		e.kind = KindInt
+	}
+	put64(e.val(), uint64(n))
+}
+
+// dropBig turns e, a large hash, back into an empty string, freeing its map.
+func (ks *Keyspace) dropBig(d *ksDB, e *ksEntry) {
+	ks.freeBig(d, e.vlen)
+	e.kind, e.vlen = KindString, 0
+}
+
+func (ks *Keyspace) newBig(d *ksDB) uint32 {
+	b := &bigHash{m: make(map[string]string)}
+	ks.acct(d, bigHashObj)
+	if n := len(d.freeBig); n > 0 {
+		i := d.freeBig[n-1]
+		d.freeBig = d.freeBig[:n-1]
+		d.bigs[i] = b
+		return i
+	}
+	was := cap(d.bigs)
+	d.bigs = append(d.bigs, b)
+	ks.acct(d, int64(cap(d.bigs)-was)*8)
+	return uint32(len(d.bigs) - 1)
+}
+
+func (ks *Keyspace) freeBig(d *ksDB, i uint32) {
+	ks.acct(d, -d.bigs[i].bytes-bigHashObj)
+	d.bigs[i] = nil
+	was := cap(d.freeBig)
+	d.freeBig = append(d.freeBig, i)
+	ks.acct(d, int64(cap(d.freeBig)-was)*4)
+}
+
+// lookup returns db's database and the slot of key in it, -1 for none; a key past its
+// expiry is deleted first (lazy expiry).
+func (ks *Keyspace) lookup(db uint8, key []byte, now int64) (*ksDB, int, uint32) {
+	h := ks.hash(key)
+	d := ks.dbs[db]
+	if d == nil {
+		return nil, -1, h
+	}
+	s, _ := d.find(key, h)
+	if s >= 0 {
+		if x := d.ents[s].x; x != 0 && d.ttl[x-1].at <= now {
+			ks.expire(d, s)
+			return d, -1, h
+		}
+	}
+	return d, s, h
+}
+
+// expire deletes the key at slot s, past its deadline.
+func (ks *Keyspace) expire(d *ksDB, s int) {
+	ks.expired++
+	ks.event(d.id, EvExpired, d.ents[s].key())
+	ks.recKey(RecDel, d.id, d.ents[s].key())
+	ks.remove(d, s)
+}
+
+// Flush empties db (FLUSHDB): at once for every later operation; its memory goes back as
+// the garbage collector frees its arrays. A backup in progress keeps what it had.
+func (ks *Keyspace) Flush(db uint8) {
+	d := ks.dbs[db]
+	ks.recFlush(db)
+	if d == nil {
+		return
+	}
+	ks.bytes -= d.bytes
+	ks.nkeys -= len(d.ents)
+	nd := &ksDB{id: db, watch: d.watch}
+	for _, w := range d.watch {
+		ks.wseq++
+		w.ver = ks.wseq
+	}
+	ks.dbs[db] = nd
+}
+
+// FlushAll empties every database.
+func (ks *Keyspace) FlushAll() {
+	for _, n := range ks.live {
+		ks.Flush(n)
+	}
+}
+
+// dbBytes is what d's keys and arrays cost (not its watches).
+func (ks *Keyspace) dbBytes(d *ksDB) int64 {
+	n := int64(cap(d.ents))*entrySize + int64(len(d.idx))*4 + int64(cap(d.ttl))*ttlSlotSize +
+		int64(cap(d.bigs))*8 + int64(cap(d.freeBig))*4
+	for i := range d.ents {
+		e := &d.ents[i]
+		n += allocSize(e.size())
+		if e.flags&fFenced != 0 {
+			n += ksFenceCost + allocSize(int(e.klen))
+		}
+	}
+	for _, b := range d.bigs {
+		if b != nil {
+			n += b.bytes + bigHashObj
+		}
+	}
+	return n
+}
+
+// Watch starts one watch of key in db (Redis's WATCH) and returns its version, which
+// WatchVersion changes once the key is set, changed, deleted, expired or flushed. Each
+// Watch needs an Unwatch. Only watched keys pay for it.
+func (ks *Keyspace) Watch(db uint8, key []byte) uint64 {
+	d := ks.db(db, true)
+	if d.watch == nil {
+		d.watch = make(map[string]*ksWatch)
+	}
+	w := d.watch[string(key)]
+	if w == nil {
+		ks.wseq++
+		w = &ksWatch{ver: ks.wseq}
+		d.watch[string(key)] = w
+		ks.bytes += ksWatchCost + allocSize(len(key))
+		if s, _ := d.find(key, ks.hash(key)); s >= 0 {
+			d.ents[s].flags |= fWatched
+		}
+	}
+	w.refs++
+	return w.ver
+}
+
+// Unwatch ends one Watch of key in db.
+func (ks *Keyspace) Unwatch(db uint8, key []byte) {
+	d := ks.dbs[db]
+	if d == nil || d.watch[string(key)] == nil {
+		return
+	}
+	w := d.watch[string(key)]
+	if w.refs--; w.refs > 0 {
+		return
+	}
+	delete(d.watch, string(key))
+	ks.bytes -= ksWatchCost + allocSize(len(key))
+	if s, _ := d.find(key, ks.hash(key)); s >= 0 {
+		d.ents[s].flags &^= fWatched
+	}
+}
+
+// WatchVersion returns the version of key in db, which must be watched (0 if not).
+func (ks *Keyspace) WatchVersion(db uint8, key []byte) uint64 {
+	if d := ks.dbs[db]; d != nil {
+		if w := d.watch[string(key)]; w != nil {
+			return w.ver
+		}
+	}
+	return 0
+}
+
+// KeyFence returns the highest token a fenced write presented to key (0 for none, or no
+// such key).
+func (ks *Keyspace) KeyFence(db uint8, key []byte, now int64) uint64 {
+	d, s, _ := ks.lookup(db, key, now)
+	if s < 0 || d.ents[s].flags&fFenced == 0 {
+		return 0
+	}
+	return d.fences[string(key)]
+}
+
+// RaiseFence records that a fenced write presenting token succeeded on key, which
+// exists: later writes presenting a lower one are refused by the caller (KeyFence). The
+// fence lives as long as the key.
+func (ks *Keyspace) RaiseFence(db uint8, key []byte, token uint64, now int64) {
+	d, s, _ := ks.lookup(db, key, now)
+	if s < 0 || token == 0 {
+		return
+	}
+	e := &d.ents[s]
+	if e.flags&fFenced != 0 && d.fences[string(key)] >= token {
+		return
+	}
+	ks.cow(d, s)
+	if e.flags&fFenced == 0 {
+		if d.fences == nil {
+			d.fences = make(map[string]uint64)
+		}
+		e.flags |= fFenced
+		ks.acct(d, ksFenceCost+allocSize(int(e.klen)))
+	}
+	d.fences[string(key)] = token
+	ks.recFence(d.id, key, token)
+}
