@@ -215,8 +215,10 @@ func put64(b []byte, v uint64) {
 // ksDB is one database.
 type ksDB struct {
 	id      uint8
-	ents    []ksEntry
-	idx     []uint32
+	ents    [][]ksEntry // in chunks (ent)
+	n       int         // keys
+	dir     []*ksTab    // the index's directory: 2^gd tables by the hash's top gd bits
+	gd      uint8
 	ttl     []ttlSlot
 	bigs    []*bigHash
 	freeBig []uint32
@@ -269,7 +271,7 @@ func NewKeyspace(cfg KeyspaceConfig) *Keyspace {
 // as Redis counts them.
 func (ks *Keyspace) Len(db uint8) int {
 	if d := ks.dbs[db]; d != nil {
-		return len(d.ents)
+		return d.n
 	}
 	return 0
 }
@@ -303,74 +305,175 @@ func (ks *Keyspace) hash(key []byte) uint32 {
 func (ks *Keyspace) db(n uint8, mk bool) *ksDB {
 	d := ks.dbs[n]
 	if d == nil && mk {
-		d = &ksDB{id: n}
+		d = ks.newDB(n, nil)
 		ks.dbs[n] = d
 		ks.live = append(ks.live, n)
 	}
 	return d
 }
 
-// find returns the slot of key in d and the index position holding it, or -1 and the
-// empty position where it would go.
-func (d *ksDB) find(key []byte, h uint32) (slot, pos int) {
-	if len(d.idx) == 0 {
-		return -1, -1
+// The index is split by the top bits of the hash (extendible hashing): the directory
+// dir has 2^gd entries, each pointing at the table of the keys whose hash starts with its
+// number; a table of depth t serves 2^(gd-t) of them. A table grows by doubling up to
+// tabMaxSlots, then splits in two by one more bit (the directory doubling if needed), so
+// growing the index is at most one table's work (about 52k keys), never the database's.
+// Within a table a key's place is its hash's low bits, its index word's tag bits 16 to 21.
+const (
+	maxDirBits = 10 // 1024 tables of 64k: past 53M keys a database's tables grow beyond 64k
+	tagShift   = 16
+	tagMask    = 1<<(32-slotBits) - 1
+)
+
+// tabMaxSlots is the size past which a table splits (a variable for the tests, which
+// split tables of a few keys).
+var tabMaxSlots = 1 << 16
+
+// ksTab is one table of a database's index.
+type ksTab struct {
+	idx   []uint32 // 1 + slot | tag << slotBits; 0: empty
+	n     int      // keys in it
+	depth uint8    // the top bits of the hash its keys share
+}
+
+var ksTabObj = allocSize(int(unsafe.Sizeof(ksTab{})))
+
+func tagOf(h uint32) uint32 { return h >> tagShift & tagMask }
+
+func word(s int, h uint32) uint32 { return uint32(s+1) | tagOf(h)<<slotBits }
+
+// tab returns the table of hash h.
+func (d *ksDB) tab(h uint32) *ksTab { return d.dir[h>>(32-uint32(d.gd))] }
+
+// The entries are chunked: chunk 0 grows by doubling up to entChunk entries, then each
+// chunk is entChunk long, so adding a key never copies the others.
+const (
+	entShift = 12
+	entChunk = 1 << entShift // 4096 entries, 96 KiB
+	entMask  = entChunk - 1
+)
+
+// ent returns the entry at slot s.
+func (d *ksDB) ent(s int) *ksEntry { return &d.ents[s>>entShift][s&entMask] }
+
+// newDB returns an empty database n, its cost counted.
+func (ks *Keyspace) newDB(n uint8, watch map[string]*ksWatch) *ksDB {
+	d := &ksDB{id: n, watch: watch, dir: []*ksTab{{}}}
+	ks.acct(d, 8+ksTabObj)
+	return d
+}
+
+// find returns the slot of key in d, its table and the index position holding it, or -1
+// and the empty position where it would go.
+func (d *ksDB) find(key []byte, h uint32) (t *ksTab, slot, pos int) {
+	t = d.tab(h)
+	if len(t.idx) == 0 {
+		return t, -1, -1
 	}
-	mask := uint32(len(d.idx) - 1)
-	tag := h >> slotBits
+	mask := uint32(len(t.idx) - 1)
+	tag := tagOf(h)
 	for i := h & mask; ; i = (i + 1) & mask {
-		v := d.idx[i]
+		v := t.idx[i]
 		if v == 0 {
-			return -1, int(i)
+			return t, -1, int(i)
 		}
 		if v>>slotBits == tag {
 			s := int(v&slotMask) - 1
-			e := &d.ents[s]
+			e := d.ent(s)
 			if e.hash == h && int(e.klen) == len(key) && bytes.Equal(e.key(), key) {
-				return s, int(i)
+				return t, s, int(i)
 			}
 		}
 	}
 }
 
-// posOf returns the index position holding slot s.
-func (d *ksDB) posOf(s int) int {
-	mask := uint32(len(d.idx) - 1)
+// posOf returns the table and index position holding slot s.
+func (d *ksDB) posOf(s int) (*ksTab, int) {
+	h := d.ent(s).hash
+	t := d.tab(h)
+	mask := uint32(len(t.idx) - 1)
 	want := uint32(s + 1)
-	for i := d.ents[s].hash & mask; ; i = (i + 1) & mask {
-		if d.idx[i]&slotMask == want {
-			return int(i)
+	for i := h & mask; ; i = (i + 1) & mask {
+		if t.idx[i]&slotMask == want {
+			return t, int(i)
 		}
 	}
 }
 
-// resize rebuilds the index with n positions (a power of two).
-func (ks *Keyspace) resize(d *ksDB, n int) {
-	ks.acct(d, int64(n-len(d.idx))*4)
+// place puts word w of a key with hash h into idx, which has room.
+func place(idx []uint32, w, h uint32) {
+	mask := uint32(len(idx) - 1)
+	i := h & mask
+	for idx[i] != 0 {
+		i = (i + 1) & mask
+	}
+	idx[i] = w
+}
+
+// rebuild gives table t n positions (a power of two).
+func (ks *Keyspace) rebuild(d *ksDB, t *ksTab, n int) {
+	ks.acct(d, int64(n-len(t.idx))*4)
 	idx := make([]uint32, n)
-	mask := uint32(n - 1)
-	for s := range d.ents {
-		h := d.ents[s].hash
-		i := h & mask
-		for idx[i] != 0 {
-			i = (i + 1) & mask
+	for _, w := range t.idx {
+		if w != 0 {
+			place(idx, w, d.ent(int(w&slotMask)-1).hash)
 		}
-		idx[i] = uint32(s+1) | h>>slotBits<<slotBits
 	}
-	d.idx = idx
+	t.idx = idx
 }
 
-// unindex empties index position pos, moving back the entries after it that may fill
+// grow makes room in table t for one more key: it doubles it, or splits it in two.
+func (ks *Keyspace) grow(d *ksDB, t *ksTab) {
+	if len(t.idx) < tabMaxSlots || t.depth == maxDirBits {
+		ks.rebuild(d, t, max(8, 2*len(t.idx)))
+		return
+	}
+	if t.depth == d.gd {
+		dir := make([]*ksTab, 2*len(d.dir))
+		for i, x := range d.dir {
+			dir[2*i], dir[2*i+1] = x, x
+		}
+		ks.acct(d, int64(len(dir)-len(d.dir))*8)
+		d.dir = dir
+		d.gd++
+	}
+	t0 := &ksTab{idx: make([]uint32, len(t.idx)), depth: t.depth + 1}
+	t1 := &ksTab{idx: make([]uint32, len(t.idx)), depth: t.depth + 1}
+	ks.acct(d, int64(len(t.idx))*4+ksTabObj)
+	bit := 31 - uint32(t.depth)
+	for _, w := range t.idx {
+		if w == 0 {
+			continue
+		}
+		h := d.ent(int(w&slotMask) - 1).hash
+		nt := t0
+		if h>>bit&1 == 1 {
+			nt = t1
+		}
+		place(nt.idx, w, h)
+		nt.n++
+	}
+	for i := range d.dir {
+		if d.dir[i] == t {
+			if uint32(i)>>(d.gd-1-t.depth)&1 == 1 {
+				d.dir[i] = t1
+			} else {
+				d.dir[i] = t0
+			}
+		}
+	}
+}
+
+// unindex empties position pos of table t, moving back the words after it that may fill
 // it (backward-shift deletion: no tombstones).
-func (d *ksDB) unindex(pos int) {
-	mask := len(d.idx) - 1
+func (d *ksDB) unindex(t *ksTab, pos int) {
+	mask := len(t.idx) - 1
 	i := pos
 	for j := (i + 1) & mask; ; j = (j + 1) & mask {
-		v := d.idx[j]
+		v := t.idx[j]
 		if v == 0 {
 			break
 		}
-		home := int(d.ents[int(v&slotMask)-1].hash) & mask
+		home := int(d.ent(int(v&slotMask)-1).hash) & mask
 		// v may move to i unless its home lies cyclically in (i, j].
 		if i <= j {
 			if i < home && home <= j {
@@ -379,33 +482,50 @@ func (d *ksDB) unindex(pos int) {
 		} else if i < home || home <= j {
 			continue
 		}
-		d.idx[i] = v
+		t.idx[i] = v
 		i = j
 	}
-	d.idx[i] = 0
+	t.idx[i] = 0
+	t.n--
 }
 
 // add makes a key in d with an empty string value and returns its slot, or -1 when the
 // keyspace is full.
 func (ks *Keyspace) add(d *ksDB, key []byte, h uint32) int {
-	if ks.cfg.MaxKeys > 0 && ks.nkeys >= ks.cfg.MaxKeys || len(d.ents) >= MaxKeysPerDB {
+	if ks.cfg.MaxKeys > 0 && ks.nkeys >= ks.cfg.MaxKeys || d.n >= MaxKeysPerDB {
 		return -1
 	}
-	if (len(d.ents)+1)*5 > len(d.idx)*4 {
-		ks.resize(d, max(8, 2*len(d.idx)))
+	t := d.tab(h)
+	for (t.n+1)*5 > len(t.idx)*4 { // a split may leave every key on the side of this one
+		ks.grow(d, t)
+		t = d.tab(h)
 	}
-	was := cap(d.ents)
-	d.ents = append(d.ents, ksEntry{hash: h, klen: uint16(len(key)), kind: KindString})
-	ks.acct(d, int64(cap(d.ents)-was)*entrySize)
-	s := len(d.ents) - 1
-	e := &d.ents[s]
+	s := d.n
+	c := s >> entShift
+	if c == len(d.ents) {
+		was := cap(d.ents)
+		d.ents = append(d.ents, make([]ksEntry, 0, min(8, entChunk)))
+		if c > 0 {
+			d.ents[c] = make([]ksEntry, 0, entChunk)
+		}
+		ks.acct(d, int64(cap(d.ents)-was)*24+int64(cap(d.ents[c]))*entrySize)
+	}
+	ch := &d.ents[c]
+	if len(*ch) == cap(*ch) {
+		n := min(entChunk, 2*cap(*ch))
+		ks.acct(d, int64(n-cap(*ch))*entrySize)
+		*ch = append(make([]ksEntry, 0, n), *ch...)
+	}
+	*ch = append(*ch, ksEntry{hash: h, klen: uint16(len(key)), kind: KindString})
+	d.n++
+	e := d.ent(s)
 	if len(key) > 0 {
 		e.p = ks.alloc(len(key))
 		copy(unsafe.Slice(e.p, len(key)), key)
 		ks.acct(d, allocSize(len(key)))
 	}
-	_, pos := d.find(key, h)
-	d.idx[pos] = uint32(s+1) | h>>slotBits<<slotBits
+	place(t.idx, word(s, h), h)
+	t.n++
 	ks.nkeys++
 	// The mark of the backup in progress (made since its instant: not in it), or of the
 	// last one (which the next one's flips to "not emitted").
@@ -423,7 +543,7 @@ func (ks *Keyspace) add(d *ksDB, key []byte, h uint32) int {
 // remove deletes the key at slot s of d, the last key taking its place.
 func (ks *Keyspace) remove(d *ksDB, s int) {
 	ks.cow(d, s)
-	e := &d.ents[s]
+	e := d.ent(s)
 	ks.touched(d, e)
 	if e.x != 0 {
 		ks.ttlCut(d, int(e.x)-1)
@@ -437,25 +557,32 @@ func (ks *Keyspace) remove(d *ksDB, s int) {
 	}
 	ks.acct(d, -allocSize(e.size()))
 	ks.release(e.p, e.size())
-	d.unindex(d.posOf(s))
-	last := len(d.ents) - 1
+	t, pos := d.posOf(s)
+	d.unindex(t, pos)
+	last := d.n - 1
 	if s != last {
-		m := &d.ents[last]
-		d.idx[d.posOf(last)] = uint32(s+1) | m.hash>>slotBits<<slotBits
+		m := d.ent(last)
+		lt, lp := d.posOf(last)
+		lt.idx[lp] = word(s, m.hash)
 		if m.x != 0 {
 			d.ttl[m.x-1].slot = uint32(s)
 		}
-		d.ents[s] = *m
+		*d.ent(s) = *m
 	}
-	d.ents[last] = ksEntry{}
-	d.ents = d.ents[:last]
+	*d.ent(last) = ksEntry{}
+	c := last >> entShift
+	d.ents[c] = d.ents[c][:last&entMask]
+	d.n--
 	ks.nkeys--
-	if c := cap(d.ents); c > 1024 && last < c/4 {
-		d.ents = append(make([]ksEntry, 0, 2*last), d.ents...)
-		ks.acct(d, int64(cap(d.ents)-c)*entrySize)
+	// One empty chunk is kept, so that a key added and deleted at a chunk's edge does not
+	// make and drop one each time.
+	if n := len(d.ents); n > c+2 {
+		ks.acct(d, -int64(cap(d.ents[n-1]))*entrySize)
+		d.ents[n-1] = nil
+		d.ents = d.ents[:n-1]
 	}
-	if n := len(d.idx); n > 1024 && last*8 < n {
-		ks.resize(d, n/4)
+	if n := len(t.idx); n > 64 && t.n*8 < n {
+		ks.rebuild(d, t, n/4)
 	}
 }
 
@@ -540,9 +667,9 @@ func (ks *Keyspace) lookup(db uint8, key []byte, now int64) (*ksDB, int, uint32)
 	if d == nil {
 		return nil, -1, h
 	}
-	s, _ := d.find(key, h)
+	_, s, _ := d.find(key, h)
 	if s >= 0 {
-		if x := d.ents[s].x; x != 0 && d.ttl[x-1].at <= now {
+		if x := d.ent(s).x; x != 0 && d.ttl[x-1].at <= now {
 			ks.expire(d, s)
 			return d, -1, h
 		}
@@ -553,8 +680,8 @@ func (ks *Keyspace) lookup(db uint8, key []byte, now int64) (*ksDB, int, uint32)
 // expire deletes the key at slot s, past its deadline.
 func (ks *Keyspace) expire(d *ksDB, s int) {
 	ks.expired++
-	ks.event(d.id, EvExpired, d.ents[s].key())
-	ks.recKey(RecDel, d.id, d.ents[s].key())
+	ks.event(d.id, EvExpired, d.ent(s).key())
+	ks.recKey(RecDel, d.id, d.ent(s).key())
 	ks.remove(d, s)
 }
 
@@ -567,8 +694,8 @@ func (ks *Keyspace) Flush(db uint8) {
 		return
 	}
 	ks.bytes -= d.bytes
-	ks.nkeys -= len(d.ents)
-	nd := &ksDB{id: db, watch: d.watch}
+	ks.nkeys -= d.n
+	nd := ks.newDB(db, d.watch)
 	for _, w := range d.watch {
 		ks.wseq++
 		w.ver = ks.wseq
@@ -585,10 +712,16 @@ func (ks *Keyspace) FlushAll() {
 
 // dbBytes is what d's keys and arrays cost (not its watches).
 func (ks *Keyspace) dbBytes(d *ksDB) int64 {
-	n := int64(cap(d.ents))*entrySize + int64(len(d.idx))*4 + int64(cap(d.ttl))*ttlSlotSize +
+	n := int64(cap(d.ents))*24 + int64(len(d.dir))*8 + int64(cap(d.ttl))*ttlSlotSize +
 		int64(cap(d.bigs))*8 + int64(cap(d.freeBig))*4
-	for i := range d.ents {
-		e := &d.ents[i]
+	for c := range d.ents {
+		n += int64(cap(d.ents[c])) * entrySize
+	}
+	for i := 0; i < len(d.dir); i += 1 << (d.gd - d.dir[i].depth) {
+		n += ksTabObj + int64(len(d.dir[i].idx))*4
+	}
+	for i := range d.n {
+		e := d.ent(i)
 		n += allocSize(e.size())
 		if e.flags&fFenced != 0 {
 			n += ksFenceCost + allocSize(int(e.klen))
@@ -616,8 +749,8 @@ func (ks *Keyspace) Watch(db uint8, key []byte) uint64 {
 		w = &ksWatch{ver: ks.wseq}
 		d.watch[string(key)] = w
 		ks.bytes += ksWatchCost + allocSize(len(key))
-		if s, _ := d.find(key, ks.hash(key)); s >= 0 {
-			d.ents[s].flags |= fWatched
+		if _, s, _ := d.find(key, ks.hash(key)); s >= 0 {
+			d.ent(s).flags |= fWatched
 		}
 	}
 	w.refs++
@@ -636,8 +769,8 @@ func (ks *Keyspace) Unwatch(db uint8, key []byte) {
 	}
 	delete(d.watch, string(key))
 	ks.bytes -= ksWatchCost + allocSize(len(key))
-	if s, _ := d.find(key, ks.hash(key)); s >= 0 {
-		d.ents[s].flags &^= fWatched
+	if _, s, _ := d.find(key, ks.hash(key)); s >= 0 {
+		d.ent(s).flags &^= fWatched
 	}
 }
 
@@ -655,7 +788,7 @@ func (ks *Keyspace) WatchVersion(db uint8, key []byte) uint64 {
 // such key).
 func (ks *Keyspace) KeyFence(db uint8, key []byte, now int64) uint64 {
 	d, s, _ := ks.lookup(db, key, now)
-	if s < 0 || d.ents[s].flags&fFenced == 0 {
+	if s < 0 || d.ent(s).flags&fFenced == 0 {
 		return 0
 	}
 	return d.fences[string(key)]
@@ -669,7 +802,7 @@ func (ks *Keyspace) RaiseFence(db uint8, key []byte, token uint64, now int64) {
 	if s < 0 || token == 0 {
 		return
 	}
-	e := &d.ents[s]
+	e := d.ent(s)
 	if e.flags&fFenced != 0 && d.fences[string(key)] >= token {
 		return
 	}

@@ -24,7 +24,7 @@ func (ks *Keyspace) Check() error {
 		if err := ks.checkDB(d); err != nil {
 			return err
 		}
-		n += len(d.ents)
+		n += d.n
 		total += d.bytes
 		for k := range d.watch {
 			total += ksWatchCost + allocSize(len(k))
@@ -51,40 +51,73 @@ func (ks *Keyspace) checkDB(d *ksDB) error {
 	if want := ks.dbBytes(d); want != d.bytes {
 		return fmt.Errorf("store: keyspace db %d: counts %d bytes, its state costs %d", d.id, d.bytes, want)
 	}
-	if len(d.idx)&(len(d.idx)-1) != 0 || len(d.ents)*5 > len(d.idx)*4 && len(d.ents) > 0 {
-		return fmt.Errorf("store: keyspace db %d: %d keys in an index of %d", d.id, len(d.ents), len(d.idx))
+	if len(d.dir) != 1<<d.gd || d.gd > maxDirBits {
+		return fmt.Errorf("store: keyspace db %d: a directory of %d at depth %d", d.id, len(d.dir), d.gd)
 	}
-	mask := len(d.idx) - 1
 	found := 0
-	for i, v := range d.idx {
-		if v == 0 {
-			continue
+	for di := 0; di < len(d.dir); {
+		t := d.dir[di]
+		if t.depth > d.gd {
+			return fmt.Errorf("store: keyspace db %d: table at %d of depth %d, directory %d", d.id, di, t.depth, d.gd)
 		}
-		found++
-		s := int(v&slotMask) - 1
-		if s < 0 || s >= len(d.ents) {
-			return fmt.Errorf("store: keyspace db %d: index %d points at slot %d of %d", d.id, i, s, len(d.ents))
+		run := 1 << (d.gd - t.depth)
+		if di%run != 0 {
+			return fmt.Errorf("store: keyspace db %d: table of depth %d starts at %d", d.id, t.depth, di)
 		}
-		e := &d.ents[s]
-		if v>>slotBits != e.hash>>slotBits {
-			return fmt.Errorf("store: keyspace db %d: index %d has the wrong hash bits for slot %d", d.id, i, s)
-		}
-		// Every position from the key's home to i is taken (the probe reaches it).
-		for j := int(e.hash) & mask; j != i; j = (j + 1) & mask {
-			if d.idx[j] == 0 {
-				return fmt.Errorf("store: keyspace db %d: slot %d at index %d, past an empty index %d", d.id, s, i, j)
+		for j := di; j < di+run; j++ {
+			if d.dir[j] != t {
+				return fmt.Errorf("store: keyspace db %d: directory %d should be the table at %d", d.id, j, di)
 			}
 		}
-		if got, _ := d.find(e.key(), e.hash); got != s {
-			return fmt.Errorf("store: keyspace db %d: key %q at slot %d is found at %d", d.id, e.key(), s, got)
+		di += run
+		if len(t.idx)&(len(t.idx)-1) != 0 || t.n*5 > len(t.idx)*4 && t.n > 0 {
+			return fmt.Errorf("store: keyspace db %d: %d keys in a table of %d", d.id, t.n, len(t.idx))
+		}
+		mask := len(t.idx) - 1
+		n := 0
+		for i, v := range t.idx {
+			if v == 0 {
+				continue
+			}
+			n++
+			s := int(v&slotMask) - 1
+			if s < 0 || s >= d.n {
+				return fmt.Errorf("store: keyspace db %d: index %d points at slot %d of %d", d.id, i, s, d.n)
+			}
+			e := d.ent(s)
+			if v>>slotBits != tagOf(e.hash) || d.tab(e.hash) != t {
+				return fmt.Errorf("store: keyspace db %d: index %d has the wrong hash bits for slot %d", d.id, i, s)
+			}
+			// Every position from the key's home to i is taken (the probe reaches it).
+			for j := int(e.hash) & mask; j != i; j = (j + 1) & mask {
+				if t.idx[j] == 0 {
+					return fmt.Errorf("store: keyspace db %d: slot %d at index %d, past an empty index %d", d.id, s, i, j)
+				}
+			}
+			if _, got, _ := d.find(e.key(), e.hash); got != s {
+				return fmt.Errorf("store: keyspace db %d: key %q at slot %d is found at %d", d.id, e.key(), s, got)
+			}
+		}
+		if n != t.n {
+			return fmt.Errorf("store: keyspace db %d: a table counts %d keys, holds %d", d.id, t.n, n)
+		}
+		found += n
+	}
+	if found != d.n {
+		return fmt.Errorf("store: keyspace db %d: %d keys, %d indexed", d.id, d.n, found)
+	}
+	for c, ch := range d.ents {
+		want := entChunk
+		if c == 0 {
+			want = cap(ch)
+		}
+		if cap(ch) != want || c < len(d.ents)-1 && len(ch) != entChunk && d.n > (c+1)*entChunk {
+			return fmt.Errorf("store: keyspace db %d: entry chunk %d of %d/%d", d.id, c, len(ch), cap(ch))
 		}
 	}
-	if found != len(d.ents) {
-		return fmt.Errorf("store: keyspace db %d: %d keys, %d indexed", d.id, len(d.ents), found)
-	}
 	nx, nf, nw := 0, 0, 0
-	for s := range d.ents {
-		e := &d.ents[s]
+	for s := range d.n {
+		e := d.ent(s)
 		k := e.key()
 		if e.hash != ks.hash(k) {
 			return fmt.Errorf("store: keyspace db %d: key %q has hash %x, not %x", d.id, k, e.hash, ks.hash(k))
@@ -163,8 +196,8 @@ func (ks *Keyspace) checkDB(d *ksDB) error {
 		return fmt.Errorf("store: keyspace db %d: %d large hashes and %d free of %d", d.id, bigs, len(d.freeBig), len(d.bigs))
 	}
 	seen := map[uint32]bool{}
-	for s := range d.ents {
-		if e := &d.ents[s]; e.kind == kindBig {
+	for s := range d.n {
+		if e := d.ent(s); e.kind == kindBig {
 			if seen[e.vlen] {
 				return fmt.Errorf("store: keyspace db %d: two keys share large hash %d", d.id, e.vlen)
 			}

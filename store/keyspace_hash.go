@@ -69,7 +69,7 @@ func splice(b []byte, i, j int, r []byte) []byte {
 
 // hashOf returns the hash at slot s: its packed bytes, or its map.
 func (d *ksDB) hashOf(s int) (packed []byte, big *bigHash) {
-	e := &d.ents[s]
+	e := d.ent(s)
 	if e.kind == kindBig {
 		return nil, d.bigs[e.vlen]
 	}
@@ -84,7 +84,7 @@ func (ks *Keyspace) hashSlot(db uint8, key []byte, mk bool, now int64) (*ksDB, i
 	}
 	d, s, h := ks.lookup(db, key, now)
 	if s >= 0 {
-		if d.ents[s].kind < KindHash {
+		if d.ent(s).kind < KindHash {
 			return d, -1, KeyspaceWrongType
 		}
 		return d, s, KeyspaceOK
@@ -98,7 +98,7 @@ func (ks *Keyspace) hashSlot(db uint8, key []byte, mk bool, now int64) (*ksDB, i
 	if s = ks.add(d, key, h); s < 0 {
 		return d, -1, KeyspaceFull
 	}
-	d.ents[s].kind = KindHash
+	d.ent(s).kind = KindHash
 	return d, s, KeyspaceOK
 }
 
@@ -110,7 +110,7 @@ func (ks *Keyspace) HSet(db uint8, key []byte, pairs [][]byte, now int64) (int, 
 		return 0, st
 	}
 	ks.cow(d, s)
-	ks.touched(d, &d.ents[s])
+	ks.touched(d, d.ent(s))
 	added := ks.hset(d, s, pairs)
 	ks.event(db, EvHSet, key)
 	if ks.logging() {
@@ -126,7 +126,7 @@ func (ks *Keyspace) HSet(db uint8, key []byte, pairs [][]byte, now int64) (int, 
 // hset sets pairs in the hash at slot s, which exists (possibly empty), and returns how
 // many fields it added.
 func (ks *Keyspace) hset(d *ksDB, s int, pairs [][]byte) int {
-	e := &d.ents[s]
+	e := d.ent(s)
 	added := 0
 	if e.kind == KindHash {
 		fit := true
@@ -213,15 +213,15 @@ func (ks *Keyspace) HDel(db uint8, key []byte, fields [][]byte, now int64) (int,
 		ks.tmp = p[:0]
 		if n > 0 {
 			ks.cow(d, s)
-			ks.touched(d, &d.ents[s])
-			ks.store(d, &d.ents[s], KindHash, p)
+			ks.touched(d, d.ent(s))
+			ks.store(d, d.ent(s), KindHash, p)
 		}
 	} else {
 		for _, f := range fields {
 			if v, ok := big.m[string(f)]; ok {
 				if n == 0 {
 					ks.cow(d, s)
-					ks.touched(d, &d.ents[s])
+					ks.touched(d, d.ent(s))
 				}
 				delete(big.m, string(f))
 				c := bigFieldCost(len(f), len(v))

@@ -700,12 +700,20 @@ func TestKeyspaceModel(t *testing.T) {
 	for seed := range uint64(40) {
 		runKsModel(t, seed, 1500)
 	}
+	// Index tables that split at a few keys: the directory and splits under the same ops.
+	defer store.SetKeyspaceTableMax(8)()
+	for seed := range uint64(20) {
+		runKsModel(t, 100+seed, 1500)
+	}
 }
 
 // FuzzKeyspace drives the same operations from a fuzzer's seed.
 func FuzzKeyspace(f *testing.F) {
 	f.Add(uint64(1), uint16(300))
 	f.Fuzz(func(t *testing.T, seed uint64, steps uint16) {
+		if seed&1 == 1 {
+			defer store.SetKeyspaceTableMax(8)()
+		}
 		runKsModel(t, seed, int(steps%2000))
 	})
 }

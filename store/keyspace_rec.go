@@ -202,7 +202,7 @@ func (ks *Keyspace) recEntry(d *ksDB, s int) {
 	if !ks.logging() {
 		return
 	}
-	e := &d.ents[s]
+	e := d.ent(s)
 	ks.log = append(appendBytes(append(ks.log, byte(RecSet), d.id), e.key()), byte(e.kind))
 	if e.kind == KindInt {
 		ks.log = binary.LittleEndian.AppendUint64(ks.log, uint64(e.int()))
@@ -322,12 +322,12 @@ func (ks *Keyspace) Apply(r *Record) error {
 	}
 	d = ks.dbs[r.DB]
 	if r.Kind == KindInt {
-		ks.storeInt(d, &d.ents[s], r.Int)
+		ks.storeInt(d, d.ent(s), r.Int)
 	} else {
-		ks.store(d, &d.ents[s], KindString, r.Value)
+		ks.store(d, d.ent(s), KindString, r.Value)
 	}
 	if r.At == 0 {
-		if x := d.ents[s].x; x != 0 {
+		if x := d.ent(s).x; x != 0 {
 			ks.ttlCut(d, int(x)-1)
 		}
 	} else {

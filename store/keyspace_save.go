@@ -39,8 +39,8 @@ func (ks *Keyspace) BeginSave(now int64, emit func(*Record)) {
 		// Every key back to "not emitted" by the mark about to be set.
 		for _, n := range ks.live {
 			d := ks.dbs[n]
-			for i := range d.ents {
-				d.ents[i].flags = d.ents[i].flags&^fSaved | sv.mark
+			for i := range d.n {
+				d.ent(i).flags = d.ent(i).flags&^fSaved | sv.mark
 			}
 		}
 	}
@@ -64,10 +64,10 @@ func (ks *Keyspace) SaveNext(n int) bool {
 			return true
 		}
 		d := sv.dbs[sv.db]
-		if sv.cur < 0 || d != nil && sv.cur > len(d.ents) {
+		if sv.cur < 0 || d != nil && sv.cur > d.n {
 			sv.cur = 0
 			if d != nil {
-				sv.cur = len(d.ents)
+				sv.cur = d.n
 			}
 		}
 		if sv.cur == 0 {
@@ -100,7 +100,7 @@ func (ks *Keyspace) Saving() (bool, uint64) { return ks.sv.on, ks.sv.keys }
 // cow emits the key at slot s of d to the backup in progress before it changes, unless
 // the backup has it.
 func (ks *Keyspace) cow(d *ksDB, s int) {
-	if sv := &ks.sv; sv.on && sv.dbs[d.id] == d && d.ents[s].flags&fSaved != sv.mark {
+	if sv := &ks.sv; sv.on && sv.dbs[d.id] == d && d.ent(s).flags&fSaved != sv.mark {
 		ks.saveEntry(d, s)
 	}
 }
@@ -109,7 +109,7 @@ func (ks *Keyspace) cow(d *ksDB, s int) {
 // expiry at the backup's instant.
 func (ks *Keyspace) saveEntry(d *ksDB, s int) {
 	sv := &ks.sv
-	e := &d.ents[s]
+	e := d.ent(s)
 	if e.flags&fSaved == sv.mark {
 		return
 	}

@@ -36,7 +36,7 @@ func (ks *Keyspace) Get(db uint8, key []byte, now int64, dst []byte) ([]byte, St
 	if s < 0 {
 		return dst, KeyspaceMissing
 	}
-	return appendValue(dst, &d.ents[s])
+	return appendValue(dst, d.ent(s))
 }
 
 // Type returns what key holds (KindNone for no key; an integer is a KindString to TYPE).
@@ -45,12 +45,12 @@ func (ks *Keyspace) Type(db uint8, key []byte, now int64) ValueKind {
 	switch {
 	case s < 0:
 		return KindNone
-	case d.ents[s].kind == KindInt:
+	case d.ent(s).kind == KindInt:
 		return KindString
-	case d.ents[s].kind == kindBig:
+	case d.ent(s).kind == kindBig:
 		return KindHash
 	}
-	return d.ents[s].kind
+	return d.ent(s).kind
 }
 
 // SetCond is SET's condition.
@@ -93,7 +93,7 @@ func (ks *Keyspace) Set(db uint8, key, val []byte, o *SetOpts, now int64, dst []
 	}
 	d, s, h := ks.lookup(db, key, now)
 	if s >= 0 {
-		e := &d.ents[s]
+		e := d.ent(s)
 		if (o.Get || o.Cond == SetIfEq || o.Cond == SetIfNe) && e.kind >= KindHash {
 			r.St = KeyspaceWrongType
 			return r, dst
@@ -113,11 +113,11 @@ func (ks *Keyspace) Set(db uint8, key, val []byte, o *SetOpts, now int64, dst []
 			return r, dst
 		}
 	case SetIfEq:
-		if s < 0 || !equalValue(&d.ents[s], o.Match) {
+		if s < 0 || !equalValue(d.ent(s), o.Match) {
 			return r, dst
 		}
 	case SetIfNe:
-		if s >= 0 && equalValue(&d.ents[s], o.Match) {
+		if s >= 0 && equalValue(d.ent(s), o.Match) {
 			return r, dst
 		}
 	}
@@ -126,7 +126,7 @@ func (ks *Keyspace) Set(db uint8, key, val []byte, o *SetOpts, now int64, dst []
 		return r, dst
 	}
 	d = ks.dbs[db]
-	e := &d.ents[s]
+	e := d.ent(s)
 	ks.store(d, e, KindString, val)
 	r.Done = true
 	ks.event(db, EvSet, key)
@@ -148,7 +148,7 @@ func (ks *Keyspace) put(d *ksDB, db uint8, key []byte, h uint32, s int) int {
 		return s
 	}
 	ks.cow(d, s)
-	e := &d.ents[s]
+	e := d.ent(s)
 	ks.touched(d, e)
 	if e.kind == kindBig {
 		ks.dropBig(d, e)
@@ -161,7 +161,7 @@ func (ks *Keyspace) setTTL(d *ksDB, s int, key []byte, keep bool, at, now int64)
 	switch {
 	case keep:
 	case at == 0:
-		if x := d.ents[s].x; x != 0 {
+		if x := d.ent(s).x; x != 0 {
 			ks.ttlCut(d, int(x)-1)
 		}
 	default:
@@ -268,7 +268,7 @@ func (ks *Keyspace) IncrBy(db uint8, key []byte, delta int64, now int64) (int64,
 	d, s, h := ks.lookup(db, key, now)
 	var n int64
 	if s >= 0 {
-		e := &d.ents[s]
+		e := d.ent(s)
 		switch e.kind {
 		case KindInt:
 			n = e.int()
@@ -295,7 +295,7 @@ func (ks *Keyspace) IncrBy(db uint8, key []byte, delta int64, now int64) (int64,
 		}
 	}
 	n += delta
-	ks.storeInt(d, &d.ents[s], n)
+	ks.storeInt(d, d.ent(s), n)
 	ks.event(db, EvIncrBy, key)
 	ks.recEntry(d, s)
 	return n, KeyspaceOK
@@ -328,7 +328,7 @@ func (ks *Keyspace) IncrByFloat(db uint8, key []byte, delta float64, now int64, 
 	d, s, h := ks.lookup(db, key, now)
 	var f float64
 	if s >= 0 {
-		e := &d.ents[s]
+		e := d.ent(s)
 		switch e.kind {
 		case KindInt:
 			f = float64(e.int())
@@ -348,7 +348,7 @@ func (ks *Keyspace) IncrByFloat(db uint8, key []byte, delta float64, now int64, 
 	}
 	if s >= 0 {
 		ks.cow(d, s)
-		ks.touched(d, &d.ents[s])
+		ks.touched(d, d.ent(s))
 	} else {
 		if d == nil {
 			d = ks.db(db, true)
@@ -358,7 +358,7 @@ func (ks *Keyspace) IncrByFloat(db uint8, key []byte, delta float64, now int64, 
 		}
 	}
 	ks.tmp = strconv.AppendFloat(ks.tmp[:0], f, 'f', -1, 64)
-	ks.store(d, &d.ents[s], KindString, ks.tmp)
+	ks.store(d, d.ent(s), KindString, ks.tmp)
 	ks.event(db, EvIncrByFloat, key)
 	ks.recEntry(d, s)
 	return append(dst, ks.tmp...), KeyspaceOK
@@ -372,7 +372,7 @@ func (ks *Keyspace) Append(db uint8, key, v []byte, now int64) (int64, Status) {
 	}
 	d, s, h := ks.lookup(db, key, now)
 	if s >= 0 {
-		e := &d.ents[s]
+		e := d.ent(s)
 		if e.kind >= KindHash {
 			return 0, KeyspaceWrongType
 		}
@@ -387,7 +387,7 @@ func (ks *Keyspace) Append(db uint8, key, v []byte, now int64) (int64, Status) {
 		ks.tmp = ks.tmp[:0]
 	}
 	ks.tmp = append(ks.tmp, v...)
-	ks.store(d, &d.ents[s], KindString, ks.tmp)
+	ks.store(d, d.ent(s), KindString, ks.tmp)
 	ks.event(db, EvAppend, key)
 	ks.recBytes(RecAppend, db, key, v)
 	return int64(len(ks.tmp)), KeyspaceOK
@@ -399,7 +399,7 @@ func (ks *Keyspace) StrLen(db uint8, key []byte, now int64) (int64, Status) {
 	if s < 0 {
 		return 0, KeyspaceOK
 	}
-	e := &d.ents[s]
+	e := d.ent(s)
 	switch e.kind {
 	case KindString:
 		return int64(e.vlen), KeyspaceOK
@@ -416,7 +416,7 @@ func (ks *Keyspace) GetDel(db uint8, key []byte, now int64, dst []byte) ([]byte,
 	if s < 0 {
 		return dst, KeyspaceMissing
 	}
-	dst, st := appendValue(dst, &d.ents[s])
+	dst, st := appendValue(dst, d.ent(s))
 	if st == KeyspaceOK {
 		ks.del(d, s, key)
 	}
@@ -441,7 +441,7 @@ func (ks *Keyspace) GetEx(db uint8, key []byte, mode GetExMode, at, now int64, d
 	if s < 0 {
 		return dst, KeyspaceMissing
 	}
-	dst, st := appendValue(dst, &d.ents[s])
+	dst, st := appendValue(dst, d.ent(s))
 	if st != KeyspaceOK {
 		return dst, st
 	}
@@ -500,7 +500,7 @@ func (ks *Keyspace) DelIf(db uint8, key []byte, cond SetCond, match []byte, now 
 	if s < 0 {
 		return false, KeyspaceOK
 	}
-	e := &d.ents[s]
+	e := d.ent(s)
 	if e.kind >= KindHash {
 		return false, KeyspaceWrongType
 	}
@@ -521,13 +521,13 @@ func (ks *Keyspace) Scan(db uint8, cursor uint64, count int, now int64, fn func(
 	if d == nil {
 		return 0
 	}
-	c := uint64(len(d.ents))
+	c := uint64(d.n)
 	if cursor != 0 && cursor < c {
 		c = cursor
 	}
 	for ; count > 0 && c > 0; count-- {
 		c--
-		e := &d.ents[c]
+		e := d.ent(int(c))
 		if e.x != 0 && d.ttl[e.x-1].at <= now {
 			continue
 		}

@@ -9,7 +9,7 @@ package store
 
 // ttlSet gives the key at slot s of d the expiry at (Unix ms).
 func (ks *Keyspace) ttlSet(d *ksDB, s int, at int64) {
-	e := &d.ents[s]
+	e := d.ent(s)
 	if e.x != 0 {
 		i := int(e.x) - 1
 		d.ttl[i].at = at
@@ -28,11 +28,11 @@ func (ks *Keyspace) ttlSet(d *ksDB, s int, at int64) {
 
 // ttlCut removes heap slot i (its key's expiry).
 func (ks *Keyspace) ttlCut(d *ksDB, i int) {
-	d.ents[d.ttl[i].slot].x = 0
+	d.ent(int(d.ttl[i].slot)).x = 0
 	last := len(d.ttl) - 1
 	if i != last {
 		d.ttl[i] = d.ttl[last]
-		d.ents[d.ttl[i].slot].x = uint32(i + 1)
+		d.ent(int(d.ttl[i].slot)).x = uint32(i + 1)
 	}
 	d.ttl = d.ttl[:last]
 	if i != last && !d.ttlUp(i) {
@@ -54,11 +54,11 @@ func (d *ksDB) ttlUp(i int) bool {
 			break
 		}
 		h[i] = h[p]
-		d.ents[h[i].slot].x = uint32(i + 1)
+		d.ent(int(h[i].slot)).x = uint32(i + 1)
 		i = p
 	}
 	h[i] = t
-	d.ents[t.slot].x = uint32(i + 1)
+	d.ent(int(t.slot)).x = uint32(i + 1)
 	return i != start
 }
 
@@ -78,16 +78,16 @@ func (d *ksDB) ttlDown(i int) {
 			break
 		}
 		h[i] = h[c]
-		d.ents[h[i].slot].x = uint32(i + 1)
+		d.ent(int(h[i].slot)).x = uint32(i + 1)
 		i = c
 	}
 	h[i] = t
-	d.ents[t.slot].x = uint32(i + 1)
+	d.ent(int(t.slot)).x = uint32(i + 1)
 }
 
 // expiryOf returns the expiry of the key at slot s (0: none).
 func (d *ksDB) expiryOf(s int) int64 {
-	if x := d.ents[s].x; x != 0 {
+	if x := d.ent(s).x; x != 0 {
 		return d.ttl[x-1].at
 	}
 	return 0
@@ -140,7 +140,7 @@ func (ks *Keyspace) Expire(db uint8, key []byte, at int64, cond ExpireCond, now 
 		return true
 	}
 	ks.cow(d, s)
-	ks.touched(d, &d.ents[s])
+	ks.touched(d, d.ent(s))
 	ks.ttlSet(d, s, at)
 	ks.event(db, EvExpire, key)
 	ks.recAt(RecExpire, db, key, at)
@@ -175,12 +175,12 @@ func (ks *Keyspace) ExpireAt(db uint8, key []byte, now int64) int64 {
 // Persist removes key's expiry: true if it had one (event "persist").
 func (ks *Keyspace) Persist(db uint8, key []byte, now int64) bool {
 	d, s, _ := ks.lookup(db, key, now)
-	if s < 0 || d.ents[s].x == 0 {
+	if s < 0 || d.ent(s).x == 0 {
 		return false
 	}
 	ks.cow(d, s)
-	ks.touched(d, &d.ents[s])
-	ks.ttlCut(d, int(d.ents[s].x)-1)
+	ks.touched(d, d.ent(s))
+	ks.ttlCut(d, int(d.ent(s).x)-1)
 	ks.event(db, EvPersist, key)
 	ks.recAt(RecExpire, db, key, 0)
 	return true
