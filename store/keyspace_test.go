@@ -291,3 +291,38 @@ func TestKeyspaceGrowShrink(t *testing.T) {
 		t.Fatalf("%d keys cost %d bytes, %d left once deleted (empty: %d)", n, full, left, empty)
 	}
 }
+
+// TestStoreKeyspaceExpiry: a key's expiry is part of the Store's NextDeadline, and
+// Advance expires it (Due.KeysExpired), a bounded number of keys a call.
+func TestStoreKeyspaceExpiry(t *testing.T) {
+	s := store.New(store.Config{Start: at(0), Keyspace: store.KeyspaceConfig{Events: true}})
+	var d store.Due
+	s.Advance(at(0), &d) // the collections due at the start
+	d.Reset()
+	ms := at(0)/1e6 + 500
+	for i := range store.KeyspaceExpireBudget + 5 {
+		s.Keyspace.Set(0, []byte("k"+strconv.Itoa(i)), []byte("v"), &store.SetOpts{At: ms}, at(0)/1e6, nil)
+	}
+	if next, ok := s.NextDeadline(); !ok || next != ms*1e6 {
+		t.Fatalf("NextDeadline %d %v, want the key's %d", next, ok, ms*1e6)
+	}
+	s.Advance(ms*1e6-1, &d)
+	if d.KeysExpired != 0 {
+		t.Fatalf("%d keys expired a nanosecond early", d.KeysExpired)
+	}
+	s.Advance(ms*1e6, &d)
+	if d.KeysExpired != store.KeyspaceExpireBudget {
+		t.Fatalf("%d keys expired, want the budget %d", d.KeysExpired, store.KeyspaceExpireBudget)
+	}
+	if next, _ := s.NextDeadline(); next != ms*1e6 {
+		t.Fatalf("5 keys still due, NextDeadline %d", next)
+	}
+	d.Reset()
+	s.Advance(ms*1e6, &d)
+	if d.KeysExpired != 5 || s.Keyspace.Keys() != 0 || len(s.Keyspace.Events()) != 4*(store.KeyspaceExpireBudget+5) { // new, set, expire, expired
+		t.Fatalf("expired %d, keys left %d, events %d", d.KeysExpired, s.Keyspace.Keys(), len(s.Keyspace.Events()))
+	}
+	if err := s.Check(); err != nil {
+		t.Fatal(err)
+	}
+}
