@@ -102,7 +102,7 @@ func (s Status) String() string {
 	return fmt.Sprintf("Status(%d)", uint8(s))
 }
 
-// entry is one key. Its name and value share one allocation of allocSize(size()) bytes,
+// entry is one key. Its name and value share one allocation of ksAlloc(size()) bytes,
 // which p points at (nil when both are empty).
 type ksEntry struct {
 	p     *byte
@@ -152,11 +152,31 @@ const (
 	keepAllocMax = 256
 )
 
-// alloc returns an allocation for n bytes (n > 0), allocSize(n) long, reused if it can.
+// smallClass is the size class index (in sizeClasses) of n bytes for n up to
+// keepAllocMax, by n's eighth: allocSize without its search on the keyspace's hot path.
+var smallClass = func() (t [keepAllocMax/8 + 1]uint8) {
+	for i := range t {
+		t[i] = uint8(classIndex(allocSize(max(1, 8*i))))
+	}
+	return t
+}()
+
+// ksAlloc is allocSize(n).
+func ksAlloc(n int) int64 {
+	if n <= keepAllocMax {
+		if n <= 0 {
+			return 0
+		}
+		return int64(sizeClasses[smallClass[(n+7)>>3]])
+	}
+	return allocSize(n)
+}
+
+// alloc returns an allocation for n bytes (n > 0), ksAlloc(n) long, reused if it can.
 func (ks *Keyspace) alloc(n int) *byte {
-	c := allocSize(n)
+	c := ksAlloc(n)
 	if c <= keepAllocMax {
-		i := classIndex(c)
+		i := int(smallClass[(n+7)>>3])
 		if f := ks.free[i]; len(f) > 0 {
 			p := f[len(f)-1]
 			f[len(f)-1] = nil
@@ -171,11 +191,11 @@ func (ks *Keyspace) alloc(n int) *byte {
 
 // release gives back p, an allocation for n bytes.
 func (ks *Keyspace) release(p *byte, n int) {
-	c := allocSize(n)
+	c := ksAlloc(n)
 	if p == nil || c > keepAllocMax {
 		return
 	}
-	i := classIndex(c)
+	i := int(smallClass[(n+7)>>3])
 	if len(ks.free[i]) < keepAllocs {
 		ks.free[i] = append(ks.free[i], p)
 		ks.bytes += c
@@ -255,12 +275,12 @@ type ksWatch struct {
 var (
 	entrySize   = int64(unsafe.Sizeof(ksEntry{}))
 	ttlSlotSize = int64(unsafe.Sizeof(ttlSlot{}))
-	bigHashObj  = allocSize(int(unsafe.Sizeof(bigHash{}))) + 48 // the object and its map's header
-	ksWatchCost = allocSize(int(unsafe.Sizeof(ksWatch{}))) + mapEntry(16+8)
+	bigHashObj  = ksAlloc(int(unsafe.Sizeof(bigHash{}))) + 48 // the object and its map's header
+	ksWatchCost = ksAlloc(int(unsafe.Sizeof(ksWatch{}))) + mapEntry(16+8)
 	ksFenceCost = mapEntry(16 + 8)
 )
 
-func bigFieldCost(f, v int) int64 { return mapEntry(32) + allocSize(f) + allocSize(v) }
+func bigFieldCost(f, v int) int64 { return mapEntry(32) + ksAlloc(f) + ksAlloc(v) }
 
 // NewKeyspace returns an empty keyspace.
 func NewKeyspace(cfg KeyspaceConfig) *Keyspace {
@@ -335,7 +355,7 @@ type ksTab struct {
 	depth uint8    // the top bits of the hash its keys share
 }
 
-var ksTabObj = allocSize(int(unsafe.Sizeof(ksTab{})))
+var ksTabObj = ksAlloc(int(unsafe.Sizeof(ksTab{})))
 
 func tagOf(h uint32) uint32 { return h >> tagShift & tagMask }
 
@@ -522,7 +542,7 @@ func (ks *Keyspace) add(d *ksDB, key []byte, h uint32) int {
 	if len(key) > 0 {
 		e.p = ks.alloc(len(key))
 		copy(unsafe.Slice(e.p, len(key)), key)
-		ks.acct(d, allocSize(len(key)))
+		ks.acct(d, ksAlloc(len(key)))
 	}
 	place(t.idx, word(s, h), h)
 	t.n++
@@ -553,9 +573,9 @@ func (ks *Keyspace) remove(d *ksDB, s int) {
 	}
 	if e.flags&fFenced != 0 {
 		delete(d.fences, string(e.key()))
-		ks.acct(d, -ksFenceCost-allocSize(int(e.klen)))
+		ks.acct(d, -ksFenceCost-ksAlloc(int(e.klen)))
 	}
-	ks.acct(d, -allocSize(e.size()))
+	ks.acct(d, -ksAlloc(e.size()))
 	ks.release(e.p, e.size())
 	t, pos := d.posOf(s)
 	d.unindex(t, pos)
@@ -601,7 +621,7 @@ func (ks *Keyspace) store(d *ksDB, e *ksEntry, k ValueKind, v []byte) {
 		panic("store: keyspace: store over a large hash")
 	}
 	old, n := e.size(), int(e.klen)+len(v)
-	if allocSize(n) == allocSize(old) {
+	if ksAlloc(n) == ksAlloc(old) {
 		if n > 0 {
 			copy(unsafe.Slice(e.p, n)[e.klen:], v)
 		}
@@ -613,7 +633,7 @@ func (ks *Keyspace) store(d *ksDB, e *ksEntry, k ValueKind, v []byte) {
 			copy(b, e.key())
 			copy(b[e.klen:], v)
 		}
-		ks.acct(d, allocSize(n)-allocSize(old))
+		ks.acct(d, ksAlloc(n)-ksAlloc(old))
 		ks.release(e.p, old)
 		e.p = p
 	}
@@ -722,9 +742,9 @@ func (ks *Keyspace) dbBytes(d *ksDB) int64 {
 	}
 	for i := range d.n {
 		e := d.ent(i)
-		n += allocSize(e.size())
+		n += ksAlloc(e.size())
 		if e.flags&fFenced != 0 {
-			n += ksFenceCost + allocSize(int(e.klen))
+			n += ksFenceCost + ksAlloc(int(e.klen))
 		}
 	}
 	for _, b := range d.bigs {
@@ -748,7 +768,7 @@ func (ks *Keyspace) Watch(db uint8, key []byte) uint64 {
 		ks.wseq++
 		w = &ksWatch{ver: ks.wseq}
 		d.watch[string(key)] = w
-		ks.bytes += ksWatchCost + allocSize(len(key))
+		ks.bytes += ksWatchCost + ksAlloc(len(key))
 		if _, s, _ := d.find(key, ks.hash(key)); s >= 0 {
 			d.ent(s).flags |= fWatched
 		}
@@ -768,7 +788,7 @@ func (ks *Keyspace) Unwatch(db uint8, key []byte) {
 		return
 	}
 	delete(d.watch, string(key))
-	ks.bytes -= ksWatchCost + allocSize(len(key))
+	ks.bytes -= ksWatchCost + ksAlloc(len(key))
 	if _, s, _ := d.find(key, ks.hash(key)); s >= 0 {
 		d.ent(s).flags &^= fWatched
 	}
@@ -812,7 +832,7 @@ func (ks *Keyspace) RaiseFence(db uint8, key []byte, token uint64, now int64) {
 			d.fences = make(map[string]uint64)
 		}
 		e.flags |= fFenced
-		ks.acct(d, ksFenceCost+allocSize(int(e.klen)))
+		ks.acct(d, ksFenceCost+ksAlloc(int(e.klen)))
 	}
 	d.fences[string(key)] = token
 	ks.recFence(d.id, key, token)

@@ -27,7 +27,7 @@ func (ks *Keyspace) Check() error {
 		n += d.n
 		total += d.bytes
 		for k := range d.watch {
-			total += ksWatchCost + allocSize(len(k))
+			total += ksWatchCost + ksAlloc(len(k))
 		}
 	}
 	for i, d := range ks.dbs {
