@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/tallyd/tallyd/store"
@@ -528,23 +530,40 @@ func (g *ksRig) step() string {
 		if got != want {
 			g.fail(desc+" fence", got, want)
 		}
-	case 22: // INCRBYFLOAT
-		delta := float64(r.IntN(100)-50) / 4
-		out, st := ks.IncrByFloat(uint8(db), kb, delta, now, g.buf[:0])
-		var f float64
+	case 22: // INCRBYFLOAT, computed as Redis does: a long double (64-bit mantissa), %.17Lf
+		delta := []string{"0.1", "-2.5", "3.0e3", "1e20", "0.333333333333333333", "x", "-0.1"}[r.IntN(7)]
+		out, st := ks.IncrByFloat(uint8(db), kb, []byte(delta), now, g.buf[:0])
+		ld := func(s string) (*big.Float, bool) {
+			if s == "" || strings.ContainsAny(s, " xXnNiI_pP") {
+				return nil, false
+			}
+			f, _, err := big.ParseFloat(s, 10, 64, big.ToNearestEven)
+			return f, err == nil
+		}
+		f := new(big.Float).SetPrec(64)
 		wst := store.KeyspaceOK
-		if cur != nil {
-			if !isStr {
-				wst = store.KeyspaceWrongType
-			} else if v, err := strconv.ParseFloat(cur.s, 64); err != nil || strings_ContainsAny(cur.s, " xXnNiI_pP") {
+		inc, ok := ld(delta)
+		switch {
+		case !ok:
+			wst = store.KeyspaceNotInt
+		case cur == nil:
+		case !isStr:
+			wst = store.KeyspaceWrongType
+		default:
+			if f, ok = ld(cur.s); !ok {
 				wst = store.KeyspaceNotInt
-			} else {
-				f = v
 			}
 		}
-		want := strconv.FormatFloat(f+delta, 'f', -1, 64)
+		want := ""
+		if wst == store.KeyspaceOK {
+			f.Add(f, inc)
+			want = strings.TrimSuffix(strings.TrimRight(f.Text('f', 17), "0"), ".")
+			if want == "-0" {
+				want = "0"
+			}
+		}
 		if st != wst || st == store.KeyspaceOK && string(out) != want {
-			g.fail(desc+" INCRBYFLOAT", fmt.Sprintf("%v %q", st, out), fmt.Sprintf("%v %q", wst, want))
+			g.fail(desc+" INCRBYFLOAT "+delta, fmt.Sprintf("%v %q", st, out), fmt.Sprintf("%v %q", wst, want))
 		}
 		if st == store.KeyspaceOK {
 			if cur == nil {
@@ -593,8 +612,6 @@ func (g *ksRig) step() string {
 	}
 	return desc
 }
-
-func strings_ContainsAny(s, chars string) bool { return bytes.ContainsAny([]byte(s), chars) }
 
 // compareKs checks that ks holds exactly m's keys (live at now), values, expiries and
 // fences.

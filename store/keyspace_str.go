@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"math"
+	"math/big"
 	"strconv"
 )
 
@@ -301,49 +302,77 @@ func (ks *Keyspace) IncrBy(db uint8, key []byte, delta int64, now int64) (int64,
 	return n, KeyspaceOK
 }
 
-// parseFloat reads b as a number INCRBYFLOAT takes: decimal, with a fraction and an
-// exponent, no spaces, not NaN or infinite.
-func parseFloat(b []byte) (float64, bool) {
+// INCRBYFLOAT computes as Redis does on x86-64: in a long double (a 64-bit mantissa),
+// shown with 17 decimals and no trailing zeros ("%.17Lf"), so that its replies are
+// Redis's digit for digit (10.5 + 0.1 is 10.6, 0.1 + 0.2 is 0.3, 1e300 + 1 every digit of
+// the long double). big.Float at 64 bits of precision rounds as the x87 does.
+const longDoublePrec = 64
+
+// longDoubleMaxExp is the long double's largest binary exponent: past it, infinity.
+const longDoubleMaxExp = 16384
+
+// ParseLongDouble reads b as INCRBYFLOAT reads a number (strtold, without spaces, hex,
+// infinities or NaN) into f; false if it is not one.
+func ParseLongDouble(b []byte, f *big.Float) bool {
 	if len(b) == 0 {
-		return 0, false
+		return false
 	}
 	for _, c := range b {
 		if !(c >= '0' && c <= '9' || c == '.' || c == '-' || c == '+' || c == 'e' || c == 'E') {
-			return 0, false
+			return false
 		}
 	}
-	f, err := strconv.ParseFloat(string(b), 64)
-	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
-		return 0, false
+	f.SetPrec(longDoublePrec).SetMode(big.ToNearestEven)
+	if _, ok := f.SetString(string(b)); !ok || f.IsInf() || f.MantExp(nil) > longDoubleMaxExp {
+		return false
 	}
-	return f, true
+	return true
 }
 
-// IncrByFloat adds delta to key's number and appends the sum, as INCRBYFLOAT shows it,
-// to dst; the key keeps its expiry and holds the sum as a string. Event "incrbyfloat".
-func (ks *Keyspace) IncrByFloat(db uint8, key []byte, delta float64, now int64, dst []byte) ([]byte, Status) {
+// AppendLongDouble appends f as INCRBYFLOAT shows it.
+func AppendLongDouble(dst []byte, f *big.Float) []byte {
+	at := len(dst)
+	dst = f.Append(dst, 'f', 17)
+	if bytes.IndexByte(dst[at:], '.') >= 0 {
+		dst = bytes.TrimRight(dst, "0")
+		dst = bytes.TrimSuffix(dst, []byte("."))
+	}
+	if string(dst[at:]) == "-0" {
+		dst = append(dst[:at], '0')
+	}
+	return dst
+}
+
+// IncrByFloat adds delta (INCRBYFLOAT's argument, which the caller has checked with
+// ParseLongDouble) to key's number and appends the sum, as INCRBYFLOAT shows it, to dst;
+// the key keeps its expiry and holds the sum as that string. KeyspaceNotInt: "value is not
+// a valid float"; KeyspaceNaN: "increment would produce NaN or Infinity". Event
+// "incrbyfloat". It allocates (big.Float), as a rare command may.
+func (ks *Keyspace) IncrByFloat(db uint8, key, delta []byte, now int64, dst []byte) ([]byte, Status) {
 	if len(key) > MaxKeyLen {
 		return dst, KeyspaceTooLong
 	}
+	var f, inc big.Float
+	if !ParseLongDouble(delta, &inc) {
+		return dst, KeyspaceNotInt
+	}
+	f.SetPrec(longDoublePrec).SetMode(big.ToNearestEven)
 	d, s, h := ks.lookup(db, key, now)
-	var f float64
 	if s >= 0 {
 		e := d.ent(s)
 		switch e.kind {
 		case KindInt:
-			f = float64(e.int())
+			f.SetInt64(e.int())
 		case KindString:
-			v, ok := parseFloat(e.val())
-			if !ok {
+			if !ParseLongDouble(e.val(), &f) {
 				return dst, KeyspaceNotInt
 			}
-			f = v
 		default:
 			return dst, KeyspaceWrongType
 		}
 	}
-	f += delta
-	if math.IsInf(f, 0) || math.IsNaN(f) {
+	f.Add(&f, &inc)
+	if f.IsInf() || f.MantExp(nil) > longDoubleMaxExp {
 		return dst, KeyspaceNaN
 	}
 	if s >= 0 {
@@ -357,7 +386,7 @@ func (ks *Keyspace) IncrByFloat(db uint8, key []byte, delta float64, now int64, 
 			return dst, KeyspaceFull
 		}
 	}
-	ks.tmp = strconv.AppendFloat(ks.tmp[:0], f, 'f', -1, 64)
+	ks.tmp = AppendLongDouble(ks.tmp[:0], &f)
 	ks.store(d, d.ent(s), KindString, ks.tmp)
 	ks.event(db, EvIncrByFloat, key)
 	ks.recEntry(d, s)

@@ -326,3 +326,18 @@ func TestStoreKeyspaceExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestKeyspaceIncrByFloatAsRedis: INCRBYFLOAT's sums are redis-server 7.0.15's (on x86-64:
+// a long double, %.17Lf without trailing zeros), digit for digit; these were read from it.
+func TestKeyspaceIncrByFloatAsRedis(t *testing.T) {
+	ks := store.NewKeyspace(store.KeyspaceConfig{})
+	for _, c := range [][3]string{{"10.5", "0.1", "10.6"}, {"0", "3.0e3", "3000"}, {"1", "1e20", "100000000000000000000"}, {"0.1", "0.2", "0.3"}, {"5", "-5", "0"},
+		{"1e300", "1", "1000000000000000000008997324079559193870523944273290747938260082321265646596180935755849152083750497190350372508614274835903592556184672983913096260520748646287327135641843653294084255107606016789726652932370030551382947620994540294772781889620606179267611627097410650567187386105690089424915104006144"},
+		{"3", "0.333333333333333333", "3.33333333333333333"}} {
+		ks.Set(0, []byte("f"), []byte(c[0]), &store.SetOpts{}, 0, nil)
+		out, st := ks.IncrByFloat(0, []byte("f"), []byte(c[1]), 0, nil)
+		if string(out) != c[2] {
+			t.Errorf("%s + %s = %q %v, Redis %q", c[0], c[1], out, st, c[2])
+		}
+	}
+}
