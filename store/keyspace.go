@@ -239,7 +239,7 @@ type ksDB struct {
 	n       int         // keys
 	dir     []*ksTab    // the index's directory: 2^gd tables by the hash's top gd bits
 	gd      uint8
-	ttl     []ttlSlot
+	ttl     chunked[ttlSlot] // the expiry heap (keyspace_ttl.go)
 	bigs    []*bigHash
 	freeBig []uint32
 	fences  map[string]uint64 // keys with fFenced: the highest token a fenced write presented
@@ -302,7 +302,7 @@ func (ks *Keyspace) Keys() int { return ks.nkeys }
 // Expires returns the number of keys of db with an expiry (INFO keyspace's expires=).
 func (ks *Keyspace) Expires(db uint8) int {
 	if d := ks.dbs[db]; d != nil {
-		return len(d.ttl)
+		return d.ttl.n
 	}
 	return 0
 }
@@ -585,7 +585,7 @@ func (ks *Keyspace) remove(d *ksDB, s int) {
 		lt, lp := d.posOf(last)
 		lt.idx[lp] = word(s, m.hash)
 		if m.x != 0 {
-			d.ttl[m.x-1].slot = uint32(s)
+			d.ttl.at(int(m.x) - 1).slot = uint32(s)
 		}
 		*d.ent(s) = *m
 	}
@@ -689,7 +689,7 @@ func (ks *Keyspace) lookup(db uint8, key []byte, now int64) (*ksDB, int, uint32)
 	}
 	_, s, _ := d.find(key, h)
 	if s >= 0 {
-		if x := d.ent(s).x; x != 0 && d.ttl[x-1].at <= now {
+		if x := d.ent(s).x; x != 0 && d.ttl.at(int(x)-1).at <= now {
 			ks.expire(d, s)
 			return d, -1, h
 		}
@@ -732,7 +732,7 @@ func (ks *Keyspace) FlushAll() {
 
 // dbBytes is what d's keys and arrays cost (not its watches).
 func (ks *Keyspace) dbBytes(d *ksDB) int64 {
-	n := int64(cap(d.ents))*24 + int64(len(d.dir))*8 + int64(cap(d.ttl))*ttlSlotSize +
+	n := int64(cap(d.ents))*24 + int64(len(d.dir))*8 + d.ttl.bytes(ttlSlotSize) +
 		int64(cap(d.bigs))*8 + int64(cap(d.freeBig))*4
 	for c := range d.ents {
 		n += int64(cap(d.ents[c])) * entrySize

@@ -151,7 +151,7 @@ func (ks *Keyspace) checkDB(d *ksDB) error {
 		}
 		if e.x != 0 {
 			nx++
-			if int(e.x) > len(d.ttl) || d.ttl[e.x-1].slot != uint32(s) {
+			if int(e.x) > d.ttl.n || d.ttl.at(int(e.x)-1).slot != uint32(s) {
 				return fmt.Errorf("store: keyspace db %d: key %q at heap %d, which is not its", d.id, k, e.x)
 			}
 		}
@@ -168,11 +168,11 @@ func (ks *Keyspace) checkDB(d *ksDB) error {
 			nw++
 		}
 	}
-	if nx != len(d.ttl) {
-		return fmt.Errorf("store: keyspace db %d: %d keys with an expiry, %d in the heap", d.id, nx, len(d.ttl))
+	if nx != d.ttl.n {
+		return fmt.Errorf("store: keyspace db %d: %d keys with an expiry, %d in the heap", d.id, nx, d.ttl.n)
 	}
-	for i := 1; i < len(d.ttl); i++ {
-		if d.ttl[i].at < d.ttl[(i-1)/2].at {
+	for i := 1; i < d.ttl.n; i++ {
+		if d.ttl.at(i).at < d.ttl.at((i-1)/2).at {
 			return fmt.Errorf("store: keyspace db %d: expiry heap out of order at %d", d.id, i)
 		}
 	}

@@ -557,7 +557,7 @@ func (ks *Keyspace) Scan(db uint8, cursor uint64, count int, now int64, fn func(
 	for ; count > 0 && c > 0; count-- {
 		c--
 		e := d.ent(int(c))
-		if e.x != 0 && d.ttl[e.x-1].at <= now {
+		if e.x != 0 && d.ttl.at(int(e.x)-1).at <= now {
 			continue
 		}
 		k := e.kind

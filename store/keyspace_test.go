@@ -261,8 +261,9 @@ func TestKeyspaceBackupInstant(t *testing.T) {
 }
 
 // TestKeyspaceGrowShrink: 20k keys added and deleted again, in random order, with index
-// tables that split at 64 slots: the invariants hold on the way, and most of what the
-// keys cost is given back (tables split are not merged again; they shrink to 64 slots).
+// tables that split at 64 slots: the invariants hold on the way, and what the keys cost
+// is given back but the first two chunks of entries and of expiries (each 4,096 long) and
+// the tables (split ones are not merged again; they shrink to 64 slots).
 func TestKeyspaceGrowShrink(t *testing.T) {
 	defer store.SetKeyspaceTableMax(64)()
 	r := rand.New(rand.NewPCG(3, 4))
@@ -287,7 +288,7 @@ func TestKeyspaceGrowShrink(t *testing.T) {
 		}
 	}
 	ksCheck(t, ks)
-	if left := ks.Bytes(); left > empty+full/3 {
+	if left := ks.Bytes(); left > empty+full*2/5 { // 20k keys: the chunks kept are a third of them
 		t.Fatalf("%d keys cost %d bytes, %d left once deleted (empty: %d)", n, full, left, empty)
 	}
 }

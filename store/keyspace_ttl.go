@@ -1,94 +1,150 @@
 package store
 
-// Expiries of the keyspace: each database keeps a binary min-heap of (deadline, slot) of
+// Expiries of the keyspace: each database keeps a binary min-heap (in chunks) of (deadline, slot) of
 // its keys with an expiry, the entry knowing its place (entry.x), so setting, moving and
 // removing an expiry is O(log n) without a search and a key without one pays nothing. A
 // heap slot is 16 bytes (Redis keeps an expiry as a second dict entry, 24 bytes and a
 // bucket). Lazy expiry: lookup deletes a key found past its deadline. Active expiry:
 // Advance pops what is due, a bounded number at a time.
 
+// chunked is a slice in chunks, as the entries are (ent): chunk 0 doubles up to entChunk
+// elements, later chunks are entChunk long, and one empty chunk is kept past the last, so
+// growing never copies more than a chunk.
+type chunked[T any] struct {
+	c [][]T
+	n int
+}
+
+func (s *chunked[T]) at(i int) *T { return &s.c[i>>entShift][i&entMask] }
+
+// push appends v and returns the bytes that took (size: one element's).
+func (s *chunked[T]) push(v T, size int64) int64 {
+	var grew int64
+	c := s.n >> entShift
+	if c == len(s.c) {
+		was, n := cap(s.c), entChunk
+		if c == 0 {
+			n = 8
+		}
+		s.c = append(s.c, make([]T, 0, n))
+		grew += int64(cap(s.c)-was)*24 + int64(n)*size
+	}
+	ch := &s.c[c]
+	if len(*ch) == cap(*ch) {
+		n := min(entChunk, 2*cap(*ch))
+		grew += int64(n-cap(*ch)) * size
+		*ch = append(make([]T, 0, n), *ch...)
+	}
+	*ch = append(*ch, v)
+	s.n++
+	return grew
+}
+
+// pop removes the last element and returns the bytes given back.
+func (s *chunked[T]) pop(size int64) int64 {
+	last := s.n - 1
+	var zero T
+	*s.at(last) = zero
+	c := last >> entShift
+	s.c[c] = s.c[c][:last&entMask]
+	s.n--
+	if n := len(s.c); n > c+2 {
+		g := int64(cap(s.c[n-1])) * size
+		s.c[n-1] = nil
+		s.c = s.c[:n-1]
+		return g
+	}
+	return 0
+}
+
+// bytes is what s takes.
+func (s *chunked[T]) bytes(size int64) int64 {
+	n := int64(cap(s.c)) * 24
+	for _, ch := range s.c {
+		n += int64(cap(ch)) * size
+	}
+	return n
+}
+
 // ttlSet gives the key at slot s of d the expiry at (Unix ms).
 func (ks *Keyspace) ttlSet(d *ksDB, s int, at int64) {
 	e := d.ent(s)
 	if e.x != 0 {
 		i := int(e.x) - 1
-		d.ttl[i].at = at
+		d.ttl.at(i).at = at
 		if !d.ttlUp(i) {
 			d.ttlDown(i)
 		}
 		return
 	}
-	was := cap(d.ttl)
-	d.ttl = append(d.ttl, ttlSlot{at: at, slot: uint32(s)})
-	ks.acct(d, int64(cap(d.ttl)-was)*ttlSlotSize)
-	i := len(d.ttl) - 1
+	ks.acct(d, d.ttl.push(ttlSlot{at: at, slot: uint32(s)}, ttlSlotSize))
+	i := d.ttl.n - 1
 	e.x = uint32(i + 1)
 	d.ttlUp(i)
 }
 
 // ttlCut removes heap slot i (its key's expiry).
 func (ks *Keyspace) ttlCut(d *ksDB, i int) {
-	d.ent(int(d.ttl[i].slot)).x = 0
-	last := len(d.ttl) - 1
+	h := &d.ttl
+	d.ent(int(h.at(i).slot)).x = 0
+	last := h.n - 1
 	if i != last {
-		d.ttl[i] = d.ttl[last]
-		d.ent(int(d.ttl[i].slot)).x = uint32(i + 1)
+		*h.at(i) = *h.at(last)
+		d.ent(int(h.at(i).slot)).x = uint32(i + 1)
 	}
-	d.ttl = d.ttl[:last]
+	ks.acct(d, -h.pop(ttlSlotSize))
 	if i != last && !d.ttlUp(i) {
 		d.ttlDown(i)
-	}
-	if c := cap(d.ttl); c > 1024 && last < c/4 {
-		d.ttl = append(make([]ttlSlot, 0, 2*last), d.ttl...)
-		ks.acct(d, int64(cap(d.ttl)-c)*ttlSlotSize)
 	}
 }
 
 func (d *ksDB) ttlUp(i int) bool {
-	h := d.ttl
-	t := h[i]
+	h := &d.ttl
+	t := *h.at(i)
 	start := i
 	for i > 0 {
 		p := (i - 1) / 2
-		if h[p].at <= t.at {
+		pp := h.at(p)
+		if pp.at <= t.at {
 			break
 		}
-		h[i] = h[p]
-		d.ent(int(h[i].slot)).x = uint32(i + 1)
+		*h.at(i) = *pp
+		d.ent(int(pp.slot)).x = uint32(i + 1)
 		i = p
 	}
-	h[i] = t
+	*h.at(i) = t
 	d.ent(int(t.slot)).x = uint32(i + 1)
 	return i != start
 }
 
 func (d *ksDB) ttlDown(i int) {
-	h := d.ttl
-	n := len(h)
-	t := h[i]
+	h := &d.ttl
+	n := h.n
+	t := *h.at(i)
 	for {
 		c := 2*i + 1
 		if c >= n {
 			break
 		}
-		if r := c + 1; r < n && h[r].at < h[c].at {
+		if r := c + 1; r < n && h.at(r).at < h.at(c).at {
 			c = r
 		}
-		if h[c].at >= t.at {
+		cc := h.at(c)
+		if cc.at >= t.at {
 			break
 		}
-		h[i] = h[c]
-		d.ent(int(h[i].slot)).x = uint32(i + 1)
+		*h.at(i) = *cc
+		d.ent(int(cc.slot)).x = uint32(i + 1)
 		i = c
 	}
-	h[i] = t
+	*h.at(i) = t
 	d.ent(int(t.slot)).x = uint32(i + 1)
 }
 
 // expiryOf returns the expiry of the key at slot s (0: none).
 func (d *ksDB) expiryOf(s int) int64 {
 	if x := d.ent(s).x; x != 0 {
-		return d.ttl[x-1].at
+		return d.ttl.at(int(x) - 1).at
 	}
 	return 0
 }
@@ -192,8 +248,8 @@ func (ks *Keyspace) NextDeadline() (int64, bool) {
 	var at int64
 	ok := false
 	for _, n := range ks.live {
-		if d := ks.dbs[n]; len(d.ttl) > 0 && (!ok || d.ttl[0].at < at) {
-			at, ok = d.ttl[0].at, true
+		if d := ks.dbs[n]; d.ttl.n > 0 && (!ok || d.ttl.at(0).at < at) {
+			at, ok = d.ttl.at(0).at, true
 		}
 	}
 	return at, ok
@@ -205,11 +261,11 @@ func (ks *Keyspace) NextDeadline() (int64, bool) {
 func (ks *Keyspace) Advance(now int64, budget int) (n int, more bool) {
 	for _, db := range ks.live {
 		d := ks.dbs[db]
-		for len(d.ttl) > 0 && d.ttl[0].at <= now {
+		for d.ttl.n > 0 && d.ttl.at(0).at <= now {
 			if n == budget {
 				return n, true
 			}
-			ks.expire(d, int(d.ttl[0].slot))
+			ks.expire(d, int(d.ttl.at(0).slot))
 			n++
 		}
 	}
