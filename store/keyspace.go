@@ -12,27 +12,32 @@ import (
 // 32). It is pure: no I/O, no clock (every operation takes now, Unix milliseconds), one
 // goroutine (the loop's). See docs/architecture.md, "A keyspace of its own".
 //
-// A database is three arrays, none with a pointer per key but one:
+// A database is three structures, none with a pointer per key but one:
 //
-//   - ents, the keys, dense, in no order: one 24-byte entry each (entry), whose p points
+//   - ents, the keys, dense, in no order, in chunks of 4096 (ent): one 24-byte entry each
+//     (ksEntry), whose p points
 //     at a single allocation holding the key's name and then its value: a string's bytes,
 //     an integer's 8 (INCR adds in place, no formatting), a small hash packed as
 //     Redis's listpack is (field and value pairs, length-prefixed). A large hash keeps its
 //     fields in a Go map (bigHash) the entry finds by index. A value of the same allocator
 //     size class as the one it replaces is written in place: SET of an existing key to a
 //     value of the same size, INCR, HINCRBY allocate nothing.
-//   - idx, an open-addressed index (linear probing, backward-shift deletion, load at most
-//     4/5) of uint32s: 1 + the entry's slot in ents, and above it 6 bits of the key's hash,
-//     so that a probe reads an entry only when those bits match. Keys are found by their
-//     name, any length up to MaxKeyLen: no LockKey, no hashing of long names into ids.
-//   - ttl, a binary min-heap of (deadline, slot) of the keys with an expiry; the entry
-//     knows its heap index (x). Expiry is lazy (an operation that finds a key past its
-//     deadline deletes it first, as Redis does) and active (Expire pops what is due).
+//   - the index: open-addressed tables (linear probing, backward-shift deletion, load at
+//     most 4/5) of uint32s: 1 + the entry's slot in ents, and above it 6 bits of the key's
+//     hash, so that a probe reads an entry only when those bits match; the tables hang
+//     off a directory by the hash's top bits (extendible hashing: see ksTab), so growth
+//     is one table's work. Keys are found by their name, any length up to MaxKeyLen: no
+//     LockKey, no hashing of long names into ids.
+//   - ttl, a binary min-heap of (deadline, slot) of the keys with an expiry, in chunks;
+//     the entry knows its heap index (x). Expiry is lazy (an operation that finds a key
+//     past its deadline deletes it first, as Redis does) and active (Advance pops what is
+//     due, a budget at a time).
 //
 // A key removed takes the last entry's place (swap-remove), so ents stays dense, and a
 // SCAN walking ents from the end down with a cursor of the slots still to visit returns
 // every key present for the whole walk at least once (the guarantee locks_values.go
-// gives). DBSIZE is len(ents). Bytes is kept as the state changes, never by a scan.
+// gives). DBSIZE is the number of entries. Bytes is kept as the state changes, never by
+// a scan.
 type Keyspace struct {
 	cfg   KeyspaceConfig
 	seed  maphash.Seed
