@@ -342,3 +342,42 @@ func TestKeyspaceIncrByFloatAsRedis(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyspaceMaxKeys: at MaxKeys, every operation that would add a key answers
+// KeyspaceFull and changes nothing; existing keys still change; a name over MaxKeyLen is
+// refused.
+func TestKeyspaceMaxKeys(t *testing.T) {
+	ks := store.NewKeyspace(store.KeyspaceConfig{MaxKeys: 2})
+	o := &store.SetOpts{}
+	ks.Set(0, []byte("a"), []byte("1"), o, 0, nil)
+	ks.Set(1, []byte("b"), []byte("1"), o, 0, nil)
+	if r, _ := ks.Set(0, []byte("c"), []byte("1"), o, 0, nil); r.St != store.KeyspaceFull || r.Done {
+		t.Fatalf("SET past MaxKeys: %+v", r)
+	}
+	if _, st := ks.IncrBy(0, []byte("c"), 1, 0); st != store.KeyspaceFull {
+		t.Fatalf("INCR past MaxKeys: %v", st)
+	}
+	if _, st := ks.Append(0, []byte("c"), []byte("x"), 0); st != store.KeyspaceFull {
+		t.Fatalf("APPEND past MaxKeys: %v", st)
+	}
+	if _, st := ks.HSet(0, []byte("c"), [][]byte{[]byte("f"), []byte("v")}, 0); st != store.KeyspaceFull {
+		t.Fatalf("HSET past MaxKeys: %v", st)
+	}
+	if st := ks.MSet(0, [][]byte{[]byte("a"), []byte("2"), []byte("c"), []byte("2")}, 0); st != store.KeyspaceFull {
+		t.Fatalf("MSET past MaxKeys: %v", st)
+	}
+	if v, _ := ks.Get(0, []byte("a"), 0, nil); string(v) != "1" {
+		t.Fatalf("a refused MSET set a to %q", v)
+	}
+	if n, st := ks.IncrBy(0, []byte("a"), 1, 0); n != 2 || st != store.KeyspaceOK {
+		t.Fatalf("INCR of an existing key at MaxKeys: %d %v", n, st)
+	}
+	long := make([]byte, store.MaxKeyLen+1)
+	if r, _ := ks.Set(0, long, []byte("1"), o, 0, nil); r.St != store.KeyspaceTooLong {
+		t.Fatalf("SET of a %d-byte name: %+v", len(long), r)
+	}
+	if ks.Keys() != 2 || ks.Exists(0, [][]byte{[]byte("c")}, 0) != 0 {
+		t.Fatalf("%d keys", ks.Keys())
+	}
+	ksCheck(t, ks)
+}
