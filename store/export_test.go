@@ -24,3 +24,11 @@ func (c *Counters) MapPeak() int { return c.t.peak }
 
 // NameCost is what a counter or semaphore named with n bytes costs in Info.UsedMemory.
 func NameCost(n int) uint64 { return nameCost(n) }
+
+// SetKeyspaceTableMax makes keyspace index tables split past n slots, and returns the
+// function that puts it back.
+func SetKeyspaceTableMax(n int) func() {
+	old := tabMaxSlots
+	tabMaxSlots = n
+	return func() { tabMaxSlots = old }
+}

@@ -27,6 +27,7 @@ type Config struct {
 	Semaphores SemaphoresConfig
 	Pools      PoolsConfig
 	Locks      LocksConfig
+	Keyspace   KeyspaceConfig
 
 	SemaphoreGCInterval int64 // ns between semaphore collections; <= 0 means DefaultSemaphoreGC
 	Start               int64 // Unix ns the store starts at: the first semaphore collection is an interval later
@@ -45,6 +46,7 @@ type Store struct {
 	Semaphores *Semaphores
 	Pools      *Pools
 	Locks      *Locks
+	Keyspace   *Keyspace // Redis data (keyspace.go): its expiries are part of NextDeadline and Advance
 
 	q        deadlines
 	semGC    semaphoreGC
@@ -58,6 +60,7 @@ func New(cfg Config) *Store {
 		Semaphores: NewSemaphores(cfg.Semaphores),
 		Pools:      NewPools(cfg.Pools),
 		Locks:      NewLocks(cfg.Locks),
+		Keyspace:   NewKeyspace(cfg.Keyspace),
 		semEvery:   cfg.SemaphoreGCInterval,
 	}
 	if s.semEvery <= 0 {
@@ -77,7 +80,7 @@ func New(cfg Config) *Store {
 // Each family keeps its part as it changes; reading it never scans.
 func (s *Store) Bytes() int64 {
 	return s.Counters.t.bytes() + s.Semaphores.t.bytes() + s.Pools.Bytes() + s.Locks.Bytes() +
-		int64(cap(s.q.h))*heapSlot
+		s.Keyspace.Bytes() + int64(cap(s.q.h))*heapSlot
 }
 
 // DueKind names what fell due.
@@ -128,18 +131,41 @@ type Due struct {
 	CounterGC   bool
 	SemaphoreGC bool
 
+	// KeysExpired is how many keys of the Keyspace expired (their events and records
+	// are in the Keyspace's); at most KeyspaceExpireBudget an Advance, the rest being
+	// still due at NextDeadline.
+	KeysExpired int
+
 	Events []DueEvent
 }
 
 // Reset empties d, keeping its buffers.
 func (d *Due) Reset() {
 	d.Wakes, d.Replies, d.Execs, d.Events = d.Wakes[:0], d.Replies[:0], d.Execs[:0], d.Events[:0]
-	d.CounterGC, d.SemaphoreGC = false, false
+	d.CounterGC, d.SemaphoreGC, d.KeysExpired = false, false, 0
+}
+
+// KeyspaceExpireBudget is the most keys an Advance expires: a million keys due at once are
+// expired over many turns, other work served in between.
+const KeyspaceExpireBudget = 1000
+
+// msToNs returns Unix ms as ns, saturated (expiries past 2262 are never reached).
+func msToNs(ms int64) int64 {
+	if ms > math.MaxInt64/1_000_000 {
+		return math.MaxInt64
+	}
+	return ms * 1e6
 }
 
 // NextDeadline returns when the earliest wait, hold, persistence or
 // collection is due, and false if nothing is scheduled.
-func (s *Store) NextDeadline() (int64, bool) { return s.q.next() }
+func (s *Store) NextDeadline() (int64, bool) {
+	at, ok := s.q.next()
+	if k, kok := s.Keyspace.NextDeadline(); kok && (!ok || msToNs(k) < at) {
+		return msToNs(k), true
+	}
+	return at, ok
+}
 
 // Advance handles everything due at now (deadline <= now), earliest first,
 // and appends what it caused to d. Work that falls due at now while it runs
@@ -183,6 +209,8 @@ func (s *Store) Advance(now int64, d *Due) {
 		}
 	}
 	d.Replies, d.Execs = l.end()
+	n, _ := s.Keyspace.Advance(now/1e6, KeyspaceExpireBudget)
+	d.KeysExpired += n
 }
 
 // Check verifies the invariants of every family and of the deadline heap
@@ -220,7 +248,7 @@ func (s *Store) Check() error {
 		return fmt.Errorf("store: counter collection due at %d, before the interval after the last one (%d)",
 			s.Counters.gc.dl.at, s.Counters.gcNext())
 	}
-	for _, f := range []func() error{s.Counters.Check, s.Semaphores.Check, s.Pools.Check, s.Locks.Check} {
+	for _, f := range []func() error{s.Counters.Check, s.Semaphores.Check, s.Pools.Check, s.Locks.Check, s.Keyspace.Check} {
 		if err := f(); err != nil {
 			return err
 		}
