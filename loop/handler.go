@@ -424,7 +424,7 @@ func (s *Server) tick(context.Context) error {
 	}
 	s.publishDue()
 	s.freeFlushed() // what FLUSHDB and FLUSHALL set aside (fair.go)
-	s.unsubscribeLeaving()
+	s.ps.leavingStep(max(s.fair.slice, int64(DefaultConnSlice)))
 	s.unpark()
 	s.flush()
 	return nil

@@ -103,7 +103,7 @@ func (s *Server) slockCommand(cs *conn, args [][]byte, raw []byte, now int64) (q
 		return false // NOAUTH or NOPERM (auth.go); a forwarded command is checked again here
 	}
 	if spec != nil && !sc.tx.exec && spec.ArityOK(len(args)) && sc.subscribed() && !subscribedAllows(spec) {
-		s.subscribedError(cs, spec, args) // as Redis 7.0 over RESP2 (pubsub.go)
+		s.subscribedError(cs, spec, args) // as Redis 7.0 over RESP2 (pubsub_cmd.go)
 		return false
 	}
 	if sc.tx.active && (spec == nil || spec.Flags&rediscmd.CmdTx == 0) {
@@ -256,11 +256,11 @@ var execByName = map[string]execFn{
 	},
 
 	"SUBSCRIBE": func(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool {
-		s.subscribe(cs, r.Args[1:], false)
+		s.ps.subscribe(cs, r.Args[1:], false)
 		return false
 	},
 	"PSUBSCRIBE": func(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool {
-		s.subscribe(cs, r.Args[1:], true)
+		s.ps.subscribe(cs, r.Args[1:], true)
 		return false
 	},
 	"UNSUBSCRIBE": func(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool {
@@ -275,7 +275,7 @@ var execByName = map[string]execFn{
 		s.publishCmd(cs, r.Args[1], r.Args[2])
 		return false
 	},
-	"PUBSUB": func(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool { s.pubsubCmd(cs, r.Args); return false },
+	"PUBSUB": func(s *Server, cs *conn, r *rediscmd.Request, _ int64) bool { s.ps.command(cs, r.Args); return false },
 	"RESET":  func(s *Server, cs *conn, _ *rediscmd.Request, _ int64) bool { s.resetCmd(cs); return false },
 
 	"SET": execKV, "SETEX": execKV, "PSETEX": execKV, "GETSET": execKV, "SETNX": execKV,
@@ -415,7 +415,7 @@ func (s *Server) textLock(cs *conn, r *rediscmd.Request, now int64) {
 	}
 	if r.Spec.Cmd == rediscmd.CmdPush {
 		s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK")) // PUSH does not wait for the result
-		sc.pushID = cmd.RequestID                               // its reply is published as a lock event (pubsub.go)
+		sc.pushID = cmd.RequestID                               // its reply is published as a lock event (notify.go)
 		s.runLock(cs, &cmd, now)
 		sc.pushID = [16]byte{}
 		return

@@ -49,7 +49,7 @@ func (s *Server) slockKV(cs *conn, now int64) {
 	}
 	sc.kvName, sc.kvPast = kv.Keys[0], kvPast(kv, now)
 	if sc.kvPast && s.ps.notify != 0 && s.st.locks.Value(db, kv.Frame.Key) != nil {
-		s.ps.muteExpiry(db, kv.Frame.Key) // its deletion is published as the command's (pubsub.go)
+		s.ps.muteExpiry(db, kv.Frame.Key) // its deletion is published as the command's (notify.go)
 	}
 	s.runKV(cs, now)
 	kv.Keys, kv.Value = nil, nil // views into the request: gone once it is served
@@ -330,7 +330,7 @@ func (s *Server) kvReply(cs *conn, r *slock.LockReply, res store.LockResult) {
 		if rediscmd.KVCount(sc.req.KV.Op, r.Result, r.Value) {
 			sc.kvN++
 		}
-		s.notifyKV(cs, r) // pubsub.go
+		s.ps.notifyKV(cs, r) // notify.go
 		return
 	}
 	switch res {
@@ -346,7 +346,7 @@ func (s *Server) kvReply(cs *conn, r *slock.LockReply, res store.LockResult) {
 			s.st.locks.RaiseFence(r.DB, r.Key, f) // the fenced write is done: older tokens are refused from now on
 		}
 		s.sendTo(cs, rediscmd.AppendKVReply(s.scratchFor(cs), &sc.req.KV, r.Result, r.Value))
-		s.notifyKV(cs, r) // pubsub.go
+		s.ps.notifyKV(cs, r) // notify.go
 	}
 }
 
@@ -438,7 +438,7 @@ func (s *Server) kvHash(cs *conn, h *rediscmd.Hash, now int64) {
 	s.drainLocks(now) // what the write led to for others (the text connection waits for nothing)
 	s.sendTo(cs, rediscmd.AppendHashWrite(s.scratchFor(cs), h, result, n))
 	if result == slock.ResultOK || result == slock.ResultLockedError {
-		s.notifyHash(db, h, n, s.st.locks.Value(db, h.Frame.Key) == nil) // pubsub.go
+		s.ps.notifyHash(db, h, n, s.st.locks.Value(db, h.Frame.Key) == nil) // notify.go
 	}
 }
 
@@ -488,7 +488,7 @@ func (s *Server) slockAdmin(cs *conn, args [][]byte) {
 				b = resp.AppendBulkString(resp.AppendBulkString(b, kv[0]), kv[1])
 			}
 		case resp.Is(sub, "SET") && n >= 4:
-			b = s.configSet(b, args) // notify-keyspace-events, client-output-buffer-limit (pubsub.go)
+			b = s.ps.configSet(b, args) // notify-keyspace-events, client-output-buffer-limit (pubsub_config.go)
 		case resp.Is(sub, "RESETSTAT") && n == 2:
 			b = resp.AppendSimple(b, "OK")
 		default:
