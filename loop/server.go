@@ -390,6 +390,7 @@ func New(cfg Config) (*Server, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	s.slow.cfg, s.slow.now = &s.cfg, s.now                      // (slowlog.go)
 	s.cfg.Listeners = append([]Listener(nil), cfg.Listeners...) // preflight fills in ports
 	now := s.now()
 	s.st.store = store.New(store.Config{

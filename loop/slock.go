@@ -33,7 +33,7 @@ type slockConn struct {
 	kvActive bool             // the awaited reply is req.KV's
 	kvMulti  bool             // req.KV is one key of a command on several: replies are counted
 	kvN      int64            // their count
-	tx       txState          // MULTI/EXEC and WATCH (redis.go)
+	tx       txState          // MULTI/EXEC and WATCH (tx.go)
 	cont     *textCont        // a command going on across turns (textcont.go)
 	name     string           // CLIENT SETNAME's
 	subs     *connSubs        // its pub/sub subscriptions (pubsub.go)

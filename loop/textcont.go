@@ -119,7 +119,7 @@ func (s *Server) contMore(cs *conn, now int64) {
 	s.fair.clockRead(end)
 	c.spent += end - start
 	if !c.active {
-		s.slowlogNote(cs, c.slow, c.spent)
+		s.slow.note(cs, c.slow, c.spent)
 	}
 }
 
