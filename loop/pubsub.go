@@ -329,10 +329,10 @@ func (ps *pubsub) unsubscribePatterns(cs *conn) {
 	}
 }
 
-// unsubscribeClosed ends the subscriptions of cs, which is closed: its patterns at once, its
-// channels too when they are few, else a slice per turn (unsubscribeLeaving): 100,000
-// channels are tens of milliseconds. Meanwhile nothing is delivered to it (push skips a closed
-// connection) nor counted as a receiver.
+// closed ends the subscriptions of cs, which is closed: its patterns at once, its
+// channels too when they are few, else a slice per turn (leavingStep): 100,000
+// channels are tens of milliseconds (sliced: the loop slices cs's turns, fair.go). Meanwhile
+// nothing is delivered to it (pushAll skips a closed connection) nor counted as a receiver.
 func (ps *pubsub) closed(cs *conn, sliced bool) {
 	subs := cs.slock.subs
 	if subs == nil {
@@ -347,8 +347,8 @@ func (ps *pubsub) closed(cs *conn, sliced bool) {
 	ps.h.poke()
 }
 
-// unsubscribeLeaving ends channels of closed connections (unsubscribeClosed) for one slice of
-// the loop's time, and has the pump come back for more at the next turn; ticks run it too.
+// leavingStep ends channels of closed connections (closed) for one slice of the loop's time
+// (slice ns), and has the pump come back for more at the next turn; ticks run it too.
 func (ps *pubsub) leavingStep(slice int64) {
 	if len(ps.leaving) == 0 {
 		return
@@ -459,7 +459,7 @@ func (s *Server) push(cs *conn, m []byte) {
 	}
 }
 
-// pubsubOver reports whether subscriber cs is over the pubsub class of
+// over reports whether subscriber cs is over the pubsub class of
 // client-output-buffer-limit and must be closed (and logs it): its unsent output (its
 // buffer and what gnet still holds) past the hard limit, or past the soft limit for longer
 // than its time.

@@ -271,7 +271,7 @@ func (s *Server) publishStep(cs *conn, c *textCont) {
 	s.contRelease(c)
 }
 
-// pubsubCmd answers PUBSUB CHANNELS [pattern] | NUMSUB [channel...] | NUMPAT | HELP.
+// command answers PUBSUB CHANNELS [pattern] | NUMSUB [channel...] | NUMPAT | HELP.
 func (ps *pubsub) command(cs *conn, args [][]byte) {
 	b := ps.h.out(cs)
 	sub := args[1]
@@ -301,7 +301,7 @@ func (ps *pubsub) command(cs *conn, args [][]byte) {
 			n := 0
 			if c := ps.channels[string(ch)]; c != nil {
 				for _, cs := range c.subs {
-					if !cs.closed { // (closed: its channels are being ended, unsubscribeClosed)
+					if !cs.closed { // (closed: its channels are being ended, pubsub.closed)
 						n++
 					}
 				}
