@@ -139,7 +139,7 @@ func aclCheck(u *acl.User, spec *rediscmd.Spec, args [][]byte) (d aclDenial, id 
 			}
 		}
 	}
-	if !u.AllChannels() && !channelsAllowed(u, spec, args) { // pubsub.go
+	if !u.AllChannels() && !channelsAllowed(u, spec, args) { // pubsub_cmd.go
 		return aclDeniedChannel, id
 	}
 	return aclOK, id

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/tallyd/tallyd/aof"
 	"github.com/tallyd/tallyd/cluster"
 	"github.com/tallyd/tallyd/proto/resp"
@@ -107,14 +109,13 @@ func (s *Server) snapshotBegin(c *textCont, now int64) {
 	bk.blocks = append(bk.blocks, b)
 	bk.size = int64(cap(b))
 	c.stage = snapEncoding
-	s.st.locks.BeginSave(now, s.saveRecord)
+	s.st.locks.BeginSave(now, bk.saveRecord)
 	s.log.Info().Str("kind", bk.h.Kind.String()).Uint64("index", bk.h.Index).Int("keys", s.st.locks.LoggedKeys()).
 		Msg("snapshot for a backup begun")
 }
 
 // saveRecord adds a key's state to the file (store.Locks.BeginSave's emit).
-func (s *Server) saveRecord(ks *store.KeyState) {
-	bk := &s.bk
+func (bk *backupState) saveRecord(ks *store.KeyState) {
 	b := &bk.blocks[len(bk.blocks)-1]
 	was := cap(*b)
 	*b = aof.AppendState(*b, ks)
@@ -131,10 +132,8 @@ func (s *Server) saveRecord(ks *store.KeyState) {
 // snapRebuilt is SNAPSHOT's answer when the store is rebuilt while it is encoded.
 const snapRebuilt = "ERR SNAPSHOT interrupted: the store was rebuilt from the raft log meanwhile; try again"
 
-// snapshotSealed ends the encoding: the file's header, and the bulk string's length in cs's
-// output.
-func (s *Server) snapshotSealed(cs *conn, c *textCont) {
-	bk := &s.bk
+// seal ends the encoding: the file's header, in its room, and the sum of what is sent begun.
+func (bk *backupState) seal(log *zerolog.Logger) snapfile.Header {
 	n := 0
 	for _, b := range bk.blocks {
 		n += len(b)
@@ -142,12 +141,11 @@ func (s *Server) snapshotSealed(cs *conn, c *textCont) {
 	bk.h.Body = uint64(n - snapfile.HeaderLen)
 	snapfile.AppendHeader(bk.blocks[0][:0], &bk.h) // in its room
 	bk.sum = sha256.New()
-	c.stage = snapSending
 	h := bk.h
-	s.log.Info().Str("kind", h.Kind.String()).Uint64("index", h.Index).Uint64("term", h.Term).Uint64("keys", h.Keys).
+	log.Info().Str("kind", h.Kind.String()).Uint64("index", h.Index).Uint64("term", h.Term).Uint64("keys", h.Keys).
 		Uint64("bytes", h.Size()).Dur("took_ms", time.Since(bk.start)).Dur("longest_step_ms", bk.longest).
 		Msg("snapshot taken for a backup")
-	s.put(cs, append(strconv.AppendUint(append(s.out(cs), '$'), h.Size(), 10), '\r', '\n'))
+	return h
 }
 
 // snapshotDrop ends the SNAPSHOT in progress and lets its file go.
@@ -183,14 +181,25 @@ func (s *Server) snapshotStep(cs *conn, c *textCont, now int64) bool {
 		t0 := nanotime()
 		done := s.st.locks.SaveNext(saveStep)
 		s.bk.longest = max(s.bk.longest, time.Duration(nanotime()-t0))
-		if done {
-			s.snapshotSealed(cs, c)
+		if done { // the bulk string's length, then the file (snapSending)
+			h := s.bk.seal(&s.log)
+			c.stage = snapSending
+			s.put(cs, append(strconv.AppendUint(append(s.out(cs), '$'), h.Size(), 10), '\r', '\n'))
 		}
 		return true
 	}
-	bk := &s.bk
-	room := max(min(snapshotChunk, s.cfg.MaxOutput/4), 1024)
-	out := s.out(cs)
+	out, done := s.bk.chunk(s.out(cs), max(min(snapshotChunk, s.cfg.MaxOutput/4), 1024))
+	if done {
+		c.active = false
+		s.snapshotDrop()
+	}
+	s.put(cs, out)
+	return true
+}
+
+// chunk appends the file's next room bytes to out, and after the last its trailer and the
+// bulk string's end (done).
+func (bk *backupState) chunk(out []byte, room int) ([]byte, bool) {
 	for room > 0 && bk.next < len(bk.blocks) {
 		blk := bk.blocks[bk.next]
 		p := blk[bk.off:min(bk.off+room, len(blk))]
@@ -204,12 +213,9 @@ func (s *Server) snapshotStep(cs *conn, c *textCont, now int64) bool {
 		}
 	}
 	if bk.next == len(bk.blocks) {
-		out = append(bk.sum.Sum(out), '\r', '\n')
-		c.active = false
-		s.snapshotDrop()
+		return append(bk.sum.Sum(out), '\r', '\n'), true
 	}
-	s.put(cs, out)
-	return true
+	return out, false
 }
 
 // snapshotRead moves a member's SNAPSHOT on: it asks for a read index once a leader is

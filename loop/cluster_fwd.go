@@ -140,7 +140,7 @@ func (s *Server) closeVirt(vc *conn, tell bool) {
 	s.release(vc)
 	s.mem.forgetMem(vc)
 	delete(s.ct.conns, vc.owner)
-	s.idleDrop(vc)
+	s.idle.drop(vc)
 	delete(s.cl.virts, virtKey{v.link.owner, v.session})
 	if tell && !v.link.closed {
 		s.put(v.link, peer.AppendClose(s.out(v.link), v.session, 0))
@@ -443,8 +443,7 @@ func (s *Server) sessionLost(cs *conn, err string) {
 	for ; sc.outstanding > 0; sc.outstanding-- {
 		b = resp.AppendError(b, err)
 	}
-	cs.out = b
-	s.pend(cs)
+	s.putSettled(cs, b)
 	sc.fwdTx = false
 	s.kick(cs)
 }

@@ -144,7 +144,7 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	st := &s.ct.stats[ln.Proto]
 	st.CurrConnections++
 	st.TotalConnections++
-	s.idleTouch(cs, s.now().UnixNano())
+	s.idle.touch(cs, s.now().UnixNano(), s.cfg.IdleTimeout)
 	s.watchHup(cs) // its close is ordered with later connections' requests (order.go)
 	if e := s.log.Debug(); e.Enabled() {
 		e = e.Uint64("conn", uint64(cs.owner)).Stringer("proto", ln.Proto).Stringer("remote", remoteAddr(c))
@@ -239,7 +239,7 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 	}
 	cs.ln.live--
 	s.ct.stats[cs.proto].CurrConnections--
-	s.idleDrop(cs)
+	s.idle.drop(cs)
 	s.publishDue()
 	if s.cur == nil {
 		s.flush() // what its close owes others (an OnTraffic running flushes at its end)
@@ -345,7 +345,7 @@ func (s *Server) serve(cs *conn, now int64) {
 	if used > 0 {
 		_, _ = c.Discard(used)
 		if cs.peer == nil {
-			s.idleTouch(cs, now)
+			s.idle.touch(cs, now, s.cfg.IdleTimeout)
 		}
 	}
 	n := c.InboundBuffered()
@@ -416,7 +416,7 @@ func (s *Server) tick(context.Context) error {
 	clear(s.ps.muted) // expiries commands caused came in this advance at the latest (pubsub.go)
 	s.persistTick(now)
 	s.clusterTick(now)
-	s.idleSweep(now.UnixNano())
+	s.idle.sweep(now.UnixNano(), s.cfg.IdleTimeout, s)
 	if c, ok := s.ct.fds.follow(now.UnixNano()); ok {
 		s.log.Warn().Int("open_file_limit", s.ct.fds.limit).Int("open_file_cap", c).
 			Msg("the open-file limit changed: connections are capped to fit it")
@@ -424,7 +424,7 @@ func (s *Server) tick(context.Context) error {
 	}
 	s.publishDue()
 	s.freeFlushed() // what FLUSHDB and FLUSHALL set aside (fair.go)
-	s.unsubscribeLeaving()
+	s.ps.leavingStep(max(s.fair.slice, int64(DefaultConnSlice)))
 	s.unpark()
 	s.flush()
 	return nil

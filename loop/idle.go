@@ -1,6 +1,10 @@
 package loop
 
-import "time"
+import (
+	"time"
+
+	"github.com/rs/zerolog"
+)
 
 // Idle connections (--idle-timeout, Redis's timeout). A connection that has sent no whole
 // request for IdleTimeout, and holds and awaits nothing, is closed from a tick. Partial
@@ -30,23 +34,32 @@ type idleState struct {
 	log          rateLog
 }
 
-// idleTouch records that cs was served a whole request (or opened) at now.
-func (s *Server) idleTouch(cs *conn, now int64) {
-	if s.cfg.IdleTimeout <= 0 || cs.closed {
+// idleHost is what the idle lists need of the loop at a sweep: whether a connection holds or
+// awaits something, closing one, and the log.
+type idleHost interface {
+	idleHolds(cs *conn) bool
+	closeLater(cs *conn)
+	logger() *zerolog.Logger
+}
+
+// touch records that cs was served a whole request (or opened) at now; timeout is
+// --idle-timeout (0: off).
+func (il *idleState) touch(cs *conn, now int64, timeout time.Duration) {
+	if timeout <= 0 || cs.closed {
 		return
 	}
 	cs.idleSeen = now
-	at := now + int64(s.cfg.IdleTimeout)
-	if cs.idleOn == &s.idle.active && cs.idleNext == nil {
+	at := now + int64(timeout)
+	if cs.idleOn == &il.active && cs.idleNext == nil {
 		cs.idleAt = max(cs.idleAt, at) // already the tail: the order holds
 		return
 	}
-	s.idleMove(cs, &s.idle.active, at)
+	il.move(cs, &il.active, at)
 }
 
-// idleMove puts cs at the tail of l, to be looked at at at.
-func (s *Server) idleMove(cs *conn, l *idleList, at int64) {
-	s.idleDrop(cs)
+// move puts cs at the tail of l, to be looked at at at.
+func (il *idleState) move(cs *conn, l *idleList, at int64) {
+	il.drop(cs)
 	cs.idleAt, cs.idleOn, cs.idlePrev = at, l, l.tail
 	if l.tail != nil {
 		l.tail.idleNext = cs
@@ -56,8 +69,8 @@ func (s *Server) idleMove(cs *conn, l *idleList, at int64) {
 	l.tail = cs
 }
 
-// idleDrop takes cs off its list, if it is on one.
-func (s *Server) idleDrop(cs *conn) {
+// drop takes cs off its list, if it is on one.
+func (il *idleState) drop(cs *conn) {
 	l := cs.idleOn
 	if l == nil {
 		return
@@ -75,35 +88,38 @@ func (s *Server) idleDrop(cs *conn) {
 	cs.idlePrev, cs.idleNext, cs.idleOn = nil, nil, nil
 }
 
-// idleSweep runs on each tick: the connections due that are idle are closed (after the
-// tick's flush), the others are looked at again later.
-func (s *Server) idleSweep(now int64) {
-	timeout := int64(s.cfg.IdleTimeout)
+// sweep runs on each tick: the connections due that are idle are closed (after the tick's
+// flush), the others are looked at again later.
+func (il *idleState) sweep(now int64, idleTimeout time.Duration, h idleHost) {
+	timeout := int64(idleTimeout)
 	if timeout <= 0 {
 		return
 	}
 	recheck := min(timeout, int64(idleRecheck))
 	n := 0
-	for _, l := range [...]*idleList{&s.idle.active, &s.idle.held} {
+	for _, l := range [...]*idleList{&il.active, &il.held} {
 		for cs := l.head; cs != nil && cs.idleAt <= now; cs = l.head {
-			if s.idleHolds(cs) || now-cs.idleSeen < timeout {
-				s.idleMove(cs, &s.idle.held, now+recheck)
+			if h.idleHolds(cs) || now-cs.idleSeen < timeout {
+				il.move(cs, &il.held, now+recheck)
 				continue
 			}
-			s.idleDrop(cs)
-			s.closeLater(cs)
+			il.drop(cs)
+			h.closeLater(cs)
 			n++
 		}
 	}
 	if n == 0 {
 		return
 	}
-	s.idle.closed += uint64(n)
-	if missed, ok := s.idle.log.allow(time.Unix(0, now)); ok {
-		s.log.Info().Int("closed", n).Dur("idle_timeout_ms", s.cfg.IdleTimeout).
+	il.closed += uint64(n)
+	if missed, ok := il.log.allow(time.Unix(0, now)); ok {
+		h.logger().Info().Int("closed", n).Dur("idle_timeout_ms", idleTimeout).
 			Uint64("more_since_last_line", missed).Msg("closing idle connections (idle-timeout)")
 	}
 }
+
+// logger is the loop's log, for the parts of the loop that log through a host interface.
+func (s *Server) logger() *zerolog.Logger { return &s.log }
 
 // idleHolds reports whether cs holds or awaits something that its close would end, or has
 // work under way: such a connection is never closed for being idle.

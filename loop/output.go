@@ -238,7 +238,7 @@ func (s *Server) write(cs *conn) {
 	if cs.slock != nil && cs.slock.subscribed() {
 		// A subscriber's messages are wake-ups it cannot refuse: bounded by the pubsub class
 		// of client-output-buffer-limit instead of --max-output (pubsub.go).
-		if s.pubsubOver(cs) {
+		if s.ps.over(cs) {
 			s.closeLater(cs)
 			return
 		}

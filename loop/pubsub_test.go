@@ -591,7 +591,7 @@ func TestPublishAllocs(t *testing.T) {
 	var allocs float64
 	ts.onLoop(t, func() {
 		allocs = testing.AllocsPerRun(200, func() {
-			if ts.publish(ch, msg) != 20 {
+			if ts.ps.publish(ch, msg) != 20 {
 				panic("not every subscriber")
 			}
 			ts.flush()
@@ -605,7 +605,7 @@ func TestPublishAllocs(t *testing.T) {
 		ts.ps.notify = nKeyspace | nKeyevent | nAll
 		key := []byte("counter")
 		notes = testing.AllocsPerRun(200, func() {
-			ts.notifyKey(0, key, nString, "incrby")
+			ts.ps.notifyKey(0, key, nString, "incrby")
 			ts.flush()
 		})
 		ts.ps.notify = 0

@@ -109,7 +109,7 @@ func (s *Server) applyReload() {
 func (s *Server) idleRearm(now int64, wasOff bool) {
 	all := make([]*conn, 0, len(s.ct.conns))
 	for _, cs := range s.ct.conns {
-		s.idleDrop(cs)
+		s.idle.drop(cs)
 		if cs.closed {
 			continue
 		}
@@ -125,6 +125,6 @@ func (s *Server) idleRearm(now int64, wasOff bool) {
 		return int(max(-1, min(1, a.idleSeen-b.idleSeen)))
 	})
 	for _, cs := range all {
-		s.idleMove(cs, &s.idle.active, max(cs.idleSeen+int64(s.cfg.IdleTimeout), now))
+		s.idle.move(cs, &s.idle.active, max(cs.idleSeen+int64(s.cfg.IdleTimeout), now))
 	}
 }

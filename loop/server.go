@@ -98,7 +98,7 @@ type Config struct {
 	// its EXEC is estimated to take (txwork.go); 0: no bound.
 	MultiMaxCommands int
 	MultiMaxWork     time.Duration
-	// NotifyKeyspaceEvents is Redis's notify-keyspace-events (pubsub.go); "" publishes none.
+	// NotifyKeyspaceEvents is Redis's notify-keyspace-events (notify.go); "" publishes none.
 	NotifyKeyspaceEvents string
 	// PubsubLimit is client-output-buffer-limit's pubsub class; MaxSubscriptions bounds the
 	// channels and patterns of one connection (pubsub.go).
@@ -223,9 +223,9 @@ type Server struct {
 	auth authState // the users of the Redis-text side (auth.go)
 	logs rateLogs
 
-	h  handlers    // the protocols' (conn.go)
-	sl slockState  // the slock state their connections share
-	ps pubsubState // pub/sub and keyspace notifications (pubsub.go)
+	h  handlers   // the protocols' (conn.go)
+	sl slockState // the slock state their connections share
+	ps pubsub     // pub/sub and keyspace notifications (pubsub.go)
 
 	outQueue           // the one output path (output.go)
 	fair     fairState // each connection's slice of a turn, the pump, the turn figures (fair.go)
@@ -391,6 +391,7 @@ func New(cfg Config) (*Server, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	s.slow.cfg, s.slow.now = &s.cfg, s.now                      // (slowlog.go)
 	s.cfg.Listeners = append([]Listener(nil), cfg.Listeners...) // preflight fills in ports
 	now := s.now()
 	s.st.store = store.New(store.Config{
@@ -426,9 +427,7 @@ func New(cfg Config) (*Server, error) {
 	s.h.slockBin = binaryHandler{s: s, dec: slock.Decoder{MaxData: cfg.SlockMaxData, MaxCall: cfg.SlockMaxData}}
 	s.h.slockText = textHandler{s: s, args: make([][]byte, 0, 32)}
 	s.sl = slockState{clients: make(map[[16]byte]*conn), closed: make(map[store.Owner][16]byte)}
-	s.ps.notify, s.ps.limit = notify, cfg.PubsubLimit
-	s.ps.obuf[1] = PubsubLimit{Hard: 256 << 20, Soft: 64 << 20, SoftFor: 60 * time.Second} // Redis's default, shown only
-	s.st.locks.KeepGone = notify&(nExpired|nLock) != 0
+	s.ps.init(s, notify)
 	s.h.yrmcds[ProtoCounter] = yrmcdsHandler{s: s, dec: counter.Decoder{Dialect: counter.Counter, MaxBody: cfg.MaxBody}}
 	s.h.yrmcds[ProtoSemaphore] = yrmcdsHandler{s: s, dec: counter.Decoder{Dialect: counter.Semaphore, MaxBody: cfg.MaxBody}}
 	s.info.started = now.UnixNano()

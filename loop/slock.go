@@ -33,7 +33,7 @@ type slockConn struct {
 	kvActive bool             // the awaited reply is req.KV's
 	kvMulti  bool             // req.KV is one key of a command on several: replies are counted
 	kvN      int64            // their count
-	tx       txState          // MULTI/EXEC and WATCH (redis.go)
+	tx       txState          // MULTI/EXEC and WATCH (tx.go)
 	cont     *textCont        // a command going on across turns (textcont.go)
 	name     string           // CLIENT SETNAME's
 	subs     *connSubs        // its pub/sub subscriptions (pubsub.go)
@@ -361,10 +361,10 @@ func (s *Server) drainLocks(now int64) {
 func (s *Server) deliverLock(r *store.LockReply, discard store.Owner) {
 	s.m.lockReply(r)
 	if s.ps.notify != 0 && r.Result == store.LockExpried {
-		s.notifyExpiry(r) // pubsub.go
+		s.ps.notifyExpiry(r) // notify.go
 	}
 	if r.Owner == discard && r.Owner != 0 {
-		s.notifyLockReply(r) // a WILL's lock or unlock
+		s.ps.notifyLockReply(r) // a WILL's lock or unlock
 		return
 	}
 	cs := s.cur // most replies are to the connection being served: no lookup for them
@@ -383,13 +383,13 @@ func (s *Server) deliverLock(r *store.LockReply, discard store.Owner) {
 	if sc.kind == slock.Binary {
 		s.put(cs, appendLockFrame(s.out(cs), r))
 		if s.ps.notify != 0 { // no call while no notification is on, as mostly
-			s.notifyLockReply(r)
+			s.ps.notifyLockReply(r)
 		}
 		return
 	}
 	if !sc.waiting || r.RequestID != sc.waitID {
 		if r.RequestID == sc.pushID && r.Owner == cs.owner {
-			s.notifyLockReply(r) // a PUSH's, unanswered
+			s.ps.notifyLockReply(r) // a PUSH's, unanswered
 		}
 		return // text connections see only the reply they wait for
 	}
@@ -412,7 +412,7 @@ func (s *Server) deliverLock(r *store.LockReply, discard store.Owner) {
 		}
 	}
 	s.sendTo(cs, rediscmd.AppendTextLockReply(s.scratchFor(cs), &rep))
-	s.notifyLockReply(r)
+	s.ps.notifyLockReply(r)
 }
 
 // appendLockFrame appends r's frame as slock.AppendLockReply does a slock.LockReply
@@ -458,7 +458,7 @@ func (s *Server) slockClose(cs *conn, now int64) {
 		}
 	}
 	s.unwatchAll(cs)
-	s.unsubscribeClosed(cs) // (many channels: across turns, pubsub.go)
+	s.ps.closed(cs, s.fair.sliced(cs)) // (many channels: across turns, pubsub.go)
 	for _, w := range sc.wills {
 		s.sl.willQueue = append(s.sl.willQueue, pendingWill{owner: cs.owner, cmd: w})
 	}

@@ -1,6 +1,8 @@
 package loop
 
 import (
+	"time"
+
 	"github.com/tallyd/tallyd/proto/rediscmd"
 	"github.com/tallyd/tallyd/proto/resp"
 )
@@ -29,27 +31,28 @@ type slowlog struct {
 	next  int                 // where the next entry goes once the ring is full
 	id    uint64              // the next entry's id
 	total uint64              // entries ever logged
+	cfg   *Config             // the loop's: SlowlogSlowerThan and SlowlogMaxLen, as a reload leaves them
+	now   func() time.Time    // the loop's clock
 }
 
-// slowlogThreshold is the duration (ns) from which a command is logged; -1: none.
-func (s *Server) slowlogThreshold() int64 {
-	if s.cfg.SlowlogSlowerThan < 0 || s.cfg.SlowlogMaxLen <= 0 {
+// threshold is the duration (ns) from which a command is logged; -1: none.
+func (sl *slowlog) threshold() int64 {
+	if sl.cfg.SlowlogSlowerThan < 0 || sl.cfg.SlowlogMaxLen <= 0 {
 		return -1
 	}
-	return s.cfg.SlowlogSlowerThan * 1000
+	return sl.cfg.SlowlogSlowerThan * 1000
 }
 
-// slowlogNote logs the command args of cs if its run of d ns is slow enough.
-func (s *Server) slowlogNote(cs *conn, args [][]byte, d int64) {
-	th := s.slowlogThreshold()
+// note logs the command args of cs if its run of d ns is slow enough.
+func (sl *slowlog) note(cs *conn, args [][]byte, d int64) {
+	th := sl.threshold()
 	if th < 0 || d < th || len(args) == 0 || cs.virt != nil {
 		return
 	}
 	if resp.Is(args[0], "EXEC") || resp.Is(args[0], "AUTH") || resp.Is(args[0], "HELLO") {
 		return
 	}
-	sl := &s.slow
-	e := resp.SlowlogEntry{ID: sl.id, Time: s.now().Unix(), Micros: d / 1000,
+	e := resp.SlowlogEntry{ID: sl.id, Time: sl.now().Unix(), Micros: d / 1000,
 		Args: resp.AppendSlowlogArgs(nil, args)}
 	if sc := cs.slock; sc != nil {
 		e.Name = sc.name
@@ -59,7 +62,7 @@ func (s *Server) slowlogNote(cs *conn, args [][]byte, d int64) {
 	}
 	sl.id++
 	sl.total++
-	max := s.cfg.SlowlogMaxLen
+	max := sl.cfg.SlowlogMaxLen
 	switch {
 	case len(sl.ring) < max:
 		sl.ring = append(sl.ring, e)
@@ -81,9 +84,8 @@ func (sl *slowlog) newest(n int) []resp.SlowlogEntry {
 	return all[max(0, len(all)-n):]
 }
 
-// slowlogCmd answers SLOWLOG GET [count] | LEN | RESET | HELP.
-func (s *Server) slowlogCmd(cs *conn, args [][]byte) {
-	b := s.out(cs)
+// command answers SLOWLOG GET [count] | LEN | RESET | HELP, appending to b.
+func (sl *slowlog) command(b []byte, args [][]byte) []byte {
 	sub := args[1]
 	n := len(args)
 	switch {
@@ -97,11 +99,11 @@ func (s *Server) slowlogCmd(cs *conn, args [][]byte) {
 			}
 			count = c
 		}
-		k := len(s.slow.ring)
+		k := len(sl.ring)
 		if count >= 0 {
 			k = int(min(count, int64(k)))
 		}
-		all := s.slow.newest(k) // oldest first
+		all := sl.newest(k) // oldest first
 		for i, j := 0, len(all)-1; i < j; i, j = i+1, j-1 {
 			all[i], all[j] = all[j], all[i]
 		}
@@ -110,10 +112,10 @@ func (s *Server) slowlogCmd(cs *conn, args [][]byte) {
 		b = rediscmd.AppendTextError(b, &rediscmd.TextError{Msg: "unknown subcommand or wrong number of arguments for '" +
 			string(truncArg(sub)) + "'. Try SLOWLOG HELP."})
 	case resp.Is(sub, "LEN") && n == 2:
-		b = resp.AppendInt(b, int64(len(s.slow.ring)))
+		b = resp.AppendInt(b, int64(len(sl.ring)))
 	case resp.Is(sub, "RESET") && n == 2:
-		clear(s.slow.ring)
-		s.slow.ring, s.slow.next = s.slow.ring[:0], 0
+		clear(sl.ring)
+		sl.ring, sl.next = sl.ring[:0], 0
 		b = resp.AppendSimple(b, "OK")
 	case resp.Is(sub, "HELP") && n == 2:
 		b = resp.AppendArray(b, len(resp.SlowlogHelp))
@@ -123,7 +125,7 @@ func (s *Server) slowlogCmd(cs *conn, args [][]byte) {
 	default:
 		b = subcommandError(b, "SLOWLOG", sub, []string{"LEN", "RESET", "HELP"})
 	}
-	s.put(cs, b)
+	return b
 }
 
 // truncArg is an argument as an error quotes it (Redis's %.128s).
@@ -153,5 +155,5 @@ func (s *Server) textRan(cs *conn, args [][]byte, start int64) {
 		c.spent += end - start
 		return
 	}
-	s.slowlogNote(cs, args, end-start)
+	s.slow.note(cs, args, end-start)
 }

@@ -33,8 +33,8 @@ const (
 	contKeys = iota + 1
 	contMGet
 	contSnapshot    // SNAPSHOT's reply (backup.go)
-	contPublish     // a PUBLISH testing many patterns (pubsub.go)
-	contUnsubscribe // an UNSUBSCRIBE or PUNSUBSCRIBE of many (pubsub.go)
+	contPublish     // a PUBLISH testing many patterns (pubsub_cmd.go)
+	contUnsubscribe // an UNSUBSCRIBE or PUNSUBSCRIBE of many (pubsub_cmd.go)
 )
 
 // textCont is a Redis-text command going on across turns.
@@ -119,7 +119,7 @@ func (s *Server) contMore(cs *conn, now int64) {
 	s.fair.clockRead(end)
 	c.spent += end - start
 	if !c.active {
-		s.slowlogNote(cs, c.slow, c.spent)
+		s.slow.note(cs, c.slow, c.spent)
 	}
 }
 

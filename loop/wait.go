@@ -112,9 +112,8 @@ func (s *Server) abdicateWaits() {
 	for _, cs := range cl.replWaits {
 		sc := cs.slock
 		if sc.repl.active && !cs.closed && !cs.closing {
-			cs.out = resp.AppendError(s.out(cs), "CLUSTERDOWN leader changed")
 			s.m.cl.clusterDown("CLUSTERDOWN leader changed", 1)
-			s.pend(cs)
+			s.putSettled(cs, resp.AppendError(s.out(cs), "CLUSTERDOWN leader changed"))
 			s.kick(cs)
 		}
 		sc.repl.active = false
