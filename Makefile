@@ -11,7 +11,7 @@ FUZZTIME ?= 3s
 RACE_PKGS ?= ./store/... ./loop/... ./aof/... ./raftlog/... ./logfile/... ./cluster/... ./stats/... ./client/... ./tlsbridge/...
 # The loop tests that `race` skips and `plain` runs without the detector: under it their
 # process would pass 2 GiB (loop/race_on_test.go, skipHeavyUnderRace).
-HEAVY_LOOP_TESTS ?= ^(TestReaderOfHugeRepliesGetsThemAll|TestSimRaftSnapshotSliced|TestSimRaftSnapshotYieldsToBackup|TestPublishManyPatternsLongChannel)$$
+HEAVY_LOOP_TESTS ?= ^(TestReaderOfHugeRepliesGetsThemAll|TestSimRaftSnapshotSliced|TestSimSnapshotInstallSliced|TestSimRaftSnapshotYieldsToBackup|TestPublishManyPatternsLongChannel)$$
 # Where the test targets keep `go test -json` events, for the slowest-tests report.
 TESTLOG   ?= $(BIN)/testlog
 # How many tests of a package run at once: the e2e tests marked parallel mostly wait on the

@@ -124,6 +124,8 @@ type clusterState struct {
 	snapIndex            uint64          // the last snapshot's index
 	snapSoon             bool            // the membership changed: snapshot at the next chance
 	snapping             raftSnap        // the raft snapshot being encoded (cluster_snap.go)
+	installing           installState    // a snapshot from the leader being installed (cluster_install.go)
+	received             receivedSnap    // the data of a snapshot the leader sent, kept from raft (cluster_install.go)
 	members              cluster.Members // the configuration and the peer addresses
 
 	acks       cluster.Acks  // proposals and what acknowledges them
@@ -311,6 +313,7 @@ func (s *Server) clusterTurn() {
 	}
 	s.stepHeldReads()
 	cluster.HandleReadies(cl.rn, raftReadies{s})
+	cl.received = receivedSnap{} // taken by its append, or refused by raft
 	// Committed means on a majority's disks already: QUORUM replies need not wait for this
 	// node's own write of the commit index.
 	if c := cl.rn.BasicStatus().GetCommit(); c > cl.commit {
@@ -341,6 +344,7 @@ func (r raftReadies) ReadState(ctx []byte, index uint64) { r.s.cl.reads.Passed(c
 // writer; its responses wait until it is durable.
 func (s *Server) storageAppend(m *raftpb.Message) {
 	cl := s.cl
+	s.snapshotData(m.GetSnapshot())
 	durable := cl.st.Append(m, cluster.AppendHooks{
 		Snapshot: s.installSnapshot,
 		Entries: func(ents []*raftpb.Entry) {
@@ -378,24 +382,6 @@ func (s *Server) storageApply(m *raftpb.Message) {
 	for _, r := range m.GetResponses() {
 		_ = cl.rn.Step(r)
 	}
-}
-
-// installSnapshot replaces the store's replicated state by a snapshot the leader sent.
-func (s *Server) installSnapshot(snap *raftpb.Snapshot) {
-	cl := s.cl
-	md := snap.GetMetadata()
-	if md.GetIndex() <= cl.applied {
-		return
-	}
-	s.st.store.ResetLocks()
-	s.restoreSnapshot(snap.GetData(), s.now().UnixNano())
-	s.st.locks.ForgetJournal()
-	cl.applied, cl.snapIndex = md.GetIndex(), md.GetIndex()
-	cl.fresh.On = false
-	if cs := md.GetConfState(); cs != nil {
-		cl.members.SetConf(cs)
-	}
-	s.log.Info().Uint64("index", cl.applied).Msg("cluster: snapshot installed")
 }
 
 // softState follows role and leader changes.
@@ -815,6 +801,7 @@ func (s *Server) clusterTick(now time.Time) {
 	s.checkWaits(ns)
 	s.expireWaiting(ns)
 	s.expireSessions(ns)
+	s.installStep()
 	s.maybeSnapshot(ns)
 	s.clusterTurn()
 }

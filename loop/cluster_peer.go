@@ -140,6 +140,7 @@ func (s *Server) peerFrame(cs *conn, f *peer.Frame, now int64) {
 			return
 		}
 		if s.raftAcceptable(cs, m) && !s.holdMemberRead(m) {
+			s.keepSnapshotData(m)
 			s.stepPeer(m)
 		}
 	case peer.TypeForward:

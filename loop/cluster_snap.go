@@ -64,6 +64,9 @@ func (s *Server) maybeSnapshot(now int64) {
 		s.raftSnapStep()
 		return
 	}
+	if cl.installing.on {
+		return // the store is about to be the leader's snapshot
+	}
 	if cl.applied < cl.snapIndex+cl.cfg.SnapshotEntries && !(cl.snapSoon && cl.applied > cl.snapIndex) {
 		return
 	}
