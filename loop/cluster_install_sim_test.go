@@ -88,16 +88,17 @@ func TestSimSnapshotInstallSliced(t *testing.T) {
 	if r := fa.reply(5 * time.Second); !r.isBulk("before") && !r.isBulk("v0") {
 		t.Errorf("GET k:0 at ONE on follower m%d during the install: %s, want before (or v0 once installed)", f, r)
 	}
-	t.Logf("%v: follower m%d installed the snapshot at %d over %d checks; its longest event %v of CPU (at %v), %v of real time (at %v); the next longest %v of CPU",
+	t.Logf("%v: follower m%d installed the snapshot at %d over %d checks; its longest event %v of CPU (at %v), %v of real time (at %v); the next longest %v of CPU (at %v)",
 		time.Since(start), f, snap, slices, fm.longestCPU, fm.longestCPUAt.Sub(c.start).Seconds(),
-		fm.longest, fm.longestAt.Sub(c.start).Seconds(), fm.nextCPU)
+		fm.longest, fm.longestAt.Sub(c.start).Seconds(), fm.nextCPU, fm.nextCPUAt.Sub(c.start).Seconds())
 	// CPU time: what an event did, however loaded the machine (real time at load 14 on two
 	// cores was 4 s for an event of 0.3 s of CPU). The event the snapshot arrives in decodes
 	// the raft message, a copy of its 25 MB: 2 ms of CPU, but 130-190 ms when the copy's
 	// allocation comes while the GC marks (the loop then assists it); every other event
-	// restores a slice.
-	if fm.longestCPU > 500*time.Millisecond || fm.nextCPU > 60*time.Millisecond {
-		t.Errorf("events of the follower's loop took %v and %v of CPU while it installed a snapshot of %d keys (want <= 500ms for the one it arrives in, 60ms for any other)",
+	// restores a slice: ~1 ms, up to 90 ms of CPU seen at load 12-16 (the GC's assists and
+	// the page faults of a store growing by 100 MB). Before, one event took 1.75-2.0 s.
+	if fm.longestCPU > 600*time.Millisecond || fm.nextCPU > 200*time.Millisecond {
+		t.Errorf("events of the follower's loop took %v and %v of CPU while it installed a snapshot of %d keys (want <= 600ms for the one it arrives in, 200ms for any other)",
 			fm.longestCPU, fm.nextCPU, keys)
 	}
 	c.run(200 * time.Millisecond)

@@ -168,7 +168,8 @@ type simMember struct {
 	// loaded the machine; GC work it was made to assist included), and when.
 	longestCPU   time.Duration
 	longestCPUAt time.Time
-	nextCPU      time.Duration // the most CPU time another event took
+	nextCPU      time.Duration // the most CPU time another event took, and when
+	nextCPUAt    time.Time
 }
 
 type simDialReq struct {
@@ -290,10 +291,10 @@ func (c *sim) runOn(m *simMember, fn func()) {
 		m.longest, m.longestAt = d, c.now
 	}
 	if cpu > m.longestCPU {
-		m.nextCPU = m.longestCPU
+		m.nextCPU, m.nextCPUAt = m.longestCPU, m.longestCPUAt
 		m.longestCPU, m.longestCPUAt = cpu, c.now
 	} else if cpu > m.nextCPU {
-		m.nextCPU = cpu
+		m.nextCPU, m.nextCPUAt = cpu, c.now
 	}
 	if !ok {
 		return
