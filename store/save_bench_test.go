@@ -131,13 +131,15 @@ func BenchmarkSaveSteps(b *testing.B) {
 			now := int64(1_700_000_000e9)
 			l := filled(keys, vlen, now)
 			runtime.GC()
-			var begin, steps stepTimes
+			var begin, steps, grew stepTimes // grew: the steps that began a new block
 			var blocks [][]byte
+			newBlock := false
 			emit := func(ks *store.KeyState) {
 				blk := &blocks[len(blocks)-1]
 				*blk = aof.AppendState(*blk, ks)
 				if len(*blk) >= 1<<20 {
 					blocks = append(blocks, make([]byte, 0, 1<<20+4<<10))
+					newBlock = true
 				}
 			}
 			b.ResetTimer()
@@ -145,12 +147,21 @@ func BenchmarkSaveSteps(b *testing.B) {
 				blocks = append(blocks[:0], make([]byte, 0, 1<<20+4<<10))
 				begin.time(func() { l.BeginSave(now, emit) })
 				for done := false; !done; {
-					steps.time(func() { done = l.SaveNext(saveStep) })
+					newBlock = false
+					st := &steps
+					c0, t0 := threadCPU(), time.Now()
+					done = l.SaveNext(saveStep)
+					if newBlock {
+						st = &grew
+					}
+					st.wall = append(st.wall, time.Since(t0))
+					st.cpu = append(st.cpu, threadCPU()-c0)
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(keys), "ns/key")
 			begin.report(b, "begin")
 			steps.report(b, "step")
+			grew.report(b, "newblock-step")
 			n := 0
 			for _, blk := range blocks {
 				n += len(blk)
