@@ -53,6 +53,7 @@ func TestSimSnapshotInstallSliced(t *testing.T) {
 	fc := fm.s.cl
 	was := fc.applied
 	fm.longest, fm.longestCPU, fm.nextCPU = 0, 0, 0
+	lm.longestCPU = 0
 	c.heal()
 	if !c.runUntil(func() bool { return fc.installing.on || fc.applied >= snap }, 30*time.Second) {
 		t.Fatalf("follower m%d received no snapshot (applied %d)", f, fc.applied)
@@ -97,6 +98,9 @@ func TestSimSnapshotInstallSliced(t *testing.T) {
 	// allocation comes while the GC marks (the loop then assists it); every other event
 	// restores a slice: ~1 ms, up to 90 ms of CPU seen at load 12-16 (the GC's assists and
 	// the page faults of a store growing by 100 MB). Before, one event took 1.75-2.0 s.
+	// The leader marshals the snapshot into one raft message for the link (not sliced yet;
+	// reported, not judged: the sim's own trace decodes the frame in that event too).
+	t.Logf("the leader's longest event meanwhile: %v of CPU (at %v)", lm.longestCPU, lm.longestCPUAt.Sub(c.start).Seconds())
 	if fm.longestCPU > 600*time.Millisecond || fm.nextCPU > 200*time.Millisecond {
 		t.Errorf("events of the follower's loop took %v and %v of CPU while it installed a snapshot of %d keys (want <= 600ms for the one it arrives in, 200ms for any other)",
 			fm.longestCPU, fm.nextCPU, keys)
