@@ -29,14 +29,23 @@ type fakeHost struct {
 	abdic   int // Abdicate calls
 	acked   int // Acked calls
 	fatal   error
+	// The snapshots the leader sent (RestoreSnapshot); with holdInstall the host does not
+	// call SnapshotInstalled at once (as the loop's sliced install), the test does.
+	restored    [][]byte
+	holdInstall bool
 }
 
 func (h *fakeHost) ApplyRecords(recs []byte, now int64) {
 	h.records = append(h.records, append([]byte(nil), recs...))
 }
-func (h *fakeHost) AppliedBatch()                      {}
-func (h *fakeHost) SetSecret(k [32]byte)               { h.secret, h.secrets = k, h.secrets+1 }
-func (h *fakeHost) RestoreSnapshot(data []byte)        {}
+func (h *fakeHost) AppliedBatch()        {}
+func (h *fakeHost) SetSecret(k [32]byte) { h.secret, h.secrets = k, h.secrets+1 }
+func (h *fakeHost) RestoreSnapshot(data []byte) {
+	h.restored = append(h.restored, data)
+	if !h.holdInstall {
+		h.net.ms[h.id-1].SnapshotInstalled()
+	}
+}
 func (h *fakeHost) MemberAdded(id uint64, addr string) {}
 func (h *fakeHost) MemberRemoved(id uint64)            {}
 func (h *fakeHost) Abdicate(why string)                { h.abdic++ }

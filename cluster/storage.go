@@ -28,6 +28,12 @@ type Storage struct {
 	appends []appendDone // appends in flight, in order
 	synced  uint64       // the log's last batch made durable
 	stable  uint64       // the last entry index made durable here
+
+	// A snapshot received from the leader that the loop installs a slice at a time
+	// (HoldSnapshot): raft is told it is applied (its MsgStorageAppendResp, which also
+	// releases the entries committed after it) only once the store has it.
+	installing uint64          // its index; 0: none
+	held       *raftpb.Message // its response to raft, once durable
 }
 
 // appendDone is a raft log append in flight: its batch in the log, the responses raft
@@ -121,7 +127,9 @@ func (st *Storage) Append(m *raftpb.Message, h AppendHooks) bool {
 		snap = nil
 	}
 	if snap != nil {
-		switch err := st.Mem.ApplySnapshot(snap); {
+		// Mem gets the metadata alone (it would copy the data: 125 MB for 1M keys, on the
+		// loop); raft reads the snapshot from View, shared.
+		switch err := st.Mem.ApplySnapshot(&raftpb.Snapshot{Metadata: snap.GetMetadata()}); {
 		case err == nil:
 			st.snap = snap
 		case !errors.Is(err, raft.ErrSnapOutOfDate):
@@ -158,6 +166,10 @@ func (st *Storage) Deliver(self uint64, step, send func(*raftpb.Message)) {
 		a := &st.appends[n]
 		st.stable = max(st.stable, a.last)
 		for _, r := range a.resps {
+			if r.GetTo() == self && st.installing != 0 && r.GetSnapshot().GetMetadata().GetIndex() == st.installing {
+				st.held = r // until ReleaseSnapshot
+				continue
+			}
 			if r.GetTo() == self {
 				step(r)
 			} else {
@@ -170,6 +182,28 @@ func (st *Storage) Deliver(self uint64, step, send func(*raftpb.Message)) {
 		st.appends = st.appends[:copy(st.appends, st.appends[n:])]
 	}
 }
+
+// HoldSnapshot says that the snapshot at index, received in an Append, is being installed:
+// its response to raft waits, once durable, until ReleaseSnapshot. Until raft hears it, raft
+// hands out no committed entry (those after the snapshot wait), does not count the
+// snapshot applied, and this member does not campaign. A hold of an earlier snapshot, not
+// installed (a newer one replaced it), is dropped: raft takes the newer one's instead.
+func (st *Storage) HoldSnapshot(index uint64) {
+	st.installing, st.held = index, nil
+}
+
+// ReleaseSnapshot ends the hold: the snapshot's response, if the log has made it durable
+// already, goes to step now, else when it has.
+func (st *Storage) ReleaseSnapshot(step func(*raftpb.Message)) {
+	st.installing = 0
+	if r := st.held; r != nil {
+		st.held = nil
+		step(r)
+	}
+}
+
+// Installing returns the index of the snapshot held (HoldSnapshot), 0 if none.
+func (st *Storage) Installing() uint64 { return st.installing }
 
 // keepEntries is how many entries a snapshot leaves before its index, for followers a
 // little behind.
