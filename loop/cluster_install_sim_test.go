@@ -63,10 +63,18 @@ func TestSimSnapshotInstallSliced(t *testing.T) {
 	// Meanwhile: a write committed after the snapshot, and a read at ONE on the follower.
 	a.send("SET", "k:1", "after")
 	fa.send("GET", "k:0")
+	// And writes all along the install: the follower appends them and acknowledges them to
+	// the leader, whose heartbeats then carry their commit (raft must not have forgotten them).
+	b := c.client(l)
+	writes := 0
 	slices, bad := 0, ""
 	check := func() bool {
 		if fc.installing.on {
 			slices++
+			if slices%100 == 0 && writes < 20 {
+				b.send("SET", "w:"+strconv.Itoa(writes), "during")
+				writes++
+			}
 			if st := fc.m.Status(); st.RaftApplied >= snap && bad == "" {
 				bad = "raft counts the snapshot applied at " + strconv.FormatUint(st.RaftApplied, 10) + " before the swap"
 			}
@@ -84,6 +92,14 @@ func TestSimSnapshotInstallSliced(t *testing.T) {
 	}
 	if r := a.reply(5 * time.Second); !r.isOK() {
 		t.Fatalf("SET during the install: %s", r)
+	}
+	for i := range writes {
+		if r := b.reply(5 * time.Second); !r.isOK() {
+			t.Fatalf("SET w:%d during the install: %s", i, r)
+		}
+	}
+	if writes < 5 {
+		t.Errorf("only %d writes during the install (%d checks)", writes, slices)
 	}
 	if r := fa.reply(5 * time.Second); !r.isBulk("before") && !r.isBulk("v0") {
 		t.Errorf("GET k:0 at ONE on follower m%d during the install: %s, want before (or v0 once installed)", f, r)
@@ -114,6 +130,14 @@ func TestSimSnapshotInstallSliced(t *testing.T) {
 		if !r.isBulk(want) {
 			t.Errorf("GET k:%d on follower m%d: %s, want %s", j, f, r, want)
 		}
+	}
+	for i := range writes {
+		if r := fa.do("GET", "w:"+strconv.Itoa(i)); !r.isBulk("during") {
+			t.Errorf("GET w:%d on follower m%d: %s, want during", i, f, r)
+		}
+	}
+	if fc.stopping {
+		t.Errorf("follower m%d stopped", f)
 	}
 	c.noPanics()
 }
