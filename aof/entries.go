@@ -85,13 +85,21 @@ func DecodeRecordsWith(b []byte, state func(*store.KeyState), peers func(map[uin
 // one that made max or to the first cut off or out of range, without checking checksums.
 // A follower warms its caches with them (store.Locks.Warm) before it decodes those bytes.
 func RecordKeys(b []byte, dst []store.KeyName, max int) ([]store.KeyName, int) {
+	return RecordKeysUpTo(b, dst, max, len(b))
+}
+
+// RecordKeysUpTo is RecordKeys that also stops before a record that would take the length
+// read past maxBytes (it reads the first record whatever its length): a run of records
+// restored a slice at a time is bounded in bytes (a value or a holder list makes a record
+// large) as in records.
+func RecordKeysUpTo(b []byte, dst []store.KeyName, max, maxBytes int) ([]store.KeyName, int) {
 	off := 0
 	for off < len(b) && len(dst) < max {
 		if len(b)-off < recHead+1 {
 			break
 		}
 		size := binary.LittleEndian.Uint32(b[off:])
-		if size < 1 || uint64(size) > uint64(len(b)-off-recHead) {
+		if size < 1 || uint64(size) > uint64(len(b)-off-recHead) || off > 0 && off+recHead+int(size) > maxBytes {
 			break
 		}
 		p := b[off+recHead : off+recHead+int(size)]

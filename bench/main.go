@@ -50,6 +50,7 @@ Usage:
   tallyd-bench publish [NAME...]    copy a whole suite run to the published results
   tallyd-bench tls-cert --out DIR   a self-signed certificate for a TLS port (make bench)
   tallyd-bench fair [flags]         another client's PINGs while one pipelines 2,000 KEYS
+  tallyd-bench snapshot [flags]     another client's GETs while a SNAPSHOT of --keys keys is taken
   tallyd-bench COMMAND --help       a command's flags
 
 Flags:
@@ -76,12 +77,14 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) int {
 		err = writesCmd(ctx, args, out, errOut)
 	case "fair":
 		err = fairCmd(ctx, args, out, errOut)
+	case "snapshot":
+		err = snapshotCmd(ctx, args, out, errOut)
 	case "tls-cert":
 		err = tlsCertCmd(args, out, errOut)
 	case "help":
 		err = runCmd(ctx, []string{"--help"}, out, errOut)
 	default:
-		err = fmt.Errorf("unknown command %q: want run, sink, suite, publish, writes, tls-cert or fair (tallyd-bench --help)", cmd)
+		err = fmt.Errorf("unknown command %q: want run, sink, suite, publish, writes, tls-cert, fair or snapshot (tallyd-bench --help)", cmd)
 	}
 	switch {
 	case err == nil, errors.Is(err, pflag.ErrHelp):

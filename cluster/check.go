@@ -24,6 +24,7 @@ func (m *Member) Step(data []byte, link uint64, proved bool, h Host) (closeLink 
 	}
 	ok, closeLink := m.acceptable(msg, proved, h)
 	if ok && !m.holdMemberRead(msg) {
+		m.keepSnapshotData(msg)
 		m.stepPeer(msg, h)
 	}
 	return closeLink

@@ -58,6 +58,9 @@ type Member struct {
 
 	lastProposal int        // the size of this leader's last proposal (WindowOpen)
 	heldReads    []heldRead // other members' reads this leader holds (HoldMemberRead)
+
+	installConf *raftpb.ConfState // the configuration of the snapshot the host installs (install.go)
+	received    receivedSnap      // the data of a snapshot the leader sent, kept from raft (install.go)
 }
 
 // Host is what a member's host (the loop) does for it at its turns.
@@ -69,7 +72,11 @@ type Host interface {
 	AppliedBatch()
 	// SetSecret adopts the cluster's key-name secret.
 	SetSecret(k [32]byte)
-	// RestoreSnapshot replaces the replicated state by the data of a snapshot the leader sent.
+	// RestoreSnapshot begins replacing the replicated state by the data of a snapshot the
+	// leader sent. The host may restore it a slice at a time, over later turns: the member
+	// counts it applied, and raft hears it is, only once the host calls
+	// Member.SnapshotInstalled (which it may do before returning). A newer snapshot may
+	// come meanwhile: a RestoreSnapshot of it replaces the one in progress.
 	RestoreSnapshot(data []byte)
 	// MemberAdded and MemberRemoved follow the membership as changes are applied.
 	MemberAdded(id uint64, addr string)
@@ -246,12 +253,13 @@ type Status struct {
 	Role         string // leader, candidate, learner or follower
 	Lead         uint64
 	Term, Commit uint64
+	RaftApplied  uint64 // what raft counts applied (a snapshot being installed is not, yet)
 }
 
 // Status returns the member's raft status.
 func (m *Member) Status() Status {
 	st := m.rn.BasicStatus()
-	s := Status{Role: "follower", Lead: st.Lead, Term: st.GetTerm(), Commit: st.GetCommit()}
+	s := Status{Role: "follower", Lead: st.Lead, Term: st.GetTerm(), Commit: st.GetCommit(), RaftApplied: st.Applied}
 	switch {
 	case st.RaftState == raft.StateLeader:
 		s.Role = "leader"

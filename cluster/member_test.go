@@ -29,14 +29,23 @@ type fakeHost struct {
 	abdic   int // Abdicate calls
 	acked   int // Acked calls
 	fatal   error
+	// The snapshots the leader sent (RestoreSnapshot); with holdInstall the host does not
+	// call SnapshotInstalled at once (as the loop's sliced install), the test does.
+	restored    [][]byte
+	holdInstall bool
 }
 
 func (h *fakeHost) ApplyRecords(recs []byte, now int64) {
 	h.records = append(h.records, append([]byte(nil), recs...))
 }
-func (h *fakeHost) AppliedBatch()                      {}
-func (h *fakeHost) SetSecret(k [32]byte)               { h.secret, h.secrets = k, h.secrets+1 }
-func (h *fakeHost) RestoreSnapshot(data []byte)        {}
+func (h *fakeHost) AppliedBatch()        {}
+func (h *fakeHost) SetSecret(k [32]byte) { h.secret, h.secrets = k, h.secrets+1 }
+func (h *fakeHost) RestoreSnapshot(data []byte) {
+	h.restored = append(h.restored, data)
+	if !h.holdInstall {
+		h.net.ms[h.id-1].SnapshotInstalled()
+	}
+}
 func (h *fakeHost) MemberAdded(id uint64, addr string) {}
 func (h *fakeHost) MemberRemoved(id uint64)            {}
 func (h *fakeHost) Abdicate(why string)                { h.abdic++ }
@@ -332,5 +341,76 @@ func TestMemberLeaderChange(t *testing.T) {
 	}
 	if om.Leader() != nm.ID || om.Applied() != nm.Applied() {
 		t.Fatalf("old leader: leader %d applied %d; new leader %d applied %d", om.Leader(), om.Applied(), nm.ID, nm.Applied())
+	}
+}
+
+// TestMemberSnapshotInstallWaits (issue 30, item 7): a member cut off while the leader
+// compacted its log is sent the leader's snapshot, its data whole (kept from raft's copies,
+// put back for storing). While its host installs it (holdInstall: the loop's install, a
+// slice at a time) neither the member nor raft counts it applied, an entry committed after
+// it is not handed over, and no snapshot of the member's own is due; once the host says
+// it is installed the member has the snapshot's index and the entry follows.
+func TestMemberSnapshotInstallWaits(t *testing.T) {
+	net := newMemberNet(t, 3)
+	net.until("a ready leader", 200, func() bool { return net.leader() >= 0 })
+	l := net.leader()
+	lm := net.ms[l]
+	f := (l + 1) % 3
+	fm, fh := net.ms[f], net.hosts[f]
+	fh.holdInstall = true
+	net.cut[fm.ID] = true
+	for i := range 5 {
+		if _, err := lm.Propose(append(ProposalBuf(nil), "rec-"+fmt.Sprint(i)...)); err != nil {
+			t.Fatal(err)
+		}
+		net.until("the proposal committed", 50, func() bool { return lm.Acks.Acked[LevelQuorum] >= lm.Acks.Seq })
+	}
+	idx := lm.Applied()
+	data := append(lm.SnapshotHead(nil), "the records"...)
+	if taken, err := lm.TakeSnapshot(idx, lm.SnapshotConf(), data); !taken || err != nil {
+		t.Fatalf("leader's snapshot at %d: taken %v, %v", idx, taken, err)
+	}
+	if err := lm.St.Mem.Compact(idx); err != nil {
+		t.Fatal(err)
+	}
+	was := fm.Applied()
+	delete(net.cut, fm.ID)
+	net.until("the snapshot handed to the follower's host", 100, func() bool { return len(fh.restored) > 0 })
+	if !bytes.Equal(fh.restored[0], data) {
+		t.Fatalf("the follower's host was handed %q, want %q", fh.restored[0], data)
+	}
+	if _, err := lm.Propose(append(ProposalBuf(nil), "rec-after"...)); err != nil {
+		t.Fatal(err)
+	}
+	for range 30 {
+		for _, m := range net.ms {
+			m.Tick()
+		}
+		net.round()
+		if fm.Installing() != idx || fm.Applied() != was || fm.Status().RaftApplied >= idx || fm.SnapshotDue(0, false) {
+			t.Fatalf("while installing: installing %d (want %d), applied %d (was %d), raft's applied %d, snapshot due %v",
+				fm.Installing(), idx, fm.Applied(), was, fm.Status().RaftApplied, fm.SnapshotDue(0, false))
+		}
+		for _, r := range fh.records {
+			if string(r) == "rec-after" {
+				t.Fatal("an entry committed after the snapshot was applied before it was installed")
+			}
+		}
+	}
+	if lm.Acks.Acked[LevelQuorum] < lm.Acks.Seq {
+		t.Fatal("the leader's proposal was not committed meanwhile")
+	}
+	if s, _ := fm.St.Mem.Snapshot(); s.GetMetadata().GetIndex() != idx || len(s.GetData()) != 0 {
+		t.Fatalf("raft's memory has the snapshot at %d with %d bytes; want its metadata alone", s.GetMetadata().GetIndex(), len(s.GetData()))
+	}
+	fm.SnapshotInstalled()
+	if fm.Applied() != idx || fm.SnapIndex() != idx || fm.Installing() != 0 {
+		t.Fatalf("installed: applied %d, snapshot %d, installing %d; want %d", fm.Applied(), fm.SnapIndex(), fm.Installing(), idx)
+	}
+	net.until("the entry after the snapshot applied", 50, func() bool {
+		return len(fh.records) > 0 && string(fh.records[len(fh.records)-1]) == "rec-after"
+	})
+	if len(fh.restored) != 1 || fh.fatal != nil {
+		t.Fatalf("%d snapshots handed over, fatal %v", len(fh.restored), fh.fatal)
 	}
 }

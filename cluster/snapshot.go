@@ -13,9 +13,13 @@ import (
 type Conf struct{ cs *raftpb.ConfState }
 
 // SnapshotDue says whether the raft log is due a compaction: every entries applied entries,
-// or soon after the membership changed. On a leader, only while its store holds exactly the
+// or soon after the membership changed, and never while a snapshot the leader sent is
+// being installed. On a leader, only while its store holds exactly the
 // applied state (journaled: the host's store has changes not yet proposed).
 func (m *Member) SnapshotDue(entries uint64, journaled bool) bool {
+	if m.Installing() != 0 {
+		return false // the store is about to be the leader's snapshot
+	}
 	if m.applied < m.snapIndex+entries && !(m.SnapSoon && m.applied > m.snapIndex) {
 		return false
 	}

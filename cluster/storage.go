@@ -28,6 +28,12 @@ type Storage struct {
 	appends []appendDone // appends in flight, in order
 	synced  uint64       // the log's last batch made durable
 	stable  uint64       // the last entry index made durable here
+
+	// A snapshot received from the leader that the host installs a slice at a time
+	// (HoldSnapshot): raft is told it is applied (its MsgStorageAppendResp, which also
+	// releases the entries committed after it) only once the store has it.
+	installing uint64            // its index; 0: none
+	held       []*raftpb.Message // its response to raft once durable, then those of the appends after it
 }
 
 // appendDone is a raft log append in flight: its batch in the log, the responses raft
@@ -121,7 +127,9 @@ func (st *Storage) Append(m *raftpb.Message, h AppendHooks) bool {
 		snap = nil
 	}
 	if snap != nil {
-		switch err := st.Mem.ApplySnapshot(snap); {
+		// Mem gets the metadata alone (it would copy the data: 125 MB for 1M keys, on the
+		// loop); raft reads the snapshot from View, shared.
+		switch err := st.Mem.ApplySnapshot(&raftpb.Snapshot{Metadata: snap.GetMetadata()}); {
 		case err == nil:
 			st.snap = snap
 		case !errors.Is(err, raft.ErrSnapOutOfDate):
@@ -158,6 +166,10 @@ func (st *Storage) Deliver(self uint64, step, send func(*raftpb.Message)) {
 		a := &st.appends[n]
 		st.stable = max(st.stable, a.last)
 		for _, r := range a.resps {
+			if r.GetTo() == self && st.installing != 0 && (len(st.held) > 0 || r.GetSnapshot().GetMetadata().GetIndex() == st.installing) {
+				st.held = append(st.held, r) // until ReleaseSnapshot
+				continue
+			}
 			if r.GetTo() == self {
 				step(r)
 			} else {
@@ -170,6 +182,38 @@ func (st *Storage) Deliver(self uint64, step, send func(*raftpb.Message)) {
 		st.appends = st.appends[:copy(st.appends, st.appends[n:])]
 	}
 }
+
+// HoldSnapshot says that the snapshot at index, received in an Append, is being installed:
+// its response to raft waits, once durable, until ReleaseSnapshot, and so do the responses to
+// raft of the appends after it, in order. Until raft hears it, raft hands out no committed
+// entry (those after the snapshot wait), does not count the snapshot applied, and this
+// member does not campaign; its responses to the leader go as usual (what is durable here
+// is acknowledged). The later appends' responses must wait too: raft keeps the snapshot in
+// its unstable log until told it is stored, and entries after it told stable before it
+// would leave raft's last index at the snapshot's, behind what the leader knows this
+// member holds (a heartbeat's commit past it panics raft: "tocommit(N) is out of range").
+// A hold of an earlier snapshot, not installed (a newer one replaced it), is dropped with
+// what it held: raft takes the newer one's instead.
+func (st *Storage) HoldSnapshot(index uint64) {
+	st.installing = index
+	clear(st.held)
+	st.held = st.held[:0]
+}
+
+// ReleaseSnapshot ends the hold: the responses held (the snapshot's and later appends') go
+// to step now, in order; if the log has not made the snapshot durable yet, its response
+// goes when it has, as any.
+func (st *Storage) ReleaseSnapshot(step func(*raftpb.Message)) {
+	st.installing = 0
+	for i, r := range st.held {
+		st.held[i] = nil
+		step(r)
+	}
+	st.held = st.held[:0]
+}
+
+// Installing returns the index of the snapshot held (HoldSnapshot), 0 if none.
+func (st *Storage) Installing() uint64 { return st.installing }
 
 // keepEntries is how many entries a snapshot leaves before its index, for followers a
 // little behind.

@@ -94,3 +94,63 @@ func TestBootstrapOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestStorageHoldsSnapshot: a snapshot the loop installs a slice at a time (HoldSnapshot) has
+// its response to raft itself held, once durable, until ReleaseSnapshot, and the responses to
+// raft of later appends behind it, in order (raft must not hear entries after an unstable
+// snapshot are stable before it: TestMemberSnapshotInstallWaits); its response to the
+// leader goes as usual. raft's memory has the snapshot's metadata, and the snapshot raft
+// reads (View) is the one given, its data shared.
+func TestStorageHoldsSnapshot(t *testing.T) {
+	st := NewStorage()
+	lg, _, err := raftlog.OpenRaft(t.TempDir(), func(raftlog.RaftProgress) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lg.Close()
+	st.Log = lg
+	self := uint64(1)
+	data := []byte("records")
+	snap := &raftpb.Snapshot{Data: data, Metadata: &raftpb.SnapshotMetadata{Index: new(uint64(10)), Term: new(uint64(2)),
+		ConfState: &raftpb.ConfState{Voters: []uint64{1, 2, 3}}}}
+	hooks := AppendHooks{
+		Snapshot: func(s *raftpb.Snapshot) { st.HoldSnapshot(s.GetMetadata().GetIndex()) },
+		Entries:  func([]*raftpb.Entry) {},
+		Fail:     func(what string, err error) { t.Errorf("%s: %v", what, err) },
+	}
+	applied := &raftpb.Message{To: new(self), Snapshot: snap, Index: new(uint64(10))}
+	st.Append(&raftpb.Message{Snapshot: snap, Responses: []*raftpb.Message{{To: new(uint64(3))}, applied}}, hooks)
+	st.Append(&raftpb.Message{Entries: []*raftpb.Entry{ent(11, 2)}, Responses: []*raftpb.Message{{To: new(self), Index: new(uint64(11))}}}, hooks)
+	if st.Installing() != 10 {
+		t.Fatalf("installing %d, want 10", st.Installing())
+	}
+	if s, _ := st.View.Snapshot(); s != snap || &s.GetData()[0] != &data[0] {
+		t.Fatal("raft does not read the snapshot given, its data shared")
+	}
+	if s, _ := st.Mem.Snapshot(); s.GetMetadata().GetIndex() != 10 || len(s.GetData()) != 0 {
+		t.Fatalf("raft's memory has the snapshot at %d with %d bytes of data; want its metadata alone", s.GetMetadata().GetIndex(), len(s.GetData()))
+	}
+	var stepped []*raftpb.Message
+	var sent int
+	deliver := func() {
+		st.Deliver(self, func(m *raftpb.Message) { stepped = append(stepped, m) }, func(*raftpb.Message) { sent++ })
+	}
+	st.Synced(1 << 40)
+	deliver()
+	if sent != 1 || len(stepped) != 0 {
+		t.Fatalf("while installing: %d sent, %d stepped (%v); want the leader's response alone", sent, len(stepped), stepped)
+	}
+	st.ReleaseSnapshot(func(m *raftpb.Message) { stepped = append(stepped, m) })
+	if len(stepped) != 2 || stepped[0] != applied || stepped[1].GetIndex() != 11 || st.Installing() != 0 {
+		t.Fatalf("after the install: stepped %v; want the snapshot's response, then the later append's", stepped)
+	}
+	// Released before its response was delivered: it goes at the next delivery, as any.
+	st.Append(&raftpb.Message{Snapshot: &raftpb.Snapshot{Data: data, Metadata: &raftpb.SnapshotMetadata{Index: new(uint64(20)), Term: new(uint64(2))}},
+		Responses: []*raftpb.Message{{To: new(self), Index: new(uint64(20))}}}, hooks)
+	st.ReleaseSnapshot(func(*raftpb.Message) { t.Fatal("stepped at the release: nothing was held") })
+	st.Synced(1 << 41)
+	deliver()
+	if len(stepped) != 3 || stepped[2].GetIndex() != 20 {
+		t.Fatalf("the response of a snapshot released before durable: stepped %v", stepped)
+	}
+}

@@ -25,6 +25,7 @@ func (m *Member) Turn(h Host) {
 	}
 	m.stepHeldReads(h)
 	HandleReadies(m.rn, memberReadies{m, h})
+	m.received = receivedSnap{} // taken by its append, or refused by raft
 	// Committed means on a majority's disks already: QUORUM replies need not wait for this
 	// node's own write of the commit index.
 	if c := m.rn.BasicStatus().GetCommit(); c > m.commit {
@@ -57,6 +58,7 @@ func (r memberReadies) ReadState(ctx []byte, index uint64) { r.m.Reads.Passed(ct
 // storageAppend hands one of raft's appends (entries, hard state, a snapshot) to the log
 // writer; its responses wait until it is durable.
 func (m *Member) storageAppend(h Host, msg *raftpb.Message) {
+	m.snapshotData(msg.GetSnapshot())
 	durable := m.St.Append(msg, AppendHooks{
 		Snapshot: func(snap *raftpb.Snapshot) { m.installSnapshot(h, snap) },
 		Entries: func(ents []*raftpb.Entry) {
@@ -92,21 +94,6 @@ func (m *Member) storageApply(h Host, msg *raftpb.Message) {
 	for _, r := range msg.GetResponses() {
 		_ = m.rn.Step(r)
 	}
-}
-
-// installSnapshot replaces the host's replicated state by a snapshot the leader sent.
-func (m *Member) installSnapshot(h Host, snap *raftpb.Snapshot) {
-	md := snap.GetMetadata()
-	if md.GetIndex() <= m.applied {
-		return
-	}
-	h.RestoreSnapshot(snap.GetData())
-	m.applied, m.snapIndex = md.GetIndex(), md.GetIndex()
-	m.Fresh.On = false
-	if cs := md.GetConfState(); cs != nil {
-		m.Members.SetConf(cs)
-	}
-	m.log.Info().Uint64("index", m.applied).Msg("cluster: snapshot installed")
 }
 
 // softState follows role and leader changes.

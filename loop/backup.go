@@ -47,7 +47,8 @@ import (
 const snapshotChunk = 256 << 10
 
 // saveStep is how many keys a step of a backup's encoding looks at (~0.3 ms: some 300 ns a
-// key to encode; SaveNext).
+// key to encode; SaveNext), fewer once the states it encoded take 256 KiB (large values or
+// holder lists: store's saveStepBytes).
 const saveStep = 1024
 
 // snapshotBlock is the size of the file's blocks.

@@ -103,8 +103,9 @@ type clusterState struct {
 	ticked  int64 // Unix ns of the last raft tick
 	peerTLS bool  // links go through the TLS bridge, certificates verified both ways (tls.go)
 
-	snapping   raftSnap // the raft snapshot being encoded (cluster_snap.go)
-	releasedAt uint64   // the acknowledgements releaseHeld last looked at
+	snapping   raftSnap     // the raft snapshot being encoded (cluster_snap.go)
+	installing installState // a snapshot from the leader being installed (cluster_install.go)
+	releasedAt uint64       // the acknowledgements releaseHeld last looked at
 
 	joinLink *peerLink
 
@@ -250,13 +251,9 @@ func (h memberHost) AppliedBatch() { h.s.st.locks.ForgetJournal() }
 // Acked: what raft learned of the followers may answer blocked WAITs.
 func (h memberHost) Acked() { h.s.checkWaits(0) }
 
-// RestoreSnapshot replaces the store's replicated state by a snapshot the leader sent.
-func (h memberHost) RestoreSnapshot(data []byte) {
-	s := h.s
-	s.st.store.ResetLocks()
-	s.restoreSnapshot(data, s.now().UnixNano())
-	s.st.locks.ForgetJournal()
-}
+// RestoreSnapshot begins installing a snapshot the leader sent, a slice at a time
+// (cluster_install.go): the member counts it applied once swapped in.
+func (h memberHost) RestoreSnapshot(data []byte) { h.s.installSnapshot(data) }
 
 // RoleChanged: the sessions held on a former leader end, and the connections that waited
 // for a leader go on.
@@ -486,6 +483,7 @@ func (s *Server) clusterTick(now time.Time) {
 	s.checkWaits(ns)
 	s.expireWaiting(ns)
 	s.expireSessions(ns)
+	s.installStep()
 	s.maybeSnapshot(ns)
 	s.clusterTurn()
 }

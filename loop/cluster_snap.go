@@ -61,6 +61,9 @@ func (s *Server) maybeSnapshot(now int64) {
 		s.raftSnapStep()
 		return
 	}
+	if cl.installing.on {
+		return // the store is about to be the leader's snapshot
+	}
 	if !cl.m.SnapshotDue(cl.cfg.SnapshotEntries, s.st.locks.Journaled()) {
 		return
 	}

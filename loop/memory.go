@@ -86,7 +86,7 @@ type memState struct {
 
 // memUsed is what the budget counts now.
 func (s *Server) memUsed() int64 {
-	return s.mem.in + s.mem.out + s.mem.wills + s.st.store.Bytes() + s.scriptMem() + s.bk.size
+	return s.mem.in + s.mem.out + s.mem.wills + s.st.store.Bytes() + s.scriptMem() + s.bk.size + s.installBytes()
 }
 
 // overBudget reports whether the budget is set and exceeded, once what no client is owed

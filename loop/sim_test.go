@@ -63,6 +63,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"sort"
@@ -76,6 +77,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 	"github.com/rs/zerolog"
 	"go.etcd.io/raft/v3/raftpb"
+	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tallyd/tallyd/proto/peer"
@@ -161,6 +163,12 @@ type simMember struct {
 	fsyncMore time.Duration // added to its fake fsyncs (a slow disk)
 	longest   time.Duration // the longest event of its loop, in real time (a turn's length)
 	longestAt time.Time     // when it ran (the simulated clock)
+	// The most CPU time an event of its loop took (the thread's clock: what it did, however
+	// loaded the machine; GC work it was made to assist included), and when.
+	longestCPU   time.Duration
+	longestCPUAt time.Time
+	nextCPU      time.Duration // the most CPU time another event took, and when
+	nextCPUAt    time.Time
 }
 
 type simDialReq struct {
@@ -273,10 +281,19 @@ func (c *sim) onMember(m *simMember, t time.Time, fn func()) {
 // stepped, dials are placed and a stop is noticed.
 func (c *sim) runOn(m *simMember, fn func()) {
 	inc := m.inc
-	t0 := time.Now()
+	runtime.LockOSThread() // the event's CPU time is its thread's
+	t0, c0 := time.Now(), threadCPU()
 	ok := c.guard(m, fn)
+	cpu := threadCPU() - c0
+	runtime.UnlockOSThread()
 	if d := time.Since(t0); d > m.longest {
 		m.longest, m.longestAt = d, c.now
+	}
+	if cpu > m.longestCPU {
+		m.nextCPU, m.nextCPUAt = m.longestCPU, m.longestCPUAt
+		m.longestCPU, m.longestCPUAt = cpu, c.now
+	} else if cpu > m.nextCPU {
+		m.nextCPU, m.nextCPUAt = cpu, c.now
 	}
 	if !ok {
 		return
@@ -284,6 +301,13 @@ func (c *sim) runOn(m *simMember, fn func()) {
 	if m.up && m.inc == inc {
 		c.settle(m)
 	}
+}
+
+// threadCPU is the CPU time the calling thread has used.
+func threadCPU() time.Duration {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
+	return time.Duration(ts.Nano())
 }
 
 // guard runs fn, catching a panic: the member dies of it. It reports whether fn returned.

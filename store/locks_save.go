@@ -28,7 +28,22 @@ type saveState struct {
 	emit  func(*KeyState) // where the states go
 	snap  KeyState        // the state being emitted
 	keys  uint64          // key states emitted so far
+	bytes int             // about what the states emitted in this SaveNext take (saveStepBytes)
 }
+
+// saveStepBytes bounds what one SaveNext emits, beside its count of keys: a value (up to
+// LocksConfig.MaxValue) and a holder list (up to 65,535 holders in a record) make a key's
+// state large, and a step of 1,024 keys of 1 MiB values would copy a GiB in one turn. A
+// step stops once the states it emitted take about this much (a key of a short value and
+// one holder: ~120 bytes, so 1,024 of them stay under it); a single key's state is emitted
+// whole whatever its size.
+const saveStepBytes = 256 << 10
+
+// About what a key state record takes without its value, and per holder (aof.AppendState).
+const (
+	saveKeyBytes    = 48
+	saveHolderBytes = 64
+)
 
 // BeginSave starts encoding a backup of the keys' persistent state at now, the ceiling of
 // fencing tokens first: emit is called with each key's state, by SaveNext and by any change
@@ -50,13 +65,15 @@ func (l *Locks) BeginSave(now int64, emit func(*KeyState)) {
 	}
 }
 
-// SaveNext emits the state of up to n more keys of the backup in progress and reports
-// whether it is over (then every key the log had when it began is emitted).
+// SaveNext emits the state of up to n more keys of the backup in progress, fewer once the
+// states emitted take saveStepBytes, and reports whether it is over (then every key the log
+// had when it began is emitted).
 func (l *Locks) SaveNext(n int) bool {
 	if !l.bk.on {
 		return true
 	}
-	for ; n > 0 && l.bk.cur != nil; n-- {
+	l.bk.bytes = 0
+	for ; n > 0 && l.bk.cur != nil && l.bk.bytes < saveStepBytes; n-- {
 		k := l.bk.cur
 		l.bk.cur = k.ll.next
 		if k.saved != l.bk.epoch {
@@ -103,6 +120,7 @@ func (l *Locks) saveKey(k *lockKey) {
 	k.saved = sv.epoch
 	if k.logged && k.gen == k.db.saved && l.stateInto(&sv.snap, k, sv.now) {
 		sv.keys++
+		sv.bytes += saveKeyBytes + len(sv.snap.Value) + saveHolderBytes*len(sv.snap.Holders)
 		sv.emit(&sv.snap)
 	}
 }

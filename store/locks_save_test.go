@@ -126,3 +126,39 @@ func runSave(t *testing.T, seed uint64) {
 		}
 	}
 }
+
+// TestSaveStepBounded: a step of a backup (SaveNext of 1,024 keys) stops once the states it
+// emitted take about 256 KiB: with values of 64 KiB, a few keys a step, not 1,024 (64 MiB
+// copied in one loop turn; with 1 MiB values, a GiB). Every key is still emitted once.
+func TestSaveStepBounded(t *testing.T) {
+	const keys, vlen = 200, 64 << 10
+	now := int64(1_700_000_000e9)
+	l := store.NewLocks(store.LocksConfig{Persist: true, PersistAfter: 1e9, MaxValue: 1 << 20})
+	var ks store.KeyState
+	for i := range uint32(keys) {
+		setState(&ks, i, vlen, now)
+		l.Restore(&ks, now)
+	}
+	l.ForgetJournal()
+	var got, most, steps int
+	var step int
+	l.BeginSave(now, func(ks *store.KeyState) {
+		if len(ks.Value) != vlen+6 {
+			t.Fatalf("key %x: value of %d bytes", ks.Key, len(ks.Value))
+		}
+		got++
+		step += len(ks.Value)
+	})
+	for done := false; !done; steps++ {
+		step = 0
+		done = l.SaveNext(1024)
+		most = max(most, step)
+	}
+	if got != keys {
+		t.Fatalf("%d keys emitted, want %d", got, keys)
+	}
+	if most > 256<<10+vlen+6 || steps < keys*vlen/(256<<10) {
+		t.Fatalf("a step emitted up to %d bytes of values, in %d steps (want at most 256 KiB and a key)", most, steps)
+	}
+	t.Logf("%d keys of %d-byte values in %d steps, at most %d bytes a step", keys, vlen, steps, most)
+}

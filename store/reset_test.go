@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -253,5 +254,131 @@ func TestDeadlinesDrop(t *testing.T) {
 		if got := popAll(&q, 1<<62); !slices.Equal(got, want) {
 			t.Fatalf("seed %d: popped %v\nwant %v", seed, got, want)
 		}
+	}
+}
+
+// A family staged beside the one serving (StagingLocks) and swapped in (SwapLocks) is the
+// family ResetLocks and the same Restores leave: the same keys, and every deadline of every
+// family comes out the same; the old family served until the swap.
+func TestSwapLocksIsResetThenRestore(t *testing.T) {
+	const now = int64(1_700_000_000e9)
+	a, b := resetScene(t, now, false), resetScene(t, now, false)
+	var log []KeyState
+	a.Locks.Journal(now, func(*KeyState) {})
+	b.Locks.Journal(now, func(*KeyState) {})
+	a.Locks.SnapshotAll(now, func(ks *KeyState) {
+		c := *ks
+		c.Value = slices.Clone(ks.Value)
+		c.Holders = slices.Clone(ks.Holders)
+		log = append(log, c)
+	})
+	// More to restore than the scene has: keys with holders expiring at various times.
+	for i := range 300 {
+		var ks KeyState
+		ks.Key[0], ks.Key[1] = 'x', byte(i)
+		ks.Key[2] = byte(i >> 8)
+		ks.Holders = []HolderState{{LockID: ks.Key, Levels: 1, Hold: Hold{N: uint16(1 + i%9)}, Start: now,
+			Deadline: now + int64(1+i%9)*1e9 + 5e8}} // not at another family's deadline: ties may order otherwise
+		log = append(log, ks)
+	}
+	fence, ids := b.Locks.fence, b.Locks.ids
+	var vk [16]byte
+	vk[15] = 'v'
+	ver := b.Locks.WatchVersion(0, vk)
+	b.Locks.KeepGone = true
+
+	a.ResetLocks()
+	a.Locks.KeepGone = true
+	for i := range log {
+		a.Locks.Restore(&log[i], now+1)
+	}
+	a.Locks.ForgetJournal()
+
+	l := b.Locks
+	n := b.StagingLocks()
+	for i := range log {
+		n.Restore(&log[i], now+1)
+		if i%50 == 0 {
+			n.ForgetJournal()
+			if l.Value(0, vk) == nil { // the old family serves meanwhile
+				t.Fatalf("the serving family lost its value during staging (%d restored)", i)
+			}
+		}
+	}
+	n.ForgetJournal()
+	if err := b.Check(); err != nil {
+		t.Fatalf("during staging: %v", err)
+	}
+	if StagedBytes(n) <= 0 {
+		t.Fatal("staging takes no memory")
+	}
+	b.SwapLocks(n)
+	if b.Locks != l {
+		t.Fatal("SwapLocks moved the Locks")
+	}
+	if err := b.Check(); err != nil {
+		t.Fatalf("after SwapLocks: %v", err)
+	}
+	if l.ids != ids || l.fence < fence || !l.KeepGone {
+		t.Fatal("SwapLocks did not carry over the id generator, the fencing tokens or KeepGone")
+	}
+	if got := l.WatchVersion(0, vk); got == ver || l.Watched() != 1 {
+		t.Fatalf("watch version %d before, %d after (%d watched); want a new one", ver, got, l.Watched())
+	}
+	if l.LoggedKeys() != a.Locks.LoggedKeys() || l.Journaled() || l.Bytes() != a.Locks.Bytes() {
+		t.Fatalf("swapped: %d logged keys, %d bytes, journaled %v; reset and restored: %d, %d",
+			l.LoggedKeys(), l.Bytes(), l.Journaled(), a.Locks.LoggedKeys(), a.Locks.Bytes())
+	}
+	a.Locks.Disconnected(14, now)
+	a.Locks.Disconnected(15, now)
+	l.Disconnected(14, now)
+	l.Disconnected(15, now)
+	var da, db Due
+	events := 0
+	for _, at := range []int64{now + 1e9, now + 3e9, now + 4e9, now + 6e9, now + 8e9, now + 9e9, now + 11e9, now + 61e9} {
+		a.Advance(at, &da)
+		b.Advance(at, &db)
+		for _, s := range []*Store{a, b} {
+			if err := s.Check(); err != nil {
+				t.Fatalf("at +%d s: %v", (at-now)/1e9, err)
+			}
+		}
+		show := func(d *Due) string {
+			// Items of the other families come after the staged ones due at the same
+			// instant (SwapLocks): events tied at one instant are compared as a set.
+			ev := slices.Clone(d.Events)
+			slices.SortStableFunc(ev, func(x, y DueEvent) int {
+				if x.At != y.At {
+					return cmp.Compare(x.At, y.At)
+				}
+				return cmp.Compare(x.Kind, y.Kind)
+			})
+			var rs []string
+			for _, r := range d.Replies {
+				rs = append(rs, fmt.Sprintf("%d:%v:%x", r.Owner, r.Result, r.Key))
+			}
+			return fmt.Sprintf("%v %v %v %v %v", ev, d.Wakes, rs, d.CounterGC, d.SemaphoreGC)
+		}
+		if show(&da) != show(&db) {
+			t.Fatalf("at +%d s: swapped in, Advance gives\n%s\nreset and restored\n%s", (at-now)/1e9, show(&db), show(&da))
+		}
+		events += len(db.Events)
+		da.Reset()
+		db.Reset()
+	}
+	if events < 300 {
+		t.Fatalf("%d events, want the 300 holders' expiries and more", events)
+	}
+	// A save begun on the old family is over, and a new one has a number no earlier one had.
+	c := resetScene(t, now, false)
+	c.Locks.BeginSave(now, func(*KeyState) {})
+	e := c.Locks.SaveEpoch()
+	c.SwapLocks(c.StagingLocks())
+	if on, _ := c.Locks.Saving(); on || c.Locks.SaveEpoch() != 0 {
+		t.Fatal("a save of the old family goes on after SwapLocks")
+	}
+	c.Locks.BeginSave(now, func(*KeyState) {})
+	if c.Locks.SaveEpoch() <= e {
+		t.Fatalf("a save after SwapLocks has number %d, one before had %d", c.Locks.SaveEpoch(), e)
 	}
 }
