@@ -187,7 +187,7 @@ func (s *Server) pumped(c gnet.Conn) {
 	s.fair.spare = list[:0]
 	s.freeFlushed()
 	s.ps.leavingStep(max(s.fair.slice, int64(DefaultConnSlice))) // a closed subscriber's many channels (pubsub.go)
-	s.installStep()        // a snapshot from the leader being installed (cluster_install.go)
+	s.installStep()                                              // a snapshot from the leader being installed (cluster_install.go)
 }
 
 // sliceOver reports whether cs, having served served requests in this turn, has used its
