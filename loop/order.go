@@ -339,7 +339,7 @@ func (s *Server) serveBefore(nc *conn, at int64) bool {
 // is open, has nothing in gnet's buffer that came before them, and no work of its own holds
 // its requests back.
 func (s *Server) servableNow(cs *conn) bool {
-	return !cs.closed && !cs.closing && !cs.quit && !cs.busy && !cs.yielded && !cs.parked &&
+	return !cs.closed && !cs.closing && !cs.quit && !cs.busy && !cs.yielded && !cs.parked && !cs.kicked &&
 		cs.c.InboundBuffered() == 0
 }
 
