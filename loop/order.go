@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"io"
 	"slices"
+	"unsafe"
 
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
@@ -192,8 +193,10 @@ type hupWatch struct {
 	on  bool
 	off bool // it could not be created: no watch, the order is gnet's alone
 	ev  []unix.EpollEvent
-	oob []byte    // recvmsg's control buffer (the timestamp)
-	due []dueConn // serveBefore's scratch: the connections to serve first, by arrival
+	oob []byte      // recvmsg's control buffer (the timestamp)
+	due []dueConn   // serveBefore's scratch: the connections to serve first, by arrival
+	msg unix.Msghdr // peek's recvmsg header, kept here so that it is not allocated
+	iov unix.Iovec
 }
 
 // dueConn is a connection whose unread bytes arrived at at (Unix ns).
@@ -228,23 +231,36 @@ func (s *Server) watchHup(cs *conn) {
 
 // peek copies the bytes waiting on socket fd into b without taking them, and returns how
 // many (0 when the peer has closed or reset the connection and nothing is left, -1 when
-// nothing is there yet) and when they arrived (Unix ns; 0 when unknown).
+// nothing is there yet) and when they arrived (Unix ns; 0 when unknown). It allocates
+// nothing (unix.Recvmsg does: its message header escapes).
 func (w *hupWatch) peek(fd int, b []byte) (n int, at int64) {
-	var oob []byte
-	if w.on {
-		oob = w.oob
+	if len(b) == 0 {
+		return -1, 0
 	}
+	w.iov.Base = &b[0]
+	w.iov.SetLen(len(b))
+	w.msg = unix.Msghdr{Iov: &w.iov}
+	w.msg.SetIovlen(1)
+	if w.on {
+		w.msg.Control = &w.oob[0]
+		w.msg.SetControllen(len(w.oob))
+	}
+	defer func() { w.iov.Base, w.msg = nil, unix.Msghdr{} }() // b is the caller's
 	for {
-		n, oobn, _, _, err := unix.Recvmsg(fd, b, oob, unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		r, _, errno := unix.Syscall(unix.SYS_RECVMSG, uintptr(fd), uintptr(unsafe.Pointer(&w.msg)),
+			unix.MSG_PEEK|unix.MSG_DONTWAIT)
 		switch {
-		case err == unix.EINTR:
+		case errno == unix.EINTR:
 			continue
-		case err == unix.EAGAIN:
+		case errno == unix.EAGAIN:
 			return -1, 0
-		case err != nil:
+		case errno != 0:
 			return 0, 0
 		}
-		return n, arrival(oob[:oobn])
+		if !w.on {
+			return int(r), 0
+		}
+		return int(r), arrival(w.oob[:w.msg.Controllen])
 	}
 }
 

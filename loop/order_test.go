@@ -263,3 +263,28 @@ func TestPoolReleaseThenNewcomer(t *testing.T) {
 			bad, trials, first)
 	}
 }
+
+// The peek that orders a newcomer's first requests after what came before them allocates
+// nothing: it runs for every connection that received bytes since the last newcomer.
+func TestOrderPeekAllocs(t *testing.T) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Close(fds[0]); _ = unix.Close(fds[1]) })
+	if _, err := unix.Write(fds[0], []byte("RELEASE\n")); err != nil {
+		t.Fatal(err)
+	}
+	w := &hupWatch{on: true, oob: make([]byte, unix.CmsgSpace(32))}
+	b := make([]byte, 64)
+	n := 0
+	if a := testing.AllocsPerRun(200, func() { n, _ = w.peek(fds[1], b) }); a != 0 {
+		t.Fatalf("a peek allocates %v times", a)
+	}
+	if string(b[:n]) != "RELEASE\n" {
+		t.Fatalf("peeked %q", b[:n])
+	}
+	if m, _ := w.peek(fds[1], b); m != n {
+		t.Fatalf("a second peek saw %d bytes, not %d: the first took them", m, n)
+	}
+}
