@@ -197,6 +197,7 @@ type hupWatch struct {
 	due []dueConn   // serveBefore's scratch: the connections to serve first, by arrival
 	msg unix.Msghdr // peek's recvmsg header, kept here so that it is not allocated
 	iov unix.Iovec
+	one [1]byte // a peek of one byte (a local would escape through iov)
 }
 
 // dueConn is a connection whose unread bytes arrived at at (Unix ns).
@@ -312,8 +313,7 @@ func (s *Server) serveBefore(nc *conn, at int64) bool {
 			if cs == nil || cs == nc || !s.servableNow(cs) {
 				continue
 			}
-			var b [1]byte
-			switch m, t := w.peek(cs.c.Fd(), b[:]); {
+			switch m, t := w.peek(cs.c.Fd(), w.one[:]); {
 			case m == 0:
 				s.OnClose(cs.c, io.EOF) // gnet's own close, when it reads the EOF, finds it done
 			case m > 0 && at > 0 && t > 0 && t < at:
@@ -341,9 +341,8 @@ func (s *Server) serveBefore(nc *conn, at int64) bool {
 		if act := s.serveKernel(cs, n); act != gnet.None && !cs.closed {
 			s.closeConn(cs)
 		} else if s.servableNow(cs) {
-			var b [1]byte
-			if m, _ := w.peek(cs.c.Fd(), b[:]); m == 0 {
-				s.OnClose(cs.c, io.EOF) // its close came after these bytes, before nc's too
+			if m, _ := w.peek(cs.c.Fd(), w.one[:]); m == 0 {
+				s.OnClose(cs.c, io.EOF) // and its peer is gone: closed as the others above
 			}
 		}
 	}

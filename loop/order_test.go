@@ -281,6 +281,9 @@ func TestOrderPeekAllocs(t *testing.T) {
 	if a := testing.AllocsPerRun(200, func() { n, _ = w.peek(fds[1], b) }); a != 0 {
 		t.Fatalf("a peek allocates %v times", a)
 	}
+	if a := testing.AllocsPerRun(200, func() { _, _ = w.peek(fds[1], w.one[:]) }); a != 0 {
+		t.Fatalf("a peek of one byte allocates %v times", a)
+	}
 	if string(b[:n]) != "RELEASE\n" {
 		t.Fatalf("peeked %q", b[:n])
 	}
