@@ -125,6 +125,9 @@ func tuneListener(eng gnet.Engine, addr string, backlog int) (int, error) {
 	if err := unix.Listen(fd, backlog); err != nil {
 		return 0, fmt.Errorf("setting the backlog: %w", err)
 	}
+	// SO_TIMESTAMPNS, which accepted sockets inherit: a peek tells when their unread bytes
+	// arrived (order.go). The kernel stamps packets only while some socket asks for it.
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1)
 	sa, err := unix.Getsockname(fd)
 	if err != nil {
 		return 0, fmt.Errorf("reading the bound address: %w", err)

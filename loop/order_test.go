@@ -3,11 +3,13 @@ package loop
 import (
 	"context"
 	"fmt"
+	"net"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
+	"golang.org/x/sys/unix"
 )
 
 // orderTrials is how many times each arrival-order case is tried; the race it guards
@@ -176,5 +178,116 @@ func TestPoolCloseThenAcquire(t *testing.T) {
 	if bad > 0 {
 		t.Fatalf("a key whose holder had closed was not free for a request sent after the close: %d of %d (first: %s)",
 			bad, trials, first)
+	}
+}
+
+// waitRxStamps waits until the kernel stamps the packets it receives. The server's listeners
+// ask for it from the start, but the kernel turns it on from a work queue, some time after
+// the first socket asks (over 100 ms seen on a loaded machine), and a test's first trials
+// come sooner than a real server's clients.
+func waitRxStamps(t *testing.T) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sc, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	raw, err := sc.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = raw.Control(func(fd uintptr) { _ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1) })
+	b, oob := make([]byte, 1), make([]byte, unix.CmsgSpace(32))
+	for start := time.Now(); time.Since(start) < 5*time.Second; time.Sleep(time.Millisecond) {
+		if _, err := c.Write([]byte{'x'}); err != nil {
+			t.Fatal(err)
+		}
+		stamped := false
+		_ = raw.Read(func(fd uintptr) bool {
+			_, oobn, _, _, err := unix.Recvmsg(int(fd), b, oob, 0)
+			if err == unix.EAGAIN {
+				return false
+			}
+			if err != nil || oobn < unix.SizeofCmsghdr {
+				return true // not stamped
+			}
+			h, _, _, err := unix.ParseOneSocketControlMessage(oob[:oobn])
+			stamped = err == nil && h.Level == unix.SOL_SOCKET && h.Type == unix.SCM_TIMESTAMPNS
+			return true
+		})
+		if stamped {
+			return
+		}
+	}
+	t.Fatal("the kernel does not stamp received packets 5 s after a socket asked (SO_TIMESTAMPNS)")
+}
+
+// A holder's RELEASE takes effect before the request of a connection opened after it was
+// sent: a holds key, sends RELEASE and, without waiting for RELEASED, a new connection asks
+// for the key (issue 31, item 3: a RELEASE and a newcomer in one epoll batch).
+func TestPoolReleaseThenNewcomer(t *testing.T) {
+	_, addr := startPool(t, nil)
+	waitRxStamps(t)
+	const trials = 2 * orderTrials
+	bad, first := 0, ""
+	for i := range trials {
+		key := fmt.Sprintf("r%d", i)
+		a := dialPool(t, addr)
+		a.expect("ACQ4ME "+key+" 1 1 0", "LOCKED")
+		a.send("RELEASE\n")
+		b := dialPool(t, addr) // at once, as another client that takes the lock next
+		b.send("ACQ4ME " + key + " 1 1\n")
+		if got := b.line(); got != "LOCKED" {
+			if bad++; first == "" {
+				first = fmt.Sprintf("trial %d: %q", i, got)
+			}
+		}
+		if got := a.line(); got != "RELEASED" {
+			t.Fatalf("RELEASE -> %q", got)
+		}
+		_ = a.c.Close()
+		_ = b.c.Close()
+	}
+	if bad > 0 {
+		t.Fatalf("a key released before a new connection's request was not free for it: %d of %d (first: %s)",
+			bad, trials, first)
+	}
+}
+
+// The peek that orders a newcomer's first requests after what came before them allocates
+// nothing: it runs for every connection that received bytes since the last newcomer.
+func TestOrderPeekAllocs(t *testing.T) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Close(fds[0]); _ = unix.Close(fds[1]) })
+	if _, err := unix.Write(fds[0], []byte("RELEASE\n")); err != nil {
+		t.Fatal(err)
+	}
+	w := &hupWatch{on: true, oob: make([]byte, unix.CmsgSpace(32))}
+	b := make([]byte, 64)
+	n := 0
+	if a := testing.AllocsPerRun(200, func() { n, _ = w.peek(fds[1], b) }); a != 0 {
+		t.Fatalf("a peek allocates %v times", a)
+	}
+	if a := testing.AllocsPerRun(200, func() { _, _ = w.peek(fds[1], w.one[:]) }); a != 0 {
+		t.Fatalf("a peek of one byte allocates %v times", a)
+	}
+	if string(b[:n]) != "RELEASE\n" {
+		t.Fatalf("peeked %q", b[:n])
+	}
+	if m, _ := w.peek(fds[1], b); m != n {
+		t.Fatalf("a second peek saw %d bytes, not %d: the first took them", m, n)
 	}
 }
