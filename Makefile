@@ -17,7 +17,7 @@ RACE_PKGS ?= ./loop/... ./aof/... ./raftlog/... ./logfile/... ./cluster/... ./st
 # and most of its process's 3.7 GB (issue 31, item 6). Every test runs in exactly one of the
 # two; a name here that no test of HEAVY_PKGS has is an error (TestHeavyTestsExist).
 HEAVY_PKGS  ?= ./loop/ ./aof/
-HEAVY_TESTS ?= ^(TestReaderOfHugeRepliesGetsThemAll|TestSimRaftSnapshotSliced|TestSimSnapshotInstallSliced|TestSimRaftSnapshotYieldsToBackup|TestPublishManyPatternsLongChannel|TestUnsubscribeAllAcrossTurns|TestKeysRefusedPastLimitScanWalksAll|TestPubsubFanout|TestMemoryCountsQueuedData|TestMemoryUnlockDataRefused|TestPoolManyKeysNeverGrantedTwice|TestPublishAcrossTurns|TestKeysAcrossTurns|TestFairnessBurstOfExpensiveCommands|TestMemoryBudgetRefusesWrites|TestFlushWaitersAndExpiries|TestFlushAllFreesAcrossTurns|TestMultiQueueBounds|TestReplayRandomDamage|TestReplayDamagedMiddleWithEmbeddedRecords|TestReplayTornTailAtEveryOffset)$$
+HEAVY_TESTS ?= ^(TestReaderOfHugeRepliesGetsThemAll|TestSimRaftSnapshotSliced|TestSimSnapshotInstallSliced|TestSimRaftSnapshotYieldsToBackup|TestPublishManyPatternsLongChannel|TestUnsubscribeAllAcrossTurns|TestKeysRefusedPastLimitScanWalksAll|TestPubsubFanout|TestMemoryCountsQueuedData|TestMemoryUnlockDataRefused|TestPoolManyKeysNeverGrantedTwice|TestPublishAcrossTurns|TestKeysAcrossTurns|TestMemoryBudgetRefusesWrites|TestMultiQueueBounds|TestReplayRandomDamage|TestReplayDamagedMiddleWithEmbeddedRecords|TestReplayTornTailAtEveryOffset)$$
 # Where the test targets keep `go test -json` events, for the slowest-tests report.
 TESTLOG   ?= $(BIN)/testlog
 # How many tests of a package run at once: the e2e tests marked parallel mostly wait on the
@@ -34,7 +34,7 @@ SYSCONFDIR ?= /etc
 # Where `make build` puts the binaries and `make man` the pages.
 BIN        ?= bin
 
-.PHONY: all build man install uninstall run test vet deps unit plain e2e e2e-cluster e2e-rest race race-pkgs race-loop-1 race-loop-2 fuzz print-heavy slowest clean image
+.PHONY: all build man install uninstall run test vet deps unit plain e2e e2e-cluster e2e-rest race race-pkgs race-loop-1 race-loop-2 race-loop-3 heavy fuzz print-heavy slowest clean image
 
 all: build
 
@@ -92,7 +92,7 @@ run: build
 # latency measurements), so one e2e process was the longest path (487 s of 15:53).
 test: vet deps
 	rm -rf $(TESTLOG)
-	{ $(MAKE) --no-print-directory -j3 plain e2e-cluster e2e-rest race && $(MAKE) --no-print-directory fuzz; } || \
+	{ $(MAKE) --no-print-directory -j3 plain heavy e2e-cluster e2e-rest race && $(MAKE) --no-print-directory fuzz; } || \
 		{ $(MAKE) --no-print-directory slowest; exit 1; }
 	$(MAKE) --no-print-directory slowest
 
@@ -119,6 +119,9 @@ unit:
 plain:
 	GO="$(GO)" TESTLOG="$(TESTLOG)" ./scripts/gotest.sh plain -count=1 -timeout 45m -parallel $(PARALLEL) \
 		$$($(GO) list ./... | grep -v -x -F "$$($(GO) list $(RACE_PKGS) ./e2e/)")
+
+# The tests of HEAVY_TESTS, without the race detector.
+heavy:
 	GO="$(GO)" TESTLOG="$(TESTLOG)" ./scripts/gotest.sh heavy -count=1 -timeout 45m -run '$(HEAVY_TESTS)' $(HEAVY_PKGS)
 
 # Only the end-to-end tests (e2e/): they build tallyd, run it as a process and talk to it
@@ -134,19 +137,23 @@ e2e-cluster:
 e2e-rest:
 	GO="$(GO)" TESTLOG="$(TESTLOG)" ./scripts/gotest.sh e2e-rest -count=1 -timeout 45m -parallel $(PARALLEL) -skip '$(E2E_CLUSTER)' ./e2e/
 
-# loop's tests run in two processes (by name), each beside the others under make -j: one
-# process under the detector grew past 2 GiB (its shadow memory follows every heap page the
-# process ever used; issue 31, item 6).
-race: race-pkgs race-loop-1 race-loop-2
+# loop's tests under the detector run in three processes split by name (each test in exactly
+# one: ^Test[^P-Z], ^Test([P-R]|S[^l-z]), ^Test(S[l-z]|[T-Z])), beside the others under make -j:
+# one process with half of them reached 2.6 GB (the detector's shadow memory follows every heap
+# page the process ever used; issue 31, item 6).
+race: race-pkgs race-loop-1 race-loop-2 race-loop-3
 
 race-pkgs:
 	GO="$(GO)" TESTLOG="$(TESTLOG)" ./scripts/gotest.sh race -count=1 -timeout 45m -race -skip '$(HEAVY_TESTS)' $(filter-out ./loop/...,$(RACE_PKGS))
 
 race-loop-1:
-	$(if $(filter ./loop/...,$(RACE_PKGS)),GO="$(GO)" TESTLOG="$(TESTLOG)" ./scripts/gotest.sh race-loop-1 -count=1 -timeout 45m -race -skip '$(HEAVY_TESTS)' -run '^Test[A-R]' ./loop/)
+	$(if $(filter ./loop/...,$(RACE_PKGS)),GO="$(GO)" TESTLOG="$(TESTLOG)" ./scripts/gotest.sh race-loop-1 -count=1 -timeout 45m -race -skip '$(HEAVY_TESTS)' -run '^Test[^P-Z]' ./loop/)
 
 race-loop-2:
-	$(if $(filter ./loop/...,$(RACE_PKGS)),GO="$(GO)" TESTLOG="$(TESTLOG)" ./scripts/gotest.sh race-loop-2 -count=1 -timeout 45m -race -skip '$(HEAVY_TESTS)' -run '^Test[^A-R]' ./loop/)
+	$(if $(filter ./loop/...,$(RACE_PKGS)),GO="$(GO)" TESTLOG="$(TESTLOG)" ./scripts/gotest.sh race-loop-2 -count=1 -timeout 45m -race -skip '$(HEAVY_TESTS)' -run '^Test([P-R]|S[^l-z])' ./loop/)
+
+race-loop-3:
+	$(if $(filter ./loop/...,$(RACE_PKGS)),GO="$(GO)" TESTLOG="$(TESTLOG)" ./scripts/gotest.sh race-loop-3 -count=1 -timeout 45m -race -skip '$(HEAVY_TESTS)' -run '^Test(S[l-z]|[T-Z])' ./loop/)
 
 # A short pass of every fuzz target: the codecs, the store's record functions and the log's replay
 # (seed corpora live in testdata/fuzz).
