@@ -30,12 +30,17 @@ type persistState struct {
 	fatal atomic.Pointer[error]
 
 	rewriting bool
-	rwStarted time.Time
-	rwRetry   int64 // Unix ns before which a rewrite that failed is not tried again by itself
-	lastNow   int64
-	errLog    rateLog
-	replayed  aof.Replayed
-	keys      int // keys restored at start
+	// committing: the last rewrite is handed to the writer to commit (fsync, rename), and the
+	// writer has not yet said how it went (Progress.Rewrote or RewriteErr). The size trigger
+	// waits for it: the log's size is the old file's until the rename, so the next tick
+	// started a second rewrite of the whole store at once (every rewrite ran twice).
+	committing bool
+	rwStarted  time.Time
+	rwRetry    int64 // Unix ns before which a rewrite that failed is not tried again by itself
+	lastNow    int64
+	errLog     rateLog
+	replayed   aof.Replayed
+	keys       int // keys restored at start
 }
 
 // rewriteRetry is how long after a failed rewrite the size trigger waits to try again.
@@ -155,6 +160,9 @@ func (s *Server) logged(pr aof.Progress) {
 		if missed, ok := p.errLog.allow(s.now()); ok {
 			s.log.Error().Err(pr.Err).Uint64("more_since_last_line", missed).Msg("append-only log")
 		}
+	}
+	if pr.Rewrote || pr.RewriteErr != nil {
+		p.committing = false
 	}
 	if pr.RewriteErr != nil {
 		p.rwRetry = s.now().Add(rewriteRetry).UnixNano()
@@ -305,7 +313,7 @@ func (s *Server) persistTick(now time.Time) {
 		return
 	}
 	st := p.w.Stats()
-	if st.Size > s.cfg.AOFRewriteSize && p.w.Failing() == "" && st.Size >= 2*st.BaseSize && ns >= p.rwRetry {
+	if st.Size > s.cfg.AOFRewriteSize && p.w.Failing() == "" && st.Size >= 2*st.BaseSize && ns >= p.rwRetry && !p.committing {
 		s.Rewrite()
 	}
 }
@@ -335,7 +343,7 @@ func (s *Server) rewriteStep(now int64) {
 	}
 	if done {
 		p.w.CommitRewrite()
-		p.rewriting = false
+		p.rewriting, p.committing = false, true
 	}
 }
 
