@@ -611,6 +611,17 @@ func newClusterOn(t *testing.T, cn clusterNet, n int, extra ...string) *tcluster
 		c.waitServing(s, 10*time.Second)
 	}
 	c.waitLeader(10*time.Second, nil)
+	// Every member has heard from a leader before the test's faults begin. A member that
+	// started empty and was never caught up votes only in the first election of a new
+	// cluster (cluster/fresh.go; docs/cluster.md, "Lost disk"): a test that cut the leader
+	// off from the last member to come up before the leader reached it, then took the
+	// leader away, left the other two without a quorum (TestClusterDeposedLeader,
+	// TestFencingCluster: the member started last never knew a leader, its peer link from
+	// the leader being cut ~200 ms after the election). Waiting here is what an operator
+	// does too: `tallyctl cluster status` shows every member applied.
+	for s := range n {
+		c.caughtUp(s, 10*time.Second)
+	}
 	return c
 }
 
@@ -626,6 +637,9 @@ func (c *tcluster) args(nd *tnode) []string {
 	}
 	a = append(a, c.net.bindArgs(nd.slot)...)
 	a = append(a, c.extra...)
+	// TALLYD_E2E_NODE_FLAGS adds flags to every node (e.g. "--log-level debug" while
+	// chasing a failure: the logs are dumped when a test fails).
+	a = append(a, strings.Fields(os.Getenv("TALLYD_E2E_NODE_FLAGS"))...)
 	if nd.join != "" {
 		return append(a, "--join", nd.join, "--peer-addr", c.net.peerAddr(nd.slot))
 	}

@@ -82,6 +82,9 @@ func (s *Server) openPeer(c gnet.Conn, d *peerDial) {
 	// out TCP's retransmission backoff.
 	_ = unix.SetsockoptInt(c.Fd(), unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, int(s.linkTimeout().Milliseconds()))
 	if d == nil {
+		if e := s.log.Debug(); e.Enabled() {
+			e.Stringer("remote", remoteAddr(c)).Uint64("conn", uint64(cs.owner)).Msg("cluster: link accepted")
+		}
 		s.challenge(cs) // it says who it is in its Hello, and proves it
 		return
 	}
@@ -92,6 +95,9 @@ func (s *Server) openPeer(c gnet.Conn, d *peerDial) {
 		l = cl.joinLink
 	}
 	if l == nil || l.out != nil || cl.stopping {
+		if e := s.log.Debug(); e.Enabled() {
+			e.Uint64("peer", d.id).Bool("known", l != nil).Bool("linked", l != nil && l.out != nil).Msg("cluster: dialled link not wanted; closing it")
+		}
 		_ = c.Close()
 		return
 	}
@@ -131,6 +137,9 @@ func (s *Server) peerFrame(cs *conn, f *peer.Frame, now int64) {
 	switch f.Type {
 	case peer.TypeHello:
 		cs.peer.id, cs.peer.addr = f.From, string(f.Addr)
+		if e := s.log.Debug(); e.Enabled() {
+			e.Uint64("peer", f.From).Str("addr", cs.peer.addr).Uint64("conn", uint64(cs.owner)).Msg("cluster: link says hello")
+		}
 		s.learnPeer(cs)
 	case peer.TypeRaft:
 		if cl.m.Step(f.Msg, cs.peer.id, cs.peer.proved, memberHost{s}) {
@@ -162,6 +171,9 @@ func (s *Server) peerGone(cs *conn) {
 		return
 	}
 	now := s.now().UnixNano()
+	if e := s.log.Debug(); e.Enabled() {
+		e.Uint64("peer", cs.peer.id).Bool("outbound", cs.peer.outbound).Uint64("conn", uint64(cs.owner)).Msg("cluster: link down")
+	}
 	if cs.peer.outbound {
 		l := cl.links[cs.peer.id]
 		if cs.peer.join {
@@ -211,6 +223,9 @@ func (s *Server) dialLink(l *peerLink, join bool, now int64) {
 	}
 	l.dialing = true
 	id, addr := l.id, l.addr
+	if e := s.log.Debug(); e.Enabled() {
+		e.Uint64("peer", id).Str("addr", addr).Bool("join", join).Msg("cluster: dialling")
+	}
 	if s.run.dialHook != nil {
 		s.run.dialHook(&peerDial{id: id, join: join}, addr)
 		return
@@ -220,10 +235,16 @@ func (s *Server) dialLink(l *peerLink, join bool, now int64) {
 
 // dial connects to a member and registers the connection on the loop.
 func (s *Server) dial(d *peerDial, addr string) {
-	if s.dialPeer(d, addr) == nil { // plaintext, or through the TLS bridge (tls.go)
+	err := s.dialPeer(d, addr) // plaintext, or through the TLS bridge (tls.go)
+	if err == nil {
 		return
 	}
-	s.runFlushed(func() { s.dialFailed(d) })
+	s.runFlushed(func() {
+		if e := s.log.Debug(); e.Enabled() {
+			e.Err(err).Uint64("peer", d.id).Msg("cluster: dial failed")
+		}
+		s.dialFailed(d)
+	})
 }
 
 // dialFailed runs on the loop when dialling d failed: it is dialled again later.
