@@ -331,14 +331,15 @@ const ProposalHead = 9
 func ProposalBuf(b []byte) []byte { return append(b[:0], EntRecords, 0, 0, 0, 0, 0, 0, 0, 0) }
 
 // Propose proposes data (ProposalBuf's head, then records) as one entry, numbered as the
-// next proposal, and returns its number; data is copied (raft keeps the copy). An error
-// means raft dropped it.
+// next proposal, and returns its number. data stays the caller's: raft keeps a copy of the
+// entry it appends (raft.appendEntry clones it, raft v3.7.0 raft.go:817), and a member
+// proposes only while it leads (proposals are never forwarded: DisableProposalForwarding),
+// so no message holds data after the call. An error means raft dropped it.
 func (m *Member) Propose(data []byte) (uint64, error) {
 	m.Acks.Seq++
 	binary.BigEndian.PutUint64(data[1:9], m.Acks.Seq)
-	d := append([]byte(nil), data...) // raft keeps it
-	m.lastProposal = len(d)
-	return m.Acks.Seq, m.rn.Propose(d)
+	m.lastProposal = len(data)
+	return m.Acks.Seq, m.rn.Propose(data)
 }
 
 // ProposeLearner proposes id, at peer address addr, as a learner.
