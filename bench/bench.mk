@@ -6,6 +6,8 @@
 #   make bench-compare   the same beside redis-server (and yrmcds, and poolcounterd for the
 #                        PoolCounter stampede), installed with
 #                        apt-get when missing: $(BENCH_OUT)/compare.{md,json,png}
+#   make bench-before-after  make bench with tallyd at BENCH_BASE_REV beside today's, as
+#                        "before", in one run (the no-regression check of a change)
 #   make bench-publish   copy the whole runs in $(BENCH_OUT) to bench/results and their
 #                        tables into BENCHMARKS.md; refuses a partial run
 # Runs never touch committed files: they write to BENCH_OUT (bench/out, ignored by git).
@@ -28,6 +30,14 @@ bench: build bench-build
 
 bench-compare: build bench-build
 	BENCH_OUT="$(BENCH_OUT)" ./scripts/bench.sh --compare
+
+# make bench with tallyd as it was at BENCH_BASE_REV (a git revision) beside today's, as
+# "before", in the same run: $(BENCH_OUT)/latest.{md,json,png}.
+BENCH_BASE_REV ?= HEAD
+.PHONY: bench-before-after
+bench-before-after: build bench-build
+	GO="$(GO)" ./scripts/build-rev.sh "$(BENCH_BASE_REV)" bin/tallyd-before
+	BENCH_OUT="$(BENCH_OUT)" BENCH_BASELINE=bin/tallyd-before BENCH_BASE_REV="$(BENCH_BASE_REV)" ./scripts/bench.sh
 
 .PHONY: bench-publish
 bench-publish: bench-build

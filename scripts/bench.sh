@@ -85,6 +85,27 @@ args+=(--endpoint "tallyd=pool@127.0.0.1:$pool_port" --endpoint "tallyd=slock@12
 	--tls-ca "$tmp/tls/cert.pem")
 notes=("Servers: $(bin/tallyd --version 2>&1 | head -1 || true)")
 
+# BENCH_BASELINE=FILE: a second tallyd binary (an older build: make bench-before-after builds
+# one from BENCH_BASE_REV) served the same way beside it, as "before", so that one run shows
+# both and a change's cost is read within that run.
+if [[ -n "${BENCH_BASELINE:-}" ]]; then
+	[[ -x $BENCH_BASELINE ]] || { echo "bench: BENCH_BASELINE=$BENCH_BASELINE is not an executable" >&2; exit 1; }
+	bport=$(free_port $((tls_port + 1)))
+	bpool=$(free_port $((bport + 1)))
+	bslock=$(free_port $((bpool + 1)))
+	"${server_pin[@]}" "$BENCH_BASELINE" --counter-port "$bport" --pool-port "$bpool" --slock-port "$bslock" \
+		-l 127.0.0.1 --log-level warn --data-dir "$tmp/data-before" >"$tmp/before.log" 2>&1 &
+	pids+=($!)
+	wait_port "$bport" $! before
+	wait_port "$bpool" $! before
+	wait_port "$bslock" $! before
+	args+=(--target "before=counter@127.0.0.1:$bport" --pid "before=$!")
+	args+=(--endpoint "before=pool@127.0.0.1:$bpool" --endpoint "before=slock@127.0.0.1:$bslock"
+		--endpoint "before=slock-text@127.0.0.1:$bslock"
+		--endpoint "before=redis-lock@127.0.0.1:$bslock" --endpoint "before=redis-lock-lua@127.0.0.1:$bslock")
+	notes+=("before: $("$BENCH_BASELINE" --version 2>&1 | head -1 || true)${BENCH_BASE_REV:+ (built from $BENCH_BASE_REV)}")
+fi
+
 if ((compare)); then
 	name=compare
 	# BENCH_NO_YRMCDS=1: compare with Redis only, and do not install yrmcds.
