@@ -96,8 +96,8 @@ test: vet deps
 		{ $(MAKE) --no-print-directory slowest; exit 1; }
 	$(MAKE) --no-print-directory slowest
 
-# The reference servers the conformance tests compare against, and iproute2 for the cluster
-# tests' network namespaces (installed with apt-get when run as root, as CI is; elsewhere
+# The reference servers the conformance tests compare against, iproute2 for the cluster
+# tests' network namespaces and chromium for the status page's browser test (installed with apt-get when run as root, as CI is; elsewhere
 # those tests skip, or use their proxy, and say how to install them).
 deps:
 	-./scripts/ensure-yrmcds.sh
@@ -107,6 +107,7 @@ deps:
 	-./scripts/ensure-tmux.sh
 	-./scripts/ensure-iproute2.sh
 	-./scripts/ensure-image-tools.sh
+	-./scripts/ensure-chromium.sh
 
 vet:
 	$(GO) vet ./...
