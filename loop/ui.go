@@ -2,6 +2,7 @@ package loop
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -35,20 +36,27 @@ const hotLen = 16
 // hotEntry is one key of a list: key is the list's own encoding of it.
 type hotEntry struct {
 	key  []byte
+	tag  uint64 // hash of key: compared first
 	hits uint64
 	full uint64 // PoolCounter: QUEUE_FULL answers since it entered the list
 	max  uint32 // yrmcds: the maximum (or initial value) its latest acquire gave
 }
 
 type hotList struct {
-	e [hotLen]hotEntry
-	n int
+	e    [hotLen]hotEntry
+	n    int
+	miss uint64 // keys not listed that came while it was full
 }
 
-// bump counts a hit of key (and returns its entry).
+// hotAdmit is how many newcomers to a full list it takes for one to replace a key.
+const hotAdmit = 8
+
+// bump counts a hit of key and returns its entry; nil when the list is full and key was not
+// let in.
 func (l *hotList) bump(key []byte) *hotEntry {
+	tag := hotTag(key)
 	for i := range l.n {
-		if e := &l.e[i]; string(e.key) == string(key) {
+		if e := &l.e[i]; e.tag == tag && string(e.key) == string(key) {
 			e.hits++
 			return e
 		}
@@ -59,6 +67,11 @@ func (l *hotList) bump(key []byte) *hotEntry {
 		l.n++
 		e.hits = 0
 	} else {
+		// A full list lets one newcomer in of every hotAdmit: a stream of new keys (a
+		// Redis lock per request) costs the loop the search, not a replacement each time.
+		if l.miss++; l.miss%hotAdmit != 0 {
+			return nil
+		}
 		e = &l.e[0]
 		for i := 1; i < l.n; i++ {
 			if l.e[i].hits < e.hits {
@@ -67,9 +80,22 @@ func (l *hotList) bump(key []byte) *hotEntry {
 		}
 	}
 	e.key = append(e.key[:0], key...)
+	e.tag = tag
 	e.hits++
 	e.full, e.max = 0, 0
 	return e
+}
+
+// hotTag is a cheap fingerprint of key (its length and first and last 8 bytes): a list
+// compares it before the bytes.
+func hotTag(key []byte) uint64 {
+	n := len(key)
+	if n < 8 {
+		var b [8]byte
+		copy(b[:], key)
+		return binary.LittleEndian.Uint64(b[:]) ^ uint64(n)<<56
+	}
+	return binary.LittleEndian.Uint64(key[n-8:]) ^ binary.LittleEndian.Uint64(key)*0x9e3779b97f4a7c15 ^ uint64(n)
 }
 
 // drop takes entry i off the list.
@@ -104,16 +130,18 @@ func (h *hotState) pool(key []byte, o store.Outcome) {
 	if !h.on && o != store.Waiting && o != store.QueueFull {
 		return
 	}
-	e := h.pools.bump(key)
-	if o == store.QueueFull {
+	if e := h.pools.bump(key); e != nil && o == store.QueueFull {
 		e.full++
 	}
 }
 
 // counter counts an acquire of a yrmcds counter or semaphore.
 func (h *hotState) counter(p Proto, name []byte, max uint32) {
-	if h.on && p < numProtos {
-		h.counters[p].bump(name).max = max
+	if !h.on || p >= numProtos {
+		return
+	}
+	if e := h.counters[p].bump(name); e != nil {
+		e.max = max
 	}
 }
 
