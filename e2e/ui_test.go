@@ -136,12 +136,12 @@ func screenshot(t *testing.T, ctx context.Context, name string) string {
 // shows every member reachable and who leads; with the leader killed, that same page (its
 // script refreshing it, no reload) shows the quorum banner and the new leader.
 func TestUIBrowserCluster(t *testing.T) {
+	needCluster(t)
 	ctx := browser(t)
 	var poolPorts []int
 	for range 3 {
 		poolPorts = append(poolPorts, quietPort(t))
 	}
-	needCluster(t)
 	c := newClusterSlots(t, newProxyNet(t, 3), 3, func(slot int) []string {
 		return []string{"--pool-port", strconv.Itoa(poolPorts[slot])}
 	}, "--metrics-addr", "127.0.0.1:0")
