@@ -71,6 +71,7 @@ type KeyItem struct {
 type point struct {
 	at    time.Time
 	reqs  uint64   // requests of every protocol since start
+	by    []uint64 // requests since start by protocol, in the snapshot's order
 	lat   []uint64 // latency bucket counts since start, every protocol merged
 	conns uint64
 	mem   uint64
@@ -94,9 +95,9 @@ func (h *history) add(s *Snapshot) {
 	for i := range s.Protos {
 		pr := &s.Protos[i]
 		p.conns += pr.Connections
-		for _, r := range pr.Requests {
-			p.reqs += r.N
-		}
+		n := sumReq(pr.Requests)
+		p.reqs += n
+		p.by = append(p.by, n)
 		if p.lat == nil {
 			p.lat = make([]uint64, len(pr.Latency.Counts))
 		}
@@ -263,7 +264,7 @@ type uiMember struct {
 
 type uiChart struct {
 	Title, Now, Span string
-	SVG              template.HTML
+	SVG, Legend      template.HTML // Legend: one line per series, when several
 }
 
 type uiProto struct{ Name, Rate, P99, Conns, Waiting, Held string }
@@ -423,6 +424,7 @@ func (h *HTTPServer) viewTraffic(v *uiView, s *Snapshot, old *Snapshot, points [
 		bounds = s.Protos[i].Latency.Bounds
 	}
 	var reqs, lat, conns, mem []float64
+	by := make([][]float64, len(s.Protos))
 	for i := 1; i < len(points); i++ {
 		a, b := &points[i-1], &points[i]
 		d := b.at.Sub(a.at).Seconds()
@@ -430,6 +432,13 @@ func (h *HTTPServer) viewTraffic(v *uiView, s *Snapshot, old *Snapshot, points [
 			continue
 		}
 		reqs = append(reqs, float64(b.reqs-min(a.reqs, b.reqs))/d)
+		for j := range by {
+			x := 0.0
+			if j < len(a.by) && j < len(b.by) {
+				x = float64(b.by[j]-min(a.by[j], b.by[j])) / d
+			}
+			by[j] = append(by[j], x)
+		}
 		lat = append(lat, p99Seconds(bounds, b.lat, a.lat)*1e3)
 		conns = append(conns, float64(b.conns))
 		mem = append(mem, float64(b.mem))
@@ -444,11 +453,25 @@ func (h *HTTPServer) viewTraffic(v *uiView, s *Snapshot, old *Snapshot, points [
 		}
 		return f(xs[len(xs)-1])
 	}
+	perSec := func(x float64) string { return strconv.FormatFloat(x, 'f', 0, 64) }
+	reqChart := uiChart{Title: "requests/s", Now: last(reqs, perSec), Span: span, SVG: spark(reqs)}
+	if len(by) > 1 {
+		var legend []string
+		for j := range by {
+			legend = append(legend, fmt.Sprintf(`<span class="s%d">%s %s</span>`, j%4, template.HTMLEscapeString(s.Protos[j].Name), last(by[j], perSec)))
+		}
+		reqChart.Legend = template.HTML(strings.Join(legend, " ")) //nolint:gosec // escaped above
+		reqChart.SVG = sparks(by)
+	}
+	memTitle := "memory"
+	if m.Budget > 0 {
+		memTitle = "memory (budget " + bytes(m.Budget) + ")"
+	}
 	v.Charts = []uiChart{
-		{Title: "requests/s", Now: last(reqs, func(x float64) string { return strconv.FormatFloat(x, 'f', 0, 64) }), Span: span, SVG: spark(reqs)},
+		reqChart,
 		{Title: "p99 latency", Now: last(lat, func(x float64) string { return dur(x / 1e3) }), Span: span, SVG: spark(lat)},
 		{Title: "connections", Now: last(conns, func(x float64) string { return strconv.FormatFloat(x, 'f', 0, 64) }), Span: span, SVG: spark(conns)},
-		{Title: "memory", Now: last(mem, func(x float64) string { return bytes(uint64(x)) }), Span: span, SVG: spark(mem)},
+		{Title: memTitle, Now: last(mem, func(x float64) string { return bytes(uint64(x)) }), Span: span, SVG: spark(mem)},
 	}
 }
 
@@ -567,16 +590,34 @@ func p99Seconds(bounds []float64, now, was []uint64) float64 {
 }
 
 // spark draws values as a small inline SVG line (no script needed to see it).
-func spark(xs []float64) template.HTML {
+func spark(xs []float64) template.HTML { return sparks([][]float64{xs}) }
+
+// sparks draws several series on one scale, the i-th with class s<i%4>.
+func sparks(series [][]float64) template.HTML {
 	const w, hgt = 240.0, 48.0
 	top := 0.0
-	for _, x := range xs {
-		if !math.IsInf(x, 0) && x > top {
-			top = x
+	for _, xs := range series {
+		for _, x := range xs {
+			if !math.IsInf(x, 0) && x > top {
+				top = x
+			}
 		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="chart"><polyline points="`, int(w), int(hgt), int(w), int(hgt))
+	fmt.Fprintf(&b, `<svg width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="chart">`, int(w), int(hgt), int(w), int(hgt))
+	for k, xs := range series {
+		fmt.Fprintf(&b, `<polyline class="s%d" points="`, k%4)
+		sparkPoints(&b, xs, top, w, hgt)
+		b.WriteString(`"/>`)
+	}
+	b.WriteString(`</svg>`)
+	return template.HTML(b.String()) //nolint:gosec // numbers only
+}
+
+// sparkMin is how many seconds a chart spans at least.
+const sparkMin = 60
+
+func sparkPoints(b *strings.Builder, xs []float64, top, w, hgt float64) {
 	for i, x := range xs {
 		if x < 0 || math.IsInf(x, 0) || math.IsNaN(x) {
 			x = math.Max(0, math.Min(top, x))
@@ -586,16 +627,14 @@ func spark(xs []float64) template.HTML {
 		}
 		px := w
 		if len(xs) > 1 {
-			px = w - w*float64(len(xs)-1-i)/float64(historyLen-1)
+			px = w - w*float64(len(xs)-1-i)/float64(max(len(xs)-1, sparkMin)) // a minute fills it; then it scrolls to five
 		}
 		py := hgt - 1
 		if top > 0 {
 			py = hgt - 1 - (hgt-2)*x/top
 		}
-		fmt.Fprintf(&b, "%.1f,%.1f ", px, py)
+		fmt.Fprintf(b, "%.1f,%.1f ", px, py)
 	}
-	b.WriteString(`"/></svg>`)
-	return template.HTML(b.String()) //nolint:gosec // numbers only
 }
 
 func u64(n uint64) string { return strconv.FormatUint(n, 10) }

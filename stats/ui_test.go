@@ -196,6 +196,10 @@ func TestUIRates(t *testing.T) {
 			t.Errorf("%+v", c)
 		}
 	}
+	if len(b.Protos) < 2 || !strings.Contains(string(v.Charts[0].Legend), b.Protos[1].Name) ||
+		strings.Count(string(v.Charts[0].SVG), "<polyline") != len(b.Protos) {
+		t.Errorf("requests/s is not charted by protocol: %s %s", v.Charts[0].Legend, v.Charts[0].SVG)
+	}
 	if v.Protos[0].Rate == "–" || v.Charts[0].Now == "–" {
 		t.Errorf("protos %+v charts %+v", v.Protos[0], v.Charts[0].Now)
 	}
