@@ -17,7 +17,7 @@ RACE_PKGS ?= ./loop/... ./aof/... ./raftlog/... ./logfile/... ./cluster/... ./st
 # and most of its process's 3.7 GB (issue 31, item 6). Every test runs in exactly one of the
 # two; a name here that no test of HEAVY_PKGS has is an error (TestHeavyTestsExist).
 HEAVY_PKGS  ?= ./loop/ ./aof/
-HEAVY_TESTS ?= ^(TestReaderOfHugeRepliesGetsThemAll|TestSimRaftSnapshotSliced|TestSimSnapshotInstallSliced|TestSimRaftSnapshotYieldsToBackup|TestPublishManyPatternsLongChannel|TestUnsubscribeAllAcrossTurns|TestKeysRefusedPastLimitScanWalksAll|TestPubsubFanout|TestMemoryCountsQueuedData|TestMemoryUnlockDataRefused|TestPoolManyKeysNeverGrantedTwice|TestPublishAcrossTurns|TestKeysAcrossTurns|TestMemoryBudgetRefusesWrites|TestMultiQueueBounds|TestReplayRandomDamage|TestReplayDamagedMiddleWithEmbeddedRecords|TestReplayTornTailAtEveryOffset)$$
+HEAVY_TESTS ?= ^(TestReaderOfHugeRepliesGetsThemAll|TestSimRaftSnapshotSliced|TestSimSnapshotInstallSliced|TestSimRaftSnapshotYieldsToBackup|TestPublishManyPatternsLongChannel|TestUnsubscribeAllAcrossTurns|TestKeysRefusedPastLimitScanWalksAll|TestPubsubFanout|TestMemoryCountsQueuedData|TestMemoryUnlockDataRefused|TestPoolManyKeysNeverGrantedTwice|TestPublishAcrossTurns|TestKeysAcrossTurns|TestMemoryBudgetRefusesWrites|TestMultiQueueBounds|TestReplayRandomDamage|TestReplayDamagedMiddleWithEmbeddedRecords|TestReplayTornTailAtEveryOffset|TestUIRenderLargeStore)$$
 # Where the test targets keep `go test -json` events, for the slowest-tests report.
 TESTLOG   ?= $(BIN)/testlog
 # How many tests of a package run at once: the e2e tests marked parallel mostly wait on the
@@ -96,8 +96,8 @@ test: vet deps
 		{ $(MAKE) --no-print-directory slowest; exit 1; }
 	$(MAKE) --no-print-directory slowest
 
-# The reference servers the conformance tests compare against, and iproute2 for the cluster
-# tests' network namespaces (installed with apt-get when run as root, as CI is; elsewhere
+# The reference servers the conformance tests compare against, iproute2 for the cluster
+# tests' network namespaces and chromium for the status page's browser test (installed with apt-get when run as root, as CI is; elsewhere
 # those tests skip, or use their proxy, and say how to install them).
 deps:
 	-./scripts/ensure-yrmcds.sh
@@ -107,6 +107,7 @@ deps:
 	-./scripts/ensure-tmux.sh
 	-./scripts/ensure-iproute2.sh
 	-./scripts/ensure-image-tools.sh
+	-./scripts/ensure-chromium.sh
 
 vet:
 	$(GO) vet ./...

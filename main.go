@@ -167,7 +167,7 @@ func newFlags(o *options, d loop.Config) *pflag.FlagSet {
 	fs.StringVar(&o.logFormat, "log-format", "console", "console or json")
 	fs.StringVar(&o.logFile, "log-file", "", "append the log to `FILE` instead of stderr; SIGHUP reopens it (after a rotation)")
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
-	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://`ADDR`/metrics, liveness at /healthz and readiness at /readyz (e.g. 127.0.0.1:9715; port 0 picks one); empty: off")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://`ADDR`/metrics, liveness at /healthz, readiness at /readyz and a status page at /ui (e.g. 127.0.0.1:9715; port 0 picks one); empty: off")
 	fs.IntVar(&o.metricsMaxConns, "metrics-max-connections", stats.DefaultMaxConns, "open connections to the metrics server; more are closed at once (all connections share the open-file cap)")
 	o.cluster.flags(fs)
 	o.tls.peerFlags(fs)
@@ -520,7 +520,8 @@ func startMetrics(addr string, maxConns int, srv *loop.Server, log zerolog.Logge
 	if addr == "" {
 		return func() {}, nil
 	}
-	h, err := stats.ListenHTTP(addr, srv.Metrics(), stats.HTTPConfig{MaxConns: maxConns, Budget: srv.Descriptors()})
+	h, err := stats.ListenHTTP(addr, srv.Metrics(), stats.HTTPConfig{MaxConns: maxConns, Budget: srv.Descriptors(),
+		UI: stats.UIConfig{Access: srv.UIAccess(), Search: srv.SearchKey}})
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-addr: %w", err)
 	}
@@ -529,7 +530,7 @@ func startMetrics(addr string, maxConns int, srv *loop.Server, log zerolog.Logge
 			log.Error().Err(err).Msg("metrics server stopped")
 		}
 	}()
-	log.Info().Str("metrics_addr", h.Addr().String()).Msg("serving /metrics and /healthz")
+	log.Info().Str("metrics_addr", h.Addr().String()).Msg("serving /metrics, /healthz, /readyz and the status page /ui")
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()

@@ -525,6 +525,8 @@ type tcluster struct {
 	dir      string
 	bin      string   // what the nodes run
 	extra    []string // more flags for every node
+	// slotArgs, when set, gives more flags for the node in one slot (its own ports, say).
+	slotArgs func(slot int) []string
 }
 
 // tnode is the node in one slot.
@@ -579,7 +581,13 @@ func clusterKeyArgs(t *testing.T) []string {
 // newClusterOn starts n voters over the network given.
 func newClusterOn(t *testing.T, cn clusterNet, n int, extra ...string) *tcluster {
 	t.Helper()
-	c := &tcluster{t: t, net: cn, dir: t.TempDir(), extra: extra}
+	return newClusterSlots(t, cn, n, nil, extra...)
+}
+
+// newClusterSlots is newClusterOn with flags of each slot's own (slotArgs, may be nil).
+func newClusterSlots(t *testing.T, cn clusterNet, n int, slotArgs func(slot int) []string, extra ...string) *tcluster {
+	t.Helper()
+	c := &tcluster{t: t, net: cn, dir: t.TempDir(), extra: extra, slotArgs: slotArgs}
 	t.Logf("cluster of %d over %s", n, c.net.name())
 	// The nodes run a link (or copy) of the binary named clnode in the test's directory:
 	// no "tallyd" in their command lines, so that a `pkill tallyd` or `killall tallyd` run
@@ -640,6 +648,9 @@ func (c *tcluster) args(nd *tnode) []string {
 	// TALLYD_E2E_NODE_FLAGS adds flags to every node (e.g. "--log-level debug" while
 	// chasing a failure: the logs are dumped when a test fails).
 	a = append(a, strings.Fields(os.Getenv("TALLYD_E2E_NODE_FLAGS"))...)
+	if c.slotArgs != nil {
+		a = append(a, c.slotArgs(nd.slot)...)
+	}
 	if nd.join != "" {
 		return append(a, "--join", nd.join, "--peer-addr", c.net.peerAddr(nd.slot))
 	}

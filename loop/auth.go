@@ -71,6 +71,7 @@ func (s *Server) setUsers(us *acl.Users) {
 	old := s.auth.users
 	d := us.Default()
 	s.auth.users = us
+	s.m.hot.users.Store(us) // the status page's basic auth reads them off the loop (ui.go)
 	s.auth.open = d.Enabled() && d.NoPass()
 	s.auth.checks = !s.auth.open || len(us.List()) > 1 || !d.Unrestricted()
 	if old == nil {

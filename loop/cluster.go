@@ -90,6 +90,7 @@ type peerLink struct {
 	out     *conn // nil while not connected
 	dialing bool
 	next    int64 // Unix ns before which it is not dialled again
+	heard   int64 // Unix ns of the last frame from it on any link (the status page's last contact); 0 never
 }
 
 // clusterState is the loop's side of the cluster: the host of its raft member (m), the

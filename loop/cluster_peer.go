@@ -134,6 +134,9 @@ func (s *Server) peerFrame(cs *conn, f *peer.Frame, now int64) {
 		s.authFrame(cs, f)
 		return
 	}
+	if l := cl.links[cs.peer.id]; l != nil {
+		l.heard = now
+	}
 	switch f.Type {
 	case peer.TypeHello:
 		cs.peer.id, cs.peer.addr = f.From, string(f.Addr)

@@ -183,13 +183,17 @@ func (s *Server) healthSnapshot(snap *stats.Snapshot) {
 	st := cl.m.Status()
 	r := &stats.Raft{Role: st.Role, Term: st.Term, Commit: st.Commit, Applied: cl.m.Applied(),
 		SnapshotIndex: cl.m.SnapIndex(), LeaderChanges: s.m.cl.leaderChanges,
-		ProposalCommit: s.m.cl.commit.snapshot(commitSeconds)}
+		ProposalCommit: s.m.cl.commit.snapshot(commitSeconds), NodeID: cl.cfg.NodeID, Leader: cl.m.Leader()}
 	if st.Role == "leader" {
 		r.InFlight = cl.m.Acks.Window()
 	}
 	for id := range cl.m.Members.Addrs {
 		if id != cl.cfg.NodeID {
-			r.Peers = append(r.Peers, stats.Peer{ID: id, Match: -1, Up: cl.links[id].ready()})
+			p := stats.Peer{ID: id, Match: -1, Up: cl.links[id].ready(), LastContact: -1}
+			if l := cl.links[id]; l != nil && l.heard != 0 {
+				p.LastContact = max(float64(s.now().UnixNano()-l.heard)/1e9, 0)
+			}
+			r.Peers = append(r.Peers, p)
 		}
 	}
 	sort.Slice(r.Peers, func(i, j int) bool { return r.Peers[i].ID < r.Peers[j].ID })

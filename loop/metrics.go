@@ -156,6 +156,7 @@ type metrics struct {
 	ticks      uint64
 	batch      uint64         // requests counted in the current OnTraffic
 	cl         clusterMetrics // leader changes, proposal-to-commit times, -CLUSTERDOWN answers (health_metrics.go)
+	hot        hotState       // the keys the status page lists (ui.go)
 
 	lk         lockRun // the slock command being run
 	inText     bool    // a Redis-text command is being served
@@ -177,6 +178,8 @@ type metrics struct {
 type lockRun struct {
 	owner   store.Owner
 	id      [16]byte
+	key     [16]byte // and db: the key, for the status page's list of waits
+	db      uint8
 	typ     uint8
 	inner   bool // an EXECUTE or will command: counts waits, not requests
 	text    bool // run by a Redis-text command: textDone counts it
@@ -355,7 +358,8 @@ func (m *metrics) lockBegin(owner store.Owner, cmd *store.LockCommand, inner boo
 	if cmd == nil {
 		return
 	}
-	m.lk = lockRun{owner: owner, id: cmd.RequestID, typ: uint8(cmd.Kind), inner: inner, text: m.inText && !inner, pending: true}
+	m.lk = lockRun{owner: owner, id: cmd.RequestID, key: cmd.Key, db: cmd.DB, typ: uint8(cmd.Kind), inner: inner,
+		text: m.inText && !inner, pending: true}
 }
 
 // lockFinish ends following a command: its result is that of its own reply, or queued (a
@@ -374,6 +378,7 @@ func (m *metrics) lockFinish() {
 	case lk.typ == uint8(slock.TypeLock):
 		outcome = soQueued
 		m.waitsIn[ProtoSlock]++
+		m.hot.waited(lk.db, lk.key)
 	}
 	switch {
 	case lk.text:
@@ -429,6 +434,7 @@ func (s *Server) tickHook() {
 // publishes a snapshot when one is due or asked for.
 func (s *Server) metricsTick(now time.Time) {
 	s.m.ticks++
+	s.m.hot.on = s.m.pub.HotWanted(now.UnixNano())
 	if sent := s.m.tickSent.Swap(0); sent != 0 {
 		s.m.tickLag.observe(lagBounds, now.UnixNano()-sent, 1)
 	}
@@ -508,6 +514,9 @@ func (s *Server) snapshot(at time.Time) *stats.Snapshot {
 		return snap
 	}
 	s.healthSnapshot(snap)
+	if s.m.pub.HotWanted(at.UnixNano()) {
+		snap.Hot = s.hotSnapshot(s.now().UnixNano())
+	}
 	return snap
 }
 

@@ -54,6 +54,7 @@ func (h *poolHandler) exec(cs *conn, now int64) {
 		}
 		o := s.st.pools.Acquire(cs.pool, mode, r.Key, r.Workers, r.MaxQueue, r.Timeout, now)
 		s.m.countPool(r.Cmd, o)
+		s.m.hot.pool(r.Key, o)
 		if o != store.Waiting {
 			s.put(cs, pool.AppendReply(s.out(cs), poolReplies[o]))
 		}

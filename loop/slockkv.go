@@ -341,6 +341,9 @@ func (s *Server) kvReply(cs *conn, r *slock.LockReply, res store.LockResult) {
 		if f := sc.req.KV.Fence; f != 0 && (r.Result == slock.ResultOK || r.Result == slock.ResultLockedError) {
 			s.st.locks.RaiseFence(r.DB, r.Key, f) // the fenced write is done: older tokens are refused from now on
 		}
+		if kv := &sc.req.KV; kv.Op == rediscmd.OpSet && kv.NX && kv.ExpireAt != 0 && r.Result == slock.ResultOK {
+			s.m.hot.redisLock(r.DB, r.Key, sc.kvName) // a Redis lock taken: the status page lists it (ui.go)
+		}
 		s.sendTo(cs, rediscmd.AppendKVReply(s.scratchFor(cs), &sc.req.KV, r.Result, r.Value))
 		s.ps.notifyKV(cs, r) // notify.go
 	}

@@ -88,6 +88,7 @@ func (s *Server) yrmcdsReq(cs *conn, r *counter.Request, out []byte, now int64) 
 		if res := fam.Acquire(cs.ledger, r.Name, r.Resources, r.Maximum, now); res != store.OK {
 			return s.storeError(cs, out, r, res)
 		}
+		s.m.hot.counter(cs.proto, r.Name, r.Maximum)
 		return counter.AppendUint32(out, r.Opcode, r.Opaque, r.Resources), counter.StatusOK
 	case counter.OpRelease:
 		if res := fam.Release(cs.ledger, r.Name, r.Resources, now); res != store.OK {

@@ -29,6 +29,8 @@ type HTTPConfig struct {
 	// descriptor from it and gives it back when it closes; when none is left, a new
 	// connection is accepted and closed at once.
 	Budget Budget
+	// UI configures the status page at /ui.
+	UI UIConfig
 }
 
 // DefaultMaxConns is HTTPConfig.MaxConns's default: enough for scrapers and probes.
@@ -40,14 +42,16 @@ type Budget interface {
 	Give()      // gives back one taken
 }
 
-// HTTPServer serves /metrics (Prometheus text), /healthz (the loop answers) and /readyz (the
-// node can acknowledge writes) from what the event loop
+// HTTPServer serves /metrics (Prometheus text), /healthz (the loop answers), /readyz (the
+// node can acknowledge writes) and the status page /ui (ui.go) from what the event loop
 // publishes: it never touches the loop's state, only the Publisher's snapshots.
 type HTTPServer struct {
 	pub *Publisher
 	cfg HTTPConfig
 	ln  *limitListener
 	srv *http.Server
+
+	hist history // the status page's charts: sampled while Serve runs
 }
 
 // ListenHTTP binds addr (host:port; port 0 picks one, see Addr) for the metrics of pub.
@@ -81,6 +85,7 @@ func ListenHTTP(addr string, pub *Publisher, cfg HTTPConfig) (*HTTPServer, error
 	})))
 	mux.HandleFunc("GET /healthz", h.healthz)
 	mux.HandleFunc("GET /readyz", h.readyz)
+	h.uiRoutes(mux)
 	h.srv = &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -99,6 +104,9 @@ func (h *HTTPServer) Refused() uint64 { return h.ln.refused.Load() }
 
 // Serve answers requests until Shutdown; it then returns nil.
 func (h *HTTPServer) Serve() error {
+	ctx, cancel := context.WithCancel(context.Background())
+	go h.sample(ctx)
+	defer cancel()
 	if err := h.srv.Serve(h.ln); !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("metrics server: %w", err)
 	}

@@ -29,6 +29,61 @@ type Snapshot struct {
 	Logs    []Log        // the logs the node writes: the append-only log ("aof"), the raft log ("raft")
 	Held    []LevelCount // replies held for the log or their consistency level, by level
 	Raft    *Raft        // nil outside cluster mode
+
+	// Hot is what the status page (/ui) lists of keys: filled in only while a page has asked
+	// for it lately (Publisher.WantHot), nil otherwise.
+	Hot *Hot
+}
+
+// Hot is the keys the status page lists, from small lists the loop keeps as waits, grants and
+// acquires happen (never a walk of the store): each list holds at most a few dozen keys.
+type Hot struct {
+	Locks      []HotLock    // slock keys that had waiters, most waits first
+	Pools      []HotPool    // PoolCounter keys acquired lately
+	Counters   []HotCounter // yrmcds counters and semaphores acquired lately
+	RedisLocks []RedisLock  // Redis-text keys set with NX and a TTL lately, still there
+}
+
+// HotLock is one slock lock key.
+type HotLock struct {
+	DB          uint8
+	Key         string       // its 16 bytes, as text when printable, else hex
+	Holders     []LockHolder // oldest first (at most a few)
+	MoreHolders int          // holders not listed
+	Waiters     int          // requests queued on it now
+	LongestWait float64      // seconds the oldest listed waiter has waited
+	Waits       uint64       // waits it has had since it entered the list
+}
+
+// LockHolder is one holder of a lock key.
+type LockHolder struct {
+	LockID string  // its lock id, as text when printable, else hex
+	Token  uint64  // its fencing token
+	Lease  float64 // seconds until it expires; -1: no expiry
+	Levels uint32
+}
+
+// HotPool is one PoolCounter key.
+type HotPool struct {
+	Name                string
+	Processing, Waiting uint32
+	Workers, MaxQueue   uint32
+	QueueFull           uint64 // QUEUE_FULL answers for it since it entered the list
+}
+
+// HotCounter is one yrmcds counter or semaphore.
+type HotCounter struct {
+	Proto       string // "counter" or "semaphore"
+	Name        string
+	Consumption uint64
+	Max         uint64
+}
+
+// RedisLock is one Redis-text key set with SET NX and a TTL.
+type RedisLock struct {
+	Key   string
+	Value string  // the holder's token, as the client set it (cut to 64 bytes)
+	Lease float64 // seconds left
 }
 
 // Log is one log's numbers in a Snapshot.
@@ -56,6 +111,8 @@ type Raft struct {
 	InFlight       uint64    // this leader's proposals awaiting their commit
 	ProposalCommit Histogram // from a proposal to its commit, on the leader
 	Peers          []Peer    // the other members, in ID order
+	NodeID         uint64    // this member
+	Leader         uint64    // the leader this member knows, 0 if none
 	ClusterDown    []ReasonCount
 }
 
@@ -64,6 +121,8 @@ type Peer struct {
 	ID    uint64
 	Match int64 // the index its log is known to match; -1 when not known here (only a leader tracks it)
 	Up    bool  // this node's link to it is connected and authenticated
+	// LastContact is how long ago this node last heard from it, seconds; -1 never.
+	LastContact float64
 }
 
 // ReasonCount is how many answers gave one reason.
@@ -173,7 +232,21 @@ type Publisher struct {
 	cur    atomic.Pointer[Snapshot]
 	asked  atomic.Pointer[chan struct{}] // closed by the next Publish
 	closed atomic.Pointer[string]        // why no more snapshots will come
+	hotTil atomic.Int64                  // Unix ns until which snapshots carry Hot
 }
+
+// WantHot asks the loop to fill in Snapshot.Hot in the snapshots it publishes until until.
+func (p *Publisher) WantHot(until time.Time) {
+	for {
+		old := p.hotTil.Load()
+		if old >= until.UnixNano() || p.hotTil.CompareAndSwap(old, until.UnixNano()) {
+			return
+		}
+	}
+}
+
+// HotWanted reports whether a snapshot taken at now should carry Hot. One atomic load.
+func (p *Publisher) HotWanted(now int64) bool { return now < p.hotTil.Load() }
 
 // Publish makes s the latest snapshot and wakes the readers waiting in Fresh. s must not
 // change afterwards.

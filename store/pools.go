@@ -750,3 +750,14 @@ func (p *Pools) Check() error {
 	}
 	return nil
 }
+
+// Key reports the live key name (held or waiting entries) as Busiest would list it, without
+// walking the others; Name is the key's own string (no copy). False if it has no entries.
+func (p *Pools) Key(name []byte) (PoolKeyInfo, bool) {
+	k := p.keys[string(name)]
+	if k == nil || k.count == 0 {
+		return PoolKeyInfo{}, false
+	}
+	return PoolKeyInfo{Name: k.name, Processing: k.processing, Waiting: k.count - k.processing,
+		Workers: k.workers, MaxQueue: k.maxqueue}, true
+}
