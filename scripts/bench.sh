@@ -18,6 +18,7 @@ rounds=${BENCH_ROUNDS:-$((compare ? 2 : 1))}
 server_cpu=${BENCH_SERVER_CPU:-0}
 client_cpu=${BENCH_CLIENT_CPU:-1}
 bench=bin/tallyd-bench
+tallyd=${TALLYD_BIN:-bin/tallyd} # TALLYD_BIN: another build to measure (scripts/bench-ab.sh)
 out=${BENCH_OUT:-bench/out}
 tmp=$(mktemp -d /tmp/tallyd-bench.XXXXXX)
 
@@ -69,7 +70,7 @@ slock_port=$(free_port "${TALLYD_SLOCK_PORT:-21658}")
 tls_port=$(free_port "${TALLYD_SLOCK_TLS_PORT:-21659}")
 [[ $tls_port == "$slock_port" ]] && tls_port=$(free_port $((slock_port + 1)))
 "$bench" tls-cert --out "$tmp/tls" --host 127.0.0.1
-"${server_pin[@]}" bin/tallyd --counter-port "$port" --pool-port "$pool_port" --slock-port "$slock_port" \
+"${server_pin[@]}" "$tallyd" --counter-port "$port" --pool-port "$pool_port" --slock-port "$slock_port" \
 	--slock-tls-port "$tls_port" --tls-cert-file "$tmp/tls/cert.pem" --tls-key-file "$tmp/tls/key.pem" \
 	-l 127.0.0.1 --log-level warn --data-dir "$tmp/data" >"$tmp/tallyd.log" 2>&1 &
 pids+=($!)
@@ -83,7 +84,7 @@ args+=(--endpoint "tallyd=pool@127.0.0.1:$pool_port" --endpoint "tallyd=slock@12
 	--endpoint "tallyd=redis-lock@127.0.0.1:$slock_port" --endpoint "tallyd=redis-lock-lua@127.0.0.1:$slock_port"
 	--endpoint "tallyd=slock+tls@127.0.0.1:$tls_port" --endpoint "tallyd=slock-text+tls@127.0.0.1:$tls_port"
 	--tls-ca "$tmp/tls/cert.pem")
-notes=("Servers: $(bin/tallyd --version 2>&1 | head -1 || true)")
+notes=("Servers: $("$tallyd" --version 2>&1 | head -1 || true)")
 
 # BENCH_BASELINE=FILE: a second tallyd binary (an older build: make bench-before-after builds
 # one from BENCH_BASE_REV) served the same way beside it, as "before", so that one run shows
