@@ -20,7 +20,7 @@
 //
 // Raft draws its election timeouts, and the first leader its key secret, from crypto/rand's
 // Reader: a simulation replaces it with a seeded stream while it runs (New to Close), so
-// one simulation runs at a time in a process (New waits for the last one's Close); run
+// one simulation runs at a time in a process (New panics before the last one's Close); run
 // seeds in parallel in several processes.
 package sim
 
@@ -86,7 +86,7 @@ func (o *Options) defaults() {
 	}
 }
 
-// running makes simulations take turns (crypto/rand's Reader is process-wide).
+// running is held from New to Close: one simulation at a time (crypto/rand's Reader is process-wide).
 var running sync.Mutex
 
 // Sim is a simulated cluster.
@@ -120,7 +120,9 @@ type Sim struct {
 // New starts a simulation of opt.Nodes members bootstrapping a new cluster. Close ends it.
 func New(opt Options) *Sim {
 	opt.defaults()
-	running.Lock()
+	if !running.TryLock() {
+		panic("sim: a simulation is running in this process: Close it first (crypto/rand's Reader is process-wide)")
+	}
 	s := &Sim{Opt: opt, Rng: rand.New(rand.NewPCG(opt.Seed, opt.Seed^0x9e3779b97f4a7c15)),
 		start: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), peers: map[uint64]string{},
 		links: map[[2]uint64]*Link{}, hash: fnvOffset}
@@ -420,6 +422,12 @@ func (s *Sim) Restart(id uint64) error {
 
 // RestartExisting starts member id again without --initial-cluster-state new.
 func (s *Sim) RestartExisting(id uint64) error { return s.restart(id, cluster.Boot{Peers: s.peers}) }
+
+// RestartJoin starts member id again with --join (through any member) and no --cluster: a
+// member that lost its data, wrongly coming back under its old id.
+func (s *Sim) RestartJoin(id uint64) error {
+	return s.restart(id, cluster.Boot{Join: addr(s.Others(id)[0])})
+}
 
 func (s *Sim) restart(id uint64, boot cluster.Boot) error {
 	n := s.Node(id)
