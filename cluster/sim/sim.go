@@ -366,7 +366,7 @@ func (s *Sim) send(from, to uint64, b []byte) error {
 	if dst == nil || !dst.Up {
 		return cluster.ErrUnreachable
 	}
-	noisy := cluster.IsHeartbeat(b)
+	noisy := s.Opt.Trace && !s.Opt.TraceAll && cluster.IsHeartbeat(b) // decoded only for the trace's lines
 	s.note("send", from, to, b, noisy, func() string { return "send " + cluster.Describe(b) })
 	l := s.Link(from, to)
 	if l.Down || l.Loss > 0 && s.Rng.Float64() < l.Loss {
