@@ -263,8 +263,8 @@ func (s *Sim) Check(timeout time.Duration) error {
 	return s.CheckLinearizable(timeout)
 }
 
-// Failed returns the history's operations in words, for a failure's report.
-func (s *Sim) Failed() []string {
+// HistoryText returns the history's operations in words, for a failure's report.
+func (s *Sim) HistoryText() []string {
 	out := make([]string, 0, len(s.History))
 	for _, op := range s.History {
 		out = append(out, op.String())

@@ -43,18 +43,18 @@ func (s *Sim) RunRandom(r Random) error {
 	r.defaults()
 	rng := s.Rng
 	end := s.now + r.Duration
-	leaderGuess := uint64(1)
-	pick := func() uint64 {
-		if n := s.Node(leaderGuess); n != nil && n.Up && n.M.Leader() != 0 && n.M.Leader() != leaderGuess {
-			leaderGuess = n.M.Leader() // it names the leader
-		}
-		if rng.IntN(8) == 0 {
-			return uint64(rng.IntN(len(s.nodes)) + 1)
-		}
-		return leaderGuess
-	}
 	for c := range r.Clients {
 		owner := fmt.Sprintf("c%d", c)
+		leaderGuess := uint64(1) // each client's own: the member it believes leads
+		pick := func() uint64 {
+			if n := s.Node(leaderGuess); n != nil && n.Up && n.M.Leader() != 0 && n.M.Leader() != leaderGuess {
+				leaderGuess = n.M.Leader() // it names the leader
+			}
+			if rng.IntN(8) == 0 {
+				return uint64(rng.IntN(len(s.nodes)) + 1)
+			}
+			return leaderGuess
+		}
 		var next func()
 		next = func() {
 			if s.now >= end {
@@ -157,9 +157,32 @@ func (s *Sim) randomFaults(end time.Duration) {
 		case x < 4:
 			s.Loss(a, b, 0.3)
 			undo = func() { s.Link(a, b).Loss = 0 }
-		case x < 5:
+		case x < 5 && rng.IntN(2) == 0:
 			s.Delay(a, b, time.Duration(rng.Int64N(int64(200*time.Millisecond))))
 			undo = func() { s.Link(a, b).Delay = 0 }
+		case x < 5:
+			// A delay that grows a little every tick: what b hears of a comes later and later
+			// but keeps coming (a leader hearing its followers this way keeps its quorum while
+			// the others elect another: the deposed leader of TestDeposedLeader).
+			s.note("fault", a, b, []byte("ramp"), false, func() string { return fmt.Sprintf("delay ramp m%d -> m%d", a, b) })
+			l := s.Link(a, b)
+			l.ramp++
+			gen := l.ramp
+			var ramp func()
+			ramp = func() {
+				if l.ramp != gen {
+					return
+				}
+				l.Delay += time.Duration(rng.Int64N(int64(s.Opt.Tick / 2)))
+				s.after(s.Opt.Tick, ramp)
+			}
+			s.after(s.Opt.Tick, ramp)
+			undo = func() {
+				if l.ramp == gen {
+					l.ramp++
+					l.Delay = 0
+				}
+			}
 		case x < 9:
 			if n := s.Node(a); n.Up && 2*(down+1) < len(ids) {
 				down++
@@ -175,6 +198,8 @@ func (s *Sim) randomFaults(end time.Duration) {
 					}
 				}
 			}
+		case x < 10 && rng.IntN(2) == 0:
+			s.depose(a)
 		default:
 			s.Heal()
 		}
@@ -182,4 +207,42 @@ func (s *Sim) randomFaults(end time.Duration) {
 		s.after(50*time.Millisecond+time.Duration(rng.Int64N(int64(350*time.Millisecond))), next)
 	}
 	s.after(100*time.Millisecond, next)
+}
+
+// depose makes the leader a deposed leader that goes on believing it leads (issue 19, as
+// TestDeposedLeader): its links to one follower are cut, what the other sends it comes later
+// and later (it keeps hearing a quorum), and a while later what it sends that one is lost;
+// the followers elect another. With no serving leader, member a is cut off instead.
+func (s *Sim) depose(a uint64) {
+	l := s.Leader()
+	if l == 0 {
+		s.Partition(a)
+		return
+	}
+	fs := s.Others(l)
+	if len(fs) < 2 {
+		return
+	}
+	f1, f2 := fs[s.Rng.IntN(len(fs))], fs[s.Rng.IntN(len(fs))]
+	for f2 == f1 {
+		f2 = fs[s.Rng.IntN(len(fs))]
+	}
+	s.note("fault", l, f1, []byte("depose"), false, func() string { return fmt.Sprintf("depose m%d (cut from m%d, m%d slowing)", l, f1, f2) })
+	s.Cut(l, f1)
+	lk := s.Link(f2, l)
+	lk.ramp++
+	gen := lk.ramp
+	var ramp func()
+	ramp = func() {
+		if lk.ramp == gen {
+			lk.Delay += time.Duration(s.Rng.Int64N(int64(s.Opt.Tick))) // half a tick a tick: it keeps coming
+			s.after(s.Opt.Tick, ramp)
+		}
+	}
+	s.after(s.Opt.Tick, ramp)
+	s.after(time.Duration(40+s.Rng.IntN(40))*s.Opt.Tick, func() { // the delay is past an election timeout
+		if lk.ramp == gen {
+			s.Hold(l, f2)
+		}
+	})
 }

@@ -296,6 +296,7 @@ type Link struct {
 	Loss  float64       // the chance a message is lost
 	Down  bool          // every message is lost (a partition, one way if only this direction)
 	last  time.Duration // the last delivery scheduled (FIFO)
+	ramp  int           // the delay ramp in progress (random.go); Heal ends it
 }
 
 // Link returns the link from member from to member to.
@@ -357,6 +358,7 @@ func (s *Sim) Heal() {
 	s.note("fault", 0, 0, []byte("heal"), false, func() string { return "heal" })
 	for _, l := range s.links {
 		l.Delay, l.Loss, l.Down = 0, 0, false
+		l.ramp++
 	}
 }
 
