@@ -44,6 +44,7 @@ type Op struct {
 
 	// The reply's gate (the loop's gateMark): held until the proposal seq is acknowledged
 	// at Level and the read barrier rd passed.
+	mark           cluster.WriteMark // its change's, for WAIT (Replicas)
 	ran            bool
 	settled        bool
 	after, seq, rd uint64
@@ -165,6 +166,9 @@ func (n *Node) exec(op *Op) {
 	case Release:
 		op.Granted, j = m.unlock(j, op.Key, op.Value)
 	}
+	if len(j) > len(n.journal) {
+		op.mark = n.M.NoteWrite() // WAIT's mark of the change: the next proposal carries it
+	}
 	n.journal = j
 	// The gate (the loop's raftGate.mark): a reply waits while changes made so far are not
 	// acknowledged at its level; at ONE with nothing pending it goes at once.
@@ -220,4 +224,15 @@ func (n *Node) dropFinished() {
 	}
 	clear(n.held[k:])
 	n.held = n.held[:k]
+}
+
+// Replicas is WAIT's count on the member op ran on: how many voters other than it hold op's
+// change in their raft log (every other voter for an operation that changed nothing), as
+// the loop's WAIT asks Member.ReplicasHolding.
+func (s *Sim) Replicas(op *Op) int64 {
+	n := s.Node(op.Node)
+	if n == nil || !n.Up || !n.M.IsLeader() {
+		return 0
+	}
+	return n.M.ReplicasHolding(&op.mark, len(n.journal) > 0)
 }

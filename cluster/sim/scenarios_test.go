@@ -623,3 +623,34 @@ func TestMembership(t *testing.T) {
 		})
 	}
 }
+
+// TestWaitReplicas (loop: TestSimWaitLeader, the raft part): WAIT's count of the voters that
+// hold a write follows what the followers' logs hold: both, then one while a follower gets
+// nothing from the leader, then both once it is back; a client that wrote nothing gets
+// every voter.
+func TestWaitReplicas(t *testing.T) {
+	for _, seed := range seeds {
+		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
+			s := newSim(t, Options{Seed: seed})
+			l := elect(t, s)
+			f := s.Others(l)
+			w := do(t, s, l, Put, "k", "v1", quorum)
+			if !s.RunUntil(func() bool { return s.Replicas(w) == 2 }, time.Second) {
+				t.Fatalf("a write with every link up is held by %d replicas", s.Replicas(w))
+			}
+			s.Hold(l, f[1])
+			w = do(t, s, l, Put, "k", "v2", quorum)
+			s.Run(300 * time.Millisecond)
+			if got := s.Replicas(w); got != 1 {
+				t.Fatalf("a write with m%d held is held by %d replicas, want 1", f[1], got)
+			}
+			if r := do(t, s, l, Get, "k", "", quorum); s.Replicas(r) != 2 {
+				t.Fatalf("a read (no write) counts %d replicas, want every other voter", s.Replicas(r))
+			}
+			s.Heal()
+			if !s.RunUntil(func() bool { return s.Replicas(w) == 2 }, time.Second) {
+				t.Fatalf("once m%d's link is back the write is held by %d replicas", f[1], s.Replicas(w))
+			}
+		})
+	}
+}
