@@ -120,6 +120,9 @@ func (n *Node) tick() {
 			s.fail(fmt.Sprintf("m%d: snapshot at %d: %v", n.ID, idx, err))
 		} else if ok {
 			n.Snapshots++
+			if s.Opt.CompactAll {
+				_ = n.M.St.Mem.Compact(idx) // (the member keeps some thousands of entries for those a little behind)
+			}
 			s.note("snapshot", n.ID, idx, nil, false, func() string { return fmt.Sprintf("m%d snapshot at %d", n.ID, idx) })
 		}
 	}

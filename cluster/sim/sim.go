@@ -52,6 +52,7 @@ type Options struct {
 	Timeout         time.Duration // a reply not released after this fails, outcome unknown; 2 s
 	SnapshotEntries uint64        // applied entries between a member's snapshots; 100
 	InstallDelay    time.Duration // a snapshot from the leader is installed this much later; 0: at once
+	CompactAll      bool          // a snapshot taken leaves raft's memory no entry before it: a member behind gets the snapshot
 	FenceBlock      uint64        // fencing tokens one ceiling record reserves; 4
 	Insecure        bool          // links prove nothing (Member.Step's proved is false)
 	Trace           bool          // keep the trace's lines (Lines), not only its hash
