@@ -40,9 +40,8 @@ func (n *Node) boot(b cluster.Boot) error {
 	lg := s.log.With().Uint64("node", n.ID).Logger()
 	n.M = cluster.NewMember(n.ID, &lg, func() time.Time { return s.start.Add(s.now) })
 	n.M.St.Sim = n.Disk
-	joining, err := n.M.Open(n.Disk.State(), b, func(data []byte) { n.restore(data) })
-	_ = joining
-	if err != nil {
+	// A member that joins (b.Join) waits to be contacted: Sim.Add has the leader propose it.
+	if _, err := n.M.Open(n.Disk.State(), b, func(data []byte) { n.restore(data) }); err != nil {
 		n.Fatal = err
 		s.note("boot-failed", n.ID, 0, []byte(err.Error()), false, func() string { return fmt.Sprintf("m%d refused to start: %v", n.ID, err) })
 		return err
