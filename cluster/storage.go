@@ -24,6 +24,9 @@ type Storage struct {
 	View raft.Storage        // Mem, but for its snapshot (snap)
 	snap *raftpb.Snapshot    // the last snapshot, shared, nil for Mem's
 	Log  *raftlog.RaftLog    // the raft log on disk; nil until opened
+	// Sim, when set, is written instead of Log: a simulation's disk (MemLog), which loses
+	// what it did not make durable when the simulation crashes its member.
+	Sim LogWriter
 
 	appends []appendDone // appends in flight, in order
 	synced  uint64       // the log's last batch made durable
@@ -34,6 +37,23 @@ type Storage struct {
 	// releases the entries committed after it) only once the store has it.
 	installing uint64            // its index; 0: none
 	held       []*raftpb.Message // its response to raft once durable, then those of the appends after it
+}
+
+// LogWriter is what Storage writes to: the raft log on disk (raftlog.RaftLog), or a
+// simulation's (MemLog). Each call returns its sequence number; the member hears that the
+// calls up to a number are durable through Member.Synced.
+type LogWriter interface {
+	Save(hs *raftpb.HardState, ents []*raftpb.Entry, snap *raftpb.Snapshot) uint64
+	SavePeers(p map[uint64]string) uint64
+	Compact(snap *raftpb.Snapshot) uint64
+}
+
+// writer is the log the storage writes to: Sim if set, else Log.
+func (st *Storage) writer() LogWriter {
+	if st.Sim != nil {
+		return st.Sim
+	}
+	return st.Log
 }
 
 // appendDone is a raft log append in flight: its batch in the log, the responses raft
@@ -146,7 +166,7 @@ func (st *Storage) Append(m *raftpb.Message, h AppendHooks) bool {
 		last = ents[len(ents)-1].GetIndex()
 		h.Entries(ents)
 	}
-	seq := st.Log.Save(hs, ents, snap)
+	seq := st.writer().Save(hs, ents, snap)
 	st.appends = append(st.appends, appendDone{seq, m.GetResponses(), last})
 	return st.synced >= seq
 }
@@ -233,7 +253,7 @@ func (st *Storage) Snapshot(applied uint64, cs *raftpb.ConfState, data []byte) e
 	if applied > keepEntries {
 		_ = st.Mem.Compact(applied - keepEntries)
 	}
-	st.Log.Compact(snap)
+	st.writer().Compact(snap)
 	return nil
 }
 

@@ -204,7 +204,7 @@ func (m *Member) applyConfChange(h Host, cc *raftpb.ConfChange) {
 		h.MemberRemoved(id)
 		m.log.Info().Uint64("node_id", id).Msg("cluster: member removed")
 	}
-	m.St.Log.SavePeers(m.Members.Addrs)
+	m.St.writer().SavePeers(m.Members.Addrs)
 }
 
 // send hands a message to the host for its link, and tells raft when there is none (and
