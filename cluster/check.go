@@ -23,6 +23,9 @@ func (m *Member) Step(data []byte, link uint64, proved bool, h Host) (closeLink 
 		return true
 	}
 	ok, closeLink := m.acceptable(msg, proved, h)
+	if ok && msg.GetType() == raftpb.MessageType_MsgTransferLeader {
+		m.transferring = true // a member asked this leader to hand over (WindowOpen)
+	}
 	if ok && !m.holdMemberRead(msg) {
 		m.keepSnapshotData(msg)
 		m.stepPeer(msg, h)

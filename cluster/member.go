@@ -45,16 +45,19 @@ type Member struct {
 	log *zerolog.Logger
 	now func() time.Time
 
-	role      raft.StateType
-	leader    uint64
-	term      uint64 // the term this node leads, while it leads
-	ready     bool   // leading, and every entry of earlier terms is applied: commands run here
-	readyIdx  uint64 // the index of this leader's first entry of its term
-	loadedTo  uint64 // the commit index found at start: local reads wait until it is applied
-	applied   uint64
-	commit    uint64
-	all       uint64 // the index every voter's log reaches (on a leader)
-	snapIndex uint64 // the last snapshot's index
+	role   raft.StateType
+	leader uint64
+	term   uint64 // the term this node leads, while it leads
+	ready  bool   // leading, and every entry of earlier terms is applied: commands run here
+	// transferring says a leadership transfer may be pending (TransferLeader, or a member's
+	// MsgTransferLeader stepped): WindowOpen asks raft until it is over.
+	transferring bool
+	readyIdx     uint64 // the index of this leader's first entry of its term
+	loadedTo     uint64 // the commit index found at start: local reads wait until it is applied
+	applied      uint64
+	commit       uint64
+	all          uint64 // the index every voter's log reaches (on a leader)
+	snapIndex    uint64 // the last snapshot's index
 
 	lastProposal int        // the size of this leader's last proposal (WindowOpen)
 	heldReads    []heldRead // other members' reads this leader holds (HoldMemberRead)
@@ -300,7 +303,10 @@ func (m *Member) VotersHolding(idx uint64) int64 {
 func (m *Member) Tick() { m.rn.Tick() }
 
 // TransferLeader asks the leader to hand its leadership to member id.
-func (m *Member) TransferLeader(id uint64) { m.rn.TransferLeader(id) }
+func (m *Member) TransferLeader(id uint64) {
+	m.transferring = true
+	m.rn.TransferLeader(id)
+}
 
 // ProposeWindow is how many of this leader's proposals may await their commit: changes
 // made meanwhile wait in the store's journal and go, all together, into the next proposal
@@ -316,8 +322,18 @@ const ProposeWindow = 2
 // next go at once, for latency.
 const SoloProposal = 4 << 10
 
-// WindowOpen says whether a new proposal may go now.
+// WindowOpen says whether a new proposal may go now. Not while this leader hands its
+// leadership over: raft drops every proposal then, and a leader that had to abdicate for a
+// dropped one would stay raft's leader, unready, for the rest of its term (a transfer to a
+// member it cannot reach is abandoned after an election timeout, and the leader goes on).
+// The changes wait in the journal meanwhile, their replies held.
 func (m *Member) WindowOpen() bool {
+	if m.transferring {
+		if m.rn.BasicStatus().LeadTransferee != raft.None {
+			return false
+		}
+		m.transferring = false
+	}
 	w := m.Acks.Window()
 	return w == 0 || w < ProposeWindow && m.lastProposal < SoloProposal
 }

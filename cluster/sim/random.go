@@ -12,7 +12,7 @@ type Random struct {
 	Duration time.Duration // of load and faults, before the cluster settles; 3 s
 	Clients  int           // concurrent clients, one operation at a time each; 4
 	Keys     int           // keys (counters and values) and locks; 3
-	Faults   bool          // partitions, one-way loss, delays, crashes (torn too); no leader transfer (see docs/testing.md)
+	Faults   bool          // partitions, one-way loss, delays, crashes (torn too), leader transfers
 	Settle   time.Duration // the limit to settle after; 30 s
 	Check    time.Duration // porcupine's time limit; 5 s
 }
@@ -200,6 +200,12 @@ func (s *Sim) randomFaults(end time.Duration) {
 			}
 		case x < 10 && rng.IntN(2) == 0:
 			s.depose(a)
+		case rng.IntN(2) == 0:
+			if l := s.Leader(); l != 0 {
+				if o := s.Others(l); len(o) > 0 {
+					s.Transfer(o[rng.IntN(len(o))]) // to a member it may not reach
+				}
+			}
 		default:
 			s.Heal()
 		}

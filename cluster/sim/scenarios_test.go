@@ -654,3 +654,32 @@ func TestWaitReplicas(t *testing.T) {
 		})
 	}
 }
+
+// TestTransferToCutMember: a leadership transfer to a member that cannot be reached is
+// aborted after an election timeout, and the leader goes on serving. A write sent meanwhile
+// waits for it and is then acknowledged. Before, raft dropped the write's proposal (it takes
+// none while a transfer is pending), the loop abdicated for it, and the leader, still raft's
+// leader in the same term, never became ready again: every later command answered
+// CLUSTERDOWN (found by the simulator, seed 1).
+func TestTransferToCutMember(t *testing.T) {
+	for _, seed := range seeds {
+		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
+			s := newSim(t, Options{Seed: seed})
+			l := elect(t, s)
+			f := s.Others(l)[0]
+			do(t, s, l, Put, "x", "1", quorum)
+			s.Partition(f)
+			s.Transfer(f)
+			do(t, s, l, Put, "x", "2", quorum)
+			s.Run(2 * time.Second)
+			if s.Leader() != l || !s.Node(l).M.Serving() {
+				t.Fatalf("seed %d: after the transfer to cut-off m%d was abandoned, m%d: leader %v, serving %v",
+					seed, f, l, s.Leader() == l, s.Node(l).M.Serving())
+			}
+			do(t, s, l, Put, "x", "3", quorum)
+			if op := do(t, s, l, Get, "x", "", quorum); op.Out != "3" {
+				t.Fatalf("seed %d: x = %q after the writes, want 3", seed, op.Out)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -48,10 +49,14 @@ func TestRandomSeeds(t *testing.T) {
 	if raceEnabled {
 		div = 5 // 8 and 2 seeds: the race detector finds nothing more in more of them (one goroutine)
 	}
+	three, five := uint64(40), uint64(10)
+	if n, err := strconv.ParseUint(os.Getenv("TALLYD_SIM_SEEDS"), 10, 64); err == nil && n > 0 {
+		three, five = n, n/4 // TALLYD_SIM_SEEDS=N: N seeds on 3 members and N/4 on 5
+	}
 	for _, tc := range []struct {
 		n     int
 		seeds uint64
-	}{{3, 40}, {5, 10}} {
+	}{{3, three}, {5, five}} {
 		for seed := uint64(1); seed <= tc.seeds/div; seed++ {
 			t.Run(fmt.Sprintf("n%d/seed%d", tc.n, seed), func(t *testing.T) {
 				s, err := runSeed(tc.n, seed, false)
