@@ -12,7 +12,7 @@ import (
 )
 
 // layerRoots are the packages the rules speak of, as go list patterns.
-var layerRoots = []string{"github.com/tallyd/tallyd/store", "github.com/tallyd/tallyd/proto/...", "github.com/tallyd/tallyd/stats", "github.com/tallyd/tallyd/bench/...", "github.com/tallyd/tallyd/tlsbridge", "github.com/tallyd/tallyd/script", "github.com/tallyd/tallyd/logfile", "github.com/tallyd/tallyd/raftlog", "github.com/tallyd/tallyd/cluster", "github.com/tallyd/tallyd/lockwire", "github.com/tallyd/tallyd/snapfile"}
+var layerRoots = []string{"github.com/tallyd/tallyd/store", "github.com/tallyd/tallyd/proto/...", "github.com/tallyd/tallyd/stats", "github.com/tallyd/tallyd/bench/...", "github.com/tallyd/tallyd/tlsbridge", "github.com/tallyd/tallyd/script", "github.com/tallyd/tallyd/logfile", "github.com/tallyd/tallyd/raftlog", "github.com/tallyd/tallyd/cluster/...", "github.com/tallyd/tallyd/lockwire", "github.com/tallyd/tallyd/snapfile"}
 
 // layerRule says which module packages pkg may depend on (directly or not); std reports a
 // standard-library package. It returns "" when dep is allowed, else the rule it breaks.
@@ -21,7 +21,17 @@ func layerRule(pkg, dep string, std bool) string {
 		return ""
 	}
 	under := func(p, root string) bool { return p == root || strings.HasPrefix(p, root+"/") }
+	if under(dep, "github.com/tallyd/tallyd/cluster/sim") && !under(pkg, "github.com/tallyd/tallyd/cluster/sim") {
+		return "only tests import cluster/sim, the simulator"
+	}
 	switch {
+	case pkg == "github.com/tallyd/tallyd/cluster/sim":
+		// Members without the loop: fake hosts, links, disks and clock around cluster alone.
+		for _, bad := range []string{"github.com/tallyd/tallyd/loop", "github.com/tallyd/tallyd/stats", "github.com/tallyd/tallyd/tlsbridge", "github.com/tallyd/tallyd/script", "github.com/panjf2000/gnet"} {
+			if under(dep, bad) {
+				return "cluster/sim imports neither loop, stats, tlsbridge, script nor gnet"
+			}
+		}
 	case pkg == "github.com/tallyd/tallyd/store":
 		if !std {
 			return "store imports only the standard library"
@@ -100,6 +110,9 @@ func importRule(pkg, dep string) string {
 		// itself (raft, raftpb, tracker are cluster's).
 		if under(dep, "go.etcd.io/raft") {
 			return "loop imports cluster, never go.etcd.io/raft"
+		}
+		if under(dep, "github.com/tallyd/tallyd/cluster/sim") {
+			return "only tests import cluster/sim, the simulator"
 		}
 	}
 	return ""
@@ -187,6 +200,11 @@ func TestLayerRule(t *testing.T) {
 		{"github.com/tallyd/tallyd/cluster", "github.com/tallyd/tallyd/raftlog", false, true},
 		{"github.com/tallyd/tallyd/cluster", "github.com/tallyd/tallyd/loop", false, false},
 		{"github.com/tallyd/tallyd/cluster", "github.com/panjf2000/gnet/v2", false, false},
+		{"github.com/tallyd/tallyd/cluster/sim", "github.com/tallyd/tallyd/cluster", false, true},
+		{"github.com/tallyd/tallyd/cluster/sim", "github.com/anishathalye/porcupine", false, true},
+		{"github.com/tallyd/tallyd/cluster/sim", "github.com/tallyd/tallyd/loop", false, false},
+		{"github.com/tallyd/tallyd/loop", "github.com/tallyd/tallyd/cluster/sim", false, false},
+		{"github.com/tallyd/tallyd/cluster", "github.com/tallyd/tallyd/cluster/sim", false, false},
 		{"github.com/tallyd/tallyd/proto/acl", "github.com/tallyd/tallyd/proto/resp", false, false},
 		{"github.com/tallyd/tallyd/proto/acl", "golang.org/x/crypto/bcrypt", false, false},
 		{"github.com/tallyd/tallyd/proto/slock", "google.golang.org/protobuf/encoding/protowire", false, true},
@@ -220,6 +238,7 @@ func TestLayerRule(t *testing.T) {
 		{"github.com/tallyd/tallyd/loop", "go.etcd.io/raft/v3/tracker", false},
 		{"github.com/tallyd/tallyd/loop", "github.com/tallyd/tallyd/store", true},
 		{"github.com/tallyd/tallyd/cluster", "go.etcd.io/raft/v3", true},
+		{"github.com/tallyd/tallyd/loop", "github.com/tallyd/tallyd/cluster/sim", false},
 	} {
 		if got := importRule(c.pkg, c.dep) == ""; got != c.ok {
 			t.Errorf("importRule(%s, %s) allowed %v, want %v", c.pkg, c.dep, got, c.ok)
