@@ -19,6 +19,7 @@ server_cpu=${BENCH_SERVER_CPU:-0}
 client_cpu=${BENCH_CLIENT_CPU:-1}
 bench=bin/tallyd-bench
 tallyd=${TALLYD_BIN:-bin/tallyd} # TALLYD_BIN: another build to measure (scripts/bench-ab.sh)
+# TALLYD_FLAGS: more flags for it (scripts/ui-cost.sh gives it a metrics listener)
 out=${BENCH_OUT:-bench/out}
 tmp=$(mktemp -d /tmp/tallyd-bench.XXXXXX)
 
@@ -72,7 +73,7 @@ tls_port=$(free_port "${TALLYD_SLOCK_TLS_PORT:-21659}")
 "$bench" tls-cert --out "$tmp/tls" --host 127.0.0.1
 "${server_pin[@]}" "$tallyd" --counter-port "$port" --pool-port "$pool_port" --slock-port "$slock_port" \
 	--slock-tls-port "$tls_port" --tls-cert-file "$tmp/tls/cert.pem" --tls-key-file "$tmp/tls/key.pem" \
-	-l 127.0.0.1 --log-level warn --data-dir "$tmp/data" >"$tmp/tallyd.log" 2>&1 &
+	-l 127.0.0.1 --log-level warn --data-dir "$tmp/data" ${TALLYD_FLAGS:-} >"$tmp/tallyd.log" 2>&1 &
 pids+=($!)
 wait_port "$port" $! tallyd
 wait_port "$pool_port" $! tallyd
