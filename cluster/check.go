@@ -26,6 +26,9 @@ func (m *Member) Step(data []byte, link uint64, proved bool, h Host) (closeLink 
 	if ok && msg.GetType() == raftpb.MessageType_MsgTransferLeader {
 		m.transferring = true // a member asked this leader to hand over (WindowOpen)
 	}
+	if ok {
+		m.takeStatus(msg) // a follower's status for the status page (peerstatus.go)
+	}
 	if ok && !m.holdMemberRead(msg) {
 		m.keepSnapshotData(msg)
 		m.stepPeer(msg, h)

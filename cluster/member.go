@@ -52,6 +52,11 @@ type Member struct {
 	// transferring says a leadership transfer may be pending (TransferLeader, or a member's
 	// MsgTransferLeader stepped): WindowOpen asks raft until it is over.
 	transferring bool
+
+	// The status page's view of the members (peerstatus.go).
+	fsyncMicros uint32                // this member's raft log's mean fsync (µs), from the host
+	statusBuf   []byte                // the Context stamped on this member's append responses
+	peerStatus  map[uint64]PeerStatus // leader: what each member last reported
 	readyIdx     uint64 // the index of this leader's first entry of its term
 	loadedTo     uint64 // the commit index found at start: local reads wait until it is applied
 	applied      uint64

@@ -257,6 +257,20 @@ func TestMemberReplicates(t *testing.T) {
 			t.Fatalf("member %d: fatal %v, %d abdications", i+1, h.fatal, h.abdic)
 		}
 	}
+	// Each follower's status reached the leader with its append responses (the status
+	// page's view of the members): what it applied, its commit, its fsync time.
+	for i, fm := range net.ms {
+		if i == l {
+			continue
+		}
+		fm.SetFsyncMicros(uint32(100 + i))
+		propose(fmt.Sprint("rec-status-", i))
+		id := uint64(i + 1)
+		net.until("the follower's status on the leader", 50, func() bool {
+			st := lm.PeerStatus(id)
+			return st.FsyncMicros == uint32(100+i) && st.Applied >= fm.Applied() && st.Commit > 0 && !st.At.IsZero()
+		})
+	}
 }
 
 // TestMemberStepRejects: what a link carries that is not a raft message for this member

@@ -211,6 +211,7 @@ func (m *Member) applyConfChange(h Host, cc *raftpb.ConfChange) {
 // how a snapshot's sending ended).
 func (m *Member) send(h Host, msg *raftpb.Message) {
 	to := msg.GetTo()
+	m.stampStatus(msg)
 	err := h.Send(to, Message{msg})
 	switch {
 	case errors.Is(err, ErrUnreachable):

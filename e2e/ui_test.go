@@ -197,6 +197,15 @@ func TestUIBrowserCluster(t *testing.T) {
 	if !strings.Contains(text, "not TLS") {
 		t.Error("the page does not say it is not served over TLS")
 	}
+	// Each follower's row shows what it reported with its append responses: its applied
+	// index and its raft log's fsync time (the lock and the SET above were fsynced there).
+	for _, f := range c.others(lead) {
+		id := strconv.FormatUint(c.nodes[f].id, 10)
+		waitPage(t, ctx, 15*time.Second, "follower "+id+"'s applied index and fsync time", func(string) bool {
+			row, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`(function(){const r=document.querySelector('tr.member[data-id="`+id+`"]'); return r ? r.innerText : ""})()`))
+			return strings.Contains(row, "mean") // an fsync time: only what the member reported has one
+		})
+	}
 	screenshot(t, ctx, "leader.png")
 
 	// A follower's page, left open while the leader dies.

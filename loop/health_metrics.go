@@ -180,6 +180,11 @@ func (s *Server) healthSnapshot(snap *stats.Snapshot) {
 	for l := LevelOne; l <= LevelAll; l++ {
 		snap.Held = append(snap.Held, stats.LevelCount{Level: l.String(), N: held[l]})
 	}
+	for _, l := range snap.Logs {
+		if l.Name == "raft" && l.Fsync.Count > 0 { // goes to the leader with append responses
+			cl.m.SetFsyncMicros(uint32(min(l.Fsync.Sum/float64(l.Fsync.Count)*1e6, 1<<32-1)))
+		}
+	}
 	st := cl.m.Status()
 	r := &stats.Raft{Role: st.Role, Term: st.Term, Commit: st.Commit, Applied: cl.m.Applied(),
 		SnapshotIndex: cl.m.SnapIndex(), LeaderChanges: s.m.cl.leaderChanges,
@@ -192,6 +197,10 @@ func (s *Server) healthSnapshot(snap *stats.Snapshot) {
 			p := stats.Peer{ID: id, Match: -1, Up: cl.links[id].ready(), LastContact: -1}
 			if l := cl.links[id]; l != nil && l.heard != 0 {
 				p.LastContact = max(float64(s.now().UnixNano()-l.heard)/1e9, 0)
+			}
+			if ps := cl.m.PeerStatus(id); !ps.At.IsZero() && st.Role == "leader" { // what it last reported
+				p.Status, p.Reported = true, max(s.now().Sub(ps.At).Seconds(), 0)
+				p.Applied, p.Commit, p.FsyncMean = ps.Applied, ps.Commit, float64(ps.FsyncMicros)/1e6
 			}
 			r.Peers = append(r.Peers, p)
 		}

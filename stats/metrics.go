@@ -123,6 +123,13 @@ type Peer struct {
 	Up    bool  // this node's link to it is connected and authenticated
 	// LastContact is how long ago this node last heard from it, seconds; -1 never.
 	LastContact float64
+	// Status says it reported itself to this node, the leader (with its append responses),
+	// Reported seconds ago: its applied and commit indexes and its raft log's mean fsync,
+	// seconds (0: none yet).
+	Status          bool
+	Reported        float64
+	Applied, Commit uint64
+	FsyncMean       float64
 }
 
 // ReasonCount is how many answers gave one reason.

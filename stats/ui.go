@@ -347,6 +347,12 @@ func (h *HTTPServer) viewCluster(v *uiView, s *Snapshot) {
 		if p.LastContact >= 0 {
 			m.LastContact = dur(p.LastContact) + " ago"
 		}
+		if p.Status { // what it told the leader (this node) with its last append response
+			m.Term, m.Commit, m.Applied = u64(r.Term), u64(p.Commit), u64(p.Applied)
+			if p.FsyncMean > 0 {
+				m.Fsync = dur(p.FsyncMean) + " mean"
+			}
+		}
 		v.Members = append(v.Members, m)
 	}
 	sort.Slice(v.Members, func(i, j int) bool { return v.Members[i].ID < v.Members[j].ID })

@@ -204,3 +204,28 @@ func TestUIRates(t *testing.T) {
 		t.Errorf("protos %+v charts %+v", v.Protos[0], v.Charts[0].Now)
 	}
 }
+
+// On the leader's page each follower's row shows what it last reported with its append
+// responses: its commit and applied indexes and its raft log's mean fsync.
+func TestUIFollowerStatus(t *testing.T) {
+	var p Publisher
+	s := uiSnapshot(time.Now())
+	s.Raft = &Raft{Role: "leader", Term: 9, Commit: 500, Applied: 500, NodeID: 1, Leader: 1,
+		Peers: []Peer{{ID: 2, Match: 498, Up: true, LastContact: 0.01, Status: true, Reported: 0.02, Commit: 497, Applied: 496, FsyncMean: 0.0023},
+			{ID: 3, Match: -1, Up: false, LastContact: 4}}}
+	p.Publish(s)
+	h := serveHTTP(t, &p, HTTPConfig{StaleAfter: time.Minute})
+	code, body, _ := getAuth(t, h, "/ui", "", "")
+	if code != http.StatusOK {
+		t.Fatalf("/ui: %d", code)
+	}
+	row := regexp.MustCompile(`(?s)<tr[^>]*data-id="2".*?</tr>`).FindString(body)
+	for _, want := range []string{">497<", ">496<", "2.3 ms mean", ">2<"} {
+		if !strings.Contains(row, want) {
+			t.Errorf("member 2's row lacks %q:\n%s", want, row)
+		}
+	}
+	if row3 := regexp.MustCompile(`(?s)<tr[^>]*data-id="3".*?</tr>`).FindString(body); strings.Contains(row3, "mean") {
+		t.Errorf("member 3 reported nothing, yet its row shows an fsync time:\n%s", row3)
+	}
+}
