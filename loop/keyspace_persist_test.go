@@ -302,3 +302,127 @@ func TestPersistRewriteKeyspace(t *testing.T) {
 		}
 	})
 }
+
+// TestMoveValuesFromWire: Redis keys written through today's path (store.Locks: SET with and
+// without an expiry, SET ... FENCE, INCR, HSET, APPEND, SETEX) and slock's own LOCKs (with a
+// value; under another LockId) move into the keyspace (store.Store.MoveValues, a few keys a
+// call): each Redis key has there the value, type, PTTL (within the Locks' rounding) and
+// fence GET, TYPE, PTTL and the Locks showed; the LOCKs stay where they are.
+func TestMoveValuesFromWire(t *testing.T) {
+	ts := startSlock(t, nil)
+	rc := dialResp(t, ts.slockAddr)
+	type key struct {
+		name, typ, val string
+		hash          map[string]string
+		pttl          int64
+		fence         uint64
+	}
+	var keys []*key
+	for i := range 300 {
+		name := "key:" + strconv.Itoa(i)
+		if i%4 == 0 {
+			name = "a-name-longer-than-16-bytes:" + strconv.Itoa(i)
+		}
+		switch i % 6 {
+		case 0:
+			rc.cmd("SET", name, "v"+strconv.Itoa(i))
+		case 1:
+			rc.cmd("SET", name, "v"+strconv.Itoa(i), "PX", strconv.Itoa(60_000+i))
+		case 2:
+			rc.cmd("INCRBY", name, strconv.Itoa(i*1000))
+			rc.cmd("EXPIRE", name, "3600")
+		case 3:
+			for f := range 1 + i%150 {
+				rc.cmd("HSET", name, "f"+strconv.Itoa(f), strconv.Itoa(i+f))
+			}
+		case 4:
+			rc.cmd("SET", name, "base", "FENCE", strconv.Itoa(1000+i))
+			rc.cmd("APPEND", name, "-more")
+		case 5:
+			rc.cmd("SETEX", name, "100", "x")
+		}
+		keys = append(keys, &key{name: name})
+	}
+	// slock's locks: one with a value, one without.
+	parseTextLock(t, rc.cmd("LOCK", "lock1", "EXPRIED", "60", "SET", "held"))
+	parseTextLock(t, rc.cmd("LOCK", "lock2", "EXPRIED", "60"))
+	for _, k := range keys {
+		k.typ = string(rc.cmd("TYPE", k.name).Str)
+		if k.typ == "hash" {
+			k.hash = map[string]string{}
+			r := rc.cmd("HGETALL", k.name)
+			for i := 0; i+1 < len(r.Elems); i += 2 {
+				k.hash[string(r.Elems[i].Str)] = string(r.Elems[i+1].Str)
+			}
+		} else {
+			k.val = string(rc.cmd("GET", k.name).Str)
+		}
+		k.pttl = rc.cmd("PTTL", k.name).Int
+	}
+	var before int64
+	ts.onLoop(t, func() {
+		fenced := 0
+		for _, k := range keys {
+			if k.fence = ts.st.locks.KeyFence(0, ts.st.keys.KeyID([]byte(k.name))); k.fence != 0 {
+				fenced++
+			}
+		}
+		if fenced != 50 {
+			t.Errorf("%d keys fenced, want 50", fenced)
+		}
+		before = ts.now().UnixMilli()
+		total := store.Moved{}
+		for calls := 0; ; calls++ {
+			m := ts.st.store.MoveValues(16, ts.now().UnixNano())
+			total.Moved, total.Kept = total.Moved+m.Moved, total.Kept+m.Kept
+			if m.Done {
+				break
+			}
+		}
+		if total.Moved != len(keys) || total.Kept != 1 {
+			t.Errorf("moved %d, kept %d; want %d and the LOCK with a value", total.Moved, total.Kept, len(keys))
+		}
+		if err := ts.st.store.Check(); err != nil {
+			t.Error(err)
+		}
+	})
+	ts.onLoop(t, func() {
+		ks := ts.st.store.Keyspace
+		now := ts.now().UnixMilli()
+		for _, k := range keys {
+			name := []byte(k.name)
+			switch k.typ {
+			case "hash":
+				h := map[string]string{}
+				ks.HRange(0, name, now, func(f, v []byte) { h[string(f)] = string(v) })
+				if !maps.Equal(h, k.hash) {
+					t.Errorf("%s: hash of %d fields, want %d", k.name, len(h), len(k.hash))
+				}
+			case "string":
+				if v, st := ks.Get(0, name, now, nil); string(v) != k.val || st != store.KeyspaceOK {
+					t.Errorf("%s = %q (%v), want %q", k.name, v, st, k.val)
+				}
+			default:
+				t.Errorf("%s: TYPE %q", k.name, k.typ)
+			}
+			pttl := ks.TTL(0, name, now)
+			if k.pttl < 0 && pttl != k.pttl || k.pttl >= 0 && (pttl < k.pttl-(now-before)-1000 || pttl > k.pttl+1000) {
+				// The Locks' PTTL is capped at what was asked (TTLAsked), the deadline of a
+				// seconds expiry rounded to its second: within a second.
+				t.Errorf("%s: PTTL %d, the Locks said %d", k.name, pttl, k.pttl)
+			}
+			if f := ks.KeyFence(0, name, now); f != k.fence {
+				t.Errorf("%s: fence %d, want %d", k.name, f, k.fence)
+			}
+			if ts.st.locks.Value(0, ts.st.keys.KeyID(name)) != nil {
+				t.Errorf("%s: still in the Locks", k.name)
+			}
+		}
+		if ks.Type(0, []byte("lock1"), now) != store.KindNone || ts.st.locks.Value(0, ts.st.keys.KeyID([]byte("lock1"))) == nil {
+			t.Error("the LOCK's value moved")
+		}
+		if held, _ := ts.st.locks.Holds(0, ts.st.keys.KeyID([]byte("lock2")), [16]byte{}); !held {
+			t.Error("the LOCK without a value is gone")
+		}
+	})
+}

@@ -51,6 +51,7 @@ type Store struct {
 	q        deadlines
 	semGC    semaphoreGC
 	semEvery int64
+	mv       moveState // MoveValues' walk (keyspace_move.go)
 }
 
 // New returns an empty store.
