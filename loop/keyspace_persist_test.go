@@ -313,9 +313,9 @@ func TestMoveValuesFromWire(t *testing.T) {
 	rc := dialResp(t, ts.slockAddr)
 	type key struct {
 		name, typ, val string
-		hash          map[string]string
-		pttl          int64
-		fence         uint64
+		hash           map[string]string
+		pttl           int64
+		fence          uint64
 	}
 	var keys []*key
 	for i := range 300 {

@@ -53,7 +53,6 @@ type LockCommand struct {
 	// holder keeps: who made it, whatever connection number it has on the
 	// member running it (LockedByOther). Never set by a frame from the wire.
 	Client uint64
-
 }
 
 // LockReply is one reply frame owed to a connection: to the command's
