@@ -32,8 +32,10 @@ const (
 // KeyspaceRun is about the most bytes of records one run holds: AppendKeyspace splits
 // longer ones at record boundaries (a single record longer than it goes alone, up to
 // MaxRecord). A run is applied whole: a follower installing a snapshot a slice at a time
-// (~1 ms) applies at most one run of ~64 KiB (some 1,000 small keys) past its slice.
-const KeyspaceRun = 64 << 10
+// (~1 ms) applies at most one run past its slice: 8 KiB, some 270 keys of short values
+// (~0.6 ms at 2.4 µs a key into a growing keyspace; a run of 64 KiB took 5 ms of CPU at
+// p99, BenchmarkKeyspaceSteps). The header costs 17 bytes a run.
+const KeyspaceRun = 8 << 10
 
 // AppendKeyspace appends recs, whole keyspace records one after another (Keyspace.Log,
 // Record.Append), to dst as one run (kind 6), or as several of at most about KeyspaceRun

@@ -72,8 +72,8 @@ func TestKeyspaceRunRoundTrip(t *testing.T) {
 			t.Fatalf("DecodeRecords of keyspace records: %v", err)
 		}
 	}
-	// Split: records of 20 KiB values, 64 KiB runs.
-	big := strings.Repeat("v", 20<<10)
+	// Split: records of 3 KiB values, 8 KiB runs.
+	big := strings.Repeat("v", 3<<10)
 	var b []byte
 	for i := range 10 {
 		r := store.Record{Op: store.RecSet, DB: 0, Kind: store.KindString, Key: []byte{byte('a' + i)}, Value: []byte(big)}
