@@ -148,11 +148,8 @@ func TestSnapshotKeyspace(t *testing.T) {
 	}
 	var want map[string]string
 	const n = 5000
-	ts.onLoop(t, func() {
-		now := ts.now().UnixMilli()
-		ksFill(ts.st.store.Keyspace, n, now, "snap")
-		want = ksDump(ts.st.store.Keyspace, now)
-	})
+	ts.onLoop(t, func() { ksFill(ts.st.store.Keyspace, n, ts.now().UnixMilli(), "snap") })
+	ts.onLoop(t, func() { want = ksDump(ts.st.store.Keyspace, ts.now().UnixMilli()) })
 	r := rc.cmd("SNAPSHOT")
 	h, body, err := snapfile.Decode(r.Str)
 	if err != nil {
@@ -191,11 +188,11 @@ func TestSnapshotKeyspaceInstant(t *testing.T) {
 	var cs *conn
 	var file []byte
 	steps := 0
+	ts.onLoop(t, func() { ksFill(ts.st.store.Keyspace, 20_000, ts.now().UnixMilli(), "old") })
+	ts.onLoop(t, func() { want = ksDump(ts.st.store.Keyspace, ts.now().UnixMilli()) })
 	ts.onLoop(t, func() {
 		now := ts.now()
 		ks := ts.st.store.Keyspace
-		ksFill(ks, 20_000, now.UnixMilli(), "old")
-		want = ksDump(ks, now.UnixMilli())
 		for _, c := range ts.ct.conns {
 			cs = c
 		}
@@ -234,6 +231,9 @@ func TestSnapshotKeyspaceInstant(t *testing.T) {
 	}
 	ks, _ := restoreBody(t, body)
 	sameDump(t, "the file begun before the changes", ksDump(ks, time.Now().UnixMilli()), want)
+	if ts.st.store.Keyspace == nil || len(want) != 20_000 {
+		t.Fatalf("%d keys before", len(want))
+	}
 }
 
 // TestPersistRewriteKeyspace: a log rewrite writes the keyspace's keys (runs of aof kind 6)
@@ -246,11 +246,17 @@ func TestPersistRewriteKeyspace(t *testing.T) {
 	if r := rc.cmd("SET", "wire", "v"); r.Kind != '+' {
 		t.Fatalf("SET: %v", r)
 	}
+	keys, minSteps := 30_000, 4
+	if raceEnabled {
+		keys, minSteps = 8_000, 2 // each look on the loop within onLoop's 5 s
+	}
 	var want map[string]string
 	ts.onLoop(t, func() {
 		now := ts.now().UnixMilli()
-		ksFill(ts.st.store.Keyspace, 30_000, now, "rw")
-		want = ksDump(ts.st.store.Keyspace, now)
+		ksFill(ts.st.store.Keyspace, keys, now, "rw")
+	})
+	ts.onLoop(t, func() { want = ksDump(ts.st.store.Keyspace, ts.now().UnixMilli()) })
+	ts.onLoop(t, func() {
 		if !ts.Rewrite() {
 			t.Error("no rewrite started")
 			return
@@ -260,8 +266,8 @@ func TestPersistRewriteKeyspace(t *testing.T) {
 			ts.rewriteStep(ts.now().UnixNano())
 			steps++
 		}
-		if steps < 4 {
-			t.Errorf("the rewrite of 30k keys took %d steps", steps)
+		if steps < minSteps {
+			t.Errorf("the rewrite of %d keys took %d steps", keys, steps)
 		}
 	})
 	deadline := time.Now().Add(10 * time.Second)
@@ -295,8 +301,10 @@ func TestPersistRewriteKeyspace(t *testing.T) {
 	if r := rc2.cmd("GET", "wire"); string(r.Str) != "v" {
 		t.Fatalf("GET wire after the restart: %v", r)
 	}
+	var got map[string]string
+	ts2.onLoop(t, func() { got = ksDump(ts2.st.store.Keyspace, ts2.now().UnixMilli()) })
+	sameDump(t, "the keyspace replayed", got, want)
 	ts2.onLoop(t, func() {
-		sameDump(t, "the keyspace replayed", ksDump(ts2.st.store.Keyspace, ts2.now().UnixMilli()), want)
 		if ts2.persist.replayed.Truncated == 0 {
 			t.Error("the torn run was not cut off")
 		}
