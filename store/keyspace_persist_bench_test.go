@@ -11,7 +11,7 @@ import (
 
 // BenchmarkKeyspaceSteps: what the keyspace costs a SNAPSHOT's steps (BeginSave, SaveNext of
 // saveStep keys into kind-6 runs, as loop/keyspace_persist.go drives it), a rewrite's steps
-// (RewriteNext of 8,192 keys) and a follower's install (one ~64 KiB run decoded and applied
+// (RewriteNext of 8,192 keys) and a follower's install (one run of aof.KeyspaceRun bytes decoded and applied
 // to a staging keyspace), each step timed on the wall clock and the thread's CPU clock, for
 // keys named as redis-benchmark names them with TALLYD_BENCH_VALUE-byte values.
 //
