@@ -152,6 +152,11 @@ type LocksConfig struct {
 	IDSeed             uint64   // keys server-generated RequestIds when IDKey is zero (tests: repeatable ids)
 	IDKey              [16]byte // keys server-generated RequestIds (store.IDs): draw it at random
 
+	// keyspace is the store's keyspace (Store.New sets it): a LOCK on a name it has waits
+	// (locks_named.go). A method call, not a func value: the name, a view into the
+	// command, must not escape.
+	keyspace *Keyspace
+
 	// Persist makes the Locks keep a journal of the keys whose persistent state
 	// changed, for an append-only log (see Journal). A holder persists once it
 	// has been held PersistAfter (ns), at once with HoldPersistNow or when
@@ -249,6 +254,7 @@ type Locks struct {
 	gone    []Owner // recently closed connections, a ring
 	goneAt  int
 	changes uint64 // Changes: what the journal took, counted
+	name    []byte // DoNamed's key name, during the call (locks_named.go)
 
 	// The memory budget (Bytes, memcost.go).
 	valueBytes int64 // the keys' value buffers, live and kept for reuse (lockKey.vbytes)
@@ -322,6 +328,13 @@ type lockDB struct {
 	saved  uint32                      // gen when the backup being encoded began (locks_save.go)
 	olds   []oldGen                    // the keys of generations flushed and not yet freed
 	waited list[waitedKey, *waitedKey] // the keys with waiters, which a flush handles at once
+
+	// The "Locks and DEL" link (locks_named.go): how many keys (of this generation) a LOCK
+	// holds under another LockId; those of them with a long name (given), by name; the keys
+	// whose waiters wait for the keyspace's key of a name.
+	nothers          int
+	named, waitNamed map[string]*lockKey
+	lnames, wnames   map[*lockKey]string
 }
 
 // lockKey is one key of a database.
@@ -337,6 +350,8 @@ type lockKey struct {
 	vslot    int32 // 1 + its index in db.vals while has
 	vbytes   int   // the value buffer as counted in Locks.valueBytes: allocSize(cap(value))
 	valueCmd uint8
+	lflags   uint8    // the "Locks and DEL" link (locks_named.go): lfNamed, lfWaits
+	others   uint32   // holders under a LockId other than the key (locks_named.go)
 	next     *lockKey // free list
 	logged   bool     // the log's latest record of the key has holders; then on Locks.loggedKeys
 	ll       links[lockKey]
@@ -709,6 +724,9 @@ func (l *Locks) settle(k *lockKey) {
 		return
 	}
 	d := k.db
+	if k.lflags&lfWaits != 0 {
+		l.unwaitKeyspace(k)
+	}
 	if k.has {
 		l.modified(k)
 	}
@@ -923,6 +941,11 @@ func (l *Locks) addHolder(k *lockKey, h *lockItem) {
 	k.hold.push(h)
 	h.levels = 1
 	k.levels++
+	if h.cmd.LockID != k.key {
+		if k.others++; k.others == 1 {
+			l.heldByOther(k)
+		}
+	}
 	l.held(h)
 	k.db.st.LockedCount++
 	switch {
@@ -944,6 +967,11 @@ func (l *Locks) removeHolder(h *lockItem) {
 	k := h.k
 	l.cow(k)
 	k.hold.remove(h)
+	if h.cmd.LockID != k.key {
+		if k.others--; k.others == 0 {
+			l.notHeldByOther(k)
+		}
+	}
 	if k.byID != nil {
 		delete(k.byID, h.cmd.LockID)
 		l.nindexed--
@@ -1022,6 +1050,14 @@ func (l *Locks) lock(o Owner, c *LockCommand, data []byte, now int64) {
 		}
 		l.refuse(o, d, k, c, data, now)
 		return
+	}
+	if levels == 0 && l.cfg.keyspace != nil && l.cfg.keyspace.nkeys > 0 && c.LockID != c.Key && !c.probes() {
+		// The "Locks and DEL" rule's case 3: a LOCK on a name the keyspace has waits.
+		if name, ok := l.cmdName(c); ok && l.cfg.keyspace.Has(c.DB, name, now/1e6) {
+			l.refuse(o, d, k, c, data, now)
+			l.waitKeyspace(d, c, name)
+			return
+		}
 	}
 	admitted := levels == 0
 	if !admitted {
@@ -1140,6 +1176,9 @@ func (l *Locks) grant(o Owner, k *lockKey, c *LockCommand, data []byte, w *lockI
 	h.dataFrame = data != nil
 	h.token = l.nextToken()
 	l.addHolder(k, h)
+	if l.name != nil && k.others > 0 && k.lflags&lfNamed == 0 && k.key[0] != 0 {
+		l.nameKey(k, l.name) // a long name, which the key does not tell
+	}
 	if data != nil {
 		l.applyData(k, h, o, c.DB, data, k.levels == 1)
 	}
@@ -1245,6 +1284,9 @@ func (l *Locks) unqueue(w *lockItem) {
 // wake grants k's waiters, head first, while the grant rule admits them. A
 // waiter whose LockId holds the key by then is taken as a reentry.
 func (l *Locks) wake(k *lockKey, now int64) {
+	if k.lflags&lfWaits != 0 && l.cfg.keyspace != nil && l.cfg.keyspace.Has(k.db.id, unsafeBytes(k.db.wnames[k]), now/1e6) {
+		return // its waiters wait for the keyspace's key (locks_named.go): KeyGone wakes them
+	}
 	for w := k.wait.head; w != nil; w = k.wait.head {
 		if !admits(k, &w.cmd) {
 			return

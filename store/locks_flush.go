@@ -117,6 +117,7 @@ func (l *Locks) flushDB(d *lockDB, now int64) int {
 		for _, k := range waited {
 			k.gen = d.gen
 		}
+		l.renamed(d, waited) // the "Locks and DEL" link: the keys set aside go from it
 		// The value table goes with the generation: a key set aside keeps a slot in it
 		// that freeOld ignores; those handled at once find their place in the new one.
 		l.valsBytes -= int64(cap(d.vals)) * valueSlot

@@ -160,6 +160,9 @@ func (l *Locks) Check() error {
 		if err := l.checkValues(d); err != nil {
 			return err
 		}
+		if err := checkNamedDB(d); err != nil {
+			return err
+		}
 		if d.peak < len(d.keys) {
 			return fmt.Errorf("store: lock db %d: %d keys, largest %d", id, len(d.keys), d.peak)
 		}
@@ -191,6 +194,9 @@ func (l *Locks) Check() error {
 					return fmt.Errorf("store: lock key %x of db %d filed as %x of db %d", k.key, k.db.id, name, id)
 				case k.hold.n == 0 && k.wait.n == 0:
 					return fmt.Errorf("store: lock key %x of db %d has no holder and no waiter", name, id)
+				}
+				if err := checkNamed(d, k, mi > 0); err != nil {
+					return err
 				}
 				if k.has {
 					if r, ok := parseRecord(k.value); !ok || len(r.raw) != len(k.value) || k.value[4] != 0 {

@@ -387,6 +387,16 @@ func (l *Locks) restoreInPlace(s *KeyState, now int64) bool {
 		}
 		l.changed(k) // held
 	}
+	// The "Locks and DEL" link: the holder's LockId may change.
+	if was, now := h.cmd.LockID != k.key, hs.LockID != s.Key; was != now {
+		if now {
+			k.others++
+			l.heldByOther(k)
+		} else {
+			k.others--
+			l.notHeldByOther(k)
+		}
+	}
 	// The holder as newItem makes it from a cleared item.
 	h.cmd = LockCommand{Kind: KindLock, Opts: hs.Opts, DB: s.DB, LockID: hs.LockID, Key: s.Key,
 		Wait: hs.Wait, Hold: hs.Hold, Echo: hs.Echo, Count: hs.Count, Rcount: hs.Rcount, ExpireAt: hs.ExpireAt, Client: hs.Client}

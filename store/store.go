@@ -51,6 +51,7 @@ type Store struct {
 	q        deadlines
 	semGC    semaphoreGC
 	semEvery int64
+	mv       moveState // MoveValues' walk (keyspace_move.go)
 }
 
 // New returns an empty store.
@@ -68,6 +69,7 @@ func New(cfg Config) *Store {
 	}
 	s.Pools.dl, s.Pools.shared = &s.q, true
 	s.Locks.dl, s.Locks.aging, s.Locks.shared = &s.q, &s.q, true
+	s.Locks.cfg.keyspace = s.Keyspace // the "Locks and DEL" link (locks_named.go)
 	s.Counters.q = &s.q
 	s.q.add(&s.Counters.gc, s.Counters.gcNext())
 	s.q.add(&s.semGC, addSat(cfg.Start, s.semEvery))
