@@ -53,7 +53,7 @@ func DecodeRecordsWith(b []byte, state func(*store.KeyState), peers func(map[uin
 		}
 		var err error
 		switch p[0] {
-		case kindState, kindState1, kindCeil, kindFlush, kindKeyspace:
+		case kindState, kindState1, kindCeil, kindFlush:
 			if err = decode(p, &ks); err == nil {
 				state(&ks)
 			}

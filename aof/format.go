@@ -53,14 +53,6 @@ func aofClaims(p []byte, size uint32) logfile.Fit {
 	switch {
 	case p[0] == kindCeil && size == ceilLen, p[0] == kindFlush && size == flushLen:
 		return logfile.Confirms
-	case p[0] == kindKeyspace && size >= ksHead+2:
-		switch {
-		case len(p) < ksHead:
-			return logfile.Allows
-		case binary.LittleEndian.Uint64(p[1:]) == uint64(size-ksHead):
-			return logfile.Confirms
-		}
-		return logfile.Contradicts
 	case p[0] == kindState && size >= minState:
 		fixed, hl = minState-2, holderLen
 	case p[0] == kindState1 && size >= minState1:
@@ -101,12 +93,6 @@ func aofFieldsLen(p []byte) (uint64, bool) {
 		return ceilLen, true
 	case kindFlush:
 		return flushLen, true
-	case kindKeyspace:
-		if len(p) < ksHead {
-			return 0, false
-		}
-		n := binary.LittleEndian.Uint64(p[1:])
-		return ksHead + n, n <= MaxRecord-ksHead
 	case kindState:
 		fixed, hl = minState-2, holderLen
 	case kindState1:

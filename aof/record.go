@@ -20,7 +20,6 @@ import (
 //	(0xFFFFFFFF: none) | value | u16 holders | holders
 //	u8 kind 3 (fencing-token reservation) | u64 ceiling
 //	u8 kind 4 (flush) | u8 db (255: every database) | 7 zero bytes
-//	u8 kind 6 (keyspace records: keyspace.go)
 //	u8 kind 1 (key state of logs before fencing tokens) | u8 db | 16 key
 //	| u32 value length | value | u16 holders | holders (without token and client)
 //
@@ -148,8 +147,6 @@ func shaped(b []byte) bool {
 		return size == ceilLen
 	case p[0] == kindFlush:
 		return size == flushLen
-	case p[0] == kindKeyspace:
-		return size >= ksHead+2 && binary.LittleEndian.Uint64(p[1:]) == uint64(size-ksHead)
 	case p[0] == kindState && size >= minState:
 		rest = uint64(size) - 30
 	case p[0] == kindState1 && size >= minState1:
@@ -170,11 +167,9 @@ func shaped(b []byte) bool {
 // decode parses a checked payload into s (Value and Holders reuse s's memory;
 // Value is a view into p).
 func decode(p []byte, s *store.KeyState) error {
-	s.Ceil, s.Fence, s.Flush, s.Keyspace = 0, 0, false, nil
+	s.Ceil, s.Fence, s.Flush = 0, 0, false
 	hl, vl := holderLen, 0 // holder length, offset of the value length
 	switch {
-	case p[0] == kindKeyspace:
-		return decodeKeyspace(p, s)
 	case p[0] == kindCeil && len(p) == ceilLen:
 		s.Ceil = binary.LittleEndian.Uint64(p[1:])
 		if s.Ceil == 0 {

@@ -29,13 +29,6 @@ type persistState struct {
 	emit  func(*store.KeyState) // appendRecord, bound once so that passing it allocates nothing
 	fatal atomic.Pointer[error]
 
-	// A rewrite's keyspace save (store.Keyspace.BeginSave): its records not yet handed to
-	// the writer, the buffer they are framed in, and whether the save is still walking.
-	ksSave   []byte
-	rwBuf    []byte
-	ksEmit   func(*store.Record)
-	ksSaving bool
-
 	rewriting bool
 	// committing: the last rewrite is handed to the writer to commit (fsync, rename), and the
 	// writer has not yet said how it went (Progress.Rewrote or RewriteErr). The size trigger
@@ -100,29 +93,11 @@ func (s *Server) openLog() error {
 		return err
 	}
 	rk := rekeyer{keys: s.st.keys}
-	var kerr error
-	r, err := aof.Replay(p.path, func(ks *store.KeyState) {
-		if ks.Keyspace != nil { // Redis data on the keyspace (aof/keyspace.go)
-			if err := s.st.store.Keyspace.Restore(ks.Keyspace); err != nil && kerr == nil {
-				kerr = err
-			}
-			return
-		}
-		rk.rekey(ks)
-		s.st.locks.Restore(ks, now)
-	})
-	if err == nil && kerr != nil {
-		err = fmt.Errorf("append-only log: keyspace records: %w", kerr)
-	}
+	r, err := aof.Replay(p.path, func(ks *store.KeyState) { rk.rekey(ks); s.st.locks.Restore(ks, now) })
 	if err != nil {
 		return err
 	}
 	s.st.locks.ForgetJournal()
-	s.st.store.Keyspace.ClearLog()
-	// TODO(i32snap): an old log's Redis values (key states of store.Locks) are moved into
-	// the keyspace here once the store has the function that moves them; until then
-	// they stay in Locks, which the keyspace path does not read (TestKeyspaceOldLogMoved
-	// is skipped).
 	p.replayed = r
 	for db := 0; db <= store.MaxLockDB; db++ {
 		if st, ok := s.st.locks.State(uint8(db)); ok {
@@ -213,25 +188,14 @@ func (s *Server) logged(pr aof.Progress) {
 // appendRecord encodes one record of the journal or of a rewrite.
 func (s *Server) appendRecord(ks *store.KeyState) { s.persist.buf = aof.AppendState(s.persist.buf, ks) }
 
-// journaled reports whether the store has changes not yet handed to the log (or to raft):
-// store.Locks' journal, or the keyspace's records.
-func (s *Server) journaled() bool {
-	return s.st.locks.Journaled() || len(s.st.store.Keyspace.Log()) > 0
-}
-
 // journal hands the records of the store's changes so far to the writer.
 func (s *Server) journal(now int64) {
 	p := &s.persist
-	if p.w == nil || !s.journaled() {
+	if p.w == nil || !s.st.locks.Journaled() {
 		return
 	}
-	s.rewriteKeyspace() // a key's state as it was for the rewrite goes before its change
 	p.buf = p.buf[:0]
 	s.st.locks.Journal(now, p.emit)
-	if ks := s.st.store.Keyspace; len(ks.Log()) > 0 {
-		p.buf = aof.AppendKeyspace(p.buf, ks.Log())
-		ks.ClearLog()
-	}
 	if len(p.buf) == 0 {
 		return
 	}
@@ -277,13 +241,13 @@ func (g logGate) failing() string { return g.s.persist.w.Failing() }
 func (g logGate) mark(cs *conn, from int) {
 	s := g.s
 	p := &s.persist
-	if (p.seq <= p.ack || p.w.Failing() != "") && !s.journaled() {
+	if (p.seq <= p.ack || p.w.Failing() != "") && !s.st.locks.Journaled() {
 		// While the log cannot be written, what it holds back waits (and the replies marked
 		// for it), but a reply that reports no change (a read, an error) goes out: the
 		// writes it may see are still unacknowledged to their writers.
 		return
 	}
-	if n := len(cs.gates); n > 0 && (cs.gates[n-1].seq == 0 || cs.gates[n-1].seq == p.seq && !s.journaled()) {
+	if n := len(cs.gates); n > 0 && (cs.gates[n-1].seq == 0 || cs.gates[n-1].seq == p.seq && !s.st.locks.Journaled()) {
 		return // the mark before covers it
 	}
 	cs.gates = append(cs.gates, gateMark{at: from})
@@ -364,13 +328,6 @@ func (s *Server) Rewrite() bool {
 	p.rewriting = true
 	p.rwStarted = time.Now()
 	s.st.locks.BeginSnapshot()
-	if s.cfg.RedisKeyspace {
-		if p.ksEmit == nil {
-			p.ksEmit = func(r *store.Record) { p.ksSave = r.Append(p.ksSave) } // bound once
-		}
-		s.st.store.Keyspace.BeginSave(s.now().UnixMilli(), p.ksEmit)
-		p.ksSaving = true
-	}
 	p.w.BeginRewrite()
 	s.log.Info().Int("keys", s.st.locks.LoggedKeys()).Int64("bytes", p.w.Stats().Size).Msg("append-only log rewrite started")
 	return true
@@ -384,32 +341,9 @@ func (s *Server) rewriteStep(now int64) {
 	if len(p.buf) > 0 {
 		p.seq = p.w.Append(aof.ToRewrite, p.buf)
 	}
-	if p.ksSaving {
-		if s.st.store.Keyspace.SaveNext(rewriteSlice) {
-			s.st.store.Keyspace.EndSave()
-			p.ksSaving = false
-		}
-		s.rewriteKeyspace()
-		done = done && !p.ksSaving
-	}
 	if done {
 		p.w.CommitRewrite()
 		p.rewriting, p.committing = false, true
-	}
-}
-
-// rewriteKeyspace hands the keyspace records a rewrite's save emitted so far to the writer,
-// for the new file only.
-func (s *Server) rewriteKeyspace() {
-	p := &s.persist
-	if len(p.ksSave) == 0 {
-		return
-	}
-	p.rwBuf = aof.AppendKeyspace(p.rwBuf[:0], p.ksSave)
-	p.seq = p.w.Append(aof.ToRewrite, p.rwBuf)
-	p.ksSave = p.ksSave[:0]
-	if cap(p.rwBuf) > keepOut {
-		p.rwBuf, p.ksSave = nil, nil
 	}
 }
 

@@ -32,11 +32,6 @@ type KeyState struct {
 	// database), not a key's: every key of it restored so far is gone
 	// (locks_flush.go). Every other field is zero.
 	Flush bool
-
-	// Keyspace, when not nil, makes this a batch of store.Keyspace records (an
-	// append-only log's or a raft entry's: Keyspace.Restore applies them), not a key's:
-	// every other field is zero.
-	Keyspace []byte
 }
 
 // HolderState is one persisting holder.
