@@ -36,8 +36,18 @@ func AppendMessage(dst, ch, msg []byte) []byte {
 }
 
 // DecodeRecordsWith is DecodeRecords that also calls message (if not nil) for each pub/sub
-// message record, its channel and message views into b.
+// message record, its channel and message views into b. Keyspace records are an error:
+// DecodeAll takes them.
 func DecodeRecordsWith(b []byte, state func(*store.KeyState), peers func(map[uint64]string), message func(ch, msg []byte)) error {
+	return DecodeAll(b, &Handlers{State: state, Peers: peers, Message: message})
+}
+
+// DecodeAll calls h's handler for each record in b, in order: b is a raft entry's records
+// or a snapshot's data (or a log's records). The KeyState and the Record passed are reused
+// for the next record; their Value (and a Record's Key) are views into b. A record that is
+// cut off or damaged, or of a kind h has no handler for, is an error naming its offset; the
+// records before it have been passed (a keyspace run is passed whole or not at all).
+func DecodeAll(b []byte, h *Handlers) error {
 	var ks store.KeyState
 	for off := 0; off < len(b); {
 		if len(b)-off < recHead+1 {
@@ -54,20 +64,28 @@ func DecodeRecordsWith(b []byte, state func(*store.KeyState), peers func(map[uin
 		var err error
 		switch p[0] {
 		case kindState, kindState1, kindCeil, kindFlush:
-			if err = decode(p, &ks); err == nil {
-				state(&ks)
+			if h.State == nil {
+				err = errors.New("key state records where this reader takes none")
+			} else if err = decode(p, &ks); err == nil {
+				h.State(&ks)
+			}
+		case kindKeyspace:
+			if h.Keyspace == nil {
+				err = errNoKeyspace
+			} else {
+				err = decodeKeyspace(p, h.Keyspace)
 			}
 		case raftlog.KindPeers:
 			var m map[uint64]string
-			if m, err = raftlog.DecodePeers(p); err == nil {
-				peers(m)
+			if m, err = raftlog.DecodePeers(p); err == nil && h.Peers != nil {
+				h.Peers(m)
 			}
 		case kindMessage:
 			if len(p) < 5 || uint64(binary.LittleEndian.Uint32(p[1:])) > uint64(len(p)-5) {
 				err = errors.New("pub/sub message: channel length out of range")
-			} else if message != nil {
+			} else if h.Message != nil {
 				n := 5 + int(binary.LittleEndian.Uint32(p[1:]))
-				message(p[5:n], p[n:])
+				h.Message(p[5:n], p[n:])
 			}
 		default:
 			err = errors.New("unknown record kind")

@@ -14,9 +14,17 @@ type aofFormat struct{ ks store.KeyState }
 func (f *aofFormat) Record(b []byte) (int, error) {
 	p, n, err := next(b)
 	if err == nil {
-		err = decode(p, &f.ks)
+		err = f.check(p)
 	}
 	return n, err
+}
+
+// check decodes payload p, of any kind the log holds.
+func (f *aofFormat) check(p []byte) error {
+	if len(p) > 0 && p[0] == kindKeyspace {
+		return decodeKeyspace(p, nil)
+	}
+	return decode(p, &f.ks)
 }
 
 func (f *aofFormat) Valid(b []byte) int {
@@ -31,7 +39,7 @@ func (f *aofFormat) Valid(b []byte) int {
 }
 
 func (f *aofFormat) PayloadOK(p []byte) bool {
-	return len(p) >= minPayload && decode(p, &f.ks) == nil
+	return len(p) >= minPayload && f.check(p) == nil
 }
 
 func (*aofFormat) MaxPayload() uint32                       { return MaxRecord }
@@ -53,6 +61,14 @@ func aofClaims(p []byte, size uint32) logfile.Fit {
 	switch {
 	case p[0] == kindCeil && size == ceilLen, p[0] == kindFlush && size == flushLen:
 		return logfile.Confirms
+	case p[0] == kindKeyspace && size >= minKSRun:
+		switch {
+		case len(p) < ksHead:
+			return logfile.Allows
+		case uint64(binary.LittleEndian.Uint32(p[5:])) == uint64(size)-ksHead:
+			return logfile.Confirms
+		}
+		return logfile.Contradicts
 	case p[0] == kindState && size >= minState:
 		fixed, hl = minState-2, holderLen
 	case p[0] == kindState1 && size >= minState1:
@@ -93,6 +109,12 @@ func aofFieldsLen(p []byte) (uint64, bool) {
 		return ceilLen, true
 	case kindFlush:
 		return flushLen, true
+	case kindKeyspace:
+		if len(p) < ksHead {
+			return 0, false
+		}
+		n := ksHead + uint64(binary.LittleEndian.Uint32(p[5:]))
+		return n, n <= MaxRecord
 	case kindState:
 		fixed, hl = minState-2, holderLen
 	case kindState1:

@@ -20,6 +20,7 @@ import (
 //	(0xFFFFFFFF: none) | value | u16 holders | holders
 //	u8 kind 3 (fencing-token reservation) | u64 ceiling
 //	u8 kind 4 (flush) | u8 db (255: every database) | 7 zero bytes
+//	u8 kind 6 (keyspace records) | u32 count | u32 length | records (keyspace.go)
 //	u8 kind 1 (key state of logs before fencing tokens) | u8 db | 16 key
 //	| u32 value length | value | u16 holders | holders (without token and client)
 //
@@ -147,6 +148,8 @@ func shaped(b []byte) bool {
 		return size == ceilLen
 	case p[0] == kindFlush:
 		return size == flushLen
+	case p[0] == kindKeyspace:
+		return size >= minKSRun && uint64(binary.LittleEndian.Uint32(p[5:])) == uint64(size)-ksHead
 	case p[0] == kindState && size >= minState:
 		rest = uint64(size) - 30
 	case p[0] == kindState1 && size >= minState1:

@@ -28,6 +28,13 @@ type Replayed struct {
 // ones is a *CorruptError, and the file is left as it is; a file that is not a log
 // is an error too.
 func Replay(path string, apply func(*store.KeyState)) (Replayed, error) {
+	return ReplayAll(path, apply, nil)
+}
+
+// ReplayAll is Replay that also passes each keyspace record (a run of kind 6, whole and
+// in order) to keyspace (store.Keyspace.Apply). With keyspace nil a log that holds keyspace
+// records is an error, never taken for a damaged tail.
+func ReplayAll(path string, apply func(*store.KeyState), keyspace func(*store.Record)) (Replayed, error) {
 	var r Replayed
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, FileMode)
 	if err != nil {
@@ -80,7 +87,13 @@ func Replay(path string, apply func(*store.KeyState)) (Replayed, error) {
 			}
 		}
 		p, used, err := next(buf)
-		if err == nil {
+		isKS := err == nil && p[0] == kindKeyspace
+		switch {
+		case isKS && keyspace == nil:
+			return r, fmt.Errorf("%s holds keyspace records (at offset %d) that this reader does not take", path, off)
+		case isKS:
+			err = decodeKeyspace(p, nil) // checked whole before any is applied
+		case err == nil:
 			err = decode(p, &ks)
 		}
 		if err != nil {
@@ -96,7 +109,11 @@ func Replay(path string, apply func(*store.KeyState)) (Replayed, error) {
 			r.Size = off
 			return r, logfile.Cut(f, off)
 		}
-		apply(&ks)
+		if isKS {
+			_ = decodeKeyspace(p, keyspace)
+		} else {
+			apply(&ks)
+		}
 		r.Records++
 		off += int64(used)
 	}
