@@ -58,6 +58,7 @@ type Keyspace struct {
 	wseq    uint64                    // the last watch version handed out
 	expired uint64                    // keys deleted by expiry, lazily or actively
 	sv      ksSave                    // a backup being encoded (keyspace_save.go)
+	rw      ksWalk                    // a log rewrite's walk (keyspace_persist.go)
 }
 
 // KeyspaceConfig configures a Keyspace.

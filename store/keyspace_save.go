@@ -27,6 +27,8 @@ type ksSave struct {
 	rec     Record
 	buf     []byte
 	keys    uint64
+	epoch   uint32 // this backup's number (SaveEpoch)
+	bytes   int    // about what the records emitted in this SaveNext take (saveStepBytes)
 }
 
 // BeginSave starts a backup of the keyspace as it is at now: emit is called with each key's
@@ -45,18 +47,21 @@ func (ks *Keyspace) BeginSave(now int64, emit func(*Record)) {
 		}
 	}
 	sv.mark ^= fSaved
+	sv.epoch++
 	sv.on, sv.partial, sv.now, sv.emit, sv.keys = true, true, now, emit, 0
 	sv.dbs = ks.dbs
 	sv.db, sv.cur = 0, -1
 }
 
-// SaveNext emits the records of up to n more keys and reports whether the backup is over
-// (then every key there was at its instant has been emitted).
+// SaveNext emits the records of up to n more keys, fewer once the records emitted take
+// about saveStepBytes (a key's are emitted whole whatever their size), and reports whether
+// the backup is over (then every key there was at its instant has been emitted).
 func (ks *Keyspace) SaveNext(n int) bool {
 	sv := &ks.sv
 	if !sv.on {
 		return true
 	}
+	sv.bytes = 0
 	for {
 		if sv.db > MaxLockDB {
 			sv.partial = false
@@ -75,7 +80,7 @@ func (ks *Keyspace) SaveNext(n int) bool {
 			sv.cur = -1
 			continue
 		}
-		if n == 0 {
+		if n == 0 || sv.bytes >= saveStepBytes {
 			return false
 		}
 		sv.cur--
@@ -96,6 +101,16 @@ func (ks *Keyspace) EndSave() {
 
 // Saving reports whether a backup is in progress, and the keys it has emitted.
 func (ks *Keyspace) Saving() (bool, uint64) { return ks.sv.on, ks.sv.keys }
+
+// SaveEpoch is the number of the backup in progress, 0 if none: a caller that began one
+// tells by it whether it is still its own (a later BeginSave drops it; so does a swap or
+// a reset of the keyspace, SwapKeyspace).
+func (ks *Keyspace) SaveEpoch() uint32 {
+	if !ks.sv.on {
+		return 0
+	}
+	return ks.sv.epoch
+}
 
 // cow emits the key at slot s of d to the backup in progress before it changes, unless
 // the backup has it.
@@ -119,7 +134,14 @@ func (ks *Keyspace) saveEntry(d *ksDB, s int) {
 		return
 	}
 	sv.keys++
-	r := &sv.rec
+	sv.bytes += ks.emitKey(d, s, at, &sv.rec, &sv.buf, sv.emit)
+}
+
+// emitKey calls emit with the records that make the key at slot s of d as it is, with
+// expiry at (0: none), in r (the large hash's pairs packed in *buf), and returns about
+// how many bytes they take encoded.
+func (ks *Keyspace) emitKey(d *ksDB, s int, at int64, r *Record, buf *[]byte, emit func(*Record)) int {
+	e := d.ent(s)
 	*r = Record{DB: d.id, Key: e.key(), At: at}
 	switch e.kind {
 	case KindString:
@@ -129,21 +151,25 @@ func (ks *Keyspace) saveEntry(d *ksDB, s int) {
 	case KindHash:
 		r.Op, r.Value = RecHSet, e.val()
 	case kindBig:
-		sv.buf = sv.buf[:0]
+		*buf = (*buf)[:0]
 		for f, v := range d.bigs[e.vlen].m {
-			sv.buf = packedAppend(sv.buf, unsafeBytes(f), unsafeBytes(v))
+			*buf = packedAppend(*buf, unsafeBytes(f), unsafeBytes(v))
 		}
-		r.Op, r.Value = RecHSet, sv.buf
+		r.Op, r.Value = RecHSet, *buf
 	}
-	sv.emit(r)
+	n := 24 + len(r.Key) + len(r.Value)
+	emit(r)
 	if r.Op == RecHSet && at != 0 {
 		*r = Record{Op: RecExpire, DB: d.id, Key: e.key(), At: at}
-		sv.emit(r)
+		emit(r)
+		n += 16 + len(r.Key)
 	}
 	if e.flags&fFenced != 0 {
 		*r = Record{Op: RecFence, DB: d.id, Key: e.key(), Int: int64(d.fences[string(e.key())])}
-		sv.emit(r)
+		emit(r)
+		n += 16 + len(r.Key)
 	}
+	return n
 }
 
 // Restore applies encoded records a backup emitted (or a log holds), in order: Apply,
