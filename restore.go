@@ -119,17 +119,22 @@ func restore(file, dir string, members map[uint64]string, id uint64) (snapfile.H
 	if !ok || secret == nil {
 		return h, 0, 0, fmt.Errorf("%s: the snapshot holds no key-name secret and records", file)
 	}
-	// The records again without the old peer table, checked one by one.
-	var out []byte
+	// The records again without the old peer table, checked one by one; the keyspace's
+	// (Redis data, store.Keyspace) as they are, each run whole.
+	var out, ksRecs []byte
 	n := 0
 	var ceil uint64
-	if err := aof.DecodeRecords(recs, func(ks *store.KeyState) {
+	if err := aof.DecodeAll(recs, &aof.Handlers{State: func(ks *store.KeyState) {
 		out = aof.AppendState(out, ks)
 		ceil = max(ceil, ks.Ceil)
 		n++
-	}, func(map[uint64]string) {}); err != nil {
+	}, Keyspace: func(r *store.Record) {
+		ksRecs = r.Append(ksRecs)
+		n++
+	}, Peers: func(map[uint64]string) {}}); err != nil {
 		return h, 0, 0, fmt.Errorf("%s: %w", file, err)
 	}
+	out = aof.AppendKeyspace(out, ksRecs)
 	if ents, err := os.ReadDir(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return h, 0, 0, err
 	} else if len(ents) > 0 && !(len(ents) == 1 && ents[0].Name() == dataDirLockFile) {

@@ -31,8 +31,9 @@ const (
 
 // KeyspaceRun is about the most bytes of records one run holds: AppendKeyspace splits
 // longer ones at record boundaries (a single record longer than it goes alone, up to
-// MaxRecord).
-const KeyspaceRun = 1 << 20
+// MaxRecord). A run is applied whole: a follower installing a snapshot a slice at a time
+// (~1 ms) applies at most one run of ~64 KiB (some 1,000 small keys) past its slice.
+const KeyspaceRun = 64 << 10
 
 // AppendKeyspace appends recs, whole keyspace records one after another (Keyspace.Log,
 // Record.Append), to dst as one run (kind 6), or as several of at most about KeyspaceRun

@@ -72,8 +72,8 @@ func TestKeyspaceRunRoundTrip(t *testing.T) {
 			t.Fatalf("DecodeRecords of keyspace records: %v", err)
 		}
 	}
-	// Split: records of 300 KiB values, 1 MiB runs.
-	big := strings.Repeat("v", 300<<10)
+	// Split: records of 20 KiB values, 64 KiB runs.
+	big := strings.Repeat("v", 20<<10)
 	var b []byte
 	for i := range 10 {
 		r := store.Record{Op: store.RecSet, DB: 0, Kind: store.KindString, Key: []byte{byte('a' + i)}, Value: []byte(big)}

@@ -19,8 +19,9 @@ import (
 //
 // The file is the store as it was when SNAPSHOT began, encoded a slice at a time (issue 30,
 // item 7: encoded in one turn, a SNAPSHOT of 1M keys held the loop, and every other client,
-// up to 845 ms). store.Locks.BeginSave fixes the instant and SaveNext encodes saveStep keys
-// per step, as many steps as the connection's slice of a turn allows (fair.go), other
+// up to 845 ms). store.Locks.BeginSave and store.Keyspace.BeginSave fix the instant (in one
+// turn; famSave) and SaveNext encodes saveStep keys per step, the Locks' then the
+// keyspace's (its records as runs of aof kind 6), as many steps as the connection's slice of a turn allows (fair.go), other
 // connections served between; a key about to change before its step came is encoded first,
 // its state then (the copy-on-write Redis's fork gives BGSAVE). So the file holds every
 // write acknowledged before SNAPSHOT began and none made after. The file is built in
@@ -72,6 +73,7 @@ type backupState struct {
 	off    int
 
 	longest time.Duration // the longest encoding step, for the log
+	fs      famSave       // the two families' saves (keyspace_persist.go)
 }
 
 // snapshotCmd runs SNAPSHOT for cs.
@@ -110,9 +112,9 @@ func (s *Server) snapshotBegin(c *textCont, now int64) {
 	bk.blocks = append(bk.blocks, b)
 	bk.size = int64(cap(b))
 	c.stage = snapEncoding
-	s.st.locks.BeginSave(now, bk.saveRecord)
+	s.famSaveBegin(&bk.fs, now, bk.saveRecord)
 	s.log.Info().Str("kind", bk.h.Kind.String()).Uint64("index", bk.h.Index).Int("keys", s.st.locks.LoggedKeys()).
-		Msg("snapshot for a backup begun")
+		Int("keyspace_keys", s.st.store.Keyspace.Keys()).Msg("snapshot for a backup begun")
 }
 
 // saveRecord adds a key's state to the file (store.Locks.BeginSave's emit).
@@ -130,6 +132,18 @@ func (bk *backupState) saveRecord(ks *store.KeyState) {
 	}
 }
 
+// putKeyspace adds the keyspace records gathered so far to the file, as runs of aof kind 6.
+func (bk *backupState) putKeyspace() {
+	b := &bk.blocks[len(bk.blocks)-1]
+	was := cap(*b)
+	*b = bk.fs.ks.flush(*b)
+	bk.size += int64(cap(*b) - was)
+	if len(*b) >= snapshotBlock {
+		bk.blocks = append(bk.blocks, make([]byte, 0, snapshotBlock+4<<10))
+		bk.size += snapshotBlock + 4<<10
+	}
+}
+
 // snapRebuilt is SNAPSHOT's answer when the store is rebuilt while it is encoded.
 const snapRebuilt = "ERR SNAPSHOT interrupted: the store was rebuilt from the raft log meanwhile; try again"
 
@@ -140,6 +154,7 @@ func (bk *backupState) seal(log *zerolog.Logger) snapfile.Header {
 		n += len(b)
 	}
 	bk.h.Body = uint64(n - snapfile.HeaderLen)
+	bk.h.Keys += bk.fs.keys
 	snapfile.AppendHeader(bk.blocks[0][:0], &bk.h) // in its room
 	bk.sum = sha256.New()
 	h := bk.h
@@ -151,7 +166,7 @@ func (bk *backupState) seal(log *zerolog.Logger) snapfile.Header {
 
 // snapshotDrop ends the SNAPSHOT in progress and lets its file go.
 func (s *Server) snapshotDrop() {
-	s.st.locks.EndSave()
+	s.famSaveEnd(&s.bk.fs)
 	clear(s.bk.blocks)
 	s.bk = backupState{}
 	s.backing = nil
@@ -171,7 +186,7 @@ func (s *Server) snapshotStep(cs *conn, c *textCont, now int64) bool {
 	case snapWaits:
 		return s.snapshotRead(cs, c, now)
 	case snapEncoding:
-		if on, _ := s.st.locks.Saving(); !on {
+		if s.famSaveLost(&s.bk.fs) {
 			// The store was rebuilt meanwhile (a member that stopped leading, or installed
 			// a snapshot): the instant it began is gone.
 			s.put(cs, resp.AppendError(s.out(cs), snapRebuilt))
@@ -180,7 +195,8 @@ func (s *Server) snapshotStep(cs *conn, c *textCont, now int64) bool {
 			return true
 		}
 		t0 := nanotime()
-		done := s.st.locks.SaveNext(saveStep)
+		done := s.famSaveStep(&s.bk.fs)
+		s.bk.putKeyspace() // what this step and the copy-on-write since the last emitted
 		s.bk.longest = max(s.bk.longest, time.Duration(nanotime()-t0))
 		if done { // the bulk string's length, then the file (snapSending)
 			h := s.bk.seal(&s.log)

@@ -318,6 +318,8 @@ func (s *Server) learnPeers(p map[uint64]string) {
 // A run of up to warmRecords records at a time is warmed (store.Locks.Warm), then restored.
 func (s *Server) applyRecords(b []byte, now int64) {
 	restore := func(ks *store.KeyState) { s.st.locks.Restore(ks, now) }
+	ka := ksApplier{ks: s.st.store.Keyspace}
+	h := aof.Handlers{State: restore, Keyspace: ka.apply, Peers: s.learnPeers, Message: s.relayed}
 	cl := s.cl
 	for len(b) > 0 {
 		var n int
@@ -327,11 +329,14 @@ func (s *Server) applyRecords(b []byte, now int64) {
 		}
 		s.st.locks.Warm(cl.warm)
 		// The messages the leader published with these changes, published here too (pubsub.go).
-		if err := aof.DecodeRecordsWith(b[:n], restore, s.learnPeers, s.relayed); err != nil {
+		if err := aof.DecodeAll(b[:n], &h); err != nil {
 			s.log.Error().Err(err).Msg("cluster: bad records in the raft log")
 			return
 		}
 		b = b[n:]
+	}
+	if ka.errs > 0 {
+		s.log.Error().Err(ka.first).Int("records", ka.errs).Msg("cluster: keyspace records that do not apply, skipped")
 	}
 }
 
@@ -423,6 +428,7 @@ func (s *Server) resetFromLog() {
 	now := s.now().UnixNano()
 	s.st.store.ResetLocks()
 	s.st.locks = s.st.store.Locks
+	s.st.store.ResetKeyspace()
 	s.cl.m.Replay(func(data []byte) { s.restoreSnapshot(data, now) }, func(recs []byte) { s.applyRecords(recs, now) })
 	s.st.locks.ForgetJournal()
 }

@@ -16,7 +16,9 @@ import (
 // loop calls cluster.Member.SnapshotInstalled, after the swap below; it also keeps the data
 // from raft's copies. This file is the loop's side: the store.
 //
-// The records are restored into a staging slock family (store.Store.StagingLocks) at most
+// The records are restored into a staging slock family (store.Store.StagingLocks), and
+// the keyspace's into a staging keyspace (StagingKeyspace; swapped in with SwapKeyspace at
+// the same step), at most
 // installSlice per loop turn, a run of at most installRunRecords records or installRunBytes
 // bytes between two looks at the clock; the pump brings the loop back for the next slice
 // after the connections ready meanwhile (fair.go), and ticks do too. Meanwhile the old store
@@ -53,6 +55,7 @@ type installState struct {
 	peers   map[uint64]string // the peer table it carries, once read
 	recs    []byte            // its records not yet restored
 	locks   *store.Locks      // the staging family they are restored into
+	ks      ksApplier         // and the staging keyspace (store.Store.StagingKeyspace)
 	bytes   int               // the records' length
 	start   time.Time
 	slices  int
@@ -66,8 +69,8 @@ func (s *Server) installSnapshot(data []byte) {
 	in := &cl.installing
 	if rs := &cl.snapping; rs.on {
 		// This member's own snapshot of the store it leaves: of no use now.
-		if rs.data == nil && s.st.locks.SaveEpoch() == rs.epoch {
-			s.st.locks.EndSave()
+		if rs.data == nil {
+			s.famSaveEnd(&rs.fs)
 		}
 		*rs = raftSnap{}
 	}
@@ -75,7 +78,8 @@ func (s *Server) installSnapshot(data []byte) {
 	if !ok {
 		s.log.Error().Uint64("index", cl.m.Installing()).Msg("cluster: snapshot without records")
 	}
-	*in = installState{on: true, secret: k, recs: recs, bytes: len(recs), locks: s.st.store.StagingLocks(), start: time.Now()}
+	*in = installState{on: true, secret: k, recs: recs, bytes: len(recs), locks: s.st.store.StagingLocks(),
+		ks: ksApplier{ks: s.st.store.StagingKeyspace()}, start: time.Now()}
 	s.installStep()
 }
 
@@ -92,13 +96,14 @@ func (s *Server) installStep() {
 	now := s.now().UnixNano()
 	peers := func(p map[uint64]string) { in.peers = p }
 	restore := func(ks *store.KeyState) { in.locks.Restore(ks, now) }
+	h := aof.Handlers{State: restore, Keyspace: in.ks.apply, Peers: peers, Message: s.relayed}
 	for len(in.recs) > 0 && nanotime()-t0 < int64(installSlice) {
 		var n int
 		cl.warm, n = aof.RecordKeysUpTo(in.recs, cl.warm[:0], installRunRecords, installRunBytes)
 		if n == 0 {
 			n = len(in.recs) // damaged: decoding says how
 		}
-		if err := aof.DecodeRecordsWith(in.recs[:n], restore, peers, s.relayed); err != nil {
+		if err := aof.DecodeAll(in.recs[:n], &h); err != nil {
 			s.log.Error().Err(err).Uint64("index", cl.m.Installing()).Msg("cluster: bad records in a snapshot")
 			n = len(in.recs)
 		}
@@ -122,6 +127,7 @@ func (s *Server) installSwap() {
 	t0 := nanotime()
 	s.st.store.SwapLocks(in.locks)
 	s.st.locks = s.st.store.Locks
+	s.st.store.SwapKeyspace(in.ks.ks)
 	if in.secret != nil {
 		s.setSecret(*in.secret)
 	}
@@ -133,7 +139,11 @@ func (s *Server) installSwap() {
 	st := *in
 	*in = installState{}
 	cl.m.SnapshotInstalled()
+	if st.ks.errs > 0 {
+		s.log.Error().Err(st.ks.first).Int("records", st.ks.errs).Uint64("index", index).Msg("cluster: keyspace records of a snapshot that do not apply, skipped")
+	}
 	s.log.Info().Uint64("index", index).Int("bytes", st.bytes).Int("keys", s.st.locks.LoggedKeys()).
+		Int("keyspace_keys", s.st.store.Keyspace.Keys()).
 		Dur("took_ms", time.Since(st.start)).Int("slices", st.slices).Dur("longest_slice_ms", st.longest).
 		Dur("swap_ms", swap).Msg("cluster: snapshot swapped in")
 }
@@ -143,5 +153,5 @@ func (s *Server) installBytes() int64 {
 	if s.cl == nil || !s.cl.installing.on {
 		return 0
 	}
-	return store.StagedBytes(s.cl.installing.locks)
+	return store.StagedBytes(s.cl.installing.locks) + store.StagedKeyspaceBytes(s.cl.installing.ks.ks)
 }

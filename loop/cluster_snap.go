@@ -11,8 +11,8 @@ import (
 // A member's raft snapshot (what compacts its log, and what a lagging or new follower
 // receives) is encoded a slice at a time, as SNAPSHOT's backup is (backup.go; issue 30,
 // item 7: encoded in one turn, the snapshot of a store of 1M keys held the loop, and every
-// client, for about a second). store.Locks.BeginSave fixes the instant, the applied index,
-// and SaveNext encodes saveStep keys at a time for up to raftSnapSlice per loop tick, in
+// client, for about a second). store.Locks.BeginSave and store.Keyspace.BeginSave fix the
+// instant, the applied index (famSave), and SaveNext encodes saveStep keys at a time for up to raftSnapSlice per loop tick, in
 // blocks joined at the end a few per tick (raft keeps the data as one slice); a key
 // about to change before the walk reached it is encoded first, its state then
 // (copy-on-write), so the data is the store at that index whatever is applied meanwhile.
@@ -30,8 +30,8 @@ const raftSnapSlice = time.Millisecond
 // raftSnap is the raft snapshot being encoded.
 type raftSnap struct {
 	on      bool
-	locks   *store.Locks // the store it encodes, and its save's number (SaveEpoch)
-	epoch   uint32
+	locks   *store.Locks // the store it encodes
+	fs      famSave      // the two families' saves (keyspace_persist.go)
 	index   uint64       // the applied index it is of
 	conf    cluster.Conf // the configuration then
 	blocks  [][]byte     // encoding: the secret, the peers, the records so far
@@ -52,6 +52,16 @@ func (s *Server) raftSnapRecord(ks *store.KeyState) {
 	}
 }
 
+// raftSnapKeyspace adds the keyspace records gathered so far to the raft snapshot.
+func (s *Server) raftSnapKeyspace() {
+	rs := &s.cl.snapping
+	b := &rs.blocks[len(rs.blocks)-1]
+	*b = rs.fs.ks.flush(*b)
+	if len(*b) >= snapshotBlock {
+		rs.blocks = append(rs.blocks, make([]byte, 0, snapshotBlock+4<<10))
+	}
+}
+
 // maybeSnapshot compacts the raft log once enough entries were applied since the last
 // snapshot: it begins encoding one when the store holds exactly the applied state (a
 // leader's own proposals all committed and applied), and goes on with the one in progress.
@@ -67,15 +77,14 @@ func (s *Server) maybeSnapshot(now int64) {
 	if !cl.m.SnapshotDue(cl.cfg.SnapshotEntries, s.st.locks.Journaled()) {
 		return
 	}
-	if s.backing != nil || s.st.locks.SaveEpoch() != 0 {
+	if s.backing != nil || s.st.locks.SaveEpoch() != 0 || s.st.store.Keyspace.SaveEpoch() != 0 {
 		return // a SNAPSHOT's turn
 	}
 	rs := &cl.snapping
 	*rs = raftSnap{on: true, locks: s.st.locks, index: cl.m.Applied(), start: time.Now(), conf: cl.m.SnapshotConf()}
 	b := cl.m.SnapshotHead(make([]byte, 0, snapshotBlock+4<<10))
 	rs.blocks = append(rs.blocks, b)
-	s.st.locks.BeginSave(now, s.raftSnapRecord)
-	rs.epoch = s.st.locks.SaveEpoch()
+	s.famSaveBegin(&rs.fs, now, s.raftSnapRecord)
 	s.raftSnapStep()
 }
 
@@ -84,7 +93,7 @@ func (s *Server) maybeSnapshot(now int64) {
 func (s *Server) raftSnapStep() {
 	cl := s.cl
 	rs := &cl.snapping
-	if rs.data == nil && (s.st.locks != rs.locks || s.st.locks.SaveEpoch() != rs.epoch) {
+	if rs.data == nil && (s.st.locks != rs.locks || s.famSaveLost(&rs.fs)) {
 		// A SNAPSHOT began (it goes first), or the store was rebuilt: the instant is gone.
 		s.log.Info().Uint64("index", rs.index).Msg("cluster: snapshot dropped; it begins again later")
 		*rs = raftSnap{}
@@ -92,7 +101,9 @@ func (s *Server) raftSnapStep() {
 	}
 	t0 := nanotime()
 	for rs.data == nil && nanotime()-t0 < int64(raftSnapSlice) {
-		if s.st.locks.SaveNext(saveStep) {
+		done := s.famSaveStep(&rs.fs)
+		s.raftSnapKeyspace()
+		if done {
 			n := 0
 			for _, b := range rs.blocks {
 				n += len(b)

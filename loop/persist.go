@@ -40,7 +40,8 @@ type persistState struct {
 	lastNow    int64
 	errLog     rateLog
 	replayed   aof.Replayed
-	keys       int // keys restored at start
+	keys       int   // keys restored at start
+	ks         ksRun // a rewrite's keyspace records (keyspace_persist.go)
 }
 
 // rewriteRetry is how long after a failed rewrite the size trigger waits to try again.
@@ -93,17 +94,23 @@ func (s *Server) openLog() error {
 		return err
 	}
 	rk := rekeyer{keys: s.st.keys}
-	r, err := aof.Replay(p.path, func(ks *store.KeyState) { rk.rekey(ks); s.st.locks.Restore(ks, now) })
+	ka := ksApplier{ks: s.st.store.Keyspace}
+	r, err := aof.ReplayAll(p.path, func(ks *store.KeyState) { rk.rekey(ks); s.st.locks.Restore(ks, now) }, ka.apply)
 	if err != nil {
 		return err
 	}
+	if ka.errs > 0 {
+		s.log.Error().Err(ka.first).Int("records", ka.errs).Str("file", p.path).Msg("append-only log: keyspace records that do not apply, skipped")
+	}
 	s.st.locks.ForgetJournal()
+	s.st.store.Keyspace.ClearLog()
 	p.replayed = r
 	for db := 0; db <= store.MaxLockDB; db++ {
 		if st, ok := s.st.locks.State(uint8(db)); ok {
 			p.keys += int(st.KeyCount)
 		}
 	}
+	p.keys += s.st.store.Keyspace.Keys()
 	if r.Truncated > 0 {
 		s.log.Warn().Str("file", p.path).Int64("offset", r.Size).Int64("bytes_cut", r.Truncated).Str("why", r.TailWhy).
 			Msg("append-only log: torn or corrupt tail cut off")
@@ -328,16 +335,24 @@ func (s *Server) Rewrite() bool {
 	p.rewriting = true
 	p.rwStarted = time.Now()
 	s.st.locks.BeginSnapshot()
+	s.st.store.Keyspace.BeginRewrite()
 	p.w.BeginRewrite()
 	s.log.Info().Int("keys", s.st.locks.LoggedKeys()).Int64("bytes", p.w.Stats().Size).Msg("append-only log rewrite started")
 	return true
 }
 
-// rewriteStep snapshots the next slice of keys; after the last it commits the rewrite.
+// rewriteStep snapshots the next slice of keys, the Locks' then the keyspace's; after the
+// last it commits the rewrite. The journal must have written every change made before it
+// (persistTick journals first): the keyspace's walk emits a key as it is now, and a record
+// of an earlier change written after it would apply twice (keyspace_persist.go).
 func (s *Server) rewriteStep(now int64) {
 	p := &s.persist
 	p.buf = p.buf[:0]
 	done := s.st.locks.SnapshotNext(rewriteSlice, now, p.emit)
+	if done {
+		done = s.st.store.Keyspace.RewriteNext(rewriteSlice, p.ks.bind())
+		p.buf = p.ks.flush(p.buf)
+	}
 	if len(p.buf) > 0 {
 		p.seq = p.w.Append(aof.ToRewrite, p.buf)
 	}
