@@ -100,8 +100,8 @@ type Config struct {
 	MultiMaxWork     time.Duration
 	// RedisKeyspace runs the Redis key/value and hash commands on store.Keyspace (issue 32,
 	// stage 2: ksredis.go) instead of as lock commands on store.Locks, logged as keyspace
-	// records (aof kind 6). Not yet a flag: not in a cluster (raft entries, snapshots), and
-	// an old log's values, backups and native scripts are still Locks'.
+	// records (aof kind 6). Not yet a flag: not in a cluster (raft proposals), and an old
+	// log's values stay Locks'.
 	RedisKeyspace bool
 
 	// NotifyKeyspaceEvents is Redis's notify-keyspace-events (notify.go); "" publishes none.
