@@ -15,16 +15,22 @@ import (
 
 // This file tests the Redis path on store.Keyspace (Config.RedisKeyspace, ksredis.go).
 
-// newKSPathServer is newKVPathServer (no log) with the Redis path on the keyspace.
-func newKSPathServer(tb testing.TB) (*Server, *fakeConn) {
+// newKSPathServer is newKVPathServer with the Redis path on the keyspace (the log on when
+// dir is not empty).
+func newKSPathServer(tb testing.TB, dir string) (*Server, *fakeConn) {
 	tb.Helper()
 	cfg := Defaults()
 	cfg.Listeners = []Listener{{Proto: ProtoSlock, Addr: "127.0.0.1:0"}}
 	cfg.RedisKeyspace = true
+	cfg.DataDir = dir
 	s, err := New(cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
+	if err := s.openLog(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(s.closeLog)
 	fc := &fakeConn{}
 	cs := &conn{c: fc, owner: 1, proto: ProtoSlock, ln: &listenerState{}}
 	cs.h = s.handlerFor(cs)
@@ -48,44 +54,59 @@ func ksBatch() []byte {
 	return b
 }
 
-// The keyspace path allocates nothing once warm: parse, Keyspace operation and reply.
+// The keyspace path allocates nothing once warm: parse, Keyspace operation and reply, and
+// with the log on its records framed as aof kind 6 and handed to the writer.
 func TestKeyspacePathDoesNotAllocate(t *testing.T) {
-	s, fc := newKSPathServer(t)
-	batch := ksBatch()
-	serve := func() {
-		fc.in = batch
-		if s.OnTraffic(fc) != gnet.None {
-			t.Fatal("connection closed")
+	for _, dir := range []string{"", t.TempDir()} {
+		s, fc := newKSPathServer(t, dir)
+		batch := ksBatch()
+		serve := func() {
+			fc.in = batch
+			if s.OnTraffic(fc) != gnet.None {
+				t.Fatal("connection closed")
+			}
+			s.logged(aof.Progress{Written: s.persist.seq, Synced: s.persist.seq}) // the writer's report
 		}
-	}
-	for range 3 {
-		serve()
-	}
-	fc.written = 0
-	if allocs := testing.AllocsPerRun(200, serve); allocs != 0 {
-		t.Fatalf("%v allocations per batch of 80 commands", allocs)
-	}
-	if len(fc.in) != 0 || fc.written == 0 {
-		t.Fatalf("batch not consumed (%d left) or nothing written", len(fc.in))
-	}
-	if n := s.st.store.Keyspace.Keys(); n != 8 {
-		t.Fatalf("%d keys in the keyspace, want 8 (4 strings, 4 counters; the locks deleted)", n)
-	}
-	if v, _ := s.st.locks.State(0); v.KeyCount != 0 {
-		t.Fatalf("%d keys in store.Locks: the Redis path still makes lock keys", v.KeyCount)
+		for range 3 {
+			serve()
+		}
+		fc.written = 0
+		if allocs := testing.AllocsPerRun(200, serve); allocs != 0 {
+			t.Fatalf("log %v: %v allocations per batch of 80 commands", dir != "", allocs)
+		}
+		if len(fc.in) != 0 || fc.written == 0 {
+			t.Fatalf("batch not consumed (%d left) or nothing written", len(fc.in))
+		}
+		if dir != "" && s.persist.seq == 0 {
+			t.Fatal("nothing was logged")
+		}
+		if n := s.st.store.Keyspace.Keys(); n != 8 {
+			t.Fatalf("%d keys in the keyspace, want 8 (4 strings, 4 counters; the locks deleted)", n)
+		}
+		if v, _ := s.st.locks.State(0); v.KeyCount != 0 {
+			t.Fatalf("%d keys in store.Locks: the Redis path still makes lock keys", v.KeyCount)
+		}
 	}
 }
 
-// BenchmarkKeyspacePath is BenchmarkKVPath (no log) on the keyspace: one command of
-// ksBatch a op.
+// BenchmarkKeyspacePath is BenchmarkKVPath on the keyspace: one command of ksBatch an op.
 func BenchmarkKeyspacePath(b *testing.B) {
-	s, fc := newKSPathServer(b)
-	batch := ksBatch()
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i += 80 {
-		fc.in = batch
-		s.OnTraffic(fc)
+	for _, log := range []bool{false, true} {
+		name, dir := "memory", ""
+		if log {
+			name, dir = "aof", b.TempDir()
+		}
+		b.Run(name, func(b *testing.B) {
+			s, fc := newKSPathServer(b, dir)
+			batch := ksBatch()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i += 80 {
+				fc.in = batch
+				s.OnTraffic(fc)
+				s.logged(aof.Progress{Written: s.persist.seq, Synced: s.persist.seq})
+			}
+		})
 	}
 }
 
