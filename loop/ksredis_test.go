@@ -155,6 +155,13 @@ func TestKeyspaceRedisSuite(t *testing.T) {
 		{"SlockKVCommands", TestSlockKVCommands},
 		{"RedisPy", TestRedisPy},
 		{"PersistRewriteUnderLoad", TestPersistRewriteUnderLoad},
+		{"NotifyEvents", TestNotifyEvents},
+		{"SlockKVKeys", TestSlockKVKeys},
+		{"FencingTokens", TestFencingTokens},
+		{"RedisMultiExec", TestRedisMultiExec},
+		{"RedisMultiAtomic", TestRedisMultiAtomic},
+		{"RedisReadYourWrites", TestRedisReadYourWrites},
+		{"RedisExecBigReplies", TestRedisExecBigReplies},
 	}
 	old := testKeyspace
 	testKeyspace = true
