@@ -371,12 +371,17 @@ func (s *Server) ksSet(cs *conn, kv *rediscmd.KV, db uint8, key []byte, ms int64
 	s.sendTo(cs, b)
 }
 
-// ksKeys answers KEYS pattern from the keyspace. Past rediscmd.KeysLimit keys it refuses.
+// ksKeys answers KEYS pattern from the keyspace. Past rediscmd.KeysLimit keys it refuses;
+// past keysStep it walks them a step a turn (textcont.go), as on the Locks.
 func (s *Server) ksKeys(cs *conn, db uint8, pattern []byte, ms int64) {
 	ks := s.st.store.Keyspace
 	n := ks.Len(db)
 	if n > rediscmd.KeysLimit {
 		s.textError(cs, rediscmd.KeysRefused(n, rediscmd.KeysLimit))
+		return
+	}
+	if n > keysStep && !s.runsWhole(cs) {
+		s.keysBegin(cs, db, pattern) // goes on across turns (textcont.go)
 		return
 	}
 	all := len(pattern) == 1 && pattern[0] == '*'
