@@ -103,7 +103,7 @@ func (s *Server) ksStatus(cs *conn, st store.Status, hash bool) bool {
 	case store.KeyspaceOverflow:
 		err = rediscmd.ErrOverflow
 	case store.KeyspaceFull:
-		err = &rediscmd.TextError{Msg: "too many keys (--max-objects)"}
+		err = errKeyspaceFull
 	case store.KeyspaceTooLong:
 		err = &rediscmd.TextError{Msg: "key longer than 65535 bytes"}
 	default:
@@ -112,6 +112,9 @@ func (s *Server) ksStatus(cs *conn, st store.Status, hash bool) bool {
 	s.textError(cs, err)
 	return true
 }
+
+// errKeyspaceFull answers a write that would add a key past --max-objects keys.
+var errKeyspaceFull = &rediscmd.TextError{Msg: "max number of keys reached (--max-objects): the key was not added"}
 
 // ksValue appends GET's reply for the value in s.ks.tmp (st: how the read went): a bulk
 // string, nil for no key; with numbers (CLIENT SLOCK ON) a counter as an integer.

@@ -260,3 +260,27 @@ func TestKeyspaceOldLogMoved(t *testing.T) {
 	// keyspace after a replay; openLog calls it (persist.go), then this test runs.
 	t.Skip("waits for i32snap's move of Locks' values into the keyspace")
 }
+
+// A client cannot grow the keyspace past --max-objects keys: a write that would add one
+// answers an error and adds nothing; the keys there can still be written and deleted.
+func TestKeyspaceMaxObjects(t *testing.T) {
+	ts := startSlock(t, func(c *Config) { c.RedisKeyspace, c.MaxObjects = true, 3 })
+	rc := dialResp(t, ts.slockAddr)
+	full := `-ERR max number of keys reached (--max-objects): the key was not added`
+	runKV(t, rc, []kvStep{
+		kv(`+OK`, "SET", "a", "1"),
+		kv(`:1`, "INCR", "b"),
+		kv(`:1`, "HSET", "c", "f", "v"),
+		kv(full, "SET", "d", "1"),
+		kv(full, "INCR", "d"),
+		kv(full, "HSET", "d", "f", "v"),
+		kv(full, "MSET", "a", "2", "d", "1"),
+		kv(`"1"`, "GET", "a"), // MSET set none
+		kv(`:0`, "EXISTS", "d"),
+		kv(`+OK`, "SET", "a", "x"),
+		kv(`:2`, "INCR", "b"),
+		kv(`:1`, "DEL", "a"),
+		kv(`+OK`, "SET", "d", "1"),
+		kv(`:3`, "DBSIZE"),
+	})
+}

@@ -410,7 +410,8 @@ func New(cfg Config) (*Server, error) {
 		Locks: store.LocksConfig{MaxWaitersPerKey: cfg.SlockMaxWaitersPerKey,
 			MaxWaitersPerOwner: cfg.SlockMaxWaitersPerConn, MaxKeys: cfg.MaxObjects, IDKey: randomKey(),
 			MaxValue: int(cfg.SlockMaxData), Persist: cfg.DataDir != "", PersistAfter: int64(cfg.LockPersistAfter)},
-		Keyspace:            store.KeyspaceConfig{Events: cfg.RedisKeyspace, Log: cfg.RedisKeyspace && cfg.DataDir != ""},
+		Keyspace: store.KeyspaceConfig{Events: cfg.RedisKeyspace, Log: cfg.RedisKeyspace && cfg.DataDir != "",
+			MaxKeys: cfg.MaxObjects},
 		SemaphoreGCInterval: int64(cfg.SemaphoreGCInterval),
 		Start:               now.UnixNano(),
 	})
