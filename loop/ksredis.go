@@ -77,6 +77,16 @@ func (s *Server) ksLockedByOther(cs *conn, db uint8, key []byte) bool {
 	return s.st.locks.LockedByOther(db, cs.slock.text.KeyID(key), cs.owner, s.clientOf(cs))
 }
 
+// ksHeld reports whether a LOCK holds the name key of db at all (MSET and MSETNX refuse
+// it, whoever holds it, as they did on the Locks).
+func (s *Server) ksHeld(db uint8, key []byte) bool {
+	if st, ok := s.st.locks.State(db); !ok || st.KeyCount == 0 {
+		return false
+	}
+	held, _ := s.st.locks.Holds(db, s.st.keys.KeyID(key), [16]byte{})
+	return held
+}
+
 // ksTooLong answers the error of a string value longer than --slock-max-data with its key
 // name (the store keeps no longer one, as the lock path did); true if it did.
 func (s *Server) ksTooLong(cs *conn, n int) bool {
@@ -467,7 +477,7 @@ func ksMSet(s *Server, cs *conn, r *rediscmd.Request, now int64) bool {
 		if s.ksTooLong(cs, len(args[i])+len(args[i+1])) {
 			return false
 		}
-		if s.ksLockedByOther(cs, db, args[i]) {
+		if s.ksHeld(db, args[i]) { // as on the Locks: any LOCK's holder, this connection's too
 			if nx {
 				s.sendTo(cs, resp.AppendInt(s.scratchFor(cs), 0))
 			} else {

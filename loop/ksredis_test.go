@@ -162,6 +162,7 @@ func TestKeyspaceRedisSuite(t *testing.T) {
 		{"RedisMultiAtomic", TestRedisMultiAtomic},
 		{"RedisReadYourWrites", TestRedisReadYourWrites},
 		{"RedisExecBigReplies", TestRedisExecBigReplies},
+		{"RedisMGetMSet", TestRedisMGetMSet},
 	}
 	old := testKeyspace
 	testKeyspace = true
