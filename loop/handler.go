@@ -441,6 +441,7 @@ func (s *Server) advance(now int64) {
 	d := &s.st.due
 	d.Reset()
 	s.st.store.Advance(now, d)
+	s.ksPublish() // the keyspace's expiries, as notifications (ksredis.go)
 	if len(d.Wakes) > 0 {
 		s.h.pool.wakes = append(s.h.pool.wakes, d.Wakes...)
 		s.h.pool.deliver()

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -57,6 +58,10 @@ type testServer struct {
 
 // startServer runs a server with a counter and a semaphore listener on ephemeral ports of
 // 127.0.0.1; it is stopped when the test ends.
+// testKeyspace runs every test server's Redis path on store.Keyspace (Config.RedisKeyspace)
+// when TALLYD_TEST_KEYSPACE=1: how far the move of issue 32 has come, test by test.
+var testKeyspace = os.Getenv("TALLYD_TEST_KEYSPACE") == "1"
+
 func startServer(t *testing.T, mod func(*Config)) *testServer {
 	t.Helper()
 	lb := &logBuf{}
@@ -66,6 +71,7 @@ func startServer(t *testing.T, mod func(*Config)) *testServer {
 		{Proto: ProtoSemaphore, Addr: "127.0.0.1:0"},
 	}
 	cfg.Log = zerolog.New(lb).Level(zerolog.InfoLevel)
+	cfg.RedisKeyspace = testKeyspace
 	if mod != nil {
 		mod(&cfg)
 	}

@@ -104,6 +104,20 @@ func (s *Server) openLog() error {
 	}
 	s.st.locks.ForgetJournal()
 	s.st.store.Keyspace.ClearLog()
+	if s.cfg.RedisKeyspace {
+		// A log written before the keyspace holds Redis values as the Locks' key states:
+		// they move into the keyspace now, before serving. Their records (the keys in the
+		// keyspace, gone from the Locks) go to the log at the first journal, so the next
+		// start replays them where they are; a crash before that moves them again.
+		var mv store.Moved
+		for mv = s.st.store.MoveValues(1<<16, now); !mv.Done; {
+			next := s.st.store.MoveValues(1<<16, now)
+			mv.Moved, mv.Clashed, mv.Done = mv.Moved+next.Moved, mv.Clashed+next.Clashed, next.Done
+		}
+		if mv.Moved+mv.Clashed > 0 {
+			s.log.Info().Int("moved", mv.Moved).Int("clashed", mv.Clashed).Msg("append-only log: Redis values of an older log moved into the keyspace")
+		}
+	}
 	p.replayed = r
 	for db := 0; db <= store.MaxLockDB; db++ {
 		if st, ok := s.st.locks.State(uint8(db)); ok {
@@ -195,14 +209,24 @@ func (s *Server) logged(pr aof.Progress) {
 // appendRecord encodes one record of the journal or of a rewrite.
 func (s *Server) appendRecord(ks *store.KeyState) { s.persist.buf = aof.AppendState(s.persist.buf, ks) }
 
+// journaled reports whether the store has changes not yet handed to the log: store.Locks'
+// journal, or the keyspace's records (Keyspace.Log: the Redis path on the keyspace).
+func (s *Server) journaled() bool {
+	return s.st.locks.Journaled() || len(s.st.store.Keyspace.Log()) > 0
+}
+
 // journal hands the records of the store's changes so far to the writer.
 func (s *Server) journal(now int64) {
 	p := &s.persist
-	if p.w == nil || !s.st.locks.Journaled() {
+	if p.w == nil || !s.journaled() {
 		return
 	}
 	p.buf = p.buf[:0]
 	s.st.locks.Journal(now, p.emit)
+	if ks := s.st.store.Keyspace; len(ks.Log()) > 0 {
+		p.buf = aof.AppendKeyspace(p.buf, ks.Log()) // runs of aof kind 6
+		ks.ClearLog()
+	}
 	if len(p.buf) == 0 {
 		return
 	}
@@ -248,13 +272,13 @@ func (g logGate) failing() string { return g.s.persist.w.Failing() }
 func (g logGate) mark(cs *conn, from int) {
 	s := g.s
 	p := &s.persist
-	if (p.seq <= p.ack || p.w.Failing() != "") && !s.st.locks.Journaled() {
+	if (p.seq <= p.ack || p.w.Failing() != "") && !s.journaled() {
 		// While the log cannot be written, what it holds back waits (and the replies marked
 		// for it), but a reply that reports no change (a read, an error) goes out: the
 		// writes it may see are still unacknowledged to their writers.
 		return
 	}
-	if n := len(cs.gates); n > 0 && (cs.gates[n-1].seq == 0 || cs.gates[n-1].seq == p.seq && !s.st.locks.Journaled()) {
+	if n := len(cs.gates); n > 0 && (cs.gates[n-1].seq == 0 || cs.gates[n-1].seq == p.seq && !s.journaled()) {
 		return // the mark before covers it
 	}
 	cs.gates = append(cs.gates, gateMark{at: from})

@@ -164,6 +164,7 @@ func (s *Server) runCommand(cs *conn, spec *rediscmd.Spec, args [][]byte, now in
 		h.newID = s.st.ids.Next // what textID answers, for any connection
 	}
 	var err error
+	sc.text.Keyspace = s.cfg.RedisKeyspace // the keyspace's rows build no lock frame
 	s.sl.dataBuf, err = rediscmd.Parse(spec, args, &sc.text, now/1e6, h.newID, r, s.sl.dataBuf[:0])
 	if err != nil {
 		s.textError(cs, err)
@@ -171,6 +172,11 @@ func (s *Server) runCommand(cs *conn, spec *rediscmd.Spec, args [][]byte, now in
 	}
 	if sc.tx.exec && spec.Flags&rediscmd.CmdMayWait != 0 {
 		r.Frame.Timeout, r.KV.Frame.Timeout = 0, 0 // nothing waits inside EXEC
+	}
+	if s.cfg.RedisKeyspace {
+		if f := ksExecs[spec.Index]; f != nil {
+			return f(s, cs, r, now) // the row's handler on store.Keyspace (ksredis.go)
+		}
 	}
 	return execs[spec.Index](s, cs, r, now)
 }

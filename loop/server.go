@@ -98,6 +98,12 @@ type Config struct {
 	// its EXEC is estimated to take (txwork.go); 0: no bound.
 	MultiMaxCommands int
 	MultiMaxWork     time.Duration
+	// RedisKeyspace runs the Redis key/value and hash commands on store.Keyspace (issue 32,
+	// stage 2: ksredis.go) instead of as lock commands on store.Locks, logged as keyspace
+	// records (aof kind 6). Not yet a flag: not in a cluster (raft proposals), and an old
+	// log's values stay Locks'.
+	RedisKeyspace bool
+
 	// NotifyKeyspaceEvents is Redis's notify-keyspace-events (notify.go); "" publishes none.
 	NotifyKeyspaceEvents string
 	// PubsubLimit is client-output-buffer-limit's pubsub class; MaxSubscriptions bounds the
@@ -225,6 +231,7 @@ type Server struct {
 
 	h  handlers   // the protocols' (conn.go)
 	sl slockState // the slock state their connections share
+	ks ksState    // the Redis path on store.Keyspace (ksredis.go)
 	ps pubsub     // pub/sub and keyspace notifications (pubsub.go)
 
 	outQueue           // the one output path (output.go)
@@ -403,9 +410,14 @@ func New(cfg Config) (*Server, error) {
 		Locks: store.LocksConfig{MaxWaitersPerKey: cfg.SlockMaxWaitersPerKey,
 			MaxWaitersPerOwner: cfg.SlockMaxWaitersPerConn, MaxKeys: cfg.MaxObjects, IDKey: randomKey(),
 			MaxValue: int(cfg.SlockMaxData), Persist: cfg.DataDir != "", PersistAfter: int64(cfg.LockPersistAfter)},
+		Keyspace: store.KeyspaceConfig{Events: cfg.RedisKeyspace, Log: cfg.RedisKeyspace && cfg.DataDir != "",
+			MaxKeys: cfg.MaxObjects},
 		SemaphoreGCInterval: int64(cfg.SemaphoreGCInterval),
 		Start:               now.UnixNano(),
 	})
+	if cfg.RedisKeyspace && cfg.Cluster != nil {
+		return nil, errors.New("the Redis path on the keyspace (RedisKeyspace) does not yet run in a cluster")
+	}
 	users, err := LoadUsers(cfg.RequirePass, cfg.ACLFile)
 	if err != nil {
 		return nil, err

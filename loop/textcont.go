@@ -3,6 +3,7 @@ package loop
 import (
 	"github.com/tallyd/tallyd/proto/rediscmd"
 	"github.com/tallyd/tallyd/proto/resp"
+	"github.com/tallyd/tallyd/store"
 )
 
 // Redis-text commands that go on across turns (issue 21, item 1), as Redis's SCAN and
@@ -160,12 +161,22 @@ func (s *Server) keysStep(cs *conn, c *textCont) {
 		q.Match = nil
 	}
 	cursor := c.cursor
-	c.cursor = s.st.locks.ScanValues(c.db, cursor, keysStep, func(_ [16]byte, v []byte) {
-		if name, ok := q.Wants(v); ok {
-			c.names = append(c.names, name...)
-			c.ends = append(c.ends, len(c.names))
-		}
-	})
+	if s.cfg.RedisKeyspace { // the keyspace's walk (ksredis.go), with SCAN's cursor
+		c.cursor = s.st.store.Keyspace.Scan(c.db, cursor, keysStep, s.now().UnixMilli(), func(key []byte, _ store.ValueKind) {
+			if q.Match == nil || rediscmd.Match(q.Match, key) {
+				c.names = append(c.names, key...)
+				c.ends = append(c.ends, len(c.names))
+			}
+		})
+		c.removals-- // a key deleted meanwhile moves the last one down: dedupe at the end
+	} else {
+		c.cursor = s.st.locks.ScanValues(c.db, cursor, keysStep, func(_ [16]byte, v []byte) {
+			if name, ok := q.Wants(v); ok {
+				c.names = append(c.names, name...)
+				c.ends = append(c.ends, len(c.names))
+			}
+		})
+	}
 	if c.cursor != 0 {
 		return
 	}

@@ -21,6 +21,13 @@ type txState struct {
 	work    int64  // their estimated work, ns (txwork.go)
 	queue   []byte // their command lines as they came, copied out of the input buffer
 	watches map[watchKey]uint64
+	kwatch  map[ksWatchKey]uint64 // with Config.RedisKeyspace: the keyspace's watches, by name
+}
+
+// ksWatchKey is a WATCHed key of the keyspace: its database and name.
+type ksWatchKey struct {
+	db   uint8
+	name string
 }
 
 // watchKey is a WATCHed key: its database and id.
@@ -105,6 +112,12 @@ func (s *Server) txExec(cs *conn, now int64) (closeConn bool) {
 			return false
 		}
 	}
+	for w, ver := range tx.kwatch {
+		if s.st.store.Keyspace.WatchVersion(w.db, []byte(w.name)) != ver {
+			s.sendTo(cs, resp.AppendNullArray(s.scratchFor(cs)))
+			return false
+		}
+	}
 	s.sendTo(cs, resp.AppendArray(s.scratchFor(cs), tx.n))
 	tx.active, tx.exec = false, true
 	defer func() { tx.exec = false }()
@@ -155,6 +168,10 @@ func (s *Server) txWatch(cs *conn, keys [][]byte) {
 		return
 	}
 	db := cs.slock.text.DB
+	if s.cfg.RedisKeyspace {
+		s.ksWatch(cs, db, keys)
+		return
+	}
 	for _, k := range keys {
 		w := watchKey{db, cs.slock.text.KeyID(k)}
 		if _, ok := tx.watches[w]; ok {
@@ -180,4 +197,29 @@ func (s *Server) unwatchAll(cs *conn) {
 		s.st.locks.Unwatch(w.db, w.key)
 	}
 	tx.watches = nil
+	for w := range tx.kwatch {
+		s.st.store.Keyspace.Unwatch(w.db, []byte(w.name))
+	}
+	tx.kwatch = nil
+}
+
+// ksWatch is WATCH on the keyspace (Config.RedisKeyspace): by name.
+func (s *Server) ksWatch(cs *conn, db uint8, keys [][]byte) {
+	tx := &cs.slock.tx
+	for _, k := range keys {
+		w := ksWatchKey{db, string(k)}
+		if _, ok := tx.kwatch[w]; ok {
+			continue
+		}
+		if len(tx.kwatch) >= maxWatches {
+			s.sendTo(cs, resp.AppendError(s.scratchFor(cs), "ERR more than "+strconv.Itoa(maxWatches)+
+				" keys watched by one connection"))
+			return
+		}
+		if tx.kwatch == nil {
+			tx.kwatch = make(map[ksWatchKey]uint64)
+		}
+		tx.kwatch[w] = s.st.store.Keyspace.Watch(db, k)
+	}
+	s.sendTo(cs, resp.AppendSimple(s.scratchFor(cs), "OK"))
 }

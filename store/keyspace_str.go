@@ -54,6 +54,19 @@ func (ks *Keyspace) Type(db uint8, key []byte, now int64) ValueKind {
 	return d.ent(s).kind
 }
 
+// Kind returns what key holds as stored: KindInt for a counter (slock's text GET answers
+// it as an integer), KindHash for any hash, KindNone for no key.
+func (ks *Keyspace) Kind(db uint8, key []byte, now int64) ValueKind {
+	d, s, _ := ks.lookup(db, key, now)
+	switch {
+	case s < 0:
+		return KindNone
+	case d.ent(s).kind == kindBig:
+		return KindHash
+	}
+	return d.ent(s).kind
+}
+
 // SetCond is SET's condition.
 type SetCond uint8
 

@@ -101,6 +101,13 @@ func parseGetEx(r *Request, args [][]byte, t *Text, nowMs int64, newID func() [1
 			kv.Late = err
 			return buf, nil
 		}
+		if t.Keyspace {
+			kv.ExpireAt = nowMs + ms
+			if ms < 0 {
+				kv.ExpireAt = 1 // past: the key goes at once
+			}
+			return buf, nil
+		}
 		e, ef := ExpiryMs(ms) // ms -1: a time past, the key expires at once
 		kv.lockFrame(t, newID, flagUpdate, 0, e, ef|kvPersistFlag)
 		if ms > 0 {
@@ -127,6 +134,28 @@ func (kv *KV) CondHolds(rec []byte) bool {
 		return eq == (kv.Cond == CondDigestEq)
 	}
 	return true
+}
+
+// CondHoldsValue is CondHolds for a string value v itself (ok: the key has one), as the
+// keyspace gives it.
+func (kv *KV) CondHoldsValue(v []byte, ok bool) bool {
+	switch kv.Cond {
+	case CondEq:
+		return ok && bytes.Equal(v, kv.CondArg)
+	case CondNe:
+		return !ok || !bytes.Equal(v, kv.CondArg)
+	case CondDigestEq, CondDigestNe:
+		var d [16]byte
+		eq := ok && bytes.EqualFold(appendDigest(d[:0], v), kv.CondArg)
+		return eq == (kv.Cond == CondDigestEq)
+	}
+	return true
+}
+
+// AppendDigestOf appends DIGEST's reply for the string value v.
+func AppendDigestOf(dst, v []byte) []byte {
+	var d [16]byte
+	return resp.AppendBulk(dst, appendDigest(d[:0], v))
 }
 
 // StringOf returns the string a value record holds, as GET answers it (a NUMBER's decimal

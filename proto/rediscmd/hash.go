@@ -89,6 +89,9 @@ func parseHashOf(args [][]byte, spec *Spec, t *Text, newID func() [16]byte, h *H
 	if len(h.Key) > 0xffff {
 		return buf, &kvErr{Msg: "key longer than 65535 bytes"}
 	}
+	if t.Keyspace {
+		return buf, nil // no lock command (Text.Keyspace)
+	}
 	id := t.KeyID(h.Key)
 	h.Frame = slock.Frame{Type: slock.TypeLock, RequestID: newID(), Flag: flagUpdate | slock.FlagData, DB: t.DB, LockID: id, Key: id,
 		Expried: keepExpiry, ExpriedFlag: unlimitedFlag}

@@ -549,6 +549,15 @@ func setExpiry(arg []byte, unit, name string, nowMs int64) (int64, error) {
 // answers LockedError (AppendKVReply renders it as not set), or with CLIENT SLOCK ON a
 // fresh LockId, slock's mutex that only its holder deletes.
 func (kv *KV) setFrame(t *Text, newID func() [16]byte, buf []byte, ms, nowMs int64, tf, ef, timeout uint16) ([]byte, error) {
+	if t.Keyspace {
+		switch {
+		case ms > 0:
+			kv.ExpireAt = nowMs + ms
+		case ms < 0:
+			kv.ExpireAt = 1 // past: the key goes at once
+		}
+		return buf, kv.keyFits()
+	}
 	e, f := uint16(resetExpiry), uint16(unlimitedFlag)
 	switch {
 	case ms > 0:
@@ -602,6 +611,9 @@ func expireErr(name string) error {
 
 // lockFrame sets kv.Frame to a Lock on Keys[0] with LockId = the key.
 func (kv *KV) lockFrame(t *Text, newID func() [16]byte, flag uint8, timeout, expried, expriedFlag uint16) {
+	if t.Keyspace {
+		return // no lock command (Text.Keyspace)
+	}
 	id := t.KeyID(kv.Keys[0])
 	kv.Frame = slock.Frame{Type: slock.TypeLock, RequestID: newID(), Flag: flag, DB: t.DB, LockID: id, Key: id,
 		Timeout: timeout, Expried: expried, ExpriedFlag: expriedFlag, Count: 0, Rcount: 0}
@@ -611,8 +623,11 @@ func (kv *KV) lockFrame(t *Text, newID func() [16]byte, flag uint8, timeout, exp
 // property, to buf and attaches it to kv.Frame.
 func (kv *KV) dataRecord(buf []byte, cmd, flag uint8, value []byte) ([]byte, error) {
 	key := kv.Keys[0]
-	if len(key) > 0xffff {
-		return buf, &kvErr{Msg: "key longer than 65535 bytes"}
+	if err := kv.keyFits(); err != nil {
+		return buf, err
+	}
+	if kv.Frame.Type == 0 {
+		return buf, nil // no lock command (Text.Keyspace)
 	}
 	start := len(buf)
 	props := [1]slock.Property{{Code: slock.PropKey, Value: key}}
@@ -621,6 +636,16 @@ func (kv *KV) dataRecord(buf []byte, cmd, flag uint8, value []byte) ([]byte, err
 	kv.Frame.Data = buf[start:]
 	return buf, nil
 }
+
+// keyFits answers the error of a key name longer than the store keeps.
+func (kv *KV) keyFits() error {
+	if len(kv.Keys[0]) > 0xffff {
+		return errKeyLong
+	}
+	return nil
+}
+
+var errKeyLong = &kvErr{Msg: "key longer than 65535 bytes"}
 
 // SetPair sets kv to the SET of args[i] to args[i+1] (a pair of MSET or MSETNX), its data
 // record built into buf.
@@ -646,6 +671,9 @@ func (kv *KV) SetNumber(buf []byte, n int64) ([]byte, error) {
 // probe: Timeout 0, Expried 0) or DEL (an Unlock of the holder with the key as LockId, else
 // the oldest).
 func (kv *KV) KeyFrame(t *Text, newID func() [16]byte, i int) {
+	if t.Keyspace {
+		return // no lock command (Text.Keyspace)
+	}
 	id := t.KeyID(kv.Keys[i])
 	kv.Frame = slock.Frame{Type: slock.TypeLock, RequestID: newID(), Flag: flagShow, DB: t.DB, LockID: id, Key: id}
 	if kv.Op == OpDel || kv.Op == OpDelEx || kv.Op == OpGetDel {

@@ -21,6 +21,11 @@ type Text struct {
 	Slock      bool
 	LastLockID [16]byte // the last successful LOCK's id: UNLOCK's default
 	Keys       *Keys    // maps key names to LockKeys (keyid.go); nil: the zero secret
+
+	// Keyspace: the key/value and hash commands run on store.Keyspace (issue 32), so the
+	// parse builds no lock frame (no LockKey, no RequestId, no data record): KV.ExpireAt
+	// is the key's absolute expiry (Unix ms; 1 for a time already past).
+	Keyspace bool
 }
 
 // TextError is a text command the server answers with `-Code Msg` (AppendTextError);
