@@ -18,8 +18,11 @@ const (
 	// polling INFO every 10 ms, a pre-vote and a vote round, a fsync of the vote.
 	electionSlack = 150 * time.Millisecond
 	// resumeSlack is how much longer than the election clients on the surviving nodes may
-	// pause: the leader-changed answer to a command in flight, a commit round.
-	resumeSlack = 400 * time.Millisecond
+	// pause: the leader-changed answer to a command in flight, a commit round, and the
+	// scheduling of four processes on a loaded 2-core machine (616 ms after a 199 ms election
+	// once at load 12). Still under --cluster-timeout (1 s here): a client that waited for a
+	// timeout instead of the new leader fails it.
+	resumeSlack = 600 * time.Millisecond
 	// opTimeout is how long a client waits for any answer: a -CLUSTERDOWN must come
 	// sooner.
 	opTimeout = clusterTimeout + downSlack + 2*time.Second
