@@ -63,6 +63,7 @@ func (m *Member) storageAppend(h Host, msg *raftpb.Message) {
 		Snapshot: func(snap *raftpb.Snapshot) { m.installSnapshot(h, snap) },
 		Entries: func(ents []*raftpb.Entry) {
 			m.Fresh.Appended(ents[len(ents)-1].GetIndex()) // a leader's entries end the rule: its log is a prefix of the leader's
+			m.applyEarly(h, ents)
 			if m.IsLeader() {
 				m.Acks.Note(ents, m.term)
 			}
@@ -166,6 +167,9 @@ func (m *Member) applyEntry(h Host, e *raftpb.Entry, now int64) {
 	}
 	switch d[0] {
 	case EntRecords:
+		if Mutant == "apply-uncommitted" && earlyApplied[m][e.GetIndex()] {
+			return // the mutant applied it already
+		}
 		if len(d) >= ProposalHead {
 			h.ApplyRecords(d[ProposalHead:], now)
 		}

@@ -53,7 +53,7 @@ const exStuck = 6 * time.Second
 const exNever = int64(1) << 62
 
 // exFaults are the fault kinds the explorer draws from (each a knob).
-var exFaults = []string{"partition", "oneway", "delay", "cut", "kill", "killleader", "transfer", "bounce"}
+var exFaults = []string{"partition", "oneway", "delay", "cut", "kill", "killleader", "transfer", "bounce", "restartall", "deposed", "wipe"}
 
 // exOptions are what a seed may draw from.
 type exOptions struct {
@@ -68,13 +68,13 @@ func defaultExOptions() exOptions {
 
 // exResult is what a seed's run found.
 type exResult struct {
-	seed       uint64
-	members    int
-	violations []string
-	hash       string        // of the whole trace
-	simulated  time.Duration // simulated time
+	seed        uint64
+	members     int
+	violations  []string
+	hash        string        // of the whole trace
+	simulated   time.Duration // simulated time
 	ops, grants int
-	log        string // what the run logged (the trace and history when verbose or failed)
+	log         string // what the run logged (the trace and history when verbose or failed)
 }
 
 func (r exResult) failed() bool { return len(r.violations) > 0 }
@@ -180,6 +180,7 @@ type explorer struct {
 	hist   []porcupine.Operation
 	grants []exGrant
 	down   map[uint64]bool // killed by the schedule, to be restarted
+	wiped  map[uint64]bool // restarted on an empty data directory: it may stop (ErrMemberState)
 	bad    []string
 	ops    int
 }
@@ -199,6 +200,7 @@ type exClient struct {
 	// A lock client's state: the lock it holds (grant >= 0) and its LockId.
 	grant  int
 	lockID string
+	idle   bool // after this request, a pause (locks idle for a while: the log compacts past the last grant)
 	lkey   string
 }
 
@@ -215,13 +217,28 @@ type exPending struct {
 }
 
 func newExplorer(tb *exTB, seed uint64, opt exOptions) *explorer {
-	x := &explorer{t: tb, opt: opt, rng: rand.New(rand.NewPCG(seed^0x5eed, seed)), down: map[uint64]bool{}}
+	x := &explorer{t: tb, opt: opt, rng: rand.New(rand.NewPCG(seed^0x5eed, seed)), down: map[uint64]bool{}, wiped: map[uint64]bool{}}
 	x.n = 3
 	if x.rng.IntN(4) == 0 {
 		x.n = 5
 	}
 	x.res = &exResult{}
-	x.c = newSim(tb, x.n, seed)
+	// Half the seeds take raft snapshots often (and so compact the log, and send lagging
+	// members snapshots): every 20 to 200 applied entries.
+	var snap uint64
+	if x.rng.IntN(2) == 0 {
+		snap = uint64(20 + x.rng.IntN(180))
+	}
+	x.c = newSim(tb, x.n, seed, func(o *simOptions) {
+		o.mod = func(_ uint64, cfg *Config) {
+			if snap > 0 {
+				cfg.Cluster.SnapshotEntries = snap
+			}
+		}
+	})
+	if snap > 0 {
+		x.c.tracef(false, "explore: raft snapshots every %d entries", snap)
+	}
 	return x
 }
 
@@ -283,7 +300,7 @@ func (x *explorer) run() {
 		x.violate("panic: %s", p)
 	}
 	for _, m := range c.ms {
-		if m != nil && m.fatal != nil {
+		if m != nil && m.fatal != nil && !(x.wiped[m.id] && strings.Contains(m.fatal.Error(), "lost its data")) {
 			x.violate("m%d stopped: %v", m.id, m.fatal)
 		}
 	}
@@ -408,6 +425,7 @@ func (x *explorer) nextLock(cl *exClient) {
 		}
 		g.end = min(g.end, x.now())
 		cl.grant = -1
+		cl.idle = true
 		p := &exPending{kind: "unlock", need: 1, bound: exStuck}
 		cl.sc.send("UNLOCK", cl.lkey, "LOCK_ID", cl.lockID)
 		x.start(cl, p)
@@ -578,7 +596,14 @@ func (x *explorer) finish(cl *exClient, closed bool) {
 			cl.sc.closed = true
 		}
 	}
-	x.later(cl, time.Duration(x.rng.Int64N(int64(15*time.Millisecond))))
+	think := time.Duration(x.rng.Int64N(int64(15 * time.Millisecond)))
+	if cl.idle {
+		cl.idle = false
+		if x.rng.IntN(3) == 0 {
+			think = time.Duration(200+x.rng.IntN(1000)) * time.Millisecond
+		}
+	}
+	x.later(cl, think)
 }
 
 // dropLock: the client no longer counts on the lock it held (its lease goes on).
@@ -630,6 +655,20 @@ func (x *explorer) schedule() {
 			b++
 		}
 		extra := time.Duration(x.rng.IntN(150)) * time.Millisecond
+		if kind == "wipe" {
+			// The leader's follower B is down for extra while writes go on; then the leader
+			// and the other follower W crash, W's data directory is lost, B and W restart (W
+			// with --initial-cluster-state new); the leader comes back at the heal.
+			extra = time.Duration(300+x.rng.IntN(400)) * time.Millisecond
+			d = extra + time.Duration(800+x.rng.IntN(1200))*time.Millisecond
+		}
+		if kind == "deposed" {
+			// A deposed leader that does not know it (TestSimDeposedLeader's history): the
+			// delay ramps up over 2*extra, then what the leader sends is held for a second
+			// and a half while the others elect.
+			extra = time.Duration(400+x.rng.IntN(600)) * time.Millisecond
+			d = 2*extra + 100*time.Millisecond + 1500*time.Millisecond
+		}
 		at := x.c.start.Add(x.c.elapsed() + t)
 		x.c.at(at, func() { x.fault(kind, a, b, extra) })
 		t += d
@@ -659,6 +698,52 @@ func (x *explorer) fault(kind string, a, b uint64, extra time.Duration) {
 	case "bounce": // killed and restarted at once
 		x.kill(a)
 		x.restart(a)
+	case "restartall": // every member killed at once (a power loss), restarted at the heal
+		for id := uint64(1); id <= uint64(x.n); id++ {
+			x.kill(id)
+		}
+	case "deposed":
+		l := c.leader()
+		if l == 0 {
+			return
+		}
+		// The leader keeps (n-1)/2 followers, the slow ones, whose messages to it come later
+		// and later; it is cut off from the rest; then what it sends is held.
+		fs := c.others(l)
+		x.rng.Shuffle(len(fs), func(i, j int) { fs[i], fs[j] = fs[j], fs[i] })
+		slow := fs[:(x.n-1)/2]
+		for _, f := range fs[(x.n-1)/2:] {
+			c.cut(l, f)
+		}
+		for _, f := range slow {
+			c.delayRamp(f, l, extra, 2*extra)
+		}
+		c.at(c.now.Add(2*extra+100*time.Millisecond), func() {
+			for _, f := range slow {
+				c.hold(l, f)
+			}
+		})
+	case "wipe":
+		l := c.leader()
+		if l == 0 || len(x.wiped) > 0 {
+			return
+		}
+		fs := c.others(l)
+		x.rng.Shuffle(len(fs), func(i, j int) { fs[i], fs[j] = fs[j], fs[i] })
+		b, w := fs[0], fs[1]
+		x.kill(b)
+		c.at(c.now.Add(extra), func() {
+			x.kill(l)
+			x.kill(w)
+			c.wipe(w)
+			x.wiped[w] = true
+			x.restart(b)
+			delete(x.down, w)
+			c.tracef(false, "m%d restarting (wiped, --initial-cluster-state new)", w)
+			if err := c.boot(c.ms[w], false, simNew); err != nil {
+				c.tracef(false, "m%d (wiped) refused to start: %v", w, err)
+			}
+		})
 	case "transfer":
 		if l := c.leader(); l != 0 && l != a {
 			c.tracef(false, "leadership transfer m%d -> m%d", l, a)
@@ -850,6 +935,7 @@ func exReplay(seed uint64, mutant string) string {
 
 func TestExplore(t *testing.T) {
 	seeds, one := exSeeds(t, exCISeeds)
+	mut := envMutant(t)
 	opt := defaultExOptions()
 	opt.verbose = one
 	t0 := time.Now()
@@ -868,7 +954,7 @@ func TestExplore(t *testing.T) {
 			if !one {
 				t.Logf("seed %d log:\n%s", seed, r.log)
 			}
-			t.Errorf("seed %d (%d members) failed:\n  %s\nreplay: %s", seed, r.members, strings.Join(r.violations, "\n  "), exReplay(seed, ""))
+			t.Errorf("seed %d (%d members) failed:\n  %s\nreplay: %s", seed, r.members, strings.Join(r.violations, "\n  "), exReplay(seed, mut))
 			if failed >= 3 {
 				t.Fatalf("stopping after 3 failed seeds")
 			}
