@@ -49,6 +49,7 @@ type Member struct {
 	leader    uint64
 	term      uint64 // the term this node leads, while it leads
 	ready     bool   // leading, and every entry of earlier terms is applied: commands run here
+	reready   bool   // unready while still leading this term: an empty entry is to be proposed (Unready)
 	readyIdx  uint64 // the index of this leader's first entry of its term
 	loadedTo  uint64 // the commit index found at start: local reads wait until it is applied
 	applied   uint64
@@ -364,5 +365,13 @@ func (m *Member) PromoteLearners() {
 // lead) and returns its number.
 func (m *Member) AskMemberRead() uint64 { return m.Reads.AskMember(m.rn) }
 
-// Unready ends this node's readiness to serve (it stops leading).
-func (m *Member) Unready() { m.ready = false }
+// Unready ends this node's readiness to serve (it stops leading). A leader that stays leader
+// of the same term (its proposal was dropped: raft refuses them while it hands leadership
+// over) proposes an empty entry once it can (Turn): applied, it makes it ready again, as the
+// empty entry raft appends at the start of a term does. Without it such a leader never
+// served again, and its heartbeats kept the others from electing another (the explorer's
+// seed 196: a transfer to a member that had just been cut off).
+func (m *Member) Unready() {
+	m.ready = false
+	m.reready = m.IsLeader()
+}

@@ -22,6 +22,9 @@ import (
 func (m *Member) Turn(h Host) {
 	if m.IsLeader() {
 		m.Reads.Ask(m.rn)
+		if m.reready && m.rn.BasicStatus().LeadTransferee == 0 && m.rn.Propose(nil) == nil {
+			m.reready = false // its entry, applied, makes this leader ready (applyEntry)
+		}
 	}
 	m.stepHeldReads(h)
 	HandleReadies(m.rn, memberReadies{m, h})
@@ -106,7 +109,7 @@ func (m *Member) softState(h Host, ss *raft.SoftState) {
 		h.Abdicate("leader changed")
 	}
 	if m.IsLeader() && (!wasLeader || term != wasTerm) {
-		m.term, m.ready = term, false
+		m.term, m.ready, m.reready = term, false, false // raft appends the term's empty entry
 		m.Acks.Lead()
 		m.log.Info().Uint64("node_id", m.ID).Uint64("term", term).Msg("cluster: this node leads")
 	}

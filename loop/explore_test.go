@@ -173,9 +173,10 @@ type explorer struct {
 	res     *exResult
 	n       int
 	clients []*exClient
-	keys    []string // the keys of the key workload
-	locks   []string // the lock names
-	stopped bool     // no new requests
+	keys    []string      // the keys of the key workload
+	locks   []string      // the lock names
+	stopped bool          // no new requests
+	think   time.Duration // a client waits up to this long between requests
 
 	hist   []porcupine.Operation
 	grants []exGrant
@@ -194,6 +195,7 @@ type exClient struct {
 	sc    *simClient
 	skip  int // replies to drop first (its CONSISTENCY)
 	seq   int
+	reads int // of 20 key requests, how many are GETs
 
 	p *exPending // the request in flight
 
@@ -261,9 +263,15 @@ func (x *explorer) run() {
 	for i := 0; i < 1+x.rng.IntN(2); i++ {
 		x.locks = append(x.locks, "L"+strconv.Itoa(i))
 	}
-	nkey, nlock := 3+x.rng.IntN(4), 2+x.rng.IntN(2)
+	// The mix: from one key client to six, none to three lock clients, reads from a fifth
+	// of the key requests to nearly all (few writers: a deposed leader may have nothing new
+	// to propose when a read comes).
+	nkey, nlock := 1+x.rng.IntN(6), x.rng.IntN(4)
+	x.think = []time.Duration{15 * time.Millisecond, 15 * time.Millisecond, 100 * time.Millisecond, 400 * time.Millisecond}[x.rng.IntN(4)]
+	c.tracef(false, "explore: %d key clients, %d lock clients, think up to %v", nkey, nlock, x.think)
 	for i := 0; i < nkey+nlock; i++ {
-		cl := &exClient{id: i + 1, lock: i >= nkey, grant: -1}
+		// Each key client its own share of reads, from a fifth to all (a reader only).
+		cl := &exClient{id: i + 1, lock: i >= nkey, grant: -1, reads: []int{4, 7, 12, 17, 20}[x.rng.IntN(5)]}
 		switch r := x.rng.IntN(10); {
 		case r < 1 && !cl.lock:
 			cl.level = "ONE"
@@ -273,12 +281,12 @@ func (x *explorer) run() {
 			cl.level = "QUORUM"
 		}
 		x.clients = append(x.clients, cl)
-		c.tracef(false, "explore: client %d (%s, %s)", cl.id, map[bool]string{true: "locks", false: "keys"}[cl.lock], cl.level)
+		c.tracef(false, "explore: client %d (%s, %s, %d reads in 20)", cl.id, map[bool]string{true: "locks", false: "keys"}[cl.lock], cl.level, cl.reads)
 		x.connect(cl)
 		x.later(cl, time.Duration(x.rng.Int64N(int64(20*time.Millisecond))))
 	}
-	x.schedule()
-	end := c.now.Add(x.opt.workload)
+	// The workload runs past the last fault's heal, so that each episode plays out whole.
+	end := c.now.Add(max(x.opt.workload, x.schedule()+100*time.Millisecond))
 	for c.now.Before(end) {
 		c.step()
 		x.poll()
@@ -383,19 +391,19 @@ func (x *explorer) nextKey(cl *exClient) {
 	val := int64(cl.id)*1_000_000 + int64(cl.seq)*10
 	p := &exPending{kind: "key", need: 1, bound: exStuck}
 	switch r := x.rng.IntN(20); {
-	case r < 7:
+	case r < cl.reads:
 		p.in = exIn{kind: exGet, key: key}
 		cl.sc.send("GET", key)
-	case r < 11:
+	case r < cl.reads+(20-cl.reads)*2/8:
 		p.in = exIn{kind: exSet, key: key, val: val}
 		cl.sc.send("SET", key, strconv.FormatInt(val, 10))
-	case r < 15:
+	case r < cl.reads+(20-cl.reads)*5/8:
 		p.in = exIn{kind: exIncr, key: key}
 		cl.sc.send("INCR", key)
-	case r < 17:
+	case r < cl.reads+(20-cl.reads)*6/8:
 		p.in = exIn{kind: exIncr, key: key}
 		cl.sc.send("EVAL", "return redis.call('INCR', KEYS[1])", "1", key)
-	case r < 18:
+	case r < cl.reads+(20-cl.reads)*7/8:
 		p.in = exIn{kind: exDel, key: key}
 		cl.sc.send("DEL", key)
 	default:
@@ -596,12 +604,16 @@ func (x *explorer) finish(cl *exClient, closed bool) {
 			cl.sc.closed = true
 		}
 	}
-	think := time.Duration(x.rng.Int64N(int64(15 * time.Millisecond)))
+	think := time.Duration(x.rng.Int64N(int64(x.think)))
 	if cl.idle {
 		cl.idle = false
 		if x.rng.IntN(3) == 0 {
 			think = time.Duration(200+x.rng.IntN(1000)) * time.Millisecond
 		}
+	} else if !cl.lock && x.rng.IntN(12) == 0 {
+		// A key client pauses too, now and then: a read after a quiet spell is what finds a
+		// deposed leader answering from its own state.
+		think = time.Duration(200+x.rng.IntN(1000)) * time.Millisecond
 	}
 	x.later(cl, think)
 }
@@ -637,15 +649,17 @@ func simPort(p int) *net.TCPAddr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1
 // ---------------------------------------------------------------------------------------
 // The fault schedule: episodes one after another, each healed before the next.
 
-func (x *explorer) schedule() {
+// schedule draws the episodes of the workload's time and returns when the last one heals
+// (from now).
+func (x *explorer) schedule() time.Duration {
 	if len(x.opt.faults) == 0 {
-		return
+		return 0
 	}
 	t := time.Duration(0)
 	for {
 		t += time.Duration(20+x.rng.IntN(300)) * time.Millisecond
 		if t >= x.opt.workload {
-			return
+			return t
 		}
 		kind := x.opt.faults[x.rng.IntN(len(x.opt.faults))]
 		d := time.Duration(50+x.rng.IntN(1000)) * time.Millisecond
