@@ -17,7 +17,7 @@ RACE_PKGS ?= ./loop/... ./aof/... ./raftlog/... ./logfile/... ./cluster/... ./st
 # and most of its process's 3.7 GB (issue 31, item 6). Every test runs in exactly one of the
 # two; a name here that no test of HEAVY_PKGS has is an error (TestHeavyTestsExist).
 HEAVY_PKGS  ?= ./loop/ ./aof/
-HEAVY_TESTS ?= ^(TestExplore|TestExploreMutants|TestExploreReplay|TestExploreRegressions|TestReaderOfHugeRepliesGetsThemAll|TestSimRaftSnapshotSliced|TestSimSnapshotInstallSliced|TestSimRaftSnapshotYieldsToBackup|TestPublishManyPatternsLongChannel|TestUnsubscribeAllAcrossTurns|TestKeysRefusedPastLimitScanWalksAll|TestPubsubFanout|TestMemoryCountsQueuedData|TestMemoryUnlockDataRefused|TestPoolManyKeysNeverGrantedTwice|TestPublishAcrossTurns|TestKeysAcrossTurns|TestMemoryBudgetRefusesWrites|TestMultiQueueBounds|TestReplayRandomDamage|TestReplayDamagedMiddleWithEmbeddedRecords|TestReplayTornTailAtEveryOffset)$$
+HEAVY_TESTS ?= ^(TestExplore|TestExploreMutants|TestExploreReplay|TestReaderOfHugeRepliesGetsThemAll|TestSimRaftSnapshotSliced|TestSimSnapshotInstallSliced|TestSimRaftSnapshotYieldsToBackup|TestPublishManyPatternsLongChannel|TestUnsubscribeAllAcrossTurns|TestKeysRefusedPastLimitScanWalksAll|TestPubsubFanout|TestMemoryCountsQueuedData|TestMemoryUnlockDataRefused|TestPoolManyKeysNeverGrantedTwice|TestPublishAcrossTurns|TestKeysAcrossTurns|TestMemoryBudgetRefusesWrites|TestMultiQueueBounds|TestReplayRandomDamage|TestReplayDamagedMiddleWithEmbeddedRecords|TestReplayTornTailAtEveryOffset)$$
 # Where the test targets keep `go test -json` events, for the slowest-tests report.
 TESTLOG   ?= $(BIN)/testlog
 # How many tests of a package run at once: the e2e tests marked parallel mostly wait on the

@@ -53,7 +53,7 @@ const exStuck = 6 * time.Second
 const exNever = int64(1) << 62
 
 // exFaults are the fault kinds the explorer draws from (each a knob).
-var exFaults = []string{"partition", "oneway", "delay", "cut", "kill", "killleader", "transfer", "bounce", "restartall", "deposed", "wipe"}
+var exFaults = []string{"partition", "oneway", "delay", "cut", "kill", "killleader", "transfer", "bounce", "restartall", "deposed", "wipe", "isolate", "minority"}
 
 // exOptions are what a seed may draw from.
 type exOptions struct {
@@ -221,7 +221,7 @@ type exPending struct {
 func newExplorer(tb *exTB, seed uint64, opt exOptions) *explorer {
 	x := &explorer{t: tb, opt: opt, rng: rand.New(rand.NewPCG(seed^0x5eed, seed)), down: map[uint64]bool{}, wiped: map[uint64]bool{}}
 	x.n = 3
-	if x.rng.IntN(4) == 0 {
+	if x.rng.IntN(3) == 0 {
 		x.n = 5
 	}
 	x.res = &exResult{}
@@ -266,12 +266,12 @@ func (x *explorer) run() {
 	// The mix: from one key client to six, none to three lock clients, reads from a fifth
 	// of the key requests to nearly all (few writers: a deposed leader may have nothing new
 	// to propose when a read comes).
-	nkey, nlock := 1+x.rng.IntN(6), x.rng.IntN(4)
+	nkey, nlock := 2+x.rng.IntN(5), x.rng.IntN(4)
 	x.think = []time.Duration{15 * time.Millisecond, 15 * time.Millisecond, 100 * time.Millisecond, 400 * time.Millisecond}[x.rng.IntN(4)]
 	c.tracef(false, "explore: %d key clients, %d lock clients, think up to %v", nkey, nlock, x.think)
 	for i := 0; i < nkey+nlock; i++ {
 		// Each key client its own share of reads, from a fifth to all (a reader only).
-		cl := &exClient{id: i + 1, lock: i >= nkey, grant: -1, reads: []int{4, 7, 12, 17, 20}[x.rng.IntN(5)]}
+		cl := &exClient{id: i + 1, lock: i >= nkey, grant: -1, reads: []int{4, 12, 17, 20, 20}[x.rng.IntN(5)]}
 		switch r := x.rng.IntN(10); {
 		case r < 1 && !cl.lock:
 			cl.level = "ONE"
@@ -662,6 +662,12 @@ func (x *explorer) schedule() time.Duration {
 			return t
 		}
 		kind := x.opt.faults[x.rng.IntN(len(x.opt.faults))]
+		switch r := x.rng.IntN(8); {
+		case r < 2 && slices.Contains(x.opt.faults, "deposed"):
+			kind = "deposed" // the longest history to set up: drawn more often
+		case r < 3 && slices.Contains(x.opt.faults, "restartall"):
+			kind = "restartall" // every member's token counter from its log alone
+		}
 		d := time.Duration(50+x.rng.IntN(1000)) * time.Millisecond
 		a := uint64(1 + x.rng.IntN(x.n))
 		b := uint64(1 + x.rng.IntN(x.n-1))
@@ -696,6 +702,24 @@ func (x *explorer) fault(kind string, a, b uint64, extra time.Duration) {
 	switch kind {
 	case "partition":
 		c.partition(a)
+	case "minority":
+		// What the leader sends reaches one follower only, for extra; then it is cut off:
+		// with five members the other three elect, and the follower's entries the old leader
+		// sent it alone are overwritten.
+		l := c.leader()
+		if l == 0 {
+			return
+		}
+		fs := c.others(l)
+		x.rng.Shuffle(len(fs), func(i, j int) { fs[i], fs[j] = fs[j], fs[i] })
+		for _, f := range fs[1:] {
+			c.hold(l, f)
+		}
+		c.at(c.now.Add(extra/4+5*time.Millisecond), func() { c.partition(l) })
+	case "isolate": // the leader partitioned away
+		if l := c.leader(); l != 0 {
+			c.partition(l)
+		}
 	case "oneway":
 		c.hold(a, b)
 	case "delay":
