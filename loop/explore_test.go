@@ -49,6 +49,10 @@ const exCISeeds = 200
 // exStuck is how long a request may go unanswered (simulated time) beyond a lock's wait.
 const exStuck = 6 * time.Second
 
+// exMaxSteps bounds the events of a phase of a seed (a seed is some 10^4 events): past
+// it the simulated clock is stuck, and the seed fails rather than hang.
+const exMaxSteps = 400_000
+
 // exNever is the Return of an operation whose outcome is not known.
 const exNever = int64(1) << 62
 
@@ -287,7 +291,11 @@ func (x *explorer) run() {
 	}
 	// The workload runs past the last fault's heal, so that each episode plays out whole.
 	end := c.now.Add(max(x.opt.workload, x.schedule()+100*time.Millisecond))
-	for c.now.Before(end) {
+	for steps := 0; c.now.Before(end); steps++ {
+		if steps > exMaxSteps {
+			x.violate("stalled: %d events and the workload's simulated time is not over (a busy loop among the members?)", exMaxSteps)
+			break
+		}
 		c.step()
 		x.poll()
 	}
@@ -828,7 +836,11 @@ func (x *explorer) healAll() {
 // applied its commit index.
 func (x *explorer) settle() bool {
 	c := x.c
+	steps := 0
 	ok := c.runUntil(func() bool {
+		if steps++; steps > exMaxSteps {
+			return true // stalled: reported below
+		}
 		l := c.leader()
 		if l == 0 {
 			return false
@@ -841,6 +853,10 @@ func (x *explorer) settle() bool {
 		}
 		return true
 	}, 20*time.Second)
+	if steps > exMaxSteps {
+		x.violate("stalled: %d events without 20 s of simulated time passing (a busy loop among the members?)", exMaxSteps)
+		return false
+	}
 	if !ok {
 		var st []string
 		for _, m := range c.ms {
