@@ -17,7 +17,7 @@ RACE_PKGS ?= ./loop/... ./aof/... ./raftlog/... ./logfile/... ./cluster/... ./st
 # and most of its process's 3.7 GB (issue 31, item 6). Every test runs in exactly one of the
 # two; a name here that no test of HEAVY_PKGS has is an error (TestHeavyTestsExist).
 HEAVY_PKGS  ?= ./loop/ ./aof/
-HEAVY_TESTS ?= ^(TestReaderOfHugeRepliesGetsThemAll|TestSimRaftSnapshotSliced|TestSimSnapshotInstallSliced|TestSimRaftSnapshotYieldsToBackup|TestPublishManyPatternsLongChannel|TestUnsubscribeAllAcrossTurns|TestKeysRefusedPastLimitScanWalksAll|TestPubsubFanout|TestMemoryCountsQueuedData|TestMemoryUnlockDataRefused|TestPoolManyKeysNeverGrantedTwice|TestPublishAcrossTurns|TestKeysAcrossTurns|TestMemoryBudgetRefusesWrites|TestMultiQueueBounds|TestReplayRandomDamage|TestReplayDamagedMiddleWithEmbeddedRecords|TestReplayTornTailAtEveryOffset|TestUIRenderLargeStore)$$
+HEAVY_TESTS ?= ^(TestExplore|TestExploreMutants|TestExploreReplay|TestReaderOfHugeRepliesGetsThemAll|TestSimRaftSnapshotSliced|TestSimSnapshotInstallSliced|TestSimRaftSnapshotYieldsToBackup|TestPublishManyPatternsLongChannel|TestUnsubscribeAllAcrossTurns|TestKeysRefusedPastLimitScanWalksAll|TestPubsubFanout|TestMemoryCountsQueuedData|TestMemoryUnlockDataRefused|TestPoolManyKeysNeverGrantedTwice|TestPublishAcrossTurns|TestKeysAcrossTurns|TestMemoryBudgetRefusesWrites|TestMultiQueueBounds|TestReplayRandomDamage|TestReplayDamagedMiddleWithEmbeddedRecords|TestReplayTornTailAtEveryOffset|TestUIRenderLargeStore)$$
 # Where the test targets keep `go test -json` events, for the slowest-tests report.
 TESTLOG   ?= $(BIN)/testlog
 # How many tests of a package run at once: the e2e tests marked parallel mostly wait on the
@@ -34,7 +34,7 @@ SYSCONFDIR ?= /etc
 # Where `make build` puts the binaries and `make man` the pages.
 BIN        ?= bin
 
-.PHONY: all build man install uninstall run test vet deps unit plain e2e e2e-cluster e2e-rest race race-pkgs race-loop-1 race-loop-2 race-loop-3 heavy fuzz print-heavy slowest clean image
+.PHONY: all build man install uninstall run test vet deps unit plain e2e e2e-cluster e2e-rest race race-pkgs race-loop-1 race-loop-2 race-loop-3 heavy fuzz print-heavy slowest clean image sim sim-mutants
 
 all: build
 
@@ -160,6 +160,21 @@ race-loop-3:
 # (seed corpora live in testdata/fuzz).
 fuzz:
 	GO="$(GO)" FUZZTIME="$(FUZZTIME)" TESTLOG="$(TESTLOG)" ./scripts/fuzz.sh ./proto/... ./store/... ./aof/... ./raftlog/... ./snapfile/...
+
+# The explorer (loop/explore_test.go, issue 34): seeded cluster histories, checked.
+# make sim SEEDS=N runs N seeds from FIRST in SIMJOBS processes (scripts/sim.sh); make sim
+# SEED=s runs one, verbose (its history and trace); a failure prints its seed and the command
+# that replays it. make sim-mutants
+# runs each planted bug (TALLYD_SIM_MUTANT=name: one) until a seed catches it. make test
+# runs the explorer's CI seeds in `heavy` (TestExplore, TestExploreMutants, TestExploreReplay).
+SEEDS ?= 1000
+FIRST ?= 1
+SIMJOBS ?= 2
+sim:
+	GO="$(GO)" ./scripts/sim.sh $(if $(SEED),SEED=$(SEED),SEEDS=$(SEEDS) FIRST=$(FIRST) JOBS=$(SIMJOBS))
+
+sim-mutants:
+	TALLYD_SIM_MUTANT_SEARCH=1 $(GO) test -count=1 -timeout 0 -run 'TestExploreMutants' -v ./loop/
 
 # The HEAVY_TESTS pattern, for running a test binary by hand (docs/testing.md).
 print-heavy:

@@ -54,7 +54,7 @@ func (m *Member) acceptable(msg *raftpb.Message, proved bool, h Host) (ok, close
 	case t != raftpb.MessageType_MsgSnap && raft.IsLocalMsg(t):
 		m.dropRaft(msg, "a message raft only makes for itself")
 		return false, true
-	case m.Fresh.On && !m.freshMayVote(msg):
+	case m.Fresh.On && Mutant != "wiped-vote" && !m.freshMayVote(msg): // the mutant: a wiped member votes
 		// A candidate whose log goes past the bootstrap asks a member that started empty,
 		// in a cluster that has a history: whatever this member had acknowledged before is
 		// gone, so its vote could elect a leader that lacks acknowledged writes. It votes

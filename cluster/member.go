@@ -45,24 +45,29 @@ type Member struct {
 	log *zerolog.Logger
 	now func() time.Time
 
-	role   raft.StateType
-	leader uint64
-	term   uint64 // the term this node leads, while it leads
-	ready  bool   // leading, and every entry of earlier terms is applied: commands run here
+	role    raft.StateType
+	leader  uint64
+	term    uint64 // the term this node leads, while it leads
+	ready   bool   // leading, and every entry of earlier terms is applied: commands run here
+	reready bool   // unready while still leading this term: an empty entry is to be proposed (Unready)
+	// reapply says this leader, unready in the term it still leads, rebuilt its store from
+	// the committed log: its own entries of the term committed from then on are applied
+	// like anyone's, until its empty entry makes it ready again (applyEntry).
+	reapply bool
 	// transferring says a leadership transfer may be pending (TransferLeader, or a member's
 	// MsgTransferLeader stepped): WindowOpen asks raft until it is over.
 	transferring bool
-
-	// The status page's view of the members (peerstatus.go).
-	fsyncMicros uint32                // this member's raft log's mean fsync (µs), from the host
-	statusBuf   []byte                // the Context stamped on this member's append responses
-	peerStatus  map[uint64]PeerStatus // leader: what each member last reported
 	readyIdx     uint64 // the index of this leader's first entry of its term
 	loadedTo     uint64 // the commit index found at start: local reads wait until it is applied
 	applied      uint64
 	commit       uint64
 	all          uint64 // the index every voter's log reaches (on a leader)
 	snapIndex    uint64 // the last snapshot's index
+
+	// The status page's view of the members (peerstatus.go).
+	fsyncMicros uint32                // this member's raft log's mean fsync (µs), from the host
+	statusBuf   []byte                // the Context stamped on this member's append responses
+	peerStatus  map[uint64]PeerStatus // leader: what each member last reported
 
 	lastProposal int        // the size of this leader's last proposal (WindowOpen)
 	heldReads    []heldRead // other members' reads this leader holds (HoldMemberRead)
@@ -386,5 +391,17 @@ func (m *Member) PromoteLearners() {
 // lead) and returns its number.
 func (m *Member) AskMemberRead() uint64 { return m.Reads.AskMember(m.rn) }
 
-// Unready ends this node's readiness to serve (it stops leading).
-func (m *Member) Unready() { m.ready = false }
+// Unready ends this node's readiness to serve (it stops leading). A leader that stays leader
+// of the same term (its proposal was dropped: raft refuses them while it hands leadership
+// over) proposes an empty entry once it can (Turn): applied, it makes it ready again, as the
+// empty entry raft appends at the start of a term does. Without it such a leader never
+// served again, and its heartbeats kept the others from electing another (the explorer's
+// seed 196: a transfer to a member that had just been cut off; WindowOpen now keeps a
+// transfer from dropping proposals, and this stays for any other drop). The host rebuilt its
+// store from the committed log, so this leader's own entries of the term that commit until
+// then are applied as anyone's (reapply), not taken as already in its store.
+func (m *Member) Unready() {
+	m.ready = false
+	m.reready = m.IsLeader()
+	m.reapply = m.IsLeader()
+}

@@ -436,3 +436,46 @@ func TestMemberSnapshotInstallWaits(t *testing.T) {
 		t.Fatalf("%d snapshots handed over, fatal %v", len(fh.restored), fh.fatal)
 	}
 }
+
+// TestMemberUnreadyLeaderRecovers: a leader that had to give up serving while raft keeps it
+// leader of the same term (the host abdicated, rebuilt its store from the committed log and
+// called Unready: a dropped proposal) is ready again once an empty entry of its own is
+// applied, and the entries it had proposed before, committed after the rebuild, are applied
+// by its host like anyone's (its rebuilt store lacks them), not skipped as its own.
+func TestMemberUnreadyLeaderRecovers(t *testing.T) {
+	net := newMemberNet(t, 3)
+	net.until("a ready leader", 200, func() bool { return net.leader() >= 0 })
+	l := net.leader()
+	lm, lh := net.ms[l], net.hosts[l]
+	for i := range net.ms {
+		if i != l {
+			net.cut[uint64(i+1)] = true
+		}
+	}
+	if _, err := lm.Propose(append(ProposalBuf(nil), "rec-inflight"...)); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		net.round()
+	}
+	lm.Unready() // as the loop's abdicate does, having rebuilt its store from the committed log
+	if lm.Serving() {
+		t.Fatal("serving after Unready")
+	}
+	for i := range net.ms {
+		delete(net.cut, uint64(i+1))
+	}
+	net.until("the leader ready again", 200, func() bool { return lm.Serving() })
+	if lh.ready != 2 || net.leader() != l {
+		t.Fatalf("LeaderReady %d times, leader %d (was %d)", lh.ready, net.leader()+1, l+1)
+	}
+	got := 0
+	for _, r := range lh.records {
+		if string(r) == "rec-inflight" {
+			got++
+		}
+	}
+	if got != 1 {
+		t.Fatalf("the leader's host applied the entry proposed before the rebuild %d times, want once: %q", got, lh.records)
+	}
+}

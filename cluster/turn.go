@@ -22,6 +22,9 @@ import (
 func (m *Member) Turn(h Host) {
 	if m.IsLeader() {
 		m.Reads.Ask(m.rn)
+		if m.reready && m.rn.BasicStatus().LeadTransferee == 0 && m.rn.Propose(nil) == nil {
+			m.reready = false // its entry, applied, makes this leader ready (applyEntry)
+		}
 	}
 	m.stepHeldReads(h)
 	HandleReadies(m.rn, memberReadies{m, h})
@@ -63,6 +66,7 @@ func (m *Member) storageAppend(h Host, msg *raftpb.Message) {
 		Snapshot: func(snap *raftpb.Snapshot) { m.installSnapshot(h, snap) },
 		Entries: func(ents []*raftpb.Entry) {
 			m.Fresh.Appended(ents[len(ents)-1].GetIndex()) // a leader's entries end the rule: its log is a prefix of the leader's
+			m.applyEarly(h, ents)
 			if m.IsLeader() {
 				m.Acks.Note(ents, m.term)
 			}
@@ -88,8 +92,8 @@ func (m *Member) storageApply(h Host, msg *raftpb.Message) {
 		}
 		m.applyEntry(h, e, now)
 	}
-	if !m.IsLeader() {
-		h.AppliedBatch()
+	if !m.IsLeader() || m.reapply {
+		h.AppliedBatch() // (a leader reapplying its own entries: they are not new changes to propose)
 	}
 	for _, r := range msg.GetResponses() {
 		_ = m.rn.Step(r)
@@ -105,7 +109,7 @@ func (m *Member) softState(h Host, ss *raft.SoftState) {
 		h.Abdicate("leader changed")
 	}
 	if m.IsLeader() && (!wasLeader || term != wasTerm) {
-		m.term, m.ready = term, false
+		m.term, m.ready, m.reready, m.reapply = term, false, false, false // raft appends the term's empty entry
 		m.Acks.Lead()
 		m.log.Info().Uint64("node_id", m.ID).Uint64("term", term).Msg("cluster: this node leads")
 	}
@@ -149,9 +153,9 @@ func (m *Member) applyEntry(h Host, e *raftpb.Entry, now int64) {
 		return
 	}
 	d := e.GetData()
-	if m.IsLeader() && e.GetTerm() == m.term {
+	if m.IsLeader() && e.GetTerm() == m.term && !(m.reapply && len(d) > 0) {
 		if !m.ready && len(d) == 0 {
-			m.ready = true // this term's first entry: everything before it is applied
+			m.ready, m.reapply = true, false // this term's first entry (or Unready's): everything before it is applied
 			m.readyIdx = e.GetIndex()
 			if !m.Secret.Known {
 				m.proposeSecret(h)
@@ -166,6 +170,9 @@ func (m *Member) applyEntry(h Host, e *raftpb.Entry, now int64) {
 	}
 	switch d[0] {
 	case EntRecords:
+		if Mutant == "apply-uncommitted" && earlyApplied[m][e.GetIndex()] {
+			return // the mutant applied it already
+		}
 		if len(d) >= ProposalHead {
 			h.ApplyRecords(d[ProposalHead:], now)
 		}

@@ -31,7 +31,7 @@ func (g raftGate) mark(cs *conn, from int) {
 	}
 	lvl := cs.slock.level()
 	pending := cl.m.Acks.Seq > cl.m.Acks.Acked[lvl] || s.st.locks.Journaled()
-	if !pending && lvl == LevelOne {
+	if !pending && (lvl == LevelOne || mutant == "no-read-barrier") { // the mutant: a read answered with no barrier
 		return
 	}
 	if n := len(cs.gates); n > 0 && !cs.gates[n-1].settled {
@@ -53,7 +53,8 @@ func (rg raftGate) writable(cs *conn) int {
 			if s.st.locks.Journaled() {
 				g[j].seq++ // its change waits for the next proposal, which takes the whole journal
 			}
-			if g[j].lvl >= LevelQuorum && g[j].seq <= g[j].after {
+			stale := mutant == "stale-commit" && g[j].seq > cl.m.Acks.Acked[g[j].lvl] // released on an older proposal's commit
+			if g[j].lvl >= LevelQuorum && g[j].seq <= g[j].after && !stale {
 				// The proposal it would wait for was made before its command ran: its commit
 				// proves only that this node led then, and a new leader may have acknowledged
 				// writes (or granted locks) since. A read barrier that begins now proves it

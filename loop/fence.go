@@ -53,7 +53,7 @@ func (s *Server) stampLock(cs *conn, cmd *store.LockCommand) {
 	}
 	switch {
 	case s.cl == nil || cmd.Kind != store.KindLock:
-	case lvl >= LevelQuorum:
+	case lvl >= LevelQuorum && mutant != "grant-before-log": // the mutant acknowledges a grant not yet in the log
 		cmd.PersistAtOnce()
 	case cs != nil && cs.slock != nil:
 		cs.slock.lockedOne = true // the leader's abdicate closes it: its holder is told

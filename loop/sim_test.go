@@ -737,7 +737,7 @@ func (c *sim) cut(a, b uint64) {
 	c.tracef(false, "net: m%d-m%d cut", a, b)
 	c.fault(a, b).cut = true
 	c.fault(b, a).cut = true
-	for _, p := range c.pipes {
+	for _, p := range slices.Clone(c.pipes) { // breakPipe reaps c.pipes in place
 		x, y := p.ends[0].m.id, p.ends[1].m.id
 		if x == a && y == b || x == b && y == a {
 			c.breakPipe(p, syscall.ECONNRESET)

@@ -72,6 +72,9 @@ func (l *Locks) nextToken() uint64 {
 // restoreCeil takes a ceiling read back from a log: no later token is at or
 // below it.
 func (l *Locks) restoreCeil(c uint64) {
+	if Mutant == "forget-ceiling" {
+		return // the mutant: a restart or a new leader forgets the tokens reserved
+	}
 	l.fenceCeil = max(l.fenceCeil, c)
 	l.fence = max(l.fence, c)
 }
