@@ -154,7 +154,11 @@ func TestSemaphoreCommands(t *testing.T) {
 
 	_ = holder.cmd.Process.Signal(syscall.SIGTERM)
 	expect(t, holder.wait(t), 0, []string{"released 2 of disk", "interrupted"}, nil)
-	expect(t, s.ctl(t, "semaphore", "get", "disk"), 0, []string{"5\n"}, nil)
+	// All 5 back, or the semaphore already collected as released (--semaphore-gc-interval 1:
+	// a collection between the release and this get is yrmcds's behaviour, not a failure).
+	if r := s.ctl(t, "semaphore", "get", "disk"); !(r.code == 0 && r.out == "5\n") && !(r.code == 2 && strings.Contains(r.err, "Not found")) {
+		t.Errorf("semaphore get disk after the release: exit %d, stdout %q, stderr %q; want 5, or Not found once collected", r.code, r.out, r.err)
+	}
 }
 
 func TestPoolCommands(t *testing.T) {
