@@ -314,3 +314,40 @@ func BenchmarkUIHotOff(b *testing.B) {
 		h.counter(ProtoCounter, name, 10)
 	}
 }
+
+// A list counts every acquire up to hotBusy in a publication window, then one of every
+// hotSample: a key acquired once is listed, a hot stream is sampled (its cost bounded) and its
+// key stays on top; the next window counts whole again.
+func TestUIHotSampled(t *testing.T) {
+	var h hotState
+	h.on = true
+	h.counter(ProtoCounter, []byte("rare"), 5)
+	if h.counters[ProtoCounter].n != 1 {
+		t.Fatal("a counter acquired once is not listed")
+	}
+	for range 100_000 {
+		h.counter(ProtoCounter, []byte("hot"), 10)
+	}
+	l := &h.counters[ProtoCounter]
+	var hot *hotEntry
+	for i := range l.n {
+		if string(l.e[i].key) == "hot" {
+			hot = &l.e[i]
+		}
+	}
+	if hot == nil {
+		t.Fatal("the hot counter is not listed")
+	}
+	if want := uint64(hotBusy-1) + (100_000-(hotBusy-1))/hotSample; hot.hits < want-2 || hot.hits > want+2 {
+		t.Fatalf("the hot counter counted %d hits of 100,000 acquires, want about %d (sampled past %d)", hot.hits, want, hotBusy)
+	}
+	h.hotReset()
+	h.counter(ProtoCounter, []byte("late"), 1)
+	found := false
+	for i := range l.n {
+		found = found || string(l.e[i].key) == "late"
+	}
+	if !found {
+		t.Fatal("a counter acquired once in a new window is not listed")
+	}
+}
