@@ -214,6 +214,11 @@ func (s *Server) register(ctx context.Context, v any, c net.Conn) error {
 		return r.Err
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-s.tb.quit:
+		// The engine is down (Run's end): the loop will never run the registration, and
+		// stopTLS waits for startTLS, which waited here (a server stopped right after it
+		// started hung for ever: TestTLSStartLineShowsBothPorts, in make test once).
+		return errors.New("the engine stopped before the connection was registered")
 	}
 }
 
