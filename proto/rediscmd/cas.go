@@ -123,17 +123,7 @@ func parseGetEx(r *Request, args [][]byte, t *Text, nowMs int64, newID func() [1
 func (kv *KV) CondHolds(rec []byte) bool {
 	var scratch [24]byte
 	v, ok := StringOf(rec, scratch[:0])
-	switch kv.Cond {
-	case CondEq:
-		return ok && bytes.Equal(v, kv.CondArg)
-	case CondNe:
-		return !ok || !bytes.Equal(v, kv.CondArg)
-	case CondDigestEq, CondDigestNe:
-		var d [16]byte
-		eq := ok && bytes.EqualFold(appendDigest(d[:0], v), kv.CondArg)
-		return eq == (kv.Cond == CondDigestEq)
-	}
-	return true
+	return kv.CondHoldsValue(v, ok)
 }
 
 // CondHoldsValue is CondHolds for a string value v itself (ok: the key has one), as the
